@@ -1,0 +1,1 @@
+"""The hlo dialect: ops, types, attributes and traits (installed as `hlopass.dialects`)."""

@@ -1,0 +1,439 @@
+"""The `hlo` xDSL dialect: one op per HLO opcode, shapes as types, attributes as properties.
+
+Layout of a module in IR:
+
+    builtin.module attributes {sym_name = "m", hlo.<module attr> = ...} {
+      hlo.computation @name {entry} {            // region of one block
+        %p = hlo.parameter <{name = "p", number}> : !hlo.shape<"f32[2]{0}">
+        ...
+        hlo.return %root                          // the ROOT; always last
+      }
+    }
+
+Instruction names, attributes and shapes are properties holding plain Python values
+(`hlopass.shape`, `hlopass.attrs`), so passes read `op.shape`, `op.attr("dimensions")`.
+Called computations are symbol references. Op classes are generated from the table in
+`opcodes.py`; traits (Pure, Elementwise, Commutative, ...) come from the same rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+from xdsl.dialects.builtin import ArrayAttr, StringAttr, SymbolRefAttr, UnitAttr
+from xdsl.ir import Attribute, Block, Data, Dialect, Operation, Region, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.irdl.operations import _PropertyFieldDef, OptPropertyDef  # noqa: F401
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    Commutative,
+    HasParent,
+    IsTerminator,
+    NoTerminator,
+    OpTrait,
+    Pure,
+    SymbolOpInterface,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES, AttrSpec, OpcodeSpec
+from hlopass.shape import Shape
+
+# --- traits -------------------------------------------------------------------------------
+
+
+class Elementwise(OpTrait):
+    """Applies the same scalar function to each element; operands and result share dims."""
+
+
+class Transcendental(OpTrait):
+    """Counted as a transcendental by XLA's cost analysis."""
+
+
+class HasSideEffect(OpTrait):
+    """Must not be removed, duplicated or reordered across other side effects."""
+
+
+class ShapeOnly(OpTrait):
+    """Moves or relabels data without arithmetic (reshape, transpose, broadcast, copy)."""
+
+
+class Collective(OpTrait):
+    """Communicates across replicas or partitions."""
+
+
+class RandomNumber(OpTrait):
+    """Produces random numbers; never folded or CSE'd."""
+
+
+_TRAITS: dict[str, OpTrait] = {
+    "pure": Pure(),
+    "elementwise": Elementwise(),
+    "commutative": Commutative(),
+    "transcendental": Transcendental(),
+    "side_effect": HasSideEffect(),
+    "shape_only": ShapeOnly(),
+    "collective": Collective(),
+    "rng": RandomNumber(),
+}
+
+# --- types and attributes -----------------------------------------------------------------
+
+
+def _parse_hlo_attr_text(kind: str, text: str) -> Any:
+    from hlopass.importer import parse_attribute_value
+
+    return parse_attribute_value(kind, text)
+
+
+@irdl_attr_definition
+class ShapeType(Data[Shape], TypeAttribute):
+    """An HLO shape (array with layout, tuple, token): `!hlo.shape<"f32[2,3]{1,0}">`."""
+
+    name = "hlo.shape"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> Shape:
+        with parser.in_angle_brackets():
+            return _parse_hlo_attr_text("shape", parser.parse_str_literal())
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.data.text())
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+
+_SHAPE_TYPES: dict[Shape, ShapeType] = {}
+
+
+def shape_type(shape: Shape) -> ShapeType:
+    """The (interned) IR type of a shape."""
+    t = _SHAPE_TYPES.get(shape)
+    if t is None:
+        t = ShapeType.new(shape)
+        _SHAPE_TYPES[shape] = t
+    return t
+
+
+class HloAttr(Data[Any]):
+    """An attribute value of one HLO kind, printed in xDSL as its HLO text in quotes."""
+
+    kind: ClassVar[str]
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> Any:
+        with parser.in_angle_brackets():
+            return _parse_hlo_attr_text(cls.kind, parser.parse_str_literal())
+
+    def print_parameter(self, printer: Printer) -> None:
+        from hlopass.attrs import format_value
+
+        with printer.in_angle_brackets():
+            printer.print_string_literal(format_value(self.kind, self.data))
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.data))
+
+
+ATTR_KINDS = (
+    "int", "bool", "float", "str", "ident", "ints", "intss", "bools", "names", "window",
+    "dim_labels", "slice", "padding", "precision", "shape", "shapes", "literal", "raw",
+    "metadata", "backend_config", "replica_groups", "comps", "constant", "dot_algorithm",
+)  # fmt: skip
+
+ATTR_CLASSES: dict[str, type[HloAttr]] = {}
+for _kind in ATTR_KINDS:
+    _cls = type(
+        f"{_kind.title().replace('_', '')}Attr",
+        (HloAttr,),
+        {"name": f"hlo.{_kind}", "kind": _kind, "__module__": __name__},
+    )
+    ATTR_CLASSES[_kind] = irdl_attr_definition(_cls)  # type: ignore[arg-type]
+
+
+def attr_to_value(kind: str, attr: Attribute) -> Any:
+    if kind == "comp":
+        assert isinstance(attr, SymbolRefAttr)
+        return attr.root_reference.data
+    return attr.data  # type: ignore[attr-defined]
+
+
+def value_to_attr(kind: str, value: Any) -> Attribute:
+    if kind == "comp":
+        return SymbolRefAttr(value)
+    return ATTR_CLASSES[kind].new(value)
+
+
+# --- ops ----------------------------------------------------------------------------------
+
+
+class HloOp(IRDLOperation):
+    """Base of every HLO instruction op: one result, an HLO name, attributes by HLO name."""
+
+    OPCODE: ClassVar[str]
+    SPEC: ClassVar[OpcodeSpec]
+    ATTR_SPECS: ClassVar[dict[str, AttrSpec]]
+
+    @property
+    def opcode(self) -> str:
+        return self.OPCODE
+
+    @property
+    def spec(self) -> OpcodeSpec:
+        return self.SPEC
+
+    @property
+    def attr_specs(self) -> dict[str, AttrSpec]:
+        return self.ATTR_SPECS
+
+    @property
+    def inst_name(self) -> str:
+        return self.properties["name"].data  # type: ignore[attr-defined]
+
+    @inst_name.setter
+    def inst_name(self, value: str) -> None:
+        self.properties["name"] = StringAttr(value)
+
+    @property
+    def shape(self) -> Shape:
+        return self.results[0].type.data  # type: ignore[attr-defined]
+
+    @property
+    def result(self) -> SSAValue:
+        return self.results[0]
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The Python value of HLO attribute `name`, or `default` when absent."""
+        a = self.properties.get(name)
+        if a is None:
+            return default
+        return attr_to_value(self.attr_specs[name].kind, a)
+
+    def set_attr(self, name: str, value: Any) -> None:
+        """Set (or with `None`, remove) HLO attribute `name`."""
+        if value is None:
+            self.properties.pop(name, None)
+        else:
+            self.properties[name] = value_to_attr(self.attr_specs[name].kind, value)
+
+    def hlo_attrs(self) -> Iterator[tuple[AttrSpec, Any]]:
+        """(spec, value) of each attribute present, in XLA's print order."""
+        props = self.properties
+        for spec in self.attr_specs.values():
+            a = props.get(spec.name)
+            if a is not None:
+                yield spec, attr_to_value(spec.kind, a)
+
+    def callees(self) -> list[str]:
+        names: list[str] = []
+        props = self.properties
+        for spec in self.spec.computations:
+            a = props.get(spec.name)
+            if a is None:
+                continue
+            if spec.kind == "comp":
+                names.append(attr_to_value("comp", a))
+            elif spec.kind == "comps":
+                names.extend(a.data)  # type: ignore[attr-defined]
+        return names
+
+    def verify_(self) -> None:
+        arity = self.spec.arity
+        if arity >= 0 and len(self.operands) != arity:
+            raise VerifyException(
+                f"{self.opcode} {self.inst_name} takes {arity} operand(s), got {len(self.operands)}"
+            )
+        for operand in self.operands:
+            if not isinstance(operand.type, ShapeType):
+                raise VerifyException(f"operand of {self.inst_name} is not an HLO value")
+        from hlopass.verifier import verify_instruction
+
+        verify_instruction(self)
+
+
+def _class_name(opcode: str) -> str:
+    return "".join(p.title() for p in re.split(r"[-_]", opcode)) + "Op"
+
+
+_RESERVED = set(dir(HloOp)) | {"name"}
+
+
+def _field_name(attr_name: str) -> str:
+    field = attr_name.replace("-", "_")
+    return field + "_" if field in _RESERVED else field
+
+
+def _make_op_class(spec: OpcodeSpec) -> type[HloOp]:
+    specs = {a.name: a for a in (*spec.attrs, *spec.computations, *COMMON_ATTRS)}
+    fields: dict[str, Any] = {
+        "name": f"hlo.{spec.opcode}",
+        "OPCODE": spec.opcode,
+        "SPEC": spec,
+        "ATTR_SPECS": specs,
+        "args": var_operand_def(),
+        "out": result_def(ShapeType),
+        "inst_name_": prop_def(StringAttr, prop_name="name"),
+        "__module__": __name__,
+        "__doc__": f"HLO `{spec.opcode}`.",
+        "__annotations__": {
+            "OPCODE": ClassVar[str],
+            "SPEC": ClassVar[OpcodeSpec],
+            "ATTR_SPECS": ClassVar[dict[str, AttrSpec]],
+        },
+    }
+    for a in specs.values():
+        constraint = SymbolRefAttr if a.kind == "comp" else ATTR_CLASSES[a.kind]
+        fields[_field_name(a.name)] = opt_prop_def(constraint, prop_name=a.name)
+    traits = [_TRAITS[t] for t in sorted(spec.traits) if t in _TRAITS]
+    traits.append(HasParent(ComputationOp))
+    fields["traits"] = traits_def(*traits)
+    cls = type(_class_name(spec.opcode), (HloOp,), fields)
+    return irdl_op_definition(cls)  # type: ignore[arg-type]
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    """Marks the computation's ROOT instruction; not an HLO instruction itself."""
+
+    name = "hlo.return"
+    root = var_operand_def(ShapeType)
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, root: SSAValue):
+        super().__init__(operands=[[root]])
+
+
+@irdl_op_definition
+class ComputationOp(IRDLOperation):
+    """An HLO computation; referenced by symbol from calling instructions."""
+
+    name = "hlo.computation"
+    sym_name = prop_def(StringAttr)
+    is_entry = opt_prop_def(UnitAttr)
+    execution_thread = opt_prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(SymbolOpInterface())
+
+    def __init__(self, name: str, block: Block | None = None, entry: bool = False):
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name)}
+        if entry:
+            props["is_entry"] = UnitAttr()
+        super().__init__(properties=props, regions=[Region(block or Block())])
+
+    @property
+    def comp_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    @property
+    def root(self) -> HloOp:
+        ret = self.body.block.last_op
+        assert isinstance(ret, ReturnOp), f"computation {self.comp_name} has no hlo.return"
+        owner = ret.operands[0].owner
+        assert isinstance(owner, HloOp)
+        return owner
+
+    @property
+    def instructions(self) -> Iterator[HloOp]:
+        """Instructions in insertion order (the terminator excluded)."""
+        for o in self.body.block.ops:
+            if isinstance(o, HloOp):
+                yield o
+
+    def parameters(self) -> list[HloOp]:
+        params = [o for o in self.instructions if o.opcode == "parameter"]
+        params.sort(key=lambda o: o.attr("number", 0))
+        return params
+
+    def verify_(self) -> None:
+        block = self.body.block
+        if not isinstance(block.last_op, ReturnOp):
+            raise VerifyException(f"computation {self.comp_name} must end with hlo.return")
+
+
+OP_CLASSES: dict[str, type[HloOp]] = {
+    spec.opcode: _make_op_class(spec) for spec in OPCODES.values()
+}
+
+# The parameter number lives in a property of its own: it is operand-like, not an attribute.
+_param_cls = OP_CLASSES["parameter"]
+
+
+def computations(module: Operation) -> list[ComputationOp]:
+    return [o for o in module.regions[0].block.ops if isinstance(o, ComputationOp)]
+
+
+def entry_computation(module: Operation) -> ComputationOp:
+    comps = computations(module)
+    for c in comps:
+        if c.is_entry is not None:
+            return c
+    return comps[-1]
+
+
+def get_dialect() -> Dialect:
+    return HLO
+
+
+def create_op(
+    opcode: str,
+    operands: Sequence[SSAValue],
+    shape: Shape,
+    name: str,
+    attrs: dict[str, Any] | None = None,
+) -> HloOp:
+    """Build an instruction op without running verifiers (the importer's fast path)."""
+    cls = OP_CLASSES[opcode]
+    props: dict[str, Attribute] = {"name": StringAttr(name)}
+    if attrs:
+        specs = cls.ATTR_SPECS
+        for k, v in attrs.items():
+            props[k] = value_to_attr(specs[k].kind, v)
+    return cls.create(operands=operands, result_types=[shape_type(shape)], properties=props)
+
+
+HLO = Dialect(
+    "hlo",
+    [ComputationOp, ReturnOp, *OP_CLASSES.values()],
+    [ShapeType, *ATTR_CLASSES.values()],
+)
+
+__all__ = [
+    "HLO",
+    "ATTR_CLASSES",
+    "Collective",
+    "ComputationOp",
+    "Elementwise",
+    "HasSideEffect",
+    "HloAttr",
+    "HloOp",
+    "NoTerminator",
+    "OP_CLASSES",
+    "RandomNumber",
+    "ReturnOp",
+    "ShapeOnly",
+    "ShapeType",
+    "Transcendental",
+    "computations",
+    "create_op",
+    "entry_computation",
+    "shape_type",
+]

@@ -1,0 +1,260 @@
+"""Values of HLO instruction attributes and their text form as XLA prints them.
+
+Each attribute kind (the `kind` column of `hlopass.dialects.opcodes`) maps to a plain,
+hashable Python value. The importer builds these values, the exporter prints them with
+`format_value`, and the dialect wraps them in xDSL attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hlopass.literal import Literal
+from hlopass.shape import Shape
+
+
+@dataclass(frozen=True, slots=True)
+class WindowDim:
+    size: int = 1
+    stride: int = 1
+    pad_low: int = 0
+    pad_high: int = 0
+    lhs_dilation: int = 1
+    rhs_dilation: int = 1
+    reversal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    dims: tuple[WindowDim, ...]
+
+    def __str__(self) -> str:
+        d = self.dims
+        parts = ["size=" + "x".join(str(w.size) for w in d)]
+        if any(w.stride != 1 for w in d):
+            parts.append("stride=" + "x".join(str(w.stride) for w in d))
+        if any(w.pad_low or w.pad_high for w in d):
+            parts.append("pad=" + "x".join(f"{w.pad_low}_{w.pad_high}" for w in d))
+        if any(w.lhs_dilation != 1 for w in d):
+            parts.append("lhs_dilate=" + "x".join(str(w.lhs_dilation) for w in d))
+        if any(w.rhs_dilation != 1 for w in d):
+            parts.append("rhs_dilate=" + "x".join(str(w.rhs_dilation) for w in d))
+        if any(w.reversal for w in d):
+            parts.append("rhs_reversal=" + "x".join(str(int(w.reversal)) for w in d))
+        return "{" + " ".join(parts) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class SliceDim:
+    start: int
+    limit: int
+    stride: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PadDim:
+    low: int
+    high: int
+    interior: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConvDims:
+    """Convolution dimension numbers, kept as XLA's dim-label string (`b01f_01io->b01f`)."""
+
+    labels: str
+
+    def _side(self, i: int) -> str:
+        lhs, rest = self.labels.split("_", 1)
+        rhs, out = rest.split("->")
+        return (lhs, rhs, out)[i]
+
+    def _decode(self, side: str, a: str, b: str) -> tuple[int, int, tuple[int, ...]]:
+        spatial = sorted((int(c), i) for i, c in enumerate(side) if c.isdigit())
+        return side.index(a), side.index(b), tuple(i for _, i in spatial)
+
+    @property
+    def input(self) -> tuple[int, int, tuple[int, ...]]:
+        """(batch dim, feature dim, spatial dims) of the input."""
+        return self._decode(self._side(0), "b", "f")
+
+    @property
+    def kernel(self) -> tuple[int, int, tuple[int, ...]]:
+        """(input feature dim, output feature dim, spatial dims) of the kernel."""
+        return self._decode(self._side(1), "i", "o")
+
+    @property
+    def output(self) -> tuple[int, int, tuple[int, ...]]:
+        return self._decode(self._side(2), "b", "f")
+
+    def __str__(self) -> str:
+        return self.labels
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """`OpMetadata`: fields kept as their source text, printed in XLA's field order."""
+
+    fields: tuple[tuple[str, str], ...]
+
+    def get(self, key: str) -> str | None:
+        for k, v in self.fields:
+            if k == key:
+                return v
+        return None
+
+
+METADATA_ORDER = (
+    "op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
+    "source_end_column", "profile_type", "deduplicated_name", "preserve_layout",
+    "scheduling_name", "stack_frame_id",
+)  # fmt: skip
+_METADATA_RANK = {k: i for i, k in enumerate(METADATA_ORDER)}
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """An attribute value kept as canonical text (sharding, frontend attributes, ...)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class ShapedLiteral:
+    """custom-call `literal=`: a shape and a literal."""
+
+    shape: Shape
+    literal: Literal
+
+
+def c_escape(s: str) -> str:
+    """absl::CEscape: the escaping XLA applies to printed strings."""
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "\\":
+            out.append("\\\\")
+        elif o < 32 or o == 127:
+            out.append(f"\\{o:03o}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def format_ints(v: tuple[int, ...]) -> str:
+    return "{" + ",".join(map(str, v)) + "}"
+
+
+def format_float(v: float) -> str:
+    """absl::StrCat(double): six significant digits, %g style."""
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return "%.6g" % v
+
+
+def format_slice(v: tuple[SliceDim, ...]) -> str:
+    return (
+        "{"
+        + ", ".join(
+            f"[{s.start}:{s.limit}]" if s.stride == 1 else f"[{s.start}:{s.limit}:{s.stride}]"
+            for s in v
+        )
+        + "}"
+    )
+
+
+def format_padding(v: tuple[PadDim, ...]) -> str:
+    if any(p.interior for p in v):
+        return "x".join(f"{p.low}_{p.high}_{p.interior}" for p in v)
+    return "x".join(f"{p.low}_{p.high}" for p in v)
+
+
+def format_metadata(m: Metadata) -> str:
+    fields = sorted(m.fields, key=lambda kv: _METADATA_RANK.get(kv[0], 99))
+    return "{" + " ".join(f"{k}={v}" for k, v in fields) + "}"
+
+
+def is_json_dict(s: str) -> bool:
+    """True when XLA's lexer would read `s` as one balanced `{...}` dictionary."""
+    if not s.startswith("{") or not s.endswith("}"):
+        return False
+    depth = 0
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == '"':
+            i += 1
+            while i < n and s[i] != '"':
+                i += 2 if s[i] == "\\" else 1
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0 and i != n - 1:
+                return False
+        i += 1
+    return depth == 0
+
+
+def format_backend_config(s: str) -> str:
+    return s if is_json_dict(s) else '"' + c_escape(s) + '"'
+
+
+def format_value(kind: str, v: object, percent: bool = True) -> str:
+    """The text XLA prints after `name=` for an attribute of `kind`."""
+    p = "%" if percent else ""
+    if kind == "ints":
+        return format_ints(v)  # type: ignore[arg-type]
+    if kind in ("int", "ident", "dot_algorithm", "raw", "dim_labels", "window", "replica_groups"):
+        return str(v)
+    if kind == "comp":
+        return p + str(v)
+    if kind == "comps":
+        return "{" + ", ".join(p + c for c in v) + "}"  # type: ignore[union-attr]
+    if kind == "bool":
+        return "true" if v else "false"
+    if kind == "str":
+        return '"' + c_escape(v) + '"'  # type: ignore[arg-type]
+    if kind == "metadata":
+        return format_metadata(v)  # type: ignore[arg-type]
+    if kind == "backend_config":
+        return format_backend_config(v)  # type: ignore[arg-type]
+    if kind == "slice":
+        return format_slice(v)  # type: ignore[arg-type]
+    if kind == "padding":
+        return format_padding(v)  # type: ignore[arg-type]
+    if kind == "precision":
+        return "{" + ",".join(v) + "}"  # type: ignore[arg-type]
+    if kind == "intss":
+        return "{" + ",".join(format_ints(x) for x in v) + "}"  # type: ignore[union-attr]
+    if kind == "bools":
+        return "{" + ",".join("true" if b else "false" for b in v) + "}"  # type: ignore[union-attr]
+    if kind == "names":
+        return "{" + ", ".join(p + n for n in v) + "}"  # type: ignore[union-attr]
+    if kind == "float":
+        return format_float(v)  # type: ignore[arg-type]
+    if kind == "shape":
+        return v.text()  # type: ignore[union-attr]
+    if kind == "shapes":
+        return "{" + ", ".join(s.text() for s in v) + "}"  # type: ignore[union-attr]
+    if kind in ("literal", "constant"):
+        from hlopass.literal import format_literal
+
+        assert isinstance(v, ShapedLiteral)
+        return v.shape.text() + " " + format_literal(v.literal, v.shape)
+    raise KeyError(f"unknown attribute kind {kind!r}")

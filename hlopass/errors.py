@@ -1,0 +1,26 @@
+"""Errors the library reports to users (one line each, with a location where there is one)."""
+
+from __future__ import annotations
+
+
+class HloError(Exception):
+    """Base of hlopass's user-facing errors."""
+
+
+class HloParseError(HloError):
+    """Malformed HLO text. `str()` is `file:line:col: error: message`."""
+
+    def __init__(self, message: str, filename: str | None, line: int, col: int):
+        self.message = message
+        self.filename = filename or "<input>"
+        self.line = line
+        self.col = col
+        super().__init__(f"{self.filename}:{line}:{col}: error: {message}")
+
+
+class HloVerifyError(HloError):
+    """A module that parsed but breaks an HLO rule (shape, arity, reference)."""
+
+
+class UnsupportedOpError(HloError):
+    """The interpreter cannot run an instruction."""

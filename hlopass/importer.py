@@ -1,0 +1,907 @@
+"""HLO text -> xDSL IR (`parse_hlo`). Builds ops directly; no MLIR text in between."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
+from xdsl.ir import Block, SSAValue
+
+from hlopass import attrs as A
+from hlopass.dialects.hlo import (
+    ATTR_CLASSES,
+    ComputationOp,
+    HloOp,
+    ReturnOp,
+    create_op,
+)
+from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
+from hlopass.errors import HloParseError
+from hlopass.lexer import Lexer
+from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
+from hlopass.shape import (
+    ELEMENT_BITS,
+    UNBOUNDED,
+    ArrayShape,
+    BufferShape,
+    Layout,
+    Shape,
+    Tile,
+    TupleShape,
+    default_layout,
+)
+
+# Module header attributes, in XLA's print order, with their value kinds.
+MODULE_ATTRS: dict[str, str] = {
+    "is_scheduled": "bool",
+    "input_output_alias": "raw",
+    "buffer_donor": "raw",
+    "alias_passthrough_params": "bool",
+    "entry_computation_layout": "program_shape",
+    "allow_spmd_sharding_propagation_to_parameters": "raw",
+    "allow_spmd_sharding_propagation_to_output": "raw",
+    "replica_count": "int",
+    "num_partitions": "int",
+    "frontend_attributes": "raw",
+    "origin_recovery_table": "raw",
+}
+
+_SHAPE_CACHE: dict[str, Shape] = {}
+_DIMS_RE = re.compile(r"(<=)?(\d+|\?)")
+
+
+def parse_shape_text(text: str) -> Shape:
+    """Parse one shape (array, tuple or buffer); raises ValueError with a reason."""
+    lx = Lexer(text)
+    p = _Parser(lx)
+    shape = p.shape()
+    if lx.peek()[0] != "EOF":
+        raise ValueError(f"trailing text after shape: {text!r}")
+    return shape
+
+
+def _array_shape_from_token(tok: str) -> ArrayShape:
+    """`f32[2,<=3]{1,0:T(8)}` -> ArrayShape (layout filled with the default when absent)."""
+    cached = _SHAPE_CACHE.get(tok)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    lb = tok.index("[")
+    rb = tok.index("]")
+    et = tok[:lb]
+    if et == "opaque_type":
+        et = "opaque"
+    dims_text = tok[lb + 1 : rb].strip()
+    dims: list[int] = []
+    dynamic: list[bool] = []
+    if dims_text:
+        for part in dims_text.split(","):
+            part = part.strip()
+            if part == "?":
+                dims.append(UNBOUNDED)
+                dynamic.append(True)
+            elif part.startswith("<="):
+                dims.append(int(part[2:]))
+                dynamic.append(True)
+            elif part.isdigit():
+                dims.append(int(part))
+                dynamic.append(False)
+            else:
+                raise ValueError(f"bad dimension {part!r} in shape {tok}")
+    layout_text = tok[rb + 1 :]
+    if et in ("token", "opaque"):
+        if dims:
+            raise ValueError(f"{et} shape cannot have dimensions")
+        layout = None
+    elif layout_text:
+        layout = _parse_layout(layout_text, len(dims))
+    else:
+        layout = default_layout(len(dims))
+    shape = ArrayShape(et, tuple(dims), tuple(dynamic) if any(dynamic) else (), layout)
+    _SHAPE_CACHE[tok] = shape
+    return shape
+
+
+_LAYOUT_ITEM = re.compile(
+    r"T((?:\([\d,*]*\))+)|L\((\d+)\)|#\((\w+)\)|\*\((\w+)\)|E\((\d+)\)|S\((\d+)\)"
+    r"|SC\((\d+):([\d,]*)\)|M\((\d+)\)|D\(([^)]*)\)"
+)
+
+
+def _parse_layout(text: str, rank: int) -> Layout:
+    body = text[1:-1]
+    m2m_text, _, extras = body.partition(":")
+    m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip()) if m2m_text.strip() else ()
+    if m2m_text.strip() or rank == 0:
+        if sorted(m2m) != list(range(rank)):
+            raise ValueError(
+                f"layout {{{m2m_text}}} is not a permutation of the {rank} dimensions"
+            )
+    kw: dict[str, Any] = {}
+    pos = 0
+    tiles: list[Tile] = []
+    splits: list[tuple[int, tuple[int, ...]]] = []
+    while pos < len(extras):
+        m = _LAYOUT_ITEM.match(extras, pos)
+        if not m:
+            raise ValueError(f"bad layout attribute at {extras[pos:]!r}")
+        pos = m.end()
+        if m.group(1):
+            for t in re.findall(r"\(([\d,*]*)\)", m.group(1)):
+                tiles.append(
+                    Tile(tuple(None if x == "*" else int(x) for x in t.split(",") if x))
+                )
+        elif m.group(2):
+            kw["tail_padding_alignment"] = int(m.group(2))
+        elif m.group(3):
+            kw["index_type"] = m.group(3)
+        elif m.group(4):
+            kw["pointer_type"] = m.group(4)
+        elif m.group(5):
+            kw["element_size_bits"] = int(m.group(5))
+        elif m.group(6):
+            kw["memory_space"] = int(m.group(6))
+        elif m.group(7):
+            splits.append((int(m.group(7)), tuple(int(x) for x in m.group(8).split(",") if x)))
+        elif m.group(9):
+            kw["dynamic_metadata_prefix_bytes"] = int(m.group(9))
+        elif m.group(10) is not None:
+            kw["dim_level_types"] = tuple(x.strip() for x in m.group(10).split(","))
+    if not m2m_text.strip() and rank > 0:
+        m2m = default_layout(rank).minor_to_major
+    return Layout(m2m, tuple(tiles), split_configs=tuple(splits), **kw)
+
+
+class _Parser:
+    def __init__(self, lx: Lexer):
+        self.lx = lx
+
+    # --- token helpers ------------------------------------------------------------------
+
+    def error(self, message: str, offset: int | None = None) -> None:
+        if offset is None:
+            offset = self.lx.peek()[2]
+        self.lx.error_at(offset, message)
+
+    def expect(self, text: str) -> int:
+        kind, tok, start = self.lx.next()
+        if tok != text or kind in ("STRING",):
+            self.error(f"expected '{text}', got {_describe(kind, tok)}", start)
+        return start
+
+    def accept(self, text: str) -> bool:
+        kind, tok, _ = self.lx.peek()
+        if tok == text and kind not in ("STRING",):
+            self.lx.next()
+            return True
+        return False
+
+    def int_(self) -> int:
+        kind, tok, start = self.lx.next()
+        if kind != "INT":
+            self.error(f"expected an integer, got {_describe(kind, tok)}", start)
+        return int(tok)
+
+    def name(self) -> str:
+        kind, tok, start = self.lx.next()
+        if kind != "NAME":
+            self.error(f"expected a name, got {_describe(kind, tok)}", start)
+        return tok[1:] if tok.startswith("%") else tok
+
+    # --- shapes ---------------------------------------------------------------------------
+
+    def shape(self) -> Shape:
+        kind, tok, start = self.lx.next()
+        if kind == "SHAPE":
+            try:
+                return _array_shape_from_token(tok)
+            except ValueError as e:
+                self.error(str(e), start)
+        if tok == "(" and kind == "PUNCT":
+            elements: list[Shape] = []
+            if not self.accept(")"):
+                while True:
+                    elements.append(self.shape())
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+            return TupleShape(tuple(elements))
+        if kind == "NAME" and tok == "b":
+            self.expect("(")
+            inner = self.shape()
+            self.expect(")")
+            assert isinstance(inner, ArrayShape)
+            return BufferShape(inner)
+        if kind == "NAME" and tok.split("[")[0] in ELEMENT_BITS:
+            self.error(f"malformed shape starting at {tok!r}", start)
+        self.error(f"expected a shape, got {_describe(kind, tok)}", start)
+        raise AssertionError
+
+    def at_shape(self) -> bool:
+        kind, tok, _ = self.lx.peek()
+        return kind == "SHAPE" or (kind == "PUNCT" and tok == "(")
+
+    # --- attribute values -------------------------------------------------------------------
+
+    def ints(self) -> tuple[int, ...]:
+        self.expect("{")
+        out: list[int] = []
+        if self.accept("}"):
+            return ()
+        while True:
+            out.append(self.int_())
+            if self.accept("}"):
+                return tuple(out)
+            self.expect(",")
+
+    def value(self, kind: str, attr: str, opcode: str | None = None) -> Any:
+        lx = self.lx
+        if kind == "ints":
+            return self.ints()
+        if kind == "int":
+            return self.int_()
+        if kind == "bool":
+            k, tok, start = lx.next()
+            if tok not in ("true", "false"):
+                self.error(f"expected true or false for {attr}, got {_describe(k, tok)}", start)
+            return tok == "true"
+        if kind in ("ident", "dot_algorithm"):
+            k, tok, start = lx.next()
+            if k not in ("NAME", "INT"):
+                self.error(f"expected a value for {attr}, got {_describe(k, tok)}", start)
+            allowed = IDENT_VALUES.get(attr) if kind == "ident" else None
+            if allowed is not None and tok not in allowed:
+                self.error(
+                    f"invalid value {tok!r} for {attr}; expected one of {', '.join(sorted(allowed))}",
+                    start,
+                )
+            return tok
+        if kind == "str":
+            k, tok, start = lx.next()
+            if k != "STRING":
+                self.error(f"expected a quoted string for {attr}, got {_describe(k, tok)}", start)
+            return _unescape(tok)
+        if kind == "comp":
+            k, tok, start = lx.peek()
+            if tok == "{":
+                self.error("inline computations are not supported; name a computation instead")
+            return self.name()
+        if kind in ("comps", "names"):
+            self.expect("{")
+            out: list[str] = []
+            if self.accept("}"):
+                return ()
+            while True:
+                out.append(self.name())
+                if self.accept("}"):
+                    return tuple(out)
+                self.expect(",")
+        if kind == "metadata":
+            return self.metadata()
+        if kind == "backend_config":
+            k, tok, start = lx.peek()
+            if k == "STRING":
+                lx.next()
+                return _unescape(tok)
+            if tok == "{":
+                return lx.take_balanced("{", "}")[0]
+            self.error(f"expected a string or {{...}} for backend_config, got {_describe(k, tok)}")
+        if kind in ("raw", "replica_groups"):
+            k, tok, start = lx.peek()
+            if tok == "{":
+                return A.Raw(_squash(lx.take_balanced("{", "}")[0]))
+            if tok == "[" and kind == "replica_groups":
+                return A.Raw(self.iota_list())
+            lx.next()
+            return A.Raw(tok)
+        if kind == "window":
+            return self.window()
+        if kind == "dim_labels":
+            k, tok, start = lx.next()
+            if k != "DIMLABELS":
+                self.error(f"expected dimension labels like b01f_01io->b01f, got {_describe(k, tok)}", start)
+            return A.ConvDims(tok)
+        if kind == "slice":
+            return self.slice_()
+        if kind == "padding":
+            k, tok, start = lx.next()
+            if k != "PAD":
+                self.error(f"expected padding like 0_0x1_1, got {_describe(k, tok)}", start)
+            return tuple(A.PadDim(*map(int, p.split("_"))) for p in _split_x(tok))
+        if kind == "precision":
+            self.expect("{")
+            names: list[str] = []
+            if self.accept("}"):
+                return ()
+            while True:
+                names.append(self.name())
+                if self.accept("}"):
+                    return tuple(names)
+                self.expect(",")
+        if kind == "intss":
+            self.expect("{")
+            groups: list[tuple[int, ...]] = []
+            if self.accept("}"):
+                return ()
+            while True:
+                groups.append(self.ints())
+                if self.accept("}"):
+                    return tuple(groups)
+                self.expect(",")
+        if kind == "bools":
+            self.expect("{")
+            bs: list[bool] = []
+            if self.accept("}"):
+                return ()
+            while True:
+                bs.append(self.value("bool", attr))
+                if self.accept("}"):
+                    return tuple(bs)
+                self.expect(",")
+        if kind == "float":
+            k, tok, start = lx.next()
+            if k not in ("FLOAT", "INT", "NANINF"):
+                self.error(f"expected a number for {attr}, got {_describe(k, tok)}", start)
+            return float(tok)
+        if kind == "shape":
+            return self.shape()
+        if kind == "shapes":
+            self.expect("{")
+            shapes: list[Shape] = []
+            if self.accept("}"):
+                return ()
+            while True:
+                shapes.append(self.shape())
+                if self.accept("}"):
+                    return tuple(shapes)
+                self.expect(",")
+        if kind == "literal":
+            shape = self.shape()
+            return A.ShapedLiteral(shape, self.literal(shape))
+        if kind == "program_shape":
+            self.expect("{")
+            params = self.shape()
+            assert isinstance(params, TupleShape) or self.error("expected (parameter shapes)")
+            self.expect("->")
+            result = self.shape()
+            self.expect("}")
+            return (*params.elements, result)  # type: ignore[union-attr]
+        raise AssertionError(f"no parser for attribute kind {kind}")
+
+    def iota_list(self) -> str:
+        """Iota replica groups `[2,4]<=[8]` or `[2,4]<=[4,2]T(1,0)`, kept as text."""
+        start = self.lx.rewind_to_peek()
+        m = re.compile(r"\s*(\[[\d,]*\]<=\[[\d,]*\](?:T\([\d,]*\))?)").match(self.lx.text, start)
+        if not m:
+            self.error("malformed iota replica group list")
+        assert m is not None
+        self.lx.pos = m.end()
+        return m.group(1)
+
+    def window(self) -> A.Window:
+        self.expect("{")
+        fields: dict[str, list[list[int]]] = {}
+        while not self.accept("}"):
+            k, key, start = self.lx.next()
+            if k != "ATTR":
+                self.error(f"expected a window field, got {_describe(k, key)}", start)
+            k, tok, vstart = self.lx.next()
+            if key == "pad":
+                if k != "PAD":
+                    self.error(f"expected padding like 0_0x1_1, got {_describe(k, tok)}", vstart)
+                fields[key] = [list(map(int, p.split("_"))) for p in _split_x(tok)]
+            elif key in ("size", "stride", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
+                if k not in ("DXD", "INT"):
+                    self.error(f"expected sizes like 3x3 for {key}, got {_describe(k, tok)}", vstart)
+                fields[key] = [[int(x)] for x in tok.split("x")]
+            else:
+                self.error(f"unknown window field {key!r}", start)
+        n = len(fields.get("size", []))
+        for key, vals in fields.items():
+            if len(vals) != n:
+                self.error(f"window field {key} has {len(vals)} dimensions, size has {n}")
+        dims = []
+        for i in range(n):
+            pad = fields.get("pad", [[0, 0]] * n)[i]
+            dims.append(
+                A.WindowDim(
+                    size=fields["size"][i][0],
+                    stride=fields.get("stride", [[1]] * n)[i][0],
+                    pad_low=pad[0],
+                    pad_high=pad[1],
+                    lhs_dilation=fields.get("lhs_dilate", [[1]] * n)[i][0],
+                    rhs_dilation=fields.get("rhs_dilate", [[1]] * n)[i][0],
+                    reversal=bool(fields.get("rhs_reversal", [[0]] * n)[i][0]),
+                )
+            )
+        return A.Window(tuple(dims))
+
+    def slice_(self) -> tuple[A.SliceDim, ...]:
+        self.expect("{")
+        out: list[A.SliceDim] = []
+        if self.accept("}"):
+            return ()
+        while True:
+            self.expect("[")
+            parts = [self.int_()]
+            while self.accept(":"):
+                parts.append(self.int_())
+            self.expect("]")
+            if len(parts) not in (2, 3):
+                self.error("a slice range is [start:limit] or [start:limit:stride]")
+            out.append(A.SliceDim(*parts))
+            if self.accept("}"):
+                return tuple(out)
+            self.expect(",")
+
+    def metadata(self) -> A.Metadata:
+        self.expect("{")
+        fields: list[tuple[str, str]] = []
+        while not self.accept("}"):
+            k, key, start = self.lx.next()
+            if k != "ATTR":
+                self.error(f"expected a metadata field, got {_describe(k, key)}", start)
+            k, tok, vstart = self.lx.peek()
+            if tok == "{":
+                fields.append((key, _squash(self.lx.take_balanced("{", "}")[0])))
+            else:
+                self.lx.next()
+                fields.append((key, tok))
+            self.accept(",")
+        return A.Metadata(tuple(fields))
+
+    # --- literals -------------------------------------------------------------------------
+
+    def literal(self, shape: Shape) -> Literal:
+        lx = self.lx
+        if isinstance(shape, TupleShape):
+            self.expect("(")
+            elements = []
+            for i, s in enumerate(shape.elements):
+                if i:
+                    self.expect(",")
+                elements.append(self.literal(s))
+            self.expect(")")
+            return Literal(elements=tuple(elements))
+        assert isinstance(shape, ArrayShape)
+        k, tok, start = lx.peek()
+        if tok == "{":
+            raw, start = lx.take_balanced("{", "}")
+            if re.fullmatch(r"\{\s*\.\.\.\s*\}", raw):
+                return Literal(None)
+            if shape.rank == 0:
+                self.error("a scalar literal has no braces", start)
+            try:
+                return Literal(parse_array_text(raw, shape))
+            except LiteralSyntaxError as e:
+                self.error(str(e), start)
+        if shape.rank != 0:
+            self.error(f"expected {{...}} for a literal of shape {shape.text()}", start)
+        if tok == "(" and shape.element_type in ("c64", "c128"):
+            raw, start = lx.take_balanced("(", ")")
+            try:
+                return Literal(parse_array_text(raw, shape))
+            except LiteralSyntaxError as e:
+                self.error(str(e), start)
+        lx.next()
+        if k not in ("INT", "FLOAT", "NANINF", "NAME"):
+            self.error(f"expected a literal value, got {_describe(k, tok)}", start)
+        try:
+            return Literal(parse_scalar_token(tok, shape))
+        except LiteralSyntaxError as e:
+            self.error(str(e), start)
+        raise AssertionError
+
+
+def _describe(kind: str, tok: str) -> str:
+    if kind == "EOF":
+        return "end of input"
+    return repr(tok)
+
+
+def _split_x(tok: str) -> list[str]:
+    return tok.split("x")
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?",
+            "a": "\a", "b": "\b", "f": "\f", "v": "\v"}  # fmt: skip
+
+
+def _unescape(tok: str) -> str:
+    s = tok[1:-1]
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n in _ESCAPES:
+                out.append(_ESCAPES[n])
+                i += 2
+                continue
+            m = re.match(r"[0-7]{1,3}", s[i + 1 :])
+            if m:
+                out.append(chr(int(m.group(0), 8)))
+                i += 1 + len(m.group(0))
+                continue
+            if n == "x":
+                m = re.match(r"[0-9a-fA-F]+", s[i + 2 :])
+                if m:
+                    out.append(chr(int(m.group(0), 16)))
+                    i += 2 + len(m.group(0))
+                    continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _squash(text: str) -> str:
+    """Whitespace outside strings collapsed the way XLA re-prints braced attributes."""
+    if "\n" not in text and "  " not in text:
+        return text
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', text)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\s+", " ", parts[i])
+    return "".join(parts)
+
+
+# --- modules ------------------------------------------------------------------------------
+
+
+class ModuleParser(_Parser):
+    def __init__(self, text: str, filename: str | None = None):
+        super().__init__(Lexer(text, filename))
+        self.computation_names: dict[str, int] = {}
+        self.references: list[tuple[str, int]] = []
+
+    def parse(self) -> ModuleOp:
+        lx = self.lx
+        module_name = "module"
+        module_attrs: dict[str, Any] = {}
+        kind, tok, start = lx.peek()
+        if kind == "NAME" and tok == "HloModule":
+            lx.next()
+            module_name = self.name_or_string()
+            while self.accept(","):
+                k, key, kstart = lx.next()
+                if k != "ATTR":
+                    self.error(f"expected a module attribute, got {_describe(k, key)}", kstart)
+                vkind = MODULE_ATTRS.get(key)
+                if vkind is None:
+                    self.error(f"unknown module attribute {key!r}", kstart)
+                    raise AssertionError
+                if key == "allow_spmd_sharding_propagation_to_output" or key == (
+                    "allow_spmd_sharding_propagation_to_parameters"
+                ):
+                    k2, t2, _ = lx.peek()
+                    if t2 != "{":
+                        lx.next()
+                        module_attrs[key] = A.Raw("{" + t2 + "}")
+                        continue
+                module_attrs[key] = self.value(vkind, key)
+        tables = self.stack_frame_tables()
+        comps: list[ComputationOp] = []
+        entry_seen = False
+        while lx.peek()[0] != "EOF":
+            comp = self.computation()
+            if comp.is_entry is not None:
+                if entry_seen:
+                    self.error("more than one ENTRY computation")
+                entry_seen = True
+            comps.append(comp)
+        if not comps:
+            self.error("no computation in module")
+        if not entry_seen:
+            comps[-1].properties["is_entry"] = _UNIT
+        for name, offset in self.references:
+            if name not in self.computation_names:
+                self.error(f"computation {name!r} is not defined", offset)
+        module = ModuleOp(comps)
+        module.attributes["sym_name"] = StringAttr(module_name)
+        for key, value in module_attrs.items():
+            kind = MODULE_ATTRS[key]
+            if kind == "program_shape":
+                module.attributes["hlo." + key] = ATTR_CLASSES["shapes"].new(value)
+            else:
+                module.attributes["hlo." + key] = ATTR_CLASSES[kind].new(value)
+        if tables:
+            module.attributes["hlo.stack_frames"] = ATTR_CLASSES["raw"].new(A.Raw(tables))
+        return module
+
+    def name_or_string(self) -> str:
+        kind, tok, start = self.lx.next()
+        if kind == "NAME":
+            return tok[1:] if tok.startswith("%") else tok
+        if kind == "STRING":
+            return _unescape(tok)
+        if kind == "ATTR":  # `HloModule m,` never lexes so; `HloModule m=` is malformed
+            self.error("expected a module name", start)
+        self.error(f"expected a module name, got {_describe(kind, tok)}", start)
+        raise AssertionError
+
+    def stack_frame_tables(self) -> str:
+        """The FileNames/FunctionNames/FileLocations/StackFrames tables, kept verbatim."""
+        lx = self.lx
+        kind, tok, start = lx.peek()
+        if kind != "NAME" or tok not in _TABLE_NAMES:
+            return ""
+        lx.rewind_to_peek()
+        text = lx.text
+        pos = start
+        pat = re.compile(r"(FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*\n((?:[ \t]*\d+[^\n]*\n?)*)")
+        chunks = []
+        while True:
+            m = pat.match(text, pos)
+            if not m:
+                break
+            chunks.append(m.group(0).rstrip("\n"))
+            pos = m.end()
+            ws = re.compile(r"\s*").match(text, pos)
+            pos = ws.end() if ws else pos
+        lx.pos = pos
+        return "\n\n".join(chunks)
+
+    def computation(self) -> ComputationOp:
+        lx = self.lx
+        is_entry = self.accept("ENTRY")
+        kind, tok, start = lx.peek()
+        if kind == "NAME":
+            name = self.name()
+        elif tok == "{" and is_entry:
+            name = "ENTRY"
+        else:
+            self.error(f"expected a computation, got {_describe(kind, tok)}", start)
+            raise AssertionError
+        if name in self.computation_names:
+            self.error(f"computation {name!r} is defined twice", start)
+        self.computation_names[name] = start
+        declared: list[tuple[str, Shape]] | None = None
+        declared_result: Shape | None = None
+        if self.accept("("):
+            declared = []
+            if not self.accept(")"):
+                while True:
+                    k, label, lstart = lx.next()
+                    if k != "LABEL":
+                        self.error(f"expected 'name: shape', got {_describe(k, label)}", lstart)
+                    declared.append((label.lstrip("%"), self.shape()))
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+            self.expect("->")
+            declared_result = self.shape()
+        block = Block()
+        comp = ComputationOp(name, block, entry=is_entry)
+        self.instructions(comp, block)
+        if self.accept(","):
+            k, key, kstart = lx.next()
+            if key != "execution_thread":
+                self.error(f"unknown computation attribute {key!r}", kstart)
+            comp.properties["execution_thread"] = StringAttr(self.value("str", key))
+        if declared_result is not None and not declared_result.compatible(comp.root.shape):
+            self.error(
+                f"computation {name} declares result {declared_result.text(False)} but its ROOT "
+                f"has shape {comp.root.shape.text(False)}",
+                start,
+            )
+        del declared
+        return comp
+
+    def instructions(self, comp: ComputationOp, block: Block) -> None:
+        lx = self.lx
+        self.expect("{")
+        values: dict[str, SSAValue] = {}
+        self.values = values
+        self.block = block
+        root: HloOp | None = None
+        last: HloOp | None = None
+        params: dict[int, int] = {}
+        while True:
+            kind, tok, start = lx.peek()
+            if tok == "}" and kind == "PUNCT":
+                lx.next()
+                break
+            if kind == "EOF":
+                self.error(f"computation {comp.comp_name} is missing its closing '}}'", start)
+            is_root = False
+            if kind == "NAME" and tok == "ROOT":
+                lx.next()
+                is_root = True
+            op = self.instruction(values, block)
+            if op.opcode == "parameter":
+                number = op.attr("number")
+                if number in params:
+                    self.error(f"parameter number {number} is used twice", start)
+                params[number] = start
+            if is_root:
+                if root is not None:
+                    self.error("one computation should have only one ROOT", start)
+                root = op
+            last = op
+        if last is None:
+            self.error(f"computation {comp.comp_name} has no instructions")
+        for i in range(len(params)):
+            if i not in params:
+                self.error(f"computation {comp.comp_name} has no parameter({i})")
+        block.add_op(ReturnOp((root or last).results[0]))  # type: ignore[union-attr]
+
+    def instruction(self, values: dict[str, SSAValue], block: Block) -> HloOp:
+        lx = self.lx
+        kind, tok, start = lx.next()
+        if kind == "ATTR":  # `name=` without a space
+            name = tok
+        elif kind == "NAME":
+            name = tok[1:] if tok.startswith("%") else tok
+            self.expect("=")
+        else:
+            self.error(f"expected an instruction, got {_describe(kind, tok)}", start)
+            raise AssertionError
+        if name in values:
+            self.error(f"instruction name {name!r} is used twice", start)
+        return self.instruction_rhs(name, values, block, start)
+
+    def instruction_rhs(
+        self, name: str, values: dict[str, SSAValue], block: Block, start: int
+    ) -> HloOp:
+        lx = self.lx
+        shape: Shape | None = None
+        if self.at_shape():
+            shape = self.shape()
+        kind, opcode, ostart = lx.next()
+        if kind != "NAME":
+            self.error(f"expected an opcode, got {_describe(kind, opcode)}", ostart)
+        spec = OPCODES.get(opcode)
+        if spec is None:
+            self.error(f"unknown opcode {opcode!r}", ostart)
+            raise AssertionError
+        attrs: dict[str, Any] = {}
+        operands: list[SSAValue] = []
+        self.expect("(")
+        if opcode == "parameter":
+            attrs["number"] = self.int_()
+            self.expect(")")
+        elif opcode == "constant":
+            if shape is None:
+                self.error("a constant needs its shape", ostart)
+                raise AssertionError
+            attrs["value"] = A.ShapedLiteral(shape, self.literal(shape))
+            self.expect(")")
+        else:
+            if not self.accept(")"):
+                while True:
+                    operands.append(self.operand(values, block))
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+        if spec.arity >= 0 and len(operands) != spec.arity:
+            self.error(
+                f"{opcode} takes {spec.arity} operand(s) but {len(operands)} given", ostart
+            )
+        while self.accept(","):
+            k, key, kstart = lx.next()
+            if k != "ATTR":
+                self.error(f"expected an attribute, got {_describe(k, key)}", kstart)
+            aspec: AttrSpec | None = spec.by_name.get(key) or COMMON_BY_NAME.get(key)
+            if aspec is None:
+                self.error(f"unknown attribute {key!r} for {opcode}", kstart)
+                raise AssertionError
+            if key in attrs:
+                self.error(f"attribute {key!r} given twice", kstart)
+            vstart = lx.peek()[2]
+            attrs[key] = self.value(aspec.kind, key, opcode)
+            if aspec.kind == "comp":
+                self.references.append((attrs[key], vstart))
+            elif aspec.kind == "comps":
+                self.references.extend((c, vstart) for c in attrs[key])
+        for a in spec.attrs:
+            if a.required and a.name not in attrs and a.name not in ("number", "value"):
+                self.error(f"{opcode} {name} is missing attribute {a.name}", ostart)
+        for a in spec.computations:
+            if a.required and a.name not in attrs:
+                self.error(f"{opcode} {name} is missing attribute {a.name}", ostart)
+        if shape is None:
+            from hlopass.shape_inference import infer_shape
+
+            try:
+                shape = infer_shape(opcode, [v.type.data for v in operands], attrs)  # type: ignore[attr-defined]
+            except ValueError as e:
+                self.error(f"cannot infer the shape of {opcode}: {e}", ostart)
+                raise AssertionError from None
+        op = create_op(opcode, operands, shape, name, attrs)
+        block.add_op(op)
+        values[name] = op.results[0]
+        return op
+
+    def operand(self, values: dict[str, SSAValue], block: Block) -> SSAValue:
+        lx = self.lx
+        typed: Shape | None = None
+        if self.at_shape():
+            typed = self.shape()
+        kind, tok, start = lx.next()
+        if kind != "NAME":
+            self.error(f"expected an operand name, got {_describe(kind, tok)}", start)
+        if lx.peek()[1] == "(" and not tok.startswith("%") and tok in OPCODES:
+            # A nested instruction: `add(f32[] multiply(a, b), c)`.
+            lx.rewind_to_peek()
+            base = f"{tok}.anon"
+            name = base
+            i = 0
+            while name in values:
+                i += 1
+                name = f"{base}.{i}"
+            lx.pos = start
+            nested = self.instruction_rhs_from_opcode(name, values, block, start, typed)
+            return nested.results[0]
+        name = tok[1:] if tok.startswith("%") else tok
+        value = values.get(name)
+        if value is None:
+            self.error(f"instruction {name!r} is not defined", start)
+            raise AssertionError
+        if typed is not None and not typed.compatible(value.type.data):  # type: ignore[attr-defined]
+            self.error(
+                f"operand {name} is declared as {typed.text(False)} but has shape "
+                f"{value.type.data.text(False)}",  # type: ignore[attr-defined]
+                start,
+            )
+        return value
+
+    def instruction_rhs_from_opcode(
+        self, name: str, values: dict[str, SSAValue], block: Block, start: int, shape: Shape | None
+    ) -> HloOp:
+        # Re-enter instruction_rhs with the shape already consumed.
+        saved = self.at_shape
+        if shape is not None:
+            pending = [shape]
+
+            def at_shape() -> bool:
+                return bool(pending)
+
+            def take_shape() -> Shape:
+                return pending.pop()
+
+            self.at_shape = at_shape  # type: ignore[method-assign]
+            orig_shape = self.shape
+            self.shape = take_shape  # type: ignore[method-assign]
+            try:
+                return self.instruction_rhs(name, values, block, start)
+            finally:
+                self.at_shape = saved  # type: ignore[method-assign]
+                self.shape = orig_shape  # type: ignore[method-assign]
+        return self.instruction_rhs(name, values, block, start)
+
+
+_TABLE_NAMES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_UNIT = UnitAttr()
+
+
+def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
+    """Parse HLO module text (either print style) into an xDSL module of `hlo` ops.
+
+    Raises `HloParseError` (with `.line`, `.col`) on malformed input.
+    """
+    try:
+        return ModuleParser(text, filename).parse()
+    except RecursionError:
+        raise HloParseError("input nests too deeply", filename, 1, 1) from None
+
+
+def parse_attribute_value(kind: str, text: str) -> Any:
+    """Parse one attribute value of `kind` from its HLO text (used by the xDSL form)."""
+    p = _Parser(Lexer(text))
+    if kind == "shape":
+        v: Any = p.shape()
+    elif kind == "constant":
+        v = p.value("literal", kind)
+    elif kind == "raw":
+        v = A.Raw(text)
+        p.lx.pos = len(text)
+    elif kind == "backend_config":
+        v = text
+        p.lx.pos = len(text)
+    else:
+        v = p.value(kind, kind)
+    if p.lx.peek()[0] != "EOF":
+        raise HloParseError(f"trailing text in {kind} attribute: {text!r}", None, 1, 1)
+    return v

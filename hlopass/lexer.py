@@ -1,0 +1,114 @@
+"""Tokens of HLO text, following the context rules of XLA's lexer (`hlo_lexer.cc`).
+
+An identifier directly followed by `=` is an attribute name and one directly followed by
+`:` is a label; a whole shape (`f32[2,3]{1,0}`) is one token so it can be looked up in a
+cache. The lexer is lazy: the parser can take raw balanced text (JSON dicts, big literals)
+straight from the source.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hlopass.errors import HloParseError
+
+_ELEMENT = (
+    r"(?:pred|bf16|f8e4m3b11fnuz|f8e5m2fnuz|f8e4m3fnuz|f8e4m3fn|f8e8m0fnu|f8e5m2|f8e4m3|f8e3m4"
+    r"|f4e2m1fn|[su](?:1|2|4|8|16|32|64)|f(?:16|32|64)|c64|c128|token|opaque_type|opaque)"
+)
+
+_TOKEN = re.compile(
+    r"(?:\s+|//[^\n]*|/\*.*?\*/)*"
+    r"(?:"
+    r'(?P<STRING>"(?:[^"\\]|\\.)*")'
+    rf"|(?P<SHAPE>{_ELEMENT}\[[^\]\n]*\](?:\{{(?=[\d:}}])[^}}\n]*\}})?)"
+    r"|(?P<DIMLABELS>[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,})"
+    r"|(?P<PAD>-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*)"
+    r"|(?P<DXD>\d+(?:x\d+)+)(?![\w.])"
+    r"|(?P<FLOAT>-?(?:(?:\d+|\d+\.\d*|\d*\.\d+)[eE][+-]?\d+|\d+\.\d*|\d*\.\d+))(?![\w.])"
+    r"|(?P<INT>-?\d+)(?![\w.])"
+    r"|(?P<NANINF>-?(?:inf|nan(?:\(0x[0-9a-fA-F]+\))?))(?![\w.\-])"
+    r"|(?P<ATTR>[A-Za-z_][\w.\-]*)="
+    r"|(?P<LABEL>[A-Za-z_][\w.\-]*):"
+    r"|(?P<NAME>%?[A-Za-z_$][\w.\-$]*)"
+    r"|(?P<PUNCT>->|<=|\.\.\.|[=,:*#+~\[\]{}()?<>])"
+    r"|(?P<EOF>\Z)"
+    r")",
+    re.S,
+)
+
+EOF = "EOF"
+
+
+class Lexer:
+    __slots__ = ("text", "filename", "pos", "_peeked", "_match")
+
+    def __init__(self, text: str, filename: str | None = None):
+        self.text = text
+        self.filename = filename
+        self.pos = 0
+        self._peeked: tuple[str, str, int] | None = None
+        self._match = _TOKEN.match
+
+    def peek(self) -> tuple[str, str, int]:
+        """(kind, text, start offset) of the next token without consuming it."""
+        if self._peeked is None:
+            m = self._match(self.text, self.pos)
+            if m is None:
+                start = self._skip_space(self.pos)
+                self.error_at(start, f"unexpected character {self.text[start]!r}")
+            kind = m.lastgroup
+            assert kind is not None
+            self._peeked = (kind, m.group(kind), m.start(kind))
+            self.pos = m.end()
+        return self._peeked
+
+    def next(self) -> tuple[str, str, int]:
+        tok = self.peek()
+        self._peeked = None
+        return tok
+
+    def _skip_space(self, pos: int) -> int:
+        m = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S).match(self.text, pos)
+        return m.end() if m else pos
+
+    def rewind_to_peek(self) -> int:
+        """Drop a peeked token; return the offset where it started."""
+        if self._peeked is not None:
+            self.pos = self._peeked[2]
+            self._peeked = None
+        return self.pos
+
+    def take_balanced(self, open_ch: str, close_ch: str) -> tuple[str, int]:
+        """Consume raw text from the next `open_ch` to its matching `close_ch` (strings skipped)."""
+        start = self._skip_space(self.rewind_to_peek())
+        text = self.text
+        if not text.startswith(open_ch, start):
+            self.error_at(start, f"expected '{open_ch}'")
+        depth = 0
+        i, n = start, len(text)
+        while i < n:
+            c = text[i]
+            if c == '"':
+                i += 1
+                while i < n and text[i] != '"':
+                    i += 2 if text[i] == "\\" else 1
+            elif c == open_ch:
+                depth += 1
+            elif c == close_ch:
+                depth -= 1
+                if depth == 0:
+                    self.pos = i + 1
+                    return text[start : i + 1], start
+            i += 1
+        self.error_at(start, f"unbalanced '{open_ch}': no matching '{close_ch}'")
+        raise AssertionError  # unreachable
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        line = self.text.count("\n", 0, offset) + 1
+        col = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
+        return line, col
+
+    def error_at(self, offset: int, message: str) -> None:
+        line, col = self.line_col(offset)
+        raise HloParseError(message, self.filename, line, col)

@@ -1,0 +1,322 @@
+"""Constant literals: numpy-backed values, XLA's text form, and element dtypes."""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from functools import cache
+
+import ml_dtypes
+import numpy as np
+
+from hlopass.shape import ArrayShape, Shape, TupleShape
+
+_DTYPES: dict[str, object] = {
+    "pred": np.bool_,
+    "s1": np.int8, "s2": ml_dtypes.int2, "s4": ml_dtypes.int4, "s8": np.int8,
+    "s16": np.int16, "s32": np.int32, "s64": np.int64,
+    "u1": np.uint8, "u2": ml_dtypes.uint2, "u4": ml_dtypes.uint4, "u8": np.uint8,
+    "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+    "f8e5m2": ml_dtypes.float8_e5m2, "f8e4m3": ml_dtypes.float8_e4m3,
+    "f8e4m3fn": ml_dtypes.float8_e4m3fn, "f8e4m3b11fnuz": ml_dtypes.float8_e4m3b11fnuz,
+    "f8e3m4": ml_dtypes.float8_e3m4, "f8e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
+    "f8e4m3fnuz": ml_dtypes.float8_e4m3fnuz, "f8e8m0fnu": ml_dtypes.float8_e8m0fnu,
+    "f4e2m1fn": ml_dtypes.float4_e2m1fn,
+    "c64": np.complex64, "c128": np.complex128,
+}  # fmt: skip
+
+
+def numpy_dtype(element_type: str) -> np.dtype:
+    """The numpy dtype holding values of an HLO element type."""
+    try:
+        return np.dtype(_DTYPES[element_type])  # type: ignore[arg-type]
+    except KeyError:
+        raise ValueError(f"element type {element_type} has no numpy dtype") from None
+
+
+class Literal:
+    """A constant's value: an ndarray, a tuple of literals, or `None` when elided (`{...}`).
+
+    Compared and hashed by value (bit pattern), so CSE can merge identical constants.
+    """
+
+    __slots__ = ("array", "elements", "_key")
+
+    def __init__(self, array: np.ndarray | None = None, elements: tuple[Literal, ...] | None = None):
+        self.array = array
+        self.elements = elements
+        self._key: object = None
+
+    @property
+    def elided(self) -> bool:
+        if self.elements is not None:
+            return any(e.elided for e in self.elements)
+        return self.array is None
+
+    def key(self) -> object:
+        if self._key is None:
+            if self.elements is not None:
+                self._key = tuple(e.key() for e in self.elements)
+            elif self.array is None:
+                self._key = ("elided", id(self))
+            else:
+                self._key = (str(self.array.dtype), self.array.shape, self.array.tobytes())
+        return self._key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Literal) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        if self.elements is not None:
+            return f"Literal({self.elements!r})"
+        return "Literal(...)" if self.array is None else f"Literal({self.array!r})"
+
+
+# --- element formatting -------------------------------------------------------------------
+
+
+@cache
+def _float_digits(element_type: str) -> tuple[int, int]:
+    """(digits10, max_digits10) of a float type, as std::numeric_limits defines them."""
+    info = ml_dtypes.finfo(_DTYPES[element_type])  # type: ignore[arg-type]
+    p = info.nmant + 1
+    return max(0, math.floor((p - 1) * math.log10(2))), math.ceil(p * math.log10(2) + 1)
+
+
+def _g(v: float, digits: int) -> str:
+    return "%.*g" % (digits, v)
+
+
+def _nan_text(x: np.generic, element_type: str) -> str:
+    """NaN with XLA's sign and payload spelling (`-nan`, `nan(0x1)`)."""
+    bits = int(np.asarray(x).view(np.dtype(f"u{np.asarray(x).dtype.itemsize}")))
+    nbits = np.asarray(x).dtype.itemsize * 8
+    negative = bool(bits >> (nbits - 1)) if nbits > 0 else False
+    info = ml_dtypes.finfo(_DTYPES[element_type])  # type: ignore[arg-type]
+    mant_mask = (1 << info.nmant) - 1
+    payload = bits & mant_mask
+    quiet = 1 << (info.nmant - 1) if info.nmant > 0 else 0
+    text = "-nan" if negative else "nan"
+    if element_type in ("f16", "bf16", "f32", "f64") and payload != quiet:
+        text += f"(0x{payload:x})"
+    return text
+
+
+def format_float_element(x: object, element_type: str) -> str:
+    v = float(x)  # type: ignore[arg-type]
+    if v != v:
+        return _nan_text(x, element_type)  # type: ignore[arg-type]
+    if math.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    d10, dmax = _float_digits(element_type)
+    text = _g(v, d10)
+    dtype = _DTYPES[element_type]
+    if np.asarray(float(text), dtype=np.float64).astype(dtype) == np.asarray(x, dtype=dtype):  # type: ignore[call-overload]
+        return text
+    return _g(v, dmax)
+
+
+def _format_element(x: object, element_type: str, in_array: bool) -> str:
+    if element_type == "pred":
+        if in_array:
+            return "1" if x else "0"
+        return "true" if x else "false"
+    if element_type in ("c64", "c128"):
+        part = "f32" if element_type == "c64" else "f64"
+        c = complex(x)  # type: ignore[arg-type]
+        re_ = np.float32(c.real) if part == "f32" else c.real
+        im = np.float32(c.imag) if part == "f32" else c.imag
+        return f"({format_float_element(re_, part)}, {format_float_element(im, part)})"
+    if element_type[0] in "su":
+        return str(int(x))  # type: ignore[call-overload]
+    return format_float_element(x, element_type)
+
+
+def _elements_as_text(arr: np.ndarray, element_type: str, in_array: bool) -> list[str]:
+    flat = arr.reshape(-1)
+    if element_type[0] in "su" or element_type == "pred":
+        if element_type == "pred":
+            return ["1" if b else "0" for b in flat.tolist()] if in_array else [
+                "true" if b else "false" for b in flat.tolist()
+            ]
+        return [str(v) for v in flat.astype(object).tolist()]
+    if element_type in ("f32", "f64") and in_array:
+        return _fast_float_texts(flat, element_type)
+    return [_format_element(x, element_type, in_array) for x in flat]
+
+
+def _fast_float_texts(flat: np.ndarray, element_type: str) -> list[str]:
+    d10, dmax = _float_digits(element_type)
+    out = []
+    for v in flat.tolist():
+        if v != v or math.isinf(v):
+            out.append(None)
+            continue
+        t = "%.*g" % (d10, v)
+        if element_type == "f32":
+            ok = struct.unpack("f", struct.pack("f", float(t)))[0] == v
+        else:
+            ok = float(t) == v
+        out.append(t if ok else "%.*g" % (dmax, v))
+    return [
+        t if t is not None else format_float_element(flat[i], element_type)
+        for i, t in enumerate(out)
+    ]
+
+
+def format_literal(lit: Literal, shape: Shape) -> str:
+    """The literal as XLA's one-line printer writes it inside `constant(...)`."""
+    if isinstance(shape, TupleShape):
+        assert lit.elements is not None
+        inner = ", ".join(format_literal(e, s) for e, s in zip(lit.elements, shape.elements))
+        return "( " + inner + " )" if inner else "()"
+    assert isinstance(shape, ArrayShape)
+    if lit.array is None:
+        return "{...}"
+    et = shape.element_type
+    dims = shape.dims
+    rank = len(dims)
+    if rank == 0:
+        return _format_element(lit.array.reshape(()).item() if et[0] in "su" or et == "pred"
+                               else lit.array.reshape(())[()], et, False)  # fmt: skip
+    texts = _elements_as_text(lit.array, et, True)
+    pos = 0
+    parts: list[str] = []
+    append = parts.append
+
+    def rec(level: int, indices: list[int]) -> None:
+        nonlocal pos
+        remaining = rank - level
+        size = dims[level]
+        # opening brace
+        if rank == 1:
+            append("{")
+        elif remaining == 1:
+            append("{" if size <= 1 else "{ ")
+        elif rank > 3 and indices:
+            append(f"{{ /*i{len(indices) - 1}={indices[-1]}*/" + (" " if size > 0 else ""))
+        else:
+            append("{ ")
+        if remaining == 1:
+            append(", ".join(texts[pos : pos + size]))
+            pos += size
+        else:
+            for i in range(size):
+                indices.append(i)
+                rec(level + 1, indices)
+                indices.pop()
+                if i < size - 1:
+                    append(", ")
+        if rank == 1:
+            append("}")
+        elif remaining == 1:
+            append("}" if size <= 1 else " }")
+        else:
+            append(" }")
+
+    rec(0, [])
+    return "".join(parts)
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
+
+
+def _parse_float_token(tok: str, element_type: str) -> np.generic:
+    m = _NAN_PAYLOAD.fullmatch(tok)
+    dtype = np.dtype(_DTYPES[element_type])  # type: ignore[arg-type]
+    if m:
+        nbits = dtype.itemsize * 8
+        info = ml_dtypes.finfo(dtype)
+        exp_bits = nbits - 1 - info.nmant
+        bits = (((1 << exp_bits) - 1) << info.nmant) | int(m.group(2), 16)
+        if m.group(1):
+            bits |= 1 << (nbits - 1)
+        return np.array(bits, dtype=np.dtype(f"u{dtype.itemsize}")).view(dtype)[()]
+    if tok in ("-nan",):
+        return np.array(-np.float64("nan")).astype(dtype)[()]
+    return np.array(float(tok)).astype(dtype)[()]
+
+
+class LiteralSyntaxError(ValueError):
+    pass
+
+
+def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
+    """Parse the body of an array literal (braces and all) into an ndarray of `shape`.
+
+    Raises LiteralSyntaxError with a message when the element count or values don't fit.
+    """
+    et = shape.element_type
+    body = _COMMENT.sub(" ", text) if "/*" in text else text
+    if et in ("c64", "c128"):
+        pairs = re.findall(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)", body)
+        part = "f32" if et == "c64" else "f64"
+        values = [
+            complex(float(_parse_float_token(a, part)), float(_parse_float_token(b, part)))
+            for a, b in pairs
+        ]
+        arr = np.array(values, dtype=numpy_dtype(et))
+    else:
+        tokens = body.replace("{", ",").replace("}", ",").split(",")
+        tokens = [t.strip() for t in tokens]
+        tokens = [t for t in tokens if t]
+        try:
+            arr = _convert_tokens(tokens, et)
+        except (ValueError, OverflowError) as e:
+            raise LiteralSyntaxError(f"invalid {et} literal element: {e}") from None
+    expected = shape.num_elements
+    if arr.size != expected:
+        raise LiteralSyntaxError(
+            f"literal has {arr.size} elements but shape {shape.text()} needs {expected}"
+        )
+    return arr.reshape(shape.dims)
+
+
+def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
+    dtype = numpy_dtype(et)
+    if et == "pred":
+        vals = []
+        for t in tokens:
+            if t in ("1", "true"):
+                vals.append(True)
+            elif t in ("0", "false"):
+                vals.append(False)
+            else:
+                raise ValueError(f"{t!r} is not a pred value")
+        return np.array(vals, dtype=np.bool_)
+    if et[0] in "su":
+        ints = [int(t) for t in tokens]
+        info = np.iinfo(np.int64 if et[0] == "s" else np.uint64)
+        bits = int(et[1:])
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if et[0] == "s" else (0, (1 << bits) - 1)
+        for v in ints:
+            if not lo <= v <= hi:
+                # XLA accepts negative values for unsigned types by bit-casting.
+                if et[0] == "u" and -(1 << (bits - 1)) <= v < 0:
+                    continue
+                raise ValueError(f"{v} out of range for {et}")
+        del info
+        if et[0] == "u":
+            ints = [v & ((1 << bits) - 1) for v in ints]
+        if et in ("s1", "u1"):
+            return np.array(ints, dtype=dtype)
+        return np.array(ints, dtype=np.int64 if et[0] == "s" else np.uint64).astype(dtype)
+    simple = all(not t.startswith(("nan(", "-nan")) for t in tokens)
+    if simple:
+        return np.array([float(t) for t in tokens], dtype=np.float64).astype(dtype)
+    return np.array([_parse_float_token(t, et) for t in tokens], dtype=dtype)
+
+
+def parse_scalar_token(tok: str, shape: ArrayShape) -> np.ndarray:
+    try:
+        return _convert_tokens([tok], shape.element_type).reshape(())
+    except (ValueError, OverflowError) as e:
+        raise LiteralSyntaxError(f"invalid {shape.element_type} literal: {e}") from None

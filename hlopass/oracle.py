@@ -1,0 +1,75 @@
+"""Every use of jaxlib's private XLA APIs, in one place and imported lazily.
+
+XLA is the oracle for tests and benchmarks: its parser, printer, cost analysis and CPU
+execution. These are private APIs of jaxlib; the `test` extra pins the range they were
+checked with. Nothing in the library imports this module at import time.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+
+@cache
+def _xc() -> Any:
+    from jax._src.lib import xla_client
+
+    return xla_client
+
+
+def available() -> bool:
+    try:
+        _xc()
+    except ImportError:
+        return False
+    return True
+
+
+def parse(text: str) -> Any:
+    """XLA's parser (raises on invalid HLO). Returns XLA's HloModule object."""
+    return _xc().hlo.hlo_module_from_text(text)
+
+
+def to_string(module: Any, large_constants: bool = True) -> str:
+    options = _xc().hlo.HloPrintOptions()
+    options.print_large_constants = large_constants
+    return module.to_string(options)
+
+
+def reprint(text: str) -> str:
+    """What XLA prints for `text`: parse, then print with large constants in full."""
+    return to_string(parse(text))
+
+
+def accepts(text: str) -> tuple[bool, str]:
+    try:
+        parse(text)
+    except Exception as e:  # XLA raises XlaRuntimeError / ValueError with its message
+        return False, str(e).splitlines()[0] if str(e) else type(e).__name__
+    return True, ""
+
+
+def cost_analysis(text: str) -> dict[str, float]:
+    """XLA's HloCostAnalysis totals on the CPU client (flops, transcendentals, bytes accessed)."""
+    import jax
+
+    xc = _xc()
+    client = jax.devices("cpu")[0].client
+    return dict(xc._xla.hlo_module_cost_analysis(client, parse(text)))
+
+
+def execute(text: str, args: list[Any]) -> list[Any]:
+    """Compile and run an HLO module on XLA:CPU; returns flattened outputs as numpy arrays."""
+    import jax
+    import numpy as np
+
+    xc = _xc()
+    module = parse(text)
+    mlir = xc._xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    devices = jax.devices("cpu")[:1]
+    client = devices[0].client
+    exe = client.compile_and_load(mlir, xc.DeviceList(tuple(devices)), xc.CompileOptions())
+    results = exe.execute_sharded([jax.device_put(a, devices[0]) for a in args])
+    arrays = results.disassemble_into_single_device_arrays()
+    return [np.asarray(a[0]) for a in arrays]

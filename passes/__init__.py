@@ -1,0 +1,1 @@
+"""Passes over the hlo dialect (installed as `hlopass.passes`), one module per pass."""
