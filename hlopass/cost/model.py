@@ -1,0 +1,543 @@
+"""GPU time per kernel and per module.
+
+A kernel is a fusion, a library call (cuBLAS gemm, cuDNN convolution) or, in an unfused
+module, one instruction. For each kernel `KernelWork` counts what it does:
+
+* tensor-core flops (dot, convolution, 2 per multiply-accumulate, XLA's convention) with the
+  operand type and the gemm shape (batch, m, n, k);
+* ALU work in FP32-lane operations: elements x a per-opcode cost. The costs are XLA's
+  measured H100 `hlo_op_profiles` (sm_90, F32 "clock_cycles"; default 3 for ops too fast to
+  profile), see XLA_GPU_COST_MODEL_REFERENCE.md 1.5; f64 costs 4x, other types as f32;
+* DRAM bytes: each kernel input once (slices, dynamic-slices and gathers only what they
+  take; re-reads through several users/broadcasts are extra "cached" bytes), plus outputs
+  (a dynamic-update-slice root writes only its update: it works in place).
+
+Time (µs), from the device description:
+
+    compute = tensor_flops / (matrix_peak(dtype) * gemm_efficiency)
+              + alu_ops / (2 * clock * active_SMs * min(128, lanes))
+    memory  = unique_read / (BW_eff * coalescing) + cached_reread / (BW * 2.5) + written / BW_eff
+    kernel  = compute + memory - 0.95 * min(compute, memory)      (XLA's rule, rho = 0.95)
+    time    = kernel + launch (1 µs)
+
+* `BW_eff = min(HBM bandwidth, blocks * clock * 32 B)` (XLA's cap: a few blocks cannot
+  saturate HBM); blocks = ceil(threads / 128) with one thread per output element (per 32
+  reduced elements for reductions).
+* gemm_efficiency = 0.8 (cuBLAS's best on H100: 789 of 989 TFLOP/s bf16 in XLA's measured
+  matmul table) x wave quantisation (128x128 output tiles over the SMs).
+* coalescing = 0.5 for a loop kernel holding a transpose that moves the minor dimension.
+* Module time = sum over kernels (a while body counts `known_trip_count` times when the
+  backend_config gives it, else once; a conditional its most expensive branch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hlopass.cost.devices import DeviceSpec
+from hlopass.cost.work import (
+    conv_flops,
+    elements,
+    first_array,
+    operand_shapes,
+    shape_size,
+    transpose_is_bitcast,
+)
+from hlopass.shape import ArrayShape
+
+RHO = 0.95  # XLA kMemoryComputeParallelism (PriorityFusion's 0.95)
+GEMM_EFFICIENCY = 0.8
+GEMM_TILE = 128
+THREADS_PER_BLOCK = 128
+
+# FP32-lane operations per element (XLA hlo_op_profiles, sm_90 F32; default 3).
+ALU_COST: dict[str, float] = {
+    "add": 7, "subtract": 7, "multiply": 3, "divide": 19, "remainder": 19,
+    "exponential": 79, "exponential-minus-one": 79, "log": 166, "log-plus-one": 166,
+    "logistic": 100, "tanh": 467, "rsqrt": 75, "sqrt": 75, "cbrt": 100, "sine": 958,
+    "cosine": 978, "tan": 1000, "power": 510, "atan2": 431, "erf": 200, "acos": 300,
+    "asin": 300, "atan": 300, "acosh": 300, "asinh": 300, "atanh": 300, "cosh": 200,
+    "sinh": 200,
+}  # fmt: skip
+DEFAULT_ALU = 3.0
+FREE_IN_KERNEL = frozenset({
+    "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "reshape", "broadcast",
+    "iota", "slice", "dynamic-slice", "dynamic-update-slice", "transpose", "copy", "pad",
+    "concatenate", "reverse", "gather",
+})  # fmt: skip
+NO_KERNEL = frozenset({
+    "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
+    "add-dependency", "opt-barrier", "domain", "partition-id", "replica-id",
+    "all-gather-done", "all-reduce-done", "collective-permute-done", "async-done",
+    "async-update", "copy-done", "send-done", "recv-done", "get-dimension-size",
+})  # fmt: skip
+
+
+@dataclass
+class KernelWork:
+    """What one kernel does, independent of the device."""
+
+    flops: float = 0.0  # XLA-convention flops (dot 2*MACs, 1 per elementwise op)
+    transcendentals: float = 0.0
+    tensor_flops: float = 0.0
+    tensor_dtype: str = "f32"
+    tensor_precision: str = "default"
+    gemm_tiles: int = 0  # 128x128 output tiles (x batch) of the largest dot/conv
+    alu_ops: float = 0.0  # FP32-lane operations
+    bytes_read: float = 0.0  # unique DRAM reads
+    bytes_reread: float = 0.0  # further reads of the same data (L2 hits when it fits)
+    bytes_written: float = 0.0
+    threads: int = 1
+    uncoalesced: bool = False
+    kind: str = "loop"
+
+    @property
+    def bytes_accessed(self) -> float:
+        return self.bytes_read + self.bytes_reread + self.bytes_written
+
+
+@dataclass
+class KernelRow:
+    name: str
+    kind: str
+    flops: float
+    transcendentals: float
+    bytes_accessed: float
+    compute_us: float
+    memory_us: float
+    launch_us: float
+    time_us: float
+    bound: str
+    count: int = 1
+
+    @property
+    def exec_us(self) -> float:
+        """Time without the launch overhead (XLA's `exec_time_us` convention)."""
+        return self.time_us - self.launch_us
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "name", "kind", "flops", "transcendentals", "bytes_accessed", "compute_us",
+            "memory_us", "launch_us", "time_us", "bound", "count")}  # fmt: skip
+
+
+@dataclass
+class Estimate:
+    device: str
+    kernels: list[KernelRow] = field(default_factory=list)
+
+    @property
+    def time_us(self) -> float:
+        return sum(k.time_us * k.count for k in self.kernels)
+
+    @property
+    def totals(self) -> dict[str, float]:
+        return {
+            "flops": sum(k.flops * k.count for k in self.kernels),
+            "transcendentals": sum(k.transcendentals * k.count for k in self.kernels),
+            "bytes_accessed": sum(k.bytes_accessed * k.count for k in self.kernels),
+            "time_us": self.time_us,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "totals": self.totals,
+                "kernels": [k.as_dict() for k in self.kernels]}  # fmt: skip
+
+    def table(self) -> str:
+        head = ("name", "kind", "flops", "bytes", "compute_us", "memory_us", "launch_us",
+                "estimate_us", "bound")  # fmt: skip
+        rows = [head]
+        for k in self.kernels:
+            n = f"{k.name} x{k.count}" if k.count != 1 else k.name
+            rows.append((n, k.kind, f"{k.flops:.4g}", f"{k.bytes_accessed:.4g}",
+                         f"{k.compute_us:.3f}", f"{k.memory_us:.3f}", f"{k.launch_us:.3f}",
+                         f"{k.time_us * k.count:.3f}", k.bound))  # fmt: skip
+        t = self.totals
+        rows.append(("TOTAL", "", f"{t['flops']:.4g}", f"{t['bytes_accessed']:.4g}", "", "",
+                     "", f"{t['time_us']:.3f}", ""))  # fmt: skip
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = [f"device: {self.device}"]
+        for r in rows:
+            lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths, strict=True))))  # fmt: skip
+        return "\n".join(lines)
+
+    __str__ = table
+
+
+# --- work of a group of instructions ---------------------------------------------------
+
+
+def _backend_config(op: Any) -> dict:
+    raw = op.attr("backend_config")
+    if not raw:
+        return {}
+    if not isinstance(raw, str):
+        raw = getattr(raw, "text", str(raw))
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _gemm_tiles(out: Any, batch_dims: int) -> int:
+    if not isinstance(out, ArrayShape) or out.rank < 2:
+        return 1
+    dims = out.dims
+    m, n = dims[-2], dims[-1]
+    b = math.prod(dims[:-2]) if len(dims) > 2 else 1
+    return b * math.ceil(m / GEMM_TILE) * math.ceil(n / GEMM_TILE)
+
+
+def _precision(op: Any) -> str:
+    p = op.attr("operand_precision")
+    text = str(p).lower() if p is not None else ""
+    return "highest" if "highest" in text else "default"
+
+
+def _add_dot(w: KernelWork, op: Any, lhs: Any, out: Any, contracting: Any, scale: float) -> None:
+    width = math.prod(lhs.dims[d] for d in contracting) if contracting else 1
+    f = 2 * elements(out) * width * scale
+    w.flops += f
+    if f >= w.tensor_flops:
+        w.tensor_dtype = lhs.element_type
+        w.tensor_precision = _precision(op)
+        w.gemm_tiles = _gemm_tiles(out, 0)
+    w.tensor_flops += f
+
+
+class _Analyzer:
+    """Work of kernels in one module; caches fused computations by identity."""
+
+    def __init__(self, comps: dict[str, Any]):
+        self.comps = comps
+        self.inner_cache: dict[str, KernelWork] = {}
+
+    def inner_work(self, ops: list[Any], w: KernelWork, scale: float = 1.0) -> None:
+        """Flops and ALU work of instructions executed inside one kernel."""
+        for op in ops:
+            opc = op.opcode
+            shape = op.shape
+            n = elements(shape) * scale
+            if opc in ("dot", "ragged-dot", "scaled-dot"):
+                sh = operand_shapes(op)
+                _add_dot(w, op, sh[0], shape, op.attr("lhs_contracting_dims"), scale)
+            elif opc == "convolution":
+                sh = operand_shapes(op)
+                f = conv_flops(op, sh[0], sh[1], shape) * scale
+                w.flops += f
+                w.tensor_flops += f
+                w.tensor_dtype = sh[0].element_type
+                w.gemm_tiles = max(w.gemm_tiles, math.ceil(elements(shape) / GEMM_TILE**2))
+            elif opc == "fusion":
+                name = op.attr("calls")
+                if name in self.comps:
+                    self.inner_work(list(self.comps[name].instructions), w, scale)
+            elif opc in ("reduce", "reduce-window"):
+                inp = operand_shapes(op)[0]
+                count = max(elements(inp) - elements(first_array(shape)), 0) * scale
+                if opc == "reduce-window":
+                    win = op.attr("window")
+                    size = math.prod(d.size for d in win.dims) if win else 1
+                    count = (size - 1) * elements(first_array(shape)) * scale
+                sub = self._reducer_cost(op.attr("to_apply"))
+                w.flops += count * sub[0]
+                w.transcendentals += count * sub[1]
+                w.alu_ops += count * sub[2]
+                w.threads = max(w.threads, int(elements(inp) * scale / 32))
+                if w.kind == "loop":
+                    w.kind = "reduction"
+            elif opc == "sort":
+                m = elements(operand_shapes(op)[0])
+                lg = math.ceil(math.log2(m)) if m > 1 else 0
+                w.flops += m * lg * scale
+                w.alu_ops += m * lg * lg * DEFAULT_ALU * scale
+            elif opc == "transpose":
+                if not transpose_is_bitcast(op):
+                    src = operand_shapes(op)[0]
+                    perm = op.attr("dimensions") or ()
+                    if perm and isinstance(src, ArrayShape) and perm[-1] != src.rank - 1:
+                        w.uncoalesced = True
+            elif opc in FREE_IN_KERNEL:
+                continue
+            elif opc in ("rng", "rng-bit-generator"):
+                w.transcendentals += elements(shape) * scale
+                w.alu_ops += 20 * elements(shape) * scale
+            else:
+                traits = op.spec.traits if hasattr(op, "spec") else ()
+                if "transcendental" in traits:
+                    w.transcendentals += n
+                elif "elementwise" in traits or opc in ("convert", "compare", "select",
+                                                        "clamp", "bitcast-convert"):  # fmt: skip
+                    w.flops += n
+                et = getattr(first_array(shape), "element_type", "f32")
+                if opc == "compare":
+                    et = getattr(operand_shapes(op)[0], "element_type", "f32")
+                k = ALU_COST.get(opc, DEFAULT_ALU) * (4.0 if et in ("f64", "c128") else 1.0)
+                w.alu_ops += k * n
+
+    def _reducer_cost(self, name: str | None) -> tuple[float, float, float]:
+        if not name or name not in self.comps:
+            return (1.0, 0.0, DEFAULT_ALU)
+        w = self.inner_cache.get(name)
+        if w is None:
+            w = KernelWork()
+            self.inner_work(list(self.comps[name].instructions), w)
+            self.inner_cache[name] = w
+        return (w.flops, w.transcendentals, w.alu_ops)
+
+    def group_work(self, group: list[Any], outputs: list[Any] | None = None) -> KernelWork:
+        """Work of `group` (instructions of one computation) run as one fused kernel.
+
+        Inputs are the values the group uses but does not define (a fused computation's
+        parameters); outputs are `outputs` or the members used outside the group."""
+        w = KernelWork()
+        members = set(map(id, group))
+        self.inner_work([op for op in group if op.opcode != "parameter"], w)
+        # reads
+        inputs: dict[int, tuple[Any, list[Any]]] = {}
+        for op in group:
+            if op.opcode == "parameter":
+                inputs.setdefault(id(op), (op, []))
+                continue
+            for v in op.operands:
+                src = v.owner
+                if id(src) in members and src.opcode != "parameter":
+                    continue
+                inputs.setdefault(id(src), (src, []))[1].append(op)
+        for src, users in inputs.values():
+            if src.opcode == "parameter" and id(src) in members:
+                users = [u.operation for u in src.result.uses]
+            self._add_reads(w, src, users)
+        for op in group:  # large constants live in memory
+            if op.opcode == "constant" and elements(op.shape) > 1:
+                w.bytes_read += shape_size(op.shape)
+        # writes
+        if outputs is None:
+            outputs = []
+            for op in group:
+                if op.opcode == "parameter":
+                    continue
+                uses = [u.operation for u in op.result.uses]
+                if not uses or any(id(u) not in members for u in uses):
+                    outputs.append(op)
+        out_elems = 1
+        for op in outputs:
+            leaves = [v.owner for v in op.operands] if op.opcode == "tuple" else [op]
+            for leaf in leaves:
+                if leaf.opcode == "dynamic-update-slice":
+                    upd = operand_shapes(leaf)[1]
+                    w.bytes_written += shape_size(upd)
+                    out_elems = max(out_elems, elements(upd))
+                elif leaf.opcode in ("parameter", "get-tuple-element") and not isinstance(
+                        leaf.shape, ArrayShape):  # fmt: skip
+                    continue
+                else:
+                    for arr in leaf.shape.leaves():
+                        w.bytes_written += shape_size(arr)
+                        out_elems = max(out_elems, arr.num_elements)
+        w.threads = max(w.threads, out_elems)
+        return w
+
+    @staticmethod
+    def _add_reads(w: KernelWork, src: Any, users: list[Any]) -> None:
+        size = shape_size(src.shape) if isinstance(src.shape, ArrayShape) else sum(
+            shape_size(leaf) for leaf in src.shape.leaves())
+        if src.opcode == "constant" and elements(src.shape) <= 1:
+            return
+        unique = 0.0
+        total = 0.0
+        full = False
+        for u in users:
+            opc = getattr(u, "opcode", None)
+            first = bool(u.operands) and u.operands[0].owner is src
+            if opc in ("slice", "gather") or (opc == "dynamic-slice" and first):
+                b = shape_size(u.shape)
+                total += b
+                unique = min(size, unique + b)
+            elif opc == "dynamic-update-slice" and first:
+                continue  # in place: the buffer is not read
+            elif opc == "broadcast" or opc in ("reduce-window",):
+                total += size
+                full = True
+                if opc == "reduce-window":
+                    win = u.attr("window")
+                    k = math.prod(d.size for d in win.dims) if win else 1
+                    total += size * (k - 1) * 0  # window re-reads hit L1/shared memory
+            else:
+                if full:
+                    continue  # the same elements, read once by elementwise users
+                total += size
+                full = True
+        if full:
+            unique = size
+        total = max(total, unique)
+        w.bytes_read += unique
+        w.bytes_reread += max(total - unique, 0.0)
+
+
+# --- kernels of a module -------------------------------------------------------------------
+
+
+def _fusion_kind(op: Any) -> str:
+    kind = op.attr("kind") or "kLoop"
+    cfg = _backend_config(op).get("fusion_backend_config", {})
+    fkind = cfg.get("kind", "") if isinstance(cfg, dict) else ""
+    if kind == "kCustom":
+        if "gemm" in fkind:
+            return "triton_gemm"
+        if "triton" in fkind:
+            return "triton"
+        return "custom_fusion"
+    return {"kLoop": "loop", "kInput": "input", "kOutput": "output"}.get(kind, "loop")
+
+
+def kernel_work(op: Any, comps: dict[str, Any], analyzer: _Analyzer | None = None) -> KernelWork:
+    """Work of the kernel one instruction launches (fusion, custom-call or plain op)."""
+    an = analyzer or _Analyzer(comps)
+    opc = op.opcode
+    if opc == "fusion":
+        comp = comps[op.attr("calls")]
+        instrs = list(comp.instructions)
+        w = an.group_work(instrs, outputs=[comp.root])
+        kind = _fusion_kind(op)
+        if kind == "loop" and w.kind == "reduction":
+            kind = "reduction"
+        w.kind = kind
+        return w
+    if opc == "custom-call":
+        return _custom_call_work(op, an)
+    w = an.group_work([op], outputs=[op])
+    w.kind = {"dot": "gemm", "convolution": "conv", "reduce": "reduction"}.get(opc, opc)
+    return w
+
+
+def _custom_call_work(op: Any, an: _Analyzer) -> KernelWork:
+    target = op.attr("custom_call_target") or ""
+    w = KernelWork(kind="custom")
+    sh = operand_shapes(op)
+    for s in sh:
+        w.bytes_read += sum(shape_size(leaf) for leaf in s.leaves())
+    outs = op.shape.leaves()
+    out0 = outs[0] if outs else None
+    cfg = _backend_config(op)
+    if "cublas" in target or "gemm" in target.lower():
+        w.kind = "gemm"
+        g = cfg.get("gemm_backend_config", {})
+        dn = g.get("dot_dimension_numbers", {})
+        contracting = [int(d) for d in dn.get("lhs_contracting_dimensions", [])]
+        prec = str(g.get("precision_config", {}).get("operand_precision", "")).lower()
+        w.tensor_precision = "highest" if "highest" in prec else "default"
+        if sh and out0 is not None:
+            width = math.prod(sh[0].dims[d] for d in contracting) if contracting else 1
+            w.tensor_flops = w.flops = 2.0 * out0.num_elements * width
+            w.tensor_dtype = sh[0].element_type
+            w.gemm_tiles = _gemm_tiles(out0, 0)
+        w.bytes_written = shape_size(out0) if out0 is not None else 0
+    elif "cudnn" in target and "conv" in target.lower():
+        w.kind = "conv"
+        if len(sh) >= 2 and out0 is not None and op.attr("dim_labels") is not None:
+            f = conv_flops(op, sh[0], sh[1], out0)
+            w.tensor_flops = w.flops = float(f)
+            w.tensor_dtype = sh[0].element_type
+            w.gemm_tiles = math.ceil(out0.num_elements / GEMM_TILE**2)
+        w.bytes_written = shape_size(out0) if out0 is not None else 0
+    else:
+        w.bytes_written = sum(shape_size(leaf) for leaf in outs)
+        names = op.callees() if hasattr(op, "callees") else []
+        for name in names:
+            if name in an.comps:
+                an.inner_work(list(an.comps[name].instructions), w)
+    w.threads = max(1, int(max((o.num_elements for o in outs), default=1)))
+    return w
+
+
+def kernel_time(w: KernelWork, dev: DeviceSpec, name: str = "", count: int = 1) -> KernelRow:
+    clock = dev.clock_ghz * 1e9
+    blocks = max(1, math.ceil(w.threads / THREADS_PER_BLOCK))
+    active = min(blocks, dev.sm_count)
+    # compute
+    compute = 0.0
+    if w.tensor_flops:
+        tiles = max(1, w.gemm_tiles)
+        waves = math.ceil(tiles / dev.sm_count)
+        eff = GEMM_EFFICIENCY * tiles / (waves * dev.sm_count)
+        compute += w.tensor_flops / (dev.matrix_peak(w.tensor_dtype, w.tensor_precision) * eff)
+        blocks = max(blocks, tiles)
+    if w.alu_ops:
+        lanes = min(THREADS_PER_BLOCK, dev.fp32_lanes_per_sm)
+        compute += w.alu_ops / (2.0 * clock * active * lanes)
+    # memory
+    bw = min(dev.hbm_bandwidth, blocks * clock * dev.bytes_per_clock_per_sm)
+    coalescing = 0.5 if (w.uncoalesced and w.kind == "loop") else 1.0
+    memory = w.bytes_read / (bw * coalescing) + w.bytes_written / bw
+    if w.bytes_reread:
+        fast = dev.l2_speedup if w.bytes_read < dev.l2_bytes else 1.0
+        memory += w.bytes_reread / (bw * fast)
+    compute_us, memory_us = compute * 1e6, memory * 1e6
+    kernel = compute_us + memory_us - RHO * min(compute_us, memory_us)
+    launch = dev.launch_overhead_us
+    total = kernel + launch
+    bound = "compute" if compute_us >= memory_us else "memory"
+    if launch > kernel:
+        bound = "launch"
+    return KernelRow(name, w.kind, w.flops, w.transcendentals, w.bytes_accessed, compute_us,
+                     memory_us, launch, total, bound, count)  # fmt: skip
+
+
+def trip_count(op: Any) -> int | None:
+    cfg = _backend_config(op)
+    n = cfg.get("known_trip_count", {}).get("n") if isinstance(cfg.get("known_trip_count"), dict) else None
+    try:
+        return int(n) if n is not None else None
+    except ValueError:
+        return None
+
+
+def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: _Analyzer,
+                   count: int = 1, cache: dict | None = None) -> list[KernelRow]:  # fmt: skip
+    """Kernel rows for the instructions of a non-fused computation."""
+    rows: list[KernelRow] = []
+    for op in comp.instructions:
+        opc = op.opcode
+        if opc in NO_KERNEL:
+            continue
+        if opc in ("reshape",) or (opc == "transpose" and transpose_is_bitcast(op)):
+            continue
+        if opc == "while":
+            n = trip_count(op) or 1
+            for key in ("condition", "body"):
+                name = op.attr(key)
+                if name in comps:
+                    rows += module_kernels(comps[name], comps, dev, an, count * n, cache)
+            continue
+        if opc == "call" or opc == "async-start":
+            name = op.attr("to_apply") if opc == "call" else op.attr("calls")
+            if name in comps:
+                rows += module_kernels(comps[name], comps, dev, an, count, cache)
+            continue
+        if opc == "conditional":
+            names = op.attr("branch_computations") or tuple(
+                x for x in (op.attr("true_computation"), op.attr("false_computation")) if x)
+            branches = [module_kernels(comps[x], comps, dev, an, count, cache)
+                        for x in names if x in comps]  # fmt: skip
+            if branches:
+                rows += max(branches, key=lambda rs: sum(r.time_us * r.count for r in rs))
+            continue
+        key = op.attr("calls") if opc == "fusion" else None
+        w = None
+        if cache is not None and key is not None:
+            w = cache.get(key)
+        if w is None:
+            w = kernel_work(op, comps, an)
+            if cache is not None and key is not None:
+                cache[key] = w
+        row = kernel_time(w, dev, op.inst_name, count)
+        if "collective" in (op.spec.traits if hasattr(op, "spec") else ()):
+            row.kind = "collective"
+        rows.append(row)
+    return rows

@@ -1,0 +1,137 @@
+"""Work counts of hlopass.cost equal XLA's HloCostAnalysis (flops, transcendentals, bytes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import hlopass
+from hlopass.corpus import corpus_root, modules
+from hlopass.cost import xla_cost
+
+ROOT = corpus_root()
+needs_corpus = pytest.mark.skipif(ROOT is None, reason="corpus ../shared/corpus not found")
+KEYS = ("flops", "transcendentals", "bytes accessed")
+
+
+def close(ours: dict, xla: dict, rel: float = 0.01) -> list[str]:
+    bad = []
+    for k in KEYS:
+        a, b = ours.get(k, 0.0), xla.get(k, 0.0)
+        if abs(a - b) > rel * max(abs(b), 1.0):
+            bad.append(f"{k}: ours {a} xla {b}")
+    return bad
+
+
+JAX_PROGRAMS = sorted(p.parent.name for p in ROOT.glob("jax/*/meta.json")) if ROOT else []
+
+
+@needs_corpus
+@pytest.mark.parametrize("program", JAX_PROGRAMS)
+def test_jax_totals_match_meta(program: str) -> None:
+    d = ROOT / "jax" / program
+    meta = json.loads((d / "meta.json").read_text())["xla_cost_before_optimizations"]
+    module = hlopass.parse_hlo((d / "before_optimizations.hlo").read_text(), program)
+    assert not close(xla_cost(module), meta)
+
+
+# Modules of xla_tests where our totals differ from jaxlib 0.10's CPU cost analysis by more
+# than 1%, each with the reason. Matched by substring of the module id.
+KNOWN = {
+    "import_async": "async-start/update/done chains: jaxlib 0.10 counts the bytes of async "
+    "wrappers' tuple results and aliased operands differently from the base pointer-table "
+    "convention (bytes only)",
+    "import_emit_stablehlo": "tiny modules of tuple-shaped ops (send/recv/infeed/outfeed/"
+    "all-gather/async/custom-call, bounded-dynamic shapes): XLA 0.10 counts bytes of "
+    "tuple-shaped results and dynamic shapes differently (bytes only)",
+    "import_bounded_dynamism": "bounded-dynamic shapes: XLA adds dynamic-size metadata bytes",
+    "rng_bit_generator_expander": "rng-bit-generator's (state, values) tuple result: XLA counts "
+    "the leaves, not a pointer table (bytes only)",
+    "sorting.hlo": "variadic sort with a tuple result: XLA counts the result leaves (bytes only)",
+    "variadic": "variadic reduce with a tuple result: leaf vs pointer-table bytes (bytes only)",
+    "tuple_nested": "nested tuple result: leaf vs pointer-table bytes (bytes only)",
+    "ragged_dot.hlo#0": "ragged-dot with rhs group dims (ragged non-contracting mode): XLA's "
+    "flops are those of one group; we count the whole dot",
+    "fully_connected_reference_model": "bytes 5% apart in a module with tuple-shaped state; "
+    "not yet explained",
+    "hlo_to_mhlo__tests__fusion.hlo": "fusion with a tuple parameter: XLA reads tuple leaves "
+    "through get-tuple-element users (bytes only)",
+    "broadcast_non_scalar_constant_s4": "s4 constant inside a fusion: packed/unpacked constant "
+    "bytes (bytes only)",
+    "llama31": "Llama 3.1 benchmark modules: bytes within 1.3%, tuple-shaped collectives and "
+    "async results (bytes only)",
+    "mobilenet_v2": "bytes 7% low (flops match): batch-norm and tuple outputs; not yet explained",
+}
+
+
+def _known(module_id: str) -> str | None:
+    for key, why in KNOWN.items():
+        if key in module_id:
+            return why
+    return None
+
+
+@pytest.fixture(scope="module")
+def xla_tests_results() -> list[tuple[str, dict, object]]:
+    if ROOT is None:
+        pytest.skip("corpus ../shared/corpus not found")
+    pytest.importorskip("jax")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cost_oracle import xla_costs
+
+    mods = modules(ROOT, ("xla_tests",))
+    results = xla_costs([m.text for m in mods])
+    out = []
+    for m, r in zip(mods, results, strict=True):
+        out.append((m.id, r, m))
+    return out
+
+
+@needs_corpus
+def test_xla_tests_totals_match_xla(xla_tests_results) -> None:
+    matched, unexpected, parse_failures, rejected = 0, [], [], []
+    for mid, r, m in xla_tests_results:
+        if "cost" not in r:
+            rejected.append(mid)  # XLA rejects or aborts on the module: nothing to compare
+            continue
+        try:
+            module = hlopass.parse_hlo(m.text, str(m.path))
+        except Exception as e:  # importer gaps, tracked by the importer's owner
+            parse_failures.append(f"{mid}: {str(e).splitlines()[0][:80]}")
+            continue
+        bad = close(xla_cost(module), r["cost"])
+        if not bad:
+            matched += 1
+        elif _known(mid) is None:
+            unexpected.append(f"{mid}: {bad}")
+    print(f"matched {matched}, known exceptions skipped, XLA rejected {len(rejected)}, "
+          f"parse failures {len(parse_failures)}: {parse_failures}")  # fmt: skip
+    assert not unexpected, "\n".join(unexpected)
+    assert matched >= 400
+
+
+def test_conv_and_dot_flops_conventions() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[8,16,16,3] parameter(0)
+  k = f32[3,3,3,32] parameter(1)
+  c = f32[8,16,16,32] convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  x = f32[64,128] parameter(2)
+  y = f32[128,32] parameter(3)
+  d = f32[64,32] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[8,16,16,32], f32[64,32]) tuple(c, d)
+}
+"""
+    ours = xla_cost(hlopass.parse_hlo(text))
+    # dot: 2*M*N*K; conv: 2 * valid window positions (16*16 interior... 14*14*9 + borders)
+    assert ours["flops"] - 2 * 64 * 32 * 128 == 2 * 8 * 3 * 32 * (46 * 46)
+    if os.environ.get("HLOPASS_NO_ORACLE"):
+        return
+    oracle = pytest.importorskip("hlopass.oracle")
+    if not oracle.available():
+        pytest.skip("jaxlib not installed")
+    assert not close(ours, oracle.cost_analysis(text))

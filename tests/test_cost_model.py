@@ -1,0 +1,186 @@
+"""Time model of hlopass.cost: regimes, orderings, API, CLI and device descriptions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hlopass.dialects import hlo
+
+import hlopass
+from hlopass.corpus import corpus_root
+from hlopass.cost import DEVICES, estimate, estimate_group, get_device, rank
+from hlopass.cost.cli import cost_main, rank_main
+
+H100 = get_device("h100_sxm")
+
+
+def _entry_ops(module):
+    return {op.inst_name: op for op in hlo.entry_computation(module).instructions}
+
+
+def test_devices_have_sources_and_sane_peaks() -> None:
+    assert set(DEVICES) >= {"h100_sxm", "h100_pcie", "a100_sxm_80", "v100", "b200", "a6000"}
+    for d in DEVICES.values():
+        assert d.sources and any("gpu_specs" in s for s in d.sources)
+        assert d.sm_count > 0 and d.clock_ghz > 1 and d.hbm_bandwidth > 5e11 and d.l2_bytes > 1e6
+        assert d.matrix_peak("bf16") >= d.fp32_peak
+        assert d.launch_overhead_us > 0
+    assert abs(H100.fp32_peak / 1e12 - 66.9) < 0.1
+    assert H100.matrix_peak("bf16") == pytest.approx(989.4e12)
+    assert H100.matrix_peak("f32", "highest") == H100.fp32_peak
+    assert get_device("v100").matrix_peak("bf16") == get_device("v100").fp32_peak
+    with pytest.raises(KeyError):
+        get_device("tpu")
+
+
+def test_large_elementwise_is_memory_bound_near_hbm_bandwidth() -> None:
+    n = 1 << 26
+    m = hlopass.parse_hlo(f"""HloModule m
+ENTRY e {{
+  a = f32[{n}] parameter(0)
+  b = f32[{n}] parameter(1)
+  ROOT c = f32[{n}] add(a, b)
+}}
+""")
+    est = estimate(m, H100)
+    (k,) = est.kernels
+    assert k.bound == "memory"
+    achieved = 3 * 4 * n / (k.time_us * 1e-6)
+    assert 0.8 * H100.hbm_bandwidth <= achieved <= H100.hbm_bandwidth
+
+
+def test_large_bf16_dot_is_compute_bound_near_tensor_peak() -> None:
+    m = hlopass.parse_hlo("""HloModule m
+ENTRY e {
+  a = bf16[8192,8192] parameter(0)
+  b = bf16[8192,8192] parameter(1)
+  ROOT c = bf16[8192,8192] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+""")
+    (k,) = estimate(m, H100).kernels
+    assert k.bound == "compute"
+    achieved = 2 * 8192**3 / (k.time_us * 1e-6)
+    assert 0.6 * H100.bf16_peak <= achieved <= H100.bf16_peak
+    # the same dot on f32 with HIGHEST precision runs on FP32 units: much slower
+    slow = hlopass.parse_hlo("""HloModule m
+ENTRY e {
+  a = f32[8192,8192] parameter(0)
+  b = f32[8192,8192] parameter(1)
+  ROOT c = f32[8192,8192] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+}
+""")
+    assert estimate(slow, H100).time_us > 5 * k.time_us
+
+
+PRODUCER_CONSUMER = """HloModule m
+ENTRY e {
+  a = f32[4096,4096] parameter(0)
+  b = f32[4096,4096] parameter(1)
+  p = f32[4096,4096] multiply(a, b)
+  ROOT c = f32[4096,4096] exponential(p)
+}
+"""
+
+
+def test_fusing_producer_into_consumer_saves_memory_round_trip() -> None:
+    m = hlopass.parse_hlo(PRODUCER_CONSUMER)
+    ops = _entry_ops(m)
+    p, c = ops["p"], ops["c"]
+    unfused = estimate_group([p], H100).time_us + estimate_group([c], H100).time_us
+    fused = estimate_group([p, c], H100)
+    assert fused.time_us < unfused
+    # the fused kernel reads a and b, writes c: the intermediate never touches DRAM
+    assert fused.bytes_accessed == 3 * 4096 * 4096 * 4
+    # and the module estimate equals the sum of its single-op groups
+    assert estimate(m, H100).time_us == pytest.approx(unfused)
+
+
+def test_devices_order_by_bandwidth_for_memory_bound_work() -> None:
+    m = hlopass.parse_hlo(PRODUCER_CONSUMER)
+    t = {d: estimate(m, d).time_us for d in ("b200", "h100_sxm", "a100_sxm_80", "v100")}
+    assert t["b200"] < t["h100_sxm"] < t["a100_sxm_80"] < t["v100"]
+
+
+def test_rank_and_estimate_api(tmp_path) -> None:
+    fused = """HloModule m
+fc {
+  a = f32[4096,4096] parameter(0)
+  b = f32[4096,4096] parameter(1)
+  p = f32[4096,4096] multiply(a, b)
+  ROOT c = f32[4096,4096] exponential(p)
+}
+ENTRY e {
+  a = f32[4096,4096] parameter(0)
+  b = f32[4096,4096] parameter(1)
+  ROOT f = f32[4096,4096] fusion(a, b), kind=kLoop, calls=fc
+}
+"""
+    order = rank([PRODUCER_CONSUMER, fused], "h100_sxm")
+    assert [i for i, _ in order] == [1, 0]
+    est = estimate(fused, "h100_sxm")
+    assert est.kernels[0].kind == "loop" and est.totals["bytes_accessed"] == 3 * 4096 * 4096 * 4
+    assert "estimate_us" in str(est) and "TOTAL" in str(est)
+    a, b = tmp_path / "a.hlo", tmp_path / "b.hlo"
+    a.write_text(PRODUCER_CONSUMER)
+    b.write_text(fused)
+    assert rank_main([str(a), str(b), "--device", "a100_sxm_80"]) == 0
+
+
+def test_cli_json(tmp_path, capsys) -> None:
+    f = tmp_path / "m.hlo"
+    f.write_text(PRODUCER_CONSUMER)
+    assert cost_main([str(f), "--device", "h100_sxm", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["device"] == "h100_sxm"
+    assert set(out["totals"]) == {"flops", "transcendentals", "bytes_accessed", "time_us"}
+    assert len(out["kernels"]) == 2
+    assert cost_main([str(f)]) == 0
+    assert "compute_us" in capsys.readouterr().out
+    assert cost_main([str(tmp_path / "missing.hlo")]) == 1
+
+
+def test_while_body_counts_trip_count() -> None:
+    text = """HloModule m
+body {
+  p = (s32[], f32[1024]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[1024] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[1024] exponential(x)
+  ROOT t = (s32[], f32[1024]) tuple(j, y)
+}
+cond {
+  p = (s32[], f32[1024]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(10)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  x = f32[1024] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f32[1024]) tuple(z, x)
+  ROOT w = (s32[], f32[1024]) while(t), condition=cond, body=body, backend_config={"known_trip_count":{"n":"10"}}
+}
+"""
+    est = estimate(text, H100)
+    assert all(k.count == 10 for k in est.kernels)
+    assert est.time_us >= 10 * 3 * H100.launch_overhead_us
+
+
+@pytest.mark.skipif(corpus_root() is None, reason="corpus not found")
+def test_corpus_h100_modules_estimate_fast() -> None:
+    import time
+
+    root = corpus_root()
+    for p in sorted(root.glob("jax/*/xla_h100_optimized.hlo")):
+        m = hlopass.parse_hlo(p.read_text(), str(p))
+        t0 = time.perf_counter()
+        est = estimate(m, H100)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        estimate(m, H100)
+        again = time.perf_counter() - t0
+        assert est.time_us > 0 and est.kernels
+        assert again <= first + 0.05  # fused computations are cached
