@@ -1,0 +1,87 @@
+"""Reference interpreter for HLO modules: numpy + ml_dtypes, one vectorized numpy step per op.
+
+    >>> outs = hlopass.evaluate(module, x, y)     # flattened results, list of np.ndarray
+    >>> value = eval_instruction(op, [a, b])      # one instruction (constant folding)
+
+Semantics follow XLA (checked against XLA:CPU in tests/test_interpreter*.py): integer
+wrap-around and division by zero, saturating float->int convert, clamped dynamic indices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
+    control,
+    elementwise,
+    indexing,
+    linalg,
+    reductions,
+    rng,
+    shaping,
+    sorting,
+)
+from hlopass.interpreter.core import (
+    HANDLERS,
+    Interpreter,
+    Value,
+    coerce,
+    flatten,
+    interpreter_for,
+    module_of,
+)
+
+__all__ = ["HANDLERS", "Interpreter", "eval_instruction", "evaluate", "supported_opcodes"]
+
+
+def evaluate(module: Any, *args: Any) -> list[np.ndarray]:
+    """Run the entry computation on `args` (one per parameter, or the flattened leaves)."""
+    interp = interpreter_for(module)
+    entry = interp.entry()
+    params = entry.parameters()
+    shapes = [p.shape for p in params]
+    if len(args) != len(params):
+        leaves = [leaf for s in shapes for leaf in s.leaves()]
+        if len(args) == len(leaves):
+            args = _unflatten(list(args), shapes)
+        else:
+            raise ValueError(f"entry computation takes {len(params)} argument(s), got {len(args)}")
+    values = []
+    for i, (a, s) in enumerate(zip(args, shapes, strict=False)):
+        try:
+            values.append(coerce(a, s))
+        except ValueError as e:
+            raise ValueError(f"argument {i}: {e}") from None
+    with np.errstate(all="ignore"):
+        result = interp.call(entry, values)
+    return [np.asarray(v) for v in flatten(result)]
+
+
+def _unflatten(leaves: list[Any], shapes: list[Any]) -> list[Any]:
+    it = iter(leaves)
+
+    def build(shape: Any) -> Any:
+        if shape.is_tuple:
+            return tuple(build(e) for e in shape.elements)
+        return next(it)
+
+    return [build(s) for s in shapes]
+
+
+def eval_instruction(op: HloOp, operand_values: list[Value]) -> Value:
+    """Evaluate one instruction on operand values (arrays or tuples of arrays).
+
+    Instructions calling computations (reduce, while, fusion, ...) look them up in the
+    module holding `op`. Raises `hlopass.UnsupportedOpError` for opcodes it cannot run.
+    """
+    module = module_of(op)
+    interp = interpreter_for(module) if module is not None else Interpreter(None)
+    with np.errstate(all="ignore"):
+        return interp.eval(op, list(operand_values))
+
+
+def supported_opcodes() -> set[str]:
+    return set(HANDLERS)

@@ -1,0 +1,329 @@
+"""Elementwise ops: arithmetic with XLA's integer rules, compare, convert, bit ops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hlopass.interpreter.core import dtype_of, handler, unsupported
+from hlopass.interpreter.numeric import (
+    as_dtype,
+    int_bits,
+    int_range,
+    is_float_dtype,
+    is_int_dtype,
+    is_signed_int,
+    total_order_key,
+    uint_view_dtype,
+    widen,
+)
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+_FLOAT_UNARY = {
+    "exponential": np.exp,
+    "exponential-minus-one": np.expm1,
+    "log": np.log,
+    "log-plus-one": np.log1p,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "cbrt": np.cbrt,
+    "sine": np.sin,
+    "cosine": np.cos,
+    "tan": np.tan,
+    "tanh": np.tanh,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "logistic": lambda x: 1 / (1 + np.exp(-x)),
+    "erf": lambda x: _erf(x).astype(x.dtype),
+    "ceil": np.ceil,
+    "floor": np.floor,
+    "round-nearest-even": np.rint,
+    "round-nearest-afz": lambda x: np.where(np.abs(x - np.trunc(x)) == 0.5, np.trunc(x) + np.sign(x), np.rint(x)),
+    "is-finite": np.isfinite,
+}
+
+
+@handler(*_FLOAT_UNARY)
+def _float_unary(interp, op, args):
+    (x,) = args
+    out = dtype_of(op.shape)
+    fn = _FLOAT_UNARY[op.opcode]
+    if op.opcode == "logistic" and x.dtype.kind != "c":
+        w = widen(x)
+        return as_dtype(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w))), out)
+    return as_dtype(fn(widen(x)), out)
+
+
+@handler("abs", "negate", "sign", "not", "real", "imag", "popcnt", "count-leading-zeros", "copy")
+def _unary(interp, op, args):
+    (x,) = args
+    out = dtype_of(op.shape)
+    code = op.opcode
+    if code == "copy":
+        return x.copy()
+    if code == "real":
+        return np.real(x).astype(out)
+    if code == "imag":
+        return np.imag(x).astype(out)
+    w = widen(x)
+    if code == "abs":
+        return as_dtype(np.abs(w), out)
+    if code == "negate":
+        return as_dtype(-w if w.dtype.kind != "b" else w, out)
+    if code == "sign":
+        if x.dtype.kind == "c":
+            mag = np.abs(w)
+            return as_dtype(np.where(mag == 0, w, w / np.where(mag == 0, 1, mag)), out)
+        return as_dtype(np.where(w == 0, w, np.sign(w)), out)
+    if code == "not":
+        return np.logical_not(x) if x.dtype.kind == "b" else as_dtype(~w, out)
+    bits = int_bits(x.dtype)
+    u = w.astype(np.uint64) & np.uint64((1 << bits) - 1)
+    bit_set = [((u >> np.uint64(i)) & np.uint64(1)).astype(bool) for i in range(bits)]
+    if code == "popcnt":
+        return as_dtype(np.sum(bit_set, axis=0, dtype=np.int64), out)
+    # count-leading-zeros
+    clz = np.full(u.shape, bits, np.int64)
+    for i in range(bits):
+        clz = np.where(bit_set[i], bits - 1 - i, clz)
+    return as_dtype(clz, out)
+
+
+def _int_divide(a, b, signed, lo):
+    zero = b == 0
+    safe_b = np.where(zero, 1, b)
+    if signed:
+        overflow = (a == lo) & (b == -1)
+        safe_b = np.where(overflow, 1, safe_b)
+        q = np.abs(a) // np.abs(safe_b)
+        q = np.where((a < 0) != (safe_b < 0), -q, q)
+        q = np.where(overflow, lo, q)
+        return np.where(zero, -1, q)
+    return np.where(zero, np.uint64(0xFFFFFFFFFFFFFFFF), a // safe_b)
+
+
+def _int_remainder(a, b, signed, lo):
+    zero = b == 0
+    safe_b = np.where(zero, 1, b)
+    if signed:
+        overflow = (a == lo) & (b == -1)
+        safe_b = np.where(overflow, 1, safe_b)
+        r = np.abs(a) % np.abs(safe_b)
+        r = np.where(a < 0, -r, r)
+        return np.where(zero, a, np.where(overflow, 0, r))
+    return np.where(zero, a, a % safe_b)
+
+
+def _int_power(a, b, signed):
+    result = np.ones(np.broadcast(a, b).shape, a.dtype)
+    base = np.broadcast_to(a, result.shape).copy()
+    exp = np.broadcast_to(b, result.shape).copy()
+    if signed:
+        neg = exp < 0
+        exp = np.where(neg, 0, exp)
+    for _ in range(64):
+        if not np.any(exp):
+            break
+        result = np.where(exp & 1 == 1, result * base, result)
+        base = base * base
+        exp = exp >> 1
+    if signed:
+        # x ** negative: 1 for x == 1, +-1 for x == -1, else 0
+        inv = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
+        result = np.where(neg, inv, result)
+    return result
+
+
+def _shift(code, a, b, dt):
+    bits = int_bits(dt)
+    mask = np.uint64((1 << bits) - 1)
+    ub = b.astype(np.uint64) & mask
+    too_big = ub >= np.uint64(bits)
+    amt = np.where(too_big, np.uint64(0), ub).astype(np.uint64)
+    ua = a.astype(np.uint64) & mask
+    if code == "shift-left":
+        return np.where(too_big, np.uint64(0), ua << amt)
+    if code == "shift-right-logical":
+        return np.where(too_big, np.uint64(0), ua >> amt)
+    if is_signed_int(dt):
+        sa = a.astype(np.int64)
+    elif bits == 64:
+        sa = ua.view(np.int64)
+    else:
+        sa = ua.astype(np.int64)
+        sa = np.where(sa >= (1 << (bits - 1)), sa - (1 << bits), sa)
+    return np.where(too_big, np.where(sa < 0, -1, 0), sa >> amt.astype(np.int64))
+
+
+@handler("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power",
+         "atan2", "and", "or", "xor", "shift-left", "shift-right-logical",
+         "shift-right-arithmetic", "complex")  # fmt: skip
+def _binary(interp, op, args):
+    a, b = args
+    out = dtype_of(op.shape)
+    code = op.opcode
+    if code == "complex":
+        return (widen(a) + 1j * widen(b)).astype(out)
+    dt = a.dtype
+    if dt.kind == "b":
+        fn = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+              "maximum": np.logical_or, "minimum": np.logical_and, "add": np.logical_or,
+              "multiply": np.logical_and, "subtract": np.logical_xor}.get(code)  # fmt: skip
+        if fn is None:
+            raise unsupported(op, "on pred")
+        return fn(a, b)
+    wa, wb = widen(a), widen(b)
+    if code in ("shift-left", "shift-right-logical", "shift-right-arithmetic"):
+        return as_dtype(_shift(code, wa, wb, dt), out)
+    if is_int_dtype(dt):
+        signed = is_signed_int(dt)
+        lo = int_range(dt)[0]
+        if code == "divide":
+            return as_dtype(_int_divide(wa, wb, signed, lo), out)
+        if code == "remainder":
+            return as_dtype(_int_remainder(wa, wb, signed, lo), out)
+        if code == "power":
+            if not signed:  # XLA reads an unsigned exponent with its top bit set as negative
+                neg = wb >= np.uint64(1 << (int_bits(dt) - 1))
+                r = _int_power(wa, np.where(neg, np.uint64(0), wb), False)
+                return as_dtype(np.where(neg, (wa == 1).astype(wa.dtype), r), out)
+            return as_dtype(_int_power(wa, wb, signed), out)
+    fn = _BINARY[code]
+    return as_dtype(fn(wa, wb), out)
+
+
+_BINARY = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "remainder": np.fmod, "maximum": np.maximum, "minimum": np.minimum, "power": np.power,
+    "atan2": np.arctan2, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+}  # fmt: skip
+
+
+_COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+            "GT": np.greater, "GE": np.greater_equal}  # fmt: skip
+
+
+@handler("compare")
+def _compare(interp, op, args):
+    a, b = args
+    direction = op.attr("direction")
+    if op.attr("type") == "TOTALORDER" and is_float_dtype(a.dtype):
+        a, b = total_order_key(a), total_order_key(b)
+    elif a.dtype.kind != "b":
+        a, b = widen(a), widen(b)
+    return np.asarray(_COMPARE[direction](a, b))
+
+
+@handler("select")
+def _select(interp, op, args):
+    p, t, f = args
+    return np.asarray(np.where(p, t, f)).astype(dtype_of(op.shape), copy=False)
+
+
+@handler("clamp")
+def _clamp(interp, op, args):
+    lo, x, hi = args
+    out = dtype_of(op.shape)
+    if x.dtype.kind == "b":
+        return np.logical_and(np.logical_or(x, lo), hi)
+    wl, wx, wh = widen(lo), widen(x), widen(hi)
+    return as_dtype(np.minimum(np.maximum(wx, wl), wh), out)
+
+
+@handler("convert")
+def _convert(interp, op, args):
+    (x,) = args
+    return convert(x, dtype_of(op.shape))
+
+
+def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
+    src = x.dtype
+    if src == out:
+        return x.copy()
+    if out.kind == "b":
+        return np.asarray(x != 0)
+    if src.kind == "c":
+        if out.kind == "c":
+            return x.astype(out)
+        x = np.real(x)
+        src = x.dtype
+    if is_int_dtype(out):
+        if is_float_dtype(src):
+            lo, hi = int_range(out)
+            w = x.astype(np.float64)
+            w = np.trunc(np.where(np.isnan(w), 0, w))
+            big, small = w >= float(hi), w <= float(lo)
+            acc = np.uint64 if lo == 0 and hi >= 2**63 else np.int64
+            mid = np.where(big | small, 0, w).astype(acc)
+            r = np.where(big, acc(hi), np.where(small, acc(lo), mid))
+            return as_dtype(r, out)
+        return as_dtype(widen(x) if src.kind != "b" else x.astype(np.int64), out)
+    # float or complex target
+    if src.kind == "b":
+        return x.astype(np.float32).astype(out)
+    if is_int_dtype(src):
+        if out.kind == "f" and out.itemsize >= 4 or out.kind == "c":
+            return widen(x).astype(out)
+        return widen(x).astype(np.float64).astype(out)
+    return x.astype(out)
+
+
+@handler("bitcast-convert")
+def _bitcast_convert(interp, op, args):
+    (x,) = args
+    out = dtype_of(op.shape)
+    x = np.ascontiguousarray(x)
+    if x.dtype.itemsize == out.itemsize:
+        return x.view(out).reshape(op.shape.dims)
+    return x.view(out).reshape(op.shape.dims)
+
+
+_FLOAT_LAYOUT = {2: (5, 10), 4: (8, 23), 8: (11, 52)}
+
+
+@handler("reduce-precision")
+def _reduce_precision(interp, op, args):
+    (x,) = args
+    ebits, mbits = op.attr("exponent_bits"), op.attr("mantissa_bits")
+    dt = x.dtype
+    if dt.kind != "f":  # bf16/f8: work in f32, which holds them exactly
+        return reduce_precision(x.astype(np.float32), ebits, mbits).astype(dt)
+    return reduce_precision(x, ebits, mbits)
+
+
+def reduce_precision(x: np.ndarray, ebits: int, mbits: int) -> np.ndarray:
+    dt = x.dtype
+    src_e, src_m = _FLOAT_LAYOUT[dt.itemsize]
+    nbits = dt.itemsize * 8
+    udt = uint_view_dtype(dt)
+    v = np.ascontiguousarray(x).view(udt).astype(np.uint64)
+    if mbits < src_m:
+        shift = src_m - mbits
+        last = np.uint64(1 << shift)
+        bias = (last >> np.uint64(1)) - np.uint64(1)
+        last_bit = (v & last) >> np.uint64(shift)
+        trunc_mask = ~(last - np.uint64(1)) & np.uint64((1 << nbits) - 1)
+        v = ((v + last_bit + bias) & trunc_mask) & np.uint64((1 << nbits) - 1)
+    if ebits < src_e:
+        exp_mask = np.uint64(((1 << src_e) - 1) << src_m)
+        sign_mask = np.uint64(1 << (nbits - 1))
+        bias = (1 << (src_e - 1)) - 1
+        rbias = (1 << (ebits - 1)) - 1
+        vexp = v & exp_mask
+        overflow = vexp > np.uint64((bias + rbias) << src_m)
+        underflow = vexp <= np.uint64((bias - rbias) << src_m)
+        signed_zero = v & sign_mask
+        v = np.where(overflow, signed_zero | exp_mask, np.where(underflow, signed_zero, v))
+    r = v.astype(udt).view(dt).reshape(x.shape)
+    if mbits > 0:
+        r = np.where(np.isnan(x), x, r)
+    return r
+

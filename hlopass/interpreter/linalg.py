@@ -1,0 +1,137 @@
+"""dot (general), convolution (general) and fft."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlopass.interpreter.core import dtype_of, handler
+from hlopass.interpreter.numeric import as_dtype, is_float_dtype
+
+
+def _acc_dtype(*dts: np.dtype) -> np.dtype:
+    if any(d.kind == "c" for d in dts):
+        return np.dtype(np.complex128) if any(d.itemsize == 16 for d in dts if d.kind == "c") else np.dtype(np.complex64)
+    if any(is_float_dtype(d) for d in dts):
+        return np.dtype(np.float64) if any(d == np.float64 for d in dts) else np.dtype(np.float32)
+    if all(d.kind == "b" for d in dts):
+        return np.dtype(np.int64)
+    return np.dtype(np.int64)
+
+
+@handler("dot")
+def _dot(interp, op, args):
+    lhs, rhs = args
+    out = dtype_of(op.shape)
+    acc = _acc_dtype(lhs.dtype, rhs.dtype, out)
+    lb = list(op.attr("lhs_batch_dims") or ())
+    rb = list(op.attr("rhs_batch_dims") or ())
+    lc = list(op.attr("lhs_contracting_dims") or ())
+    rc = list(op.attr("rhs_contracting_dims") or ())
+    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
+    batch = [lhs.shape[d] for d in lb]
+    m = int(np.prod([lhs.shape[d] for d in lf], dtype=np.int64))
+    n = int(np.prod([rhs.shape[d] for d in rf], dtype=np.int64))
+    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
+    b = int(np.prod(batch, dtype=np.int64))
+    a = np.transpose(lhs, lb + lf + lc).astype(acc).reshape(b, m, k)
+    c = np.transpose(rhs, rb + rc + rf).astype(acc).reshape(b, k, n)
+    r = np.matmul(a, c)
+    return as_dtype(r.reshape(op.shape.dims), out)
+
+
+@handler("convolution")
+def _convolution(interp, op, args):
+    lhs, rhs = args[:2]
+    out = dtype_of(op.shape)
+    acc = _acc_dtype(lhs.dtype, rhs.dtype, out)
+    labels = op.attr("dim_labels")
+    ib, if_, isp = labels.input
+    ki, ko, ksp = labels.kernel
+    ob, of, osp = labels.output
+    nsp = len(isp)
+    window = op.attr("window")
+    wdims = window.dims if window is not None else ()
+    wdims = list(wdims) + [None] * (nsp - len(wdims))
+    x = np.transpose(lhs, [ib, if_, *isp]).astype(acc)
+    w = np.transpose(rhs, [ko, ki, *ksp]).astype(acc)
+    fgc = op.attr("feature_group_count") or 1
+    bgc = op.attr("batch_group_count") or 1
+    # base (lhs) dilation and padding
+    for s, wd in enumerate(wdims):
+        if wd is None:
+            continue
+        axis = 2 + s
+        if wd.lhs_dilation > 1:
+            x = _dilate(x, axis, wd.lhs_dilation)
+        x = _pad_axis(x, axis, wd.pad_low, wd.pad_high)
+        if wd.rhs_dilation > 1:
+            w = _dilate(w, axis, wd.rhs_dilation)
+        if wd.reversal:
+            w = np.flip(w, axis)
+    strides = [wd.stride if wd is not None else 1 for wd in wdims]
+    ksizes = w.shape[2:]
+    # windows: (N, C, *out_full, *K) -> strided
+    view = np.lib.stride_tricks.sliding_window_view(x, ksizes, axis=tuple(range(2, 2 + nsp)))
+    view = view[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
+    N, C = x.shape[:2]
+    O, I = w.shape[:2]
+    sp = "".join(chr(ord("p") + i) for i in range(nsp))
+    kk = "".join(chr(ord("h") + i) for i in range(nsp))
+    if bgc > 1:
+        nb = N // bgc
+        v = view.reshape((bgc, nb) + view.shape[1:])  # g n c sp k
+        wg = w.reshape((bgc, O // bgc) + w.shape[1:])  # g o c k
+        r = np.einsum(f"gnc{sp}{kk},goc{kk}->ngo{sp}", v, wg, optimize=True)
+        r = r.reshape((nb, O) + r.shape[3:])
+    else:
+        g = fgc
+        v = view.reshape((N, g, C // g) + view.shape[2:])  # n g c sp k
+        wg = w.reshape((g, O // g) + w.shape[1:])  # g o c k
+        r = np.einsum(f"ngc{sp}{kk},goc{kk}->ngo{sp}", v, wg, optimize=True)
+        r = r.reshape((N, O) + r.shape[3:])
+    # r is (N, O, *spatial); place into output layout
+    perm = [0] * (2 + nsp)
+    perm[ob], perm[of] = 0, 1
+    for s, d in enumerate(osp):
+        perm[d] = 2 + s
+    r = np.transpose(r, perm)
+    return as_dtype(r, out).reshape(op.shape.dims)
+
+
+def _dilate(x: np.ndarray, axis: int, factor: int) -> np.ndarray:
+    n = x.shape[axis]
+    shape = list(x.shape)
+    shape[axis] = max(0, (n - 1) * factor + 1)
+    out = np.zeros(shape, x.dtype)
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(None, None, factor)
+    out[tuple(index)] = x
+    return out
+
+
+def _pad_axis(x: np.ndarray, axis: int, low: int, high: int) -> np.ndarray:
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (max(low, 0), max(high, 0))
+    x = np.pad(x, widths)
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(-min(low, 0), x.shape[axis] + min(high, 0))
+    return x[tuple(index)]
+
+
+@handler("fft")
+def _fft(interp, op, args):
+    (x,) = args
+    kind = op.attr("fft_type")
+    lengths = list(op.attr("fft_length"))
+    axes = list(range(x.ndim - len(lengths), x.ndim))
+    out = dtype_of(op.shape)
+    if kind == "FFT":
+        r = np.fft.fftn(x, s=lengths, axes=axes)
+    elif kind == "IFFT":
+        r = np.fft.ifftn(x, s=lengths, axes=axes)
+    elif kind == "RFFT":
+        r = np.fft.rfftn(x, s=lengths, axes=axes)
+    else:
+        r = np.fft.irfftn(x, s=lengths, axes=axes)
+    return r.astype(out)

@@ -1,0 +1,249 @@
+"""Pass registry and pipeline runner for `hlopass-opt -p PIPELINE`.
+
+Pipelines use xDSL's syntax: `algsimp,constant-folding{max-elements=1000},dce,cse`.
+`fixpoint{passes="algsimp,dce"}` reruns its passes until none changes the module
+(XLA's `HloPassFix`, at most `max-iterations`, 25 by default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+from argparse import Namespace
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError
+
+from hlopass.errors import HloError
+from hlopass.rewriting import HloModulePass, TraceHook
+
+
+class PipelineError(HloError):
+    """An unknown pass, a bad option, or a pass that broke the module."""
+
+
+def _lazy(module: str, cls: str) -> Callable[[], type[HloModulePass]]:
+    def load() -> type[HloModulePass]:
+        return getattr(importlib.import_module(module), cls)
+
+    load.__name__ = f"load_{cls}"
+    return load
+
+
+# name on the command line -> loader of the pass class (sorted by name)
+PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
+    sorted(
+        {
+            "algsimp": _lazy("hlopass.passes.algsimp", "AlgebraicSimplifierPass"),
+            "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
+            "cse": _lazy("hlopass.passes.cse", "CSEPass"),
+            "dce": _lazy("hlopass.passes.dce", "DCEPass"),
+            "fixpoint": lambda: FixpointPass,
+        }.items()
+    )
+)
+
+FIXPOINT_LIMIT = 25
+"""XLA's `HloPassFix::kDefaultIterationLimit`."""
+
+
+def _context() -> Context:
+    from hlopass.xdsl_io import context
+
+    return context()
+
+
+def parse_pass_pipeline(spec: str) -> list[HloModulePass]:
+    """Passes of a pipeline string; PipelineError (one line) on an unknown pass or bad option."""
+    try:
+        specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as e:
+        raise PipelineError(f"error: invalid pass pipeline {spec!r}: {_first_line(e)}") from None
+    return [_instantiate(s) for s in specs]
+
+
+def _first_line(e: Exception) -> str:
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else type(e).__name__
+
+
+def _instantiate(spec: ArgSpec) -> HloModulePass:
+    loader = PASSES.get(spec.name)
+    if loader is None:
+        raise PipelineError(
+            f"error: unknown pass '{spec.name}' (known passes: {', '.join(PASSES)})"
+        )
+    cls = loader()
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in spec.parameters:
+        if key.replace("-", "_") not in known:
+            raise PipelineError(
+                f"error: pass '{spec.name}' has no option '{key}'"
+                + (f" (options: {', '.join(_option_names(cls))})" if known else "")
+            )
+    try:
+        instance = cls.from_spec(spec)
+    except (ValueError, TypeError) as e:
+        raise PipelineError(f"error: bad option for pass '{spec.name}': {_first_line(e)}") from None
+    if isinstance(instance, FixpointPass):
+        instance.inner()  # reject bad inner pipelines before running anything
+    return instance
+
+
+def _option_names(cls: type) -> list[str]:
+    return [f.name.replace("_", "-") for f in dataclasses.fields(cls)]
+
+
+@dataclass(frozen=True)
+class FixpointPass(HloModulePass):
+    """Run `passes` (a pipeline string) again and again until none changes the module."""
+
+    name: ClassVar[str] = "fixpoint"
+
+    passes: tuple[str, ...] = ("algsimp", "constant-folding", "dce", "cse")
+    """The pipeline to repeat, e.g. `passes="algsimp,dce"` (quote it when it has options)."""
+
+    max_iterations: int = FIXPOINT_LIMIT
+    """Stop after this many rounds even if the module still changes (XLA: 25)."""
+
+    def inner(self) -> list[HloModulePass]:
+        return parse_pass_pipeline(",".join(self.passes))
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        return self.iterate(lambda p: p.run(ctx, module, trace))
+
+    def iterate(self, run_one: Callable[[HloModulePass], bool]) -> bool:
+        """Rounds of `run_one` over the inner passes until a round changes nothing."""
+        passes = self.inner()
+        changed = False
+        for _ in range(self.max_iterations):
+            round_changed = False
+            for p in passes:
+                round_changed |= run_one(p)
+            changed |= round_changed
+            if not round_changed:
+                break
+        return changed
+
+
+class Runner:
+    """Runs passes with the CLI's instrumentation (verify, IR dumps, rewrite traces)."""
+
+    def __init__(
+        self,
+        verify_each: bool = False,
+        print_after_all: bool = False,
+        print_after_change: bool = False,
+        trace_rewrites: bool = False,
+        out: Any = None,
+    ):
+        self.ctx = _context()
+        self.verify_each = verify_each
+        self.print_after_all = print_after_all
+        self.print_after_change = print_after_change
+        self.trace_rewrites = trace_rewrites
+        self.out = out if out is not None else sys.stderr
+        self.log: list[tuple[str, bool]] = []
+        """(pass name, changed) for every pass run, in order."""
+
+    def _trace(self, pattern: str, what: str) -> None:
+        print(f"// rewrite {pattern}: {what}", file=self.out)
+
+    def run_one(self, p: HloModulePass, module: ModuleOp) -> bool:
+        if isinstance(p, FixpointPass):
+            return p.iterate(lambda inner: self.run_one(inner, module))
+        trace = self._trace if self.trace_rewrites else None
+        try:
+            changed = bool(p.run(self.ctx, module, trace))
+        except HloError:
+            raise
+        except Exception as e:
+            raise PipelineError(f"error: pass '{p.name}' failed: {_first_line(e)}") from e
+        self.log.append((p.name, changed))
+        if self.verify_each:
+            try:
+                module.verify()
+            except Exception as e:
+                raise PipelineError(
+                    f"error: module does not verify after pass '{p.name}': {_first_line(e)}"
+                ) from None
+        if self.print_after_all or (self.print_after_change and changed):
+            from hlopass.exporter import print_hlo
+
+            note = "" if changed else " (no change)"
+            print(f"// -----// IR Dump After {p.name}{note} //----- //", file=self.out)
+            print(print_hlo(module), file=self.out, end="")
+        return changed
+
+    def run(self, passes: list[HloModulePass], module: ModuleOp) -> bool:
+        changed = False
+        for p in passes:
+            changed |= self.run_one(p, module)
+        return changed
+
+
+def run_pipeline(module: ModuleOp, spec: str, **options: Any) -> bool:
+    """Run a pipeline string on `module` in place; True when some pass changed it."""
+    return Runner(**options).run(parse_pass_pipeline(spec), module)
+
+
+def run_pipeline_from_cli(module: ModuleOp, args: Namespace) -> None:
+    runner = Runner(
+        verify_each=bool(getattr(args, "verify_each", False)),
+        print_after_all=bool(getattr(args, "print_ir_after_all", False)),
+        print_after_change=bool(getattr(args, "print_ir_after_change", False)),
+        trace_rewrites=bool(getattr(args, "trace_rewrites", False)),
+    )
+    runner.run(parse_pass_pipeline(args.passes), module)
+
+
+def pass_class(name: str) -> type[HloModulePass]:
+    return PASSES[name]()
+
+
+def list_passes_text() -> str:
+    """One block per pass: name, summary, then its options with defaults."""
+    lines: list[str] = []
+    for name, loader in PASSES.items():
+        cls = loader()
+        doc = (cls.__doc__ or "").strip().splitlines()
+        lines.append(f"{name}: {doc[0] if doc else ''}")
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else None
+            if isinstance(default, tuple):
+                default = ",".join(map(str, default))
+            if isinstance(default, bool):
+                default = str(default).lower()
+            opt_doc = _field_doc(cls, f.name)
+            lines.append(f"  {f.name.replace('_', '-')}={default}" + (f"  {opt_doc}" if opt_doc else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _field_doc(cls: type, field: str) -> str:
+    """The docstring under a dataclass field (read from the source)."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return ""
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    for i, node in enumerate(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == field
+            and i + 1 < len(body)
+        ):
+            nxt = body[i + 1]
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+                return str(nxt.value.value).strip().splitlines()[0]
+    return ""

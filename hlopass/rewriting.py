@@ -1,0 +1,380 @@
+"""Shared helpers for passes written as xDSL pattern rewrites over the `hlo` dialect.
+
+* `HloModulePass`: an xDSL `ModulePass` whose `run` reports whether it changed the module
+  (XLA's `Run -> changed`); `apply` is the xDSL entry point and calls `run`.
+* `NameUniquer`: fresh instruction names in XLA's `name.N` style, unique in the module.
+* `RewriteContext`: what patterns of one pass run share (the uniquer, a trace hook).
+* `new_op`, `constant_from_numpy`, `replace_op`, `erase_dead`: building and replacing
+  instructions with a `PatternRewriter`.
+* Matching helpers: `const_array`, `splat_value`, `is_zero`, `is_one`, `owner`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from hlopass.attrs import ShapedLiteral
+from hlopass.dialects.hlo import (
+    ComputationOp,
+    HasSideEffect,
+    HloOp,
+    RandomNumber,
+    ReturnOp,
+    computations,
+    create_op,
+    entry_computation,
+)
+from hlopass.literal import Literal, numpy_dtype
+from hlopass.shape import ArrayShape, Shape, TupleShape, scalar
+
+# --- passes -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HloModulePass(ModulePass):
+    """A module pass over HLO that reports whether it changed the module."""
+
+    name: ClassVar[str]
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        """Transform `module` in place; True when it changed."""
+        raise NotImplementedError
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.run(ctx, op)
+
+
+TraceHook = Callable[[str, str], None]
+"""Called as `trace(pattern_name, description)` after each rewrite."""
+
+
+# --- names --------------------------------------------------------------------------------
+
+_SUFFIX = re.compile(r"^(.*?)\.(\d+)$")
+
+
+class NameUniquer:
+    """Unique instruction names in XLA's style: `prefix`, then `prefix.1`, `prefix.2`, ..."""
+
+    def __init__(self, module: ModuleOp | None = None):
+        self.used: set[str] = set()
+        self.next: dict[str, int] = {}
+        if module is not None:
+            for comp in computations(module):
+                for op in comp.instructions:
+                    self.used.add(op.inst_name)
+
+    def fresh(self, base: str) -> str:
+        m = _SUFFIX.match(base)
+        root = m.group(1) if m else base
+        if root not in self.used:
+            self.used.add(root)
+            return root
+        n = self.next.get(root, 1)
+        while f"{root}.{n}" in self.used:
+            n += 1
+        self.next[root] = n + 1
+        name = f"{root}.{n}"
+        self.used.add(name)
+        return name
+
+
+@dataclass
+class RewriteContext:
+    """State shared by the patterns of one pass run."""
+
+    module: ModuleOp
+    names: NameUniquer
+    trace: TraceHook | None = None
+
+    @staticmethod
+    def of(module: ModuleOp, trace: TraceHook | None = None) -> RewriteContext:
+        return RewriteContext(module, NameUniquer(module), trace)
+
+    def note(self, pattern: object, op: HloOp | None, what: str = "") -> None:
+        if self.trace is not None:
+            label = op.inst_name if op is not None else ""
+            self.trace(type(pattern).__name__, f"{label} {what}".strip())
+
+
+# --- building and replacing ---------------------------------------------------------------
+
+
+def owner(value: SSAValue) -> HloOp | None:
+    o = value.owner
+    return o if isinstance(o, HloOp) else None
+
+
+def new_op(
+    rewriter: PatternRewriter,
+    ctx: RewriteContext,
+    opcode: str,
+    operands: Sequence[SSAValue],
+    shape: Shape,
+    attrs: dict[str, Any] | None = None,
+    like: HloOp | None = None,
+    before: Operation | None = None,
+) -> HloOp:
+    """Create and insert an instruction named `opcode.N` (metadata copied from `like`)."""
+    a = dict(attrs or {})
+    if like is not None:
+        md = like.attr("metadata")
+        if md is not None and "metadata" not in a:
+            a["metadata"] = md
+    op = create_op(opcode, list(operands), shape, ctx.names.fresh(opcode), a)
+    rewriter.insert(op, InsertPoint.before(before) if before is not None else None)
+    return op
+
+
+def constant_from_numpy(
+    rewriter: PatternRewriter,
+    ctx: RewriteContext,
+    value: np.ndarray | float | int | bool,
+    shape: ArrayShape,
+    before: Operation | None = None,
+    name: str = "constant",
+) -> HloOp:
+    """Insert `constant` of `shape` holding `value` (converted to the element type)."""
+    arr = np.asarray(value).astype(numpy_dtype(shape.element_type))
+    arr = np.broadcast_to(arr, shape.dims).copy() if arr.shape != shape.dims else arr
+    op = create_op(
+        "constant", [], shape, ctx.names.fresh(name),
+        {"value": ShapedLiteral(shape, Literal(arr))},
+    )  # fmt: skip
+    rewriter.insert(op, InsertPoint.before(before) if before is not None else None)
+    return op
+
+
+def scalar_constant(
+    rewriter: PatternRewriter, ctx: RewriteContext, value: object, element_type: str,
+    before: Operation | None = None,
+) -> HloOp:  # fmt: skip
+    return constant_from_numpy(rewriter, ctx, np.asarray(value), scalar(element_type), before)
+
+
+def splat(
+    rewriter: PatternRewriter, ctx: RewriteContext, value: object, shape: ArrayShape,
+    like: HloOp | None = None,
+) -> HloOp:  # fmt: skip
+    """`broadcast(constant(value))` of `shape` (just the constant for a scalar shape)."""
+    c = scalar_constant(rewriter, ctx, value, shape.element_type)
+    if not shape.dims:
+        return c
+    return new_op(rewriter, ctx, "broadcast", [c.result], shape, {"dimensions": ()}, like)
+
+
+def is_removable(op: Operation) -> bool:
+    """Pure, not a parameter, not the root: safe to delete once unused."""
+    return (
+        isinstance(op, HloOp)
+        and op.opcode != "parameter"
+        and not has_side_effect(op)
+        and (op.spec.traits & {"pure"} or op.opcode in _REMOVABLE_IMPURE)
+    )
+
+
+_REMOVABLE_IMPURE = frozenset({"replica-id", "partition-id", "custom-call"})
+"""Not marked pure, but removable when unused and without side effects (XLA's HloDCE)."""
+
+
+def has_side_effect(op: HloOp) -> bool:
+    """XLA's `HasSideEffectNoRecurse`, from the traits and custom-call's flag."""
+    if op.has_trait(HasSideEffect):
+        return True
+    if op.opcode == "custom-call":
+        return bool(op.attr("custom_call_has_side_effect"))
+    return False
+
+
+def is_random(op: HloOp) -> bool:
+    return op.has_trait(RandomNumber)
+
+
+def erase_dead(rewriter: PatternRewriter, values: Iterable[SSAValue]) -> None:
+    """Erase the owners of `values` that became unused, and recursively their operands."""
+    stack = [v.owner for v in values]
+    while stack:
+        op = stack.pop()
+        if (
+            isinstance(op, HloOp)
+            and op.parent is not None
+            and not op.results[0].uses
+            and is_removable(op)
+        ):
+            operands = list(op.operands)
+            rewriter.erase(op)
+            stack.extend(v.owner for v in operands)
+
+
+def replace_op(rewriter: PatternRewriter, op: HloOp, value: SSAValue) -> None:
+    """Replace every use of `op` with `value`, erase it, then its operands left unused."""
+    operands = list(op.operands)
+    rewriter.replace_all_uses_with(op.result, value)
+    rewriter.erase(op)
+    erase_dead(rewriter, operands)
+
+
+def replace_with_new(
+    rewriter: PatternRewriter,
+    ctx: RewriteContext,
+    op: HloOp,
+    opcode: str,
+    operands: Sequence[SSAValue],
+    shape: Shape | None = None,
+    attrs: dict[str, Any] | None = None,
+) -> HloOp:
+    """XLA's `ReplaceWithNewInstruction`: a new `opcode.N` instruction takes `op`'s place."""
+    new = new_op(rewriter, ctx, opcode, operands, shape or op.shape, attrs, like=op, before=op)
+    replace_op(rewriter, op, new.result)
+    return new
+
+
+def run_patterns(
+    module: ModuleOp, patterns: Sequence[RewritePattern], comps: Iterable[ComputationOp] | None = None
+) -> bool:
+    """Apply `patterns` greedily to a fixed point over `comps` (all computations by default)."""
+    applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+    changed = False
+    for comp in list(comps) if comps is not None else computations(module):
+        walker = PatternRewriteWalker(applier, apply_recursively=True)
+        changed |= walker.rewrite_region(comp.body)
+    return changed
+
+
+# --- matching -----------------------------------------------------------------------------
+
+
+def const_array(value: SSAValue) -> np.ndarray | None:
+    """The ndarray of a `constant` array value (None when not a constant or elided)."""
+    o = owner(value)
+    if o is None or o.opcode != "constant" or not isinstance(o.shape, ArrayShape):
+        return None
+    lit = o.attr("value")
+    return None if lit is None else lit.literal.array
+
+
+def splat_value(value: SSAValue) -> Any:
+    """The single element value of a splat constant or `broadcast(scalar constant)`, else None."""
+    o = owner(value)
+    if o is None:
+        return None
+    if o.opcode == "broadcast" and o.operands:
+        inner = const_array(o.operands[0])
+        if inner is not None and inner.size == 1:
+            return inner.reshape(()).item() if inner.dtype.kind in "biuf" else inner.reshape(())[()]
+        return None
+    arr = const_array(value)
+    if arr is None or arr.size == 0:
+        return None
+    first = arr.reshape(-1)[0]
+    if arr.size > 1 and not np.all(arr == first):
+        return None
+    return first.item() if arr.dtype.kind in "biu" else first
+
+
+def _is_value(value: SSAValue, target: float) -> bool:
+    v = splat_value(value)
+    if v is None:
+        return False
+    try:
+        return bool(v == target) and not (isinstance(v, float) and v != v)
+    except (TypeError, ValueError):
+        return False
+
+
+def is_zero(value: SSAValue) -> bool:
+    return _is_value(value, 0)
+
+
+def is_one(value: SSAValue) -> bool:
+    return _is_value(value, 1)
+
+
+def is_constant_like(value: SSAValue) -> bool:
+    """A constant, or a broadcast of one."""
+    o = owner(value)
+    if o is None:
+        return False
+    if o.opcode == "constant":
+        return True
+    return o.opcode == "broadcast" and owner(o.operands[0]) is not None and (
+        owner(o.operands[0]).opcode == "constant"  # type: ignore[union-attr]
+    )
+
+
+def same_shape(a: Shape, b: Shape) -> bool:
+    """Equal including layouts (a missing layout equals the default one)."""
+    if a == b:
+        return True
+    if isinstance(a, ArrayShape) and isinstance(b, ArrayShape):
+        return (
+            a.compatible(b)
+            and a.minor_to_major == b.minor_to_major
+            and not (a.layout and a.layout.has_extras())
+            and not (b.layout and b.layout.has_extras())
+        )
+    if isinstance(a, TupleShape) and isinstance(b, TupleShape):
+        return len(a.elements) == len(b.elements) and all(
+            same_shape(x, y) for x, y in zip(a.elements, b.elements)
+        )
+    return False
+
+
+def value_shape(value: SSAValue) -> Shape:
+    return value.type.data  # type: ignore[attr-defined]
+
+
+def is_root(op: HloOp) -> bool:
+    return any(isinstance(u.operation, ReturnOp) for u in op.result.uses)
+
+
+def module_of(op: Operation) -> ModuleOp | None:
+    p = op.parent_op()
+    while p is not None and not isinstance(p, ModuleOp):
+        p = p.parent_op()
+    return p
+
+
+def comps_by_name(module: ModuleOp) -> dict[str, ComputationOp]:
+    return {c.comp_name: c for c in computations(module)}
+
+
+def fusion_computations(module: ModuleOp) -> set[str]:
+    """Names of computations called by `fusion` instructions (XLA's fusion computations)."""
+    out: set[str] = set()
+    for comp in computations(module):
+        for op in comp.instructions:
+            if op.opcode == "fusion":
+                out.update(op.callees())
+    return out
+
+
+def reachable_computations(module: ModuleOp) -> set[str]:
+    comps = comps_by_name(module)
+    entry = entry_computation(module)
+    seen = {entry.comp_name}
+    stack = [entry]
+    while stack:
+        c = stack.pop()
+        for op in c.instructions:
+            for name in op.callees():
+                if name not in seen and name in comps:
+                    seen.add(name)
+                    stack.append(comps[name])
+    return seen

@@ -1,0 +1,202 @@
+"""`constant-folding`: evaluate instructions whose operands are constants (XLA's HloConstantFolding).
+
+An instruction folds when at least one operand is a `constant` and every operand is a
+`constant`, a `broadcast` of a constant, or an `iota` (XLA's default level). Never folded:
+parameters, constants, tuples, broadcasts and iotas themselves (algsimp would turn a splat
+constant back into a broadcast: they would fight), fft, while loops (unless
+`fold-while=true`), side-effecting, random, custom-call, infeed/outfeed instructions,
+calls of computations holding any of those, instructions with control predecessors,
+`pad(broadcast, constant)`, non-array results, and anything with more than
+`max-elements` elements in its result or an operand. The new constant keeps the
+instruction's shape, layout included. Evaluation uses `hlopass.interpreter`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from hlopass.errors import HloError
+from hlopass.literal import numpy_dtype
+from hlopass.rewriting import (
+    HloModulePass,
+    RewriteContext,
+    TraceHook,
+    comps_by_name,
+    constant_from_numpy,
+    fusion_computations,
+    has_side_effect,
+    is_random,
+    owner,
+    replace_op,
+    run_patterns,
+    value_shape,
+)
+from hlopass.shape import ArrayShape
+
+XLA_MAX_ELEMENTS = 45_000_000
+"""XLA's default-level limit on result and operand elements."""
+
+_NEVER_FOLD = frozenset({
+    "parameter", "constant", "tuple", "broadcast", "iota", "fft", "custom-call", "infeed",
+    "outfeed", "after-all", "rng", "rng-bit-generator", "rng-get-and-update-state",
+    "send", "send-done", "recv", "recv-done", "domain", "opt-barrier", "add-dependency",
+    "replica-id", "partition-id", "async-start", "async-update", "async-done",
+    "copy-start", "copy-done", "get-dimension-size", "set-dimension-size",
+})  # fmt: skip
+
+
+def _elements(value: SSAValue) -> int:
+    return sum(leaf.num_elements for leaf in value_shape(value).leaves())
+
+
+def _is_foldable_operand(value: SSAValue) -> bool:
+    o = owner(value)
+    if o is None:
+        return False
+    if o.opcode in ("constant", "iota"):
+        return True
+    if o.opcode == "broadcast":
+        inner = owner(o.operands[0])
+        return inner is not None and inner.opcode == "constant"
+    return False
+
+
+@dataclass
+class Evaluator:
+    """Evaluates one instruction (and the operands it needs) with the interpreter."""
+
+    module: ModuleOp
+    _interp: Any = None
+
+    def interpreter(self) -> Any:
+        if self._interp is None:
+            try:
+                from hlopass.interpreter.core import Interpreter
+            except ImportError as e:
+                raise HloError(f"error: constant-folding needs hlopass.interpreter: {e}") from None
+            # a fresh one per run: earlier passes may have changed called computations
+            self._interp = Interpreter(self.module)
+        return self._interp
+
+    def value(self, op: HloOp, operand_values: list[Any]) -> Any:
+        with np.errstate(all="ignore"):
+            return self.interpreter().eval(op, operand_values)
+
+    def operand_value(self, value: SSAValue) -> Any:
+        o = owner(value)
+        assert o is not None
+        if o.opcode == "constant":
+            return o.attr("value").literal.array
+        if o.opcode == "broadcast":
+            return self.value(o, [self.operand_value(o.operands[0])])
+        return self.value(o, [])
+
+
+@dataclass
+class FoldConstantInstruction(RewritePattern):
+    """`f(constant, constant...) -> constant(f(...))`, evaluated by the interpreter."""
+
+    ctx: RewriteContext
+    opts: ConstantFoldingPass
+    evaluator: Evaluator
+    comps: dict[str, ComputationOp]
+    foldable_comps: dict[str, bool]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or not self._foldable(op):
+            return
+        try:
+            operand_values = [self.evaluator.operand_value(v) for v in op.operands]
+            result = self.evaluator.value(op, operand_values)
+        except HloError as e:
+            if "needs hlopass.interpreter" in str(e):
+                raise
+            return  # an opcode the interpreter cannot run stays as it is
+        except (ValueError, TypeError, NotImplementedError, KeyError, IndexError, ZeroDivisionError):
+            return
+        shape = op.shape
+        assert isinstance(shape, ArrayShape)
+        arr = np.asarray(result)
+        if arr.shape != shape.dims:
+            return
+        arr = arr.astype(numpy_dtype(shape.element_type), copy=False)
+        c = constant_from_numpy(rewriter, self.ctx, arr, shape, before=op)
+        self.ctx.note(self, op, f"-> {c.inst_name}")
+        replace_op(rewriter, op, c.result)
+
+    def _foldable(self, op: HloOp) -> bool:
+        opcode = op.opcode
+        if opcode in _NEVER_FOLD or has_side_effect(op) or is_random(op):
+            return False
+        if opcode == "while" and not self.opts.fold_while:
+            return False
+        if not isinstance(op.shape, ArrayShape) or op.shape.is_dynamic:
+            return False
+        if op.attr("control-predecessors"):
+            return False
+        operands = list(op.operands)
+        if not operands:
+            return False
+        if not all(_is_foldable_operand(v) for v in operands):
+            return False
+        if not any(owner(v).opcode == "constant" for v in operands):  # type: ignore[union-attr]
+            return False
+        if opcode == "pad" and owner(operands[0]).opcode == "broadcast":  # type: ignore[union-attr]
+            return False
+        limit = self.opts.max_elements
+        if op.shape.num_elements > limit or any(_elements(v) > limit for v in operands):
+            return False
+        if any(o.opcode == "constant" and o.attr("value").literal.elided
+               for o in map(owner, operands)):  # type: ignore[union-attr]  # fmt: skip
+            return False
+        return all(self._comp_foldable(name) for name in op.callees())
+
+    def _comp_foldable(self, name: str) -> bool:
+        """No side effects, rng, after-all, custom-call, infeed/outfeed inside (recursively)."""
+        known = self.foldable_comps.get(name)
+        if known is not None:
+            return known
+        self.foldable_comps[name] = False  # recursion guard
+        comp = self.comps.get(name)
+        ok = comp is not None
+        if comp is not None:
+            for inner in comp.instructions:
+                if (
+                    has_side_effect(inner)
+                    or is_random(inner)
+                    or inner.opcode in ("after-all", "custom-call", "infeed", "outfeed")
+                    or (inner.opcode == "while" and not self.opts.fold_while)
+                    or not all(self._comp_foldable(c) for c in inner.callees())
+                ):
+                    ok = False
+                    break
+        self.foldable_comps[name] = ok
+        return ok
+
+
+@dataclass(frozen=True)
+class ConstantFoldingPass(HloModulePass):
+    """Replace instructions computed from constants with the constant they compute."""
+
+    name: ClassVar[str] = "constant-folding"
+
+    max_elements: int = XLA_MAX_ELEMENTS
+    """Fold only when the result and every operand have at most this many elements."""
+
+    fold_while: bool = False
+    """Also fold while loops with constant operands (XLA's aggressive level)."""
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        rctx = RewriteContext.of(module, trace)
+        fused = fusion_computations(module)
+        comps = [c for c in computations(module) if c.comp_name not in fused]
+        pattern = FoldConstantInstruction(rctx, self, Evaluator(module), comps_by_name(module), {})
+        return run_patterns(module, [pattern], comps)

@@ -1,0 +1,132 @@
+"""`cse`: common-subexpression elimination (XLA's HloCSE).
+
+Two instructions are merged when they have the same opcode, result shape (layout
+included), operands (in either order for commutative ops) and attributes, the HLO name
+aside (and, by default, the debug metadata, which XLA's comparison ignores too). Called
+computations are compared by structure, not by name. Identical constants merge too.
+Never merged: parameters, side-effecting or random-number instructions, instructions
+with control predecessors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.traits import Commutative
+
+from hlopass.rewriting import (
+    HloModulePass,
+    RewriteContext,
+    TraceHook,
+    comps_by_name,
+    has_side_effect,
+    is_random,
+)
+
+_NEVER_KEYED = frozenset({"name", "metadata", "control-predecessors"})
+
+
+def _eligible(op: HloOp) -> bool:
+    if op.opcode == "parameter" or has_side_effect(op) or is_random(op):
+        return False
+    if op.attr("control-predecessors"):
+        return False
+    return "pure" in op.spec.traits or op.opcode in ("replica-id", "partition-id")
+
+
+@dataclass
+class Fingerprints:
+    """Structural keys of computations, so `to_apply=%add.1` equals `to_apply=%add.2`."""
+
+    comps: dict[str, ComputationOp]
+    ignore_metadata: bool
+    memo: dict[str, object] = field(default_factory=dict)
+
+    def of(self, name: str) -> object:
+        if name in self.memo:
+            return self.memo[name]
+        self.memo[name] = ("cycle", name)
+        comp = self.comps.get(name)
+        if comp is None:
+            key: object = ("missing", name)
+        else:
+            index: dict[SSAValue, int] = {}
+            items = []
+            for i, op in enumerate(comp.instructions):
+                index[op.result] = i
+                operands = tuple(index.get(v, -1) for v in op.operands)
+                items.append(self.attrs_key(op, operands))
+            key = (tuple(items), index.get(comp.root.result, -1))
+        self.memo[name] = key
+        return key
+
+    def attrs_key(self, op: HloOp, operands: tuple[object, ...]) -> tuple[object, ...]:
+        props = []
+        called = op.spec.by_name
+        for k, v in op.properties.items():
+            if k == "name" or k in _NEVER_KEYED and (k != "metadata" or self.ignore_metadata):
+                continue
+            if k in called and called[k] in op.spec.computations:
+                continue  # compared structurally below
+            props.append((k, v))
+        props.sort(key=lambda kv: kv[0])
+        callees = tuple(self.of(c) for c in op.callees())
+        extra = (op.attr("number"),) if op.opcode == "parameter" else ()
+        return (op.opcode, op.shape, operands, tuple(props), callees, extra)
+
+
+@dataclass
+class EliminateCommonSubexpression(RewritePattern):
+    """`op2 = f(a, b)` with an identical earlier `op1 = f(a, b)` (or `f(b, a)`, f commutative) -> op1.
+
+    The table is per computation; the walker visits instructions in order, so operands
+    are already canonical when an instruction is keyed.
+    """
+
+    ctx: RewriteContext
+    prints: Fingerprints
+    table: dict[object, HloOp] = field(default_factory=dict)
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or not _eligible(op):
+            return
+        operands: tuple[object, ...] = tuple(id(v) for v in op.operands)
+        if op.has_trait(Commutative) and len(operands) == 2:
+            operands = tuple(sorted(operands))  # type: ignore[type-var]
+        key = (id(op.parent_op()), self.prints.attrs_key(op, operands))
+        try:
+            rep = self.table.get(key)
+        except TypeError:  # an unhashable attribute value: leave the instruction alone
+            return
+        if rep is None or rep.parent is None:
+            self.table[key] = op
+            return
+        self.ctx.note(self, op, f"-> {rep.inst_name}")
+        rewriter.replace_all_uses_with(op.result, rep.result)
+        rewriter.erase(op)
+
+
+@dataclass(frozen=True)
+class CSEPass(HloModulePass):
+    """Merge identical instructions and identical constants."""
+
+    name: ClassVar[str] = "cse"
+
+    ignore_metadata: bool = True
+    """Treat instructions that differ only in `metadata={...}` as identical (XLA does)."""
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        rctx = RewriteContext.of(module, trace)
+        prints = Fingerprints(comps_by_name(module), self.ignore_metadata)
+        changed = False
+        for comp in computations(module):
+            pattern = EliminateCommonSubexpression(rctx, prints)
+            walker = PatternRewriteWalker(pattern, apply_recursively=False)
+            changed |= walker.rewrite_region(comp.body)
+        return changed

@@ -1,0 +1,167 @@
+"""`dce`: dead-code elimination (XLA's HloDCE).
+
+Removes instructions whose value is unused (never parameters, the root, or instructions
+with side effects), unused outputs of multi-output fusions, and computations no longer
+reachable from the entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from hlopass.rewriting import (
+    HloModulePass,
+    RewriteContext,
+    TraceHook,
+    comps_by_name,
+    erase_dead,
+    has_side_effect,
+    is_removable,
+    reachable_computations,
+    run_patterns,
+)
+from hlopass.shape import TupleShape
+
+
+def calls_side_effect(op: HloOp, comps: dict[str, ComputationOp], seen: set[str] | None = None) -> bool:
+    """XLA's `HasSideEffect`: the instruction or anything in its called computations."""
+    if has_side_effect(op):
+        return True
+    seen = set() if seen is None else seen
+    for name in op.callees():
+        if name in seen or name not in comps:
+            continue
+        seen.add(name)
+        for inner in comps[name].instructions:
+            if calls_side_effect(inner, comps, seen):
+                return True
+    return False
+
+
+def is_dead(op: Operation, comps: dict[str, ComputationOp]) -> bool:
+    """No users (the root counts as used), removable, and nothing with effects called."""
+    if not isinstance(op, HloOp) or op.results[0].uses:
+        return False
+    if is_removable(op):
+        return True
+    # while/call/conditional without side effects anywhere inside are removable too
+    return op.opcode in ("while", "call", "conditional") and not calls_side_effect(op, comps)
+
+
+@dataclass
+class RemoveDeadInstruction(RewritePattern):
+    """`unused(x)` -> nothing: erase an unused instruction and operands it leaves unused."""
+
+    ctx: RewriteContext
+    comps: dict[str, ComputationOp]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not is_dead(op, self.comps):
+            return
+        assert isinstance(op, HloOp)
+        self.ctx.note(self, op, "removed")
+        operands = list(op.operands)
+        rewriter.erase(op)
+        erase_dead(rewriter, operands)
+
+
+@dataclass
+class RemoveUnusedFusionOutput(RewritePattern):
+    """`gte(fusion(...){tuple root}, i)` unused for some i -> fusion with a smaller tuple.
+
+    Guards: every user of the fusion is a get-tuple-element, its fused computation is
+    called only by this fusion and has a `tuple` root.
+    """
+
+    ctx: RewriteContext
+    comps: dict[str, ComputationOp]
+    callers: dict[str, int]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or op.opcode != "fusion":
+            return
+        shape = op.shape
+        if not isinstance(shape, TupleShape) or not op.result.uses:
+            return
+        users = [u.operation for u in op.result.uses]
+        if not all(isinstance(u, HloOp) and u.opcode == "get-tuple-element" for u in users):
+            return
+        (callee,) = op.callees()
+        comp = self.comps.get(callee)
+        if comp is None or self.callers.get(callee, 0) != 1:
+            return
+        root = comp.root
+        if root.opcode != "tuple" or len(list(root.result.uses)) != 1:
+            return
+        used = sorted({u.attr("index") for u in users})  # type: ignore[union-attr]
+        if len(used) == len(shape.elements):
+            return
+        # shrink the fused root tuple
+        new_elems = tuple(shape.elements[i] for i in used)
+        new_shape = TupleShape(new_elems)
+        new_root = create_op("tuple", [root.operands[i] for i in used], new_shape, root.inst_name,
+                             dict((s.name, v) for s, v in root.hlo_attrs()))  # fmt: skip
+        Rewriter_insert_before(new_root, root)
+        root.result.replace_all_uses_with(new_root.result)
+        old_operands = list(root.operands)
+        root.detach()
+        root.erase()
+        inner = PatternRewriter(new_root)
+        erase_dead(inner, old_operands)
+        # the fusion itself, renumbering its GTEs
+        attrs = {s.name: v for s, v in op.hlo_attrs()}
+        new_fusion = create_op("fusion", list(op.operands), new_shape, op.inst_name, attrs)
+        rewriter.insert(new_fusion)
+        remap = {old: new for new, old in enumerate(used)}
+        for u in users:
+            assert isinstance(u, HloOp)
+            u.set_attr("index", remap[u.attr("index")])
+            u.operands = [new_fusion.result]
+            rewriter.notify_op_modified(u)
+        rewriter.erase(op)
+        self.ctx.note(self, new_fusion, f"kept outputs {used}")
+
+
+def Rewriter_insert_before(new: Operation, anchor: Operation) -> None:  # noqa: N802
+    block = anchor.parent_block()
+    assert block is not None
+    block.insert_op_before(new, anchor)
+
+
+@dataclass(frozen=True)
+class DCEPass(HloModulePass):
+    """Remove dead instructions, unused multi-output fusion outputs and dead computations."""
+
+    name: ClassVar[str] = "dce"
+
+    remove_dead_computations: bool = True
+    """Also delete computations not reachable from the entry computation."""
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        rctx = RewriteContext.of(module, trace)
+        comps = comps_by_name(module)
+        callers: dict[str, int] = {}
+        for c in computations(module):
+            for op in c.instructions:
+                for name in op.callees():
+                    callers[name] = callers.get(name, 0) + 1
+        changed = run_patterns(
+            module,
+            [RemoveDeadInstruction(rctx, comps), RemoveUnusedFusionOutput(rctx, comps, callers)],
+        )
+        if self.remove_dead_computations:
+            live = reachable_computations(module)
+            for c in computations(module):
+                if c.comp_name not in live:
+                    rctx.note(self, None, f"removed computation {c.comp_name}")
+                    c.detach()
+                    c.erase(safe_erase=False)
+                    changed = True
+        return changed
