@@ -53,8 +53,8 @@ BINARY = PURE_EW | {"binary"}
 TRANSC = UNARY | {"transcendental"}
 COMM = BINARY | {"commutative"}
 
-_COLLECTIVE_GATHER = "replica_groups?:replica_groups channel_id?:int dimensions:ints constrain_layout?:bool use_global_device_ids?:bool"
-_COLLECTIVE_REDUCE = "replica_groups?:replica_groups channel_id?:int constrain_layout?:bool use_global_device_ids?:bool"
+_COLLECTIVE_GATHER = "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool dimensions:ints use_global_device_ids?:bool"
+_COLLECTIVE_REDUCE = "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool use_global_device_ids?:bool"
 _DOT = "lhs_batch_dims?:ints lhs_contracting_dims?:ints rhs_batch_dims?:ints rhs_contracting_dims?:ints"
 _CONV = "window?:window dim_labels:dim_labels feature_group_count?:int batch_group_count?:int operand_precision?:precision"
 _RESULT_ACCURACY = "result_accuracy?:raw"
@@ -114,12 +114,12 @@ op("scaled-dot", 4, _T({"pure"}), f"{_DOT} operand_precision?:precision algorith
 op("convolution", VARIADIC, _T({"pure"}), _CONV)
 op("fft", 1, _T({"pure"}), "fft_type:ident fft_length:ints")
 op("gather", 2, _T({"pure"}),
-   "offset_dims:ints collapsed_slice_dims:ints operand_batching_dims?:ints "
-   "start_indices_batching_dims?:ints start_index_map:ints index_vector_dim:int "
+   "offset_dims:ints collapsed_slice_dims:ints start_index_map:ints operand_batching_dims?:ints "
+   "start_indices_batching_dims?:ints index_vector_dim:int "
    "slice_sizes:ints indices_are_sorted?:bool")  # fmt: skip
 op("scatter", VARIADIC, _T({"pure"}),
-   "update_window_dims:ints inserted_window_dims:ints input_batching_dims?:ints "
-   "scatter_indices_batching_dims?:ints scatter_dims_to_operand_dims:ints index_vector_dim:int "
+   "update_window_dims:ints inserted_window_dims:ints scatter_dims_to_operand_dims:ints "
+   "input_batching_dims?:ints scatter_indices_batching_dims?:ints index_vector_dim:int "
    "indices_are_sorted?:bool unique_indices?:bool", "to_apply:comp")  # fmt: skip
 op("sort", VARIADIC, _T({"pure"}), "dimensions:ints is_stable?:bool", "to_apply:comp")
 op("topk", 1, _T({"pure"}), "k:int largest?:bool")
@@ -131,10 +131,10 @@ op("conditional", VARIADIC, _T(), "",
 op("call", VARIADIC, _T(), "", "to_apply:comp is_composite?:bool")
 op("fusion", VARIADIC, _T({"pure"}), "kind:ident output_to_operand_aliasing?:raw", "calls:comp")
 op("custom-call", VARIADIC, _T({"side_effect_attr"}),
-   "custom_call_target:str window?:window dim_labels?:dim_labels feature_group_count?:int "
-   "batch_group_count?:int operand_layout_constraints?:shapes custom_call_has_side_effect?:bool "
-   "output_to_operand_aliasing?:raw padding_type?:ident literal?:literal operand_precision?:precision "
-   "schedule?:ident api_version?:ident",
+   "window?:window dim_labels?:dim_labels feature_group_count?:int batch_group_count?:int "
+   "operand_precision?:precision padding_type?:ident custom_call_target:str "
+   "operand_layout_constraints?:shapes custom_call_has_side_effect?:bool literal?:literal "
+   "output_to_operand_aliasing?:raw schedule?:ident api_version?:ident",
    "to_apply?:comp called_computations?:comps")  # fmt: skip
 op("triangular-solve", 2, _T({"pure"}),
    "left_side?:bool lower?:bool unit_diagonal?:bool transpose_a?:ident")
@@ -167,14 +167,14 @@ op("all-reduce-start", VARIADIC, _T({"side_effect", "collective", "async"}), _CO
    "to_apply:comp")  # fmt: skip
 op("all-reduce-done", 1, _T({"side_effect", "collective", "async"}))
 op("reduce-scatter", VARIADIC, _T({"side_effect", "collective"}),
-   "replica_groups?:replica_groups channel_id?:int constrain_layout?:bool "
+   "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool "
    "use_global_device_ids?:bool dimensions:ints", "to_apply:comp")  # fmt: skip
 op("all-to-all", VARIADIC, _T({"side_effect", "collective"}),
-   "replica_groups?:replica_groups channel_id?:int constrain_layout?:bool dimensions?:ints")
+   "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool dimensions?:ints")
 op("ragged-all-to-all", 6, _T({"side_effect", "collective"}),
-   "replica_groups?:replica_groups channel_id?:int dimensions?:ints")
+   "channel_id?:int replica_groups?:replica_groups dimensions?:ints")
 op("collective-broadcast", VARIADIC, _T({"side_effect", "collective"}),
-   "replica_groups:replica_groups channel_id?:int")
+   "channel_id?:int replica_groups:replica_groups")
 op("collective-permute", VARIADIC, _T({"side_effect", "collective"}),
    "channel_id?:int source_target_pairs:intss slice_sizes?:intss")
 op("collective-permute-start", VARIADIC, _T({"side_effect", "collective", "async"}),

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hlopass.errors import HloError, HloParseError, HloVerifyError, UnsupportedOpError
+from hlopass.errors import (
+    HloError,
+    HloParseError,
+    HloShapeError,
+    HloVerifyError,
+    UnsupportedOpError,
+)
 
 if TYPE_CHECKING:
     from hlopass.exporter import print_hlo
@@ -18,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HloError",
     "HloParseError",
+    "HloShapeError",
     "HloVerifyError",
     "UnsupportedOpError",
     "evaluate",

@@ -168,14 +168,10 @@ def format_float(v: float) -> str:
 
 
 def format_slice(v: tuple[SliceDim, ...]) -> str:
-    return (
-        "{"
-        + ", ".join(
-            f"[{s.start}:{s.limit}]" if s.stride == 1 else f"[{s.start}:{s.limit}:{s.stride}]"
-            for s in v
-        )
-        + "}"
-    )
+    # XLA writes every stride as soon as one of them is not 1.
+    if all(s.stride == 1 for s in v):
+        return "{" + ", ".join(f"[{s.start}:{s.limit}]" for s in v) + "}"
+    return "{" + ", ".join(f"[{s.start}:{s.limit}:{s.stride}]" for s in v) + "}"
 
 
 def format_padding(v: tuple[PadDim, ...]) -> str:

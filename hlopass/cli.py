@@ -24,14 +24,32 @@ class UsageError(HloError):
 
 def _read(path: str) -> str:
     if path == "-":
-        return sys.stdin.read()
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError:
+            raise UsageError("<stdin>: error: input is not UTF-8 text") from None
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except OSError as e:
         raise UsageError(f"{path}: error: cannot read file: {e.strerror}") from None
     except UnicodeDecodeError:
-        raise UsageError(f"{path}: error: file is not UTF-8 text") from None
+        raise UsageError(_not_utf8(path)) from None
+
+
+def _not_utf8(path: str) -> str:
+    """`file:line:col: error: ...` at the first byte that is not UTF-8."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = e.start
+        line_start = data.rfind(b"\n", 0, at) + 1
+        line = data.count(b"\n", 0, at) + 1
+        col = len(data[line_start:at].decode("utf-8", "replace")) + 1
+        return f"{path}:{line}:{col}: error: file is not UTF-8 text (byte 0x{data[at]:02x})"
+    return f"{path}: error: file is not UTF-8 text"
 
 
 def write_output(path: str | None, text: str) -> None:
@@ -40,14 +58,19 @@ def write_output(path: str | None, text: str) -> None:
         sys.stdout.write(text)
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hlopass-", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hlopass-", suffix=".tmp")
+    except OSError as e:
+        raise UsageError(f"{path}: error: cannot write output: {e.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise UsageError(f"{path}: error: cannot write output: {e.strerror}") from None
         raise
 
 

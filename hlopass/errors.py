@@ -22,5 +22,11 @@ class HloVerifyError(HloError):
     """A module that parsed but breaks an HLO rule (shape, arity, reference)."""
 
 
+class HloShapeError(HloParseError, HloVerifyError):
+    """Text that parses but breaks a shape rule of XLA's verifier (an elementwise op on
+    different shapes, a bad broadcast or slice...). XLA's parser alone accepts such text;
+    `.line`/`.col` point at the instruction."""
+
+
 class UnsupportedOpError(HloError):
     """The interpreter cannot run an instruction."""

@@ -58,6 +58,20 @@ _OMIT_DEFAULT: dict[str, Any] = {
 
 _DEFAULT_COMPARE_TYPE = {"pred": "UNSIGNED"}
 
+# Attributes XLA prints even when the text left them out, with the value it prints.
+_ALWAYS_PRINTED: dict[str, dict[str, str]] = {
+    "dot": {"lhs_contracting_dims": "{}", "rhs_contracting_dims": "{}"},
+    "all-gather": {"replica_groups": "{}"},
+    "all-gather-start": {"replica_groups": "{}"},
+    "all-to-all": {"replica_groups": "{}"},
+    "all-reduce": {"replica_groups": "{}"},
+    "all-reduce-start": {"replica_groups": "{}"},
+    "reduce-scatter": {"replica_groups": "{}"},
+}
+# Attributes left out when false / empty.
+_OMIT_FALSE = frozenset({"unique_indices", "indices_are_sorted", "is_stable"})
+_OMIT_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims"})
+
 
 def _default_compare_type(element_type: str) -> str:
     if element_type in ("pred",) or element_type.startswith("u"):
@@ -115,6 +129,8 @@ def computation_post_order(module: ModuleOp) -> list[ComputationOp]:
         lst: list[str] = []
         for op in c.instructions:
             names = op.callees()
+            if op.opcode == "while":
+                names.reverse()  # XLA lists a while's body before its condition
             if names:
                 lst.append(names)  # type: ignore[arg-type]
                 nonroot.update(names)
@@ -188,6 +204,7 @@ class _Printer:
         if tables is not None:
             out.append(str(tables.data))  # type: ignore[attr-defined]
             out.append("")
+            out.append("")
         scheduled = module.attributes.get("hlo.is_scheduled")
         is_scheduled = bool(scheduled is not None and scheduled.data)  # type: ignore[attr-defined]
         for c in comps:
@@ -247,7 +264,9 @@ class _Printer:
     def instruction(self, op: HloOp) -> str:
         pct = self.pct
         opcode = op.opcode
-        text = f"{pct}{op.inst_name} = {op.shape.text()} {opcode}("
+        shape = op.shape
+        shape_text = self.indexed_shape(shape) if shape.is_tuple else shape.text()
+        text = f"{pct}{op.inst_name} = {shape_text} {opcode}("
         if opcode == "parameter":
             text += str(op.attr("number")) + ")"
         elif opcode == "constant":
@@ -260,14 +279,21 @@ class _Printer:
                 owner: HloOp = operand.owner  # type: ignore[assignment]
                 prefix = f"/*index={i}*/" if interval and i and i % interval == 0 else ""
                 if self.o.operand_shapes:
-                    prefix += owner.shape.text() + " "
+                    prefix += self.indexed_shape(owner.shape) + " "
                 parts.append(prefix + pct + owner.inst_name)
             text += ", ".join(parts) + ")"
         attrs = []
-        for spec, value in op.hlo_attrs():
+        always = _ALWAYS_PRINTED.get(opcode)
+        present = op.properties
+        for spec in op.attr_specs.values():
             name = spec.name
             if name in ("number", "value"):
                 continue
+            if name not in present:
+                if always is not None and name in always:
+                    attrs.append(f"{name}={always[name]}")
+                continue
+            value = op.attr(name)
             if not self._should_print(op, name, value):
                 continue
             attrs.append(f"{name}={format_value(spec.kind, value, self.o.percent)}")
@@ -278,8 +304,16 @@ class _Printer:
     def _should_print(self, op: HloOp, name: str, value: Any) -> bool:
         if name in _OMIT_DEFAULT and value == _OMIT_DEFAULT[name]:
             return False
+        if name in _OMIT_FALSE and not value:
+            return False
+        if name in _OMIT_EMPTY and not value and op.opcode == "dot":
+            return False
         if name == "metadata":
-            return self.o.metadata and bool(value.fields)
+            # XLA prints metadata only when one of these four fields is set.
+            return self.o.metadata and any(
+                k in ("op_type", "op_name", "source_file", "scheduling_name")
+                for k, _ in value.fields
+            )
         if name == "backend_config":
             return self.o.backend_config and value != ""
         if name == "control-predecessors":

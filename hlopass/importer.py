@@ -7,6 +7,7 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.ir import Block, SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from hlopass import attrs as A
 from hlopass.dialects.hlo import (
@@ -17,8 +18,9 @@ from hlopass.dialects.hlo import (
     create_op,
 )
 from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
-from hlopass.errors import HloParseError
+from hlopass.errors import HloParseError, HloShapeError
 from hlopass.lexer import Lexer
+from hlopass.verifier import verify_instruction
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
 from hlopass.shape import (
     ELEMENT_BITS,
@@ -84,6 +86,8 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
                 dims.append(int(part[2:]))
                 dynamic.append(True)
             elif part.isdigit():
+                if len(part) > 18 and int(part) >= 2**63:
+                    raise ValueError(f"dimension {part} is too large in shape {tok}")
                 dims.append(int(part))
                 dynamic.append(False)
             else:
@@ -289,7 +293,10 @@ class _Parser:
         if kind in ("raw", "replica_groups"):
             k, tok, start = lx.peek()
             if tok == "{":
-                return A.Raw(_squash(lx.take_balanced("{", "}")[0]))
+                raw = lx.take_balanced("{", "}")[0]
+                if kind == "replica_groups":
+                    return A.Raw(re.sub(r"\s+", "", raw))  # XLA prints {{0,1},{2,3}}
+                return A.Raw(_squash(raw))
             if tok == "[" and kind == "replica_groups":
                 return A.Raw(self.iota_list())
             lx.next()
@@ -381,10 +388,12 @@ class _Parser:
     def window(self) -> A.Window:
         self.expect("{")
         fields: dict[str, list[list[int]]] = {}
+        field_starts: dict[str, int] = {}
         while not self.accept("}"):
             k, key, start = self.lx.next()
             if k != "ATTR":
                 self.error(f"expected a window field, got {_describe(k, key)}", start)
+            field_starts[key] = start
             k, tok, vstart = self.lx.next()
             if key == "pad":
                 if k != "PAD":
@@ -399,7 +408,10 @@ class _Parser:
         n = len(fields.get("size", []))
         for key, vals in fields.items():
             if len(vals) != n:
-                self.error(f"window field {key} has {len(vals)} dimensions, size has {n}")
+                self.error(
+                    f"window field {key} has {len(vals)} dimensions, size has {n}",
+                    field_starts[key],
+                )
         dims = []
         for i in range(n):
             pad = fields.get("pad", [[0, 0]] * n)[i]
@@ -422,13 +434,13 @@ class _Parser:
         if self.accept("}"):
             return ()
         while True:
-            self.expect("[")
+            range_start = self.expect("[")
             parts = [self.int_()]
             while self.accept(":"):
                 parts.append(self.int_())
             self.expect("]")
             if len(parts) not in (2, 3):
-                self.error("a slice range is [start:limit] or [start:limit:stride]")
+                self.error("a slice range is [start:limit] or [start:limit:stride]", range_start)
             out.append(A.SliceDim(*parts))
             if self.accept("}"):
                 return tuple(out)
@@ -446,7 +458,10 @@ class _Parser:
                 fields.append((key, _squash(self.lx.take_balanced("{", "}")[0])))
             else:
                 self.lx.next()
-                fields.append((key, tok))
+                if tok != '""' and tok != "0":  # XLA drops fields at their default
+                    fields.append((key, tok))
+                if key == "stack_frame_id":
+                    self.saw_stack_frame_id = True
             self.accept(",")
         return A.Metadata(tuple(fields))
 
@@ -475,6 +490,21 @@ class _Parser:
                 return Literal(parse_array_text(raw, shape))
             except LiteralSyntaxError as e:
                 self.error(str(e), start)
+        if shape.rank != 0 and k in ("INT", "FLOAT", "NANINF", "NAME") and tok not in ("(", "{"):
+            # XLA takes a bare scalar for an array: it sets the first element, zeroes the rest.
+            lx.next()
+            scalar = ArrayShape(shape.element_type, (), (), default_layout(0))
+            try:
+                first = parse_scalar_token(tok, scalar)
+            except LiteralSyntaxError as e:
+                self.error(str(e), start)
+                raise AssertionError from None
+            import numpy as np
+
+            arr = np.zeros(shape.dims, dtype=first.dtype)
+            if arr.size:
+                arr.reshape(-1)[0] = first
+            return Literal(arr)
         if shape.rank != 0:
             self.error(f"expected {{...}} for a literal of shape {shape.text()}", start)
         if tok == "(" and shape.element_type in ("c64", "c128"):
@@ -555,13 +585,15 @@ class ModuleParser(_Parser):
         super().__init__(Lexer(text, filename))
         self.computation_names: dict[str, int] = {}
         self.references: list[tuple[str, int]] = []
+        self.saw_stack_frame_id = False
 
     def parse(self) -> ModuleOp:
         lx = self.lx
         module_name = "module"
         module_attrs: dict[str, Any] = {}
         kind, tok, start = lx.peek()
-        if kind == "NAME" and tok == "HloModule":
+        has_header = kind == "NAME" and tok == "HloModule"
+        if has_header:
             lx.next()
             module_name = self.name_or_string()
             while self.accept(","):
@@ -581,20 +613,29 @@ class ModuleParser(_Parser):
                         module_attrs[key] = A.Raw("{" + t2 + "}")
                         continue
                 module_attrs[key] = self.value(vkind, key)
+                if key == "frontend_attributes":
+                    module_attrs[key] = A.Raw(_normalize_frontend_attrs(module_attrs[key].text))
+                if key == "input_output_alias":
+                    module_attrs[key] = A.Raw(_normalize_io_alias(module_attrs[key].text))
         tables = self.stack_frame_tables()
         comps: list[ComputationOp] = []
         entry_seen = False
         while lx.peek()[0] != "EOF":
+            comp_start = lx.peek()[2]
             comp = self.computation()
             if comp.is_entry is not None:
                 if entry_seen:
-                    self.error("more than one ENTRY computation")
+                    self.error("more than one ENTRY computation", comp_start)
                 entry_seen = True
             comps.append(comp)
         if not comps:
             self.error("no computation in module")
         if not entry_seen:
             comps[-1].properties["is_entry"] = _UNIT
+        if not has_header:
+            entry = next(c for c in comps if c.is_entry is not None)
+            module_name = "module_" + entry.comp_name
+        _uniquify_instruction_names(comps)
         for name, offset in self.references:
             if name not in self.computation_names:
                 self.error(f"computation {name!r} is not defined", offset)
@@ -606,13 +647,15 @@ class ModuleParser(_Parser):
                 module.attributes["hlo." + key] = ATTR_CLASSES["shapes"].new(value)
             else:
                 module.attributes["hlo." + key] = ATTR_CLASSES[kind].new(value)
+        if tables or self.saw_stack_frame_id:
+            tables = _renumber_stack_frames(tables, comps)
         if tables:
             module.attributes["hlo.stack_frames"] = ATTR_CLASSES["raw"].new(A.Raw(tables))
         return module
 
     def name_or_string(self) -> str:
         kind, tok, start = self.lx.next()
-        if kind == "NAME":
+        if kind == "NAME" and tok not in ("ENTRY", "ROOT"):
             return tok[1:] if tok.startswith("%") else tok
         if kind == "STRING":
             return _unescape(tok)
@@ -657,8 +700,10 @@ class ModuleParser(_Parser):
         if name in self.computation_names:
             self.error(f"computation {name!r} is defined twice", start)
         self.computation_names[name] = start
+        self.current_computation = name
         declared: list[tuple[str, Shape]] | None = None
         declared_result: Shape | None = None
+        result_start = start
         if self.accept("("):
             declared = []
             if not self.accept(")"):
@@ -671,6 +716,7 @@ class ModuleParser(_Parser):
                         break
                     self.expect(",")
             self.expect("->")
+            result_start = lx.peek()[2]
             declared_result = self.shape()
         block = Block()
         comp = ComputationOp(name, block, entry=is_entry)
@@ -684,7 +730,7 @@ class ModuleParser(_Parser):
             self.error(
                 f"computation {name} declares result {declared_result.text(False)} but its ROOT "
                 f"has shape {comp.root.shape.text(False)}",
-                start,
+                result_start,
             )
         del declared
         return comp
@@ -721,10 +767,10 @@ class ModuleParser(_Parser):
                 root = op
             last = op
         if last is None:
-            self.error(f"computation {comp.comp_name} has no instructions")
+            self.error(f"computation {comp.comp_name} has no instructions", start)
         for i in range(len(params)):
             if i not in params:
-                self.error(f"computation {comp.comp_name} has no parameter({i})")
+                self.error(f"computation {comp.comp_name} has no parameter({i})", params[max(params)])
         block.add_op(ReturnOp((root or last).results[0]))  # type: ignore[union-attr]
 
     def instruction(self, values: dict[str, SSAValue], block: Block) -> HloOp:
@@ -743,16 +789,25 @@ class ModuleParser(_Parser):
         return self.instruction_rhs(name, values, block, start)
 
     def instruction_rhs(
-        self, name: str, values: dict[str, SSAValue], block: Block, start: int
+        self,
+        name: str,
+        values: dict[str, SSAValue],
+        block: Block,
+        start: int,
+        shape: Shape | None = None,
+        nested: bool = False,
     ) -> HloOp:
         lx = self.lx
-        shape: Shape | None = None
-        if self.at_shape():
+        if shape is None and not nested and self.at_shape():
             shape = self.shape()
         kind, opcode, ostart = lx.next()
         if kind != "NAME":
             self.error(f"expected an opcode, got {_describe(kind, opcode)}", ostart)
         spec = OPCODES.get(opcode)
+        if spec is None and shape is None and lx.peek()[1] == "[":
+            if opcode in ELEMENT_BITS or opcode == "opaque_type":
+                self.error(f"malformed shape starting at {opcode!r}", ostart)
+            self.error(f"unknown element type {opcode!r}", ostart)
         if spec is None:
             self.error(f"unknown opcode {opcode!r}", ostart)
             raise AssertionError
@@ -779,7 +834,18 @@ class ModuleParser(_Parser):
             self.error(
                 f"{opcode} takes {spec.arity} operand(s) but {len(operands)} given", ostart
             )
-        while self.accept(","):
+        while True:
+            if nested:
+                # A nested instruction's attributes end where the enclosing operand list
+                # goes on: take `, name=` only.
+                saved = (lx.pos, lx._peeked)
+                if not self.accept(","):
+                    break
+                if lx.peek()[0] != "ATTR":
+                    lx.pos, lx._peeked = saved
+                    break
+            elif not self.accept(","):
+                break
             k, key, kstart = lx.next()
             if k != "ATTR":
                 self.error(f"expected an attribute, got {_describe(k, key)}", kstart)
@@ -791,10 +857,21 @@ class ModuleParser(_Parser):
                 self.error(f"attribute {key!r} given twice", kstart)
             vstart = lx.peek()[2]
             attrs[key] = self.value(aspec.kind, key, opcode)
+            if key == "frontend_attributes":
+                attrs[key] = A.Raw(_normalize_frontend_attrs(attrs[key].text))
             if aspec.kind == "comp":
+                if attrs[key] == getattr(self, "current_computation", None):
+                    self.error(f"computation {attrs[key]!r} cannot call itself", vstart)
                 self.references.append((attrs[key], vstart))
             elif aspec.kind == "comps":
                 self.references.extend((c, vstart) for c in attrs[key])
+        if (
+            opcode == "broadcast"
+            and "dimensions" not in attrs
+            and len(operands) == 1
+            and getattr(operands[0].type.data, "rank", None) == 0  # type: ignore[attr-defined]
+        ):
+            attrs["dimensions"] = ()  # a scalar broadcast may leave out dimensions={}
         for a in spec.attrs:
             if a.required and a.name not in attrs and a.name not in ("number", "value"):
                 self.error(f"{opcode} {name} is missing attribute {a.name}", ostart)
@@ -810,6 +887,11 @@ class ModuleParser(_Parser):
                 self.error(f"cannot infer the shape of {opcode}: {e}", ostart)
                 raise AssertionError from None
         op = create_op(opcode, operands, shape, name, attrs)
+        try:
+            verify_instruction(op)
+        except VerifyException as e:
+            line, col = lx.line_col(start)
+            raise HloShapeError(str(e), lx.filename, line, col) from None
         block.add_op(op)
         values[name] = op.results[0]
         return op
@@ -832,7 +914,7 @@ class ModuleParser(_Parser):
                 i += 1
                 name = f"{base}.{i}"
             lx.pos = start
-            nested = self.instruction_rhs_from_opcode(name, values, block, start, typed)
+            nested = self.instruction_rhs(name, values, block, start, typed, nested=True)
             return nested.results[0]
         name = tok[1:] if tok.startswith("%") else tok
         value = values.get(name)
@@ -847,32 +929,249 @@ class ModuleParser(_Parser):
             )
         return value
 
-    def instruction_rhs_from_opcode(
-        self, name: str, values: dict[str, SSAValue], block: Block, start: int, shape: Shape | None
-    ) -> HloOp:
-        # Re-enter instruction_rhs with the shape already consumed.
-        saved = self.at_shape
-        if shape is not None:
-            pending = [shape]
 
-            def at_shape() -> bool:
-                return bool(pending)
+_FA_KEY = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([\w.\-$]+))\s*=\s*')
+_FA_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
-            def take_shape() -> Shape:
-                return pending.pop()
 
-            self.at_shape = at_shape  # type: ignore[method-assign]
-            orig_shape = self.shape
-            self.shape = take_shape  # type: ignore[method-assign]
-            try:
-                return self.instruction_rhs(name, values, block, start)
-            finally:
-                self.at_shape = saved  # type: ignore[method-assign]
-                self.shape = orig_shape  # type: ignore[method-assign]
-        return self.instruction_rhs(name, values, block, start)
+def _normalize_frontend_attrs(text: str) -> str:
+    """frontend_attributes as XLA re-prints them: sorted by key, `k="v"` joined by commas,
+    values that are themselves `{...}` unquoted."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        return text
+    body = body[1:-1]
+    pairs: dict[str, str] = {}
+    pos = 0
+    n = len(body)
+    while pos < n:
+        if body[pos] in ", \t\n":
+            pos += 1
+            continue
+        m = _FA_KEY.match(body, pos)
+        if not m:
+            return text
+        key = m.group(1) if m.group(1) is not None else m.group(2)
+        pos = m.end()
+        if pos < n and body[pos] == '"':
+            sm = _FA_STRING.match(body, pos)
+            if not sm:
+                return text
+            raw = sm.group(1)
+            pos = sm.end()
+            value = _unescape('"' + raw + '"')
+            if value.startswith("{") and value.endswith("}"):
+                pairs[key] = value
+            else:
+                pairs[key] = '"' + raw + '"'
+        elif pos < n and body[pos] == "{":
+            depth, i = 0, pos
+            while i < n:
+                c = body[i]
+                if c == '"':
+                    i += 1
+                    while i < n and body[i] != '"':
+                        i += 2 if body[i] == "\\" else 1
+                elif c == "{":
+                    depth += 1
+                elif c == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                i += 1
+            pairs[key] = body[pos : i + 1]
+            pos = i + 1
+        else:
+            return text
+    return "{" + ",".join(f"{k}={pairs[k]}" for k in sorted(pairs)) + "}"
+
+
+_IO_ALIAS_ENTRY = re.compile(
+    r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*(?:,\s*([\w-]+)\s*)?\)"
+)
+
+
+def _normalize_io_alias(text: str) -> str:
+    """`input_output_alias` as XLA re-prints it: spaced braces, the alias kind always given."""
+    entries = []
+    for out, param, pidx, kind in _IO_ALIAS_ENTRY.findall(text):
+        out = ",".join(x.strip() for x in out.split(",") if x.strip())
+        pidx = ",".join(x.strip() for x in pidx.split(",") if x.strip())
+        entries.append(f"{{{out}}}: ({param}, {{{pidx}}}, {kind or 'may-alias'})")
+    if not entries:
+        return text
+    return "{ " + ", ".join(entries) + " }"
+
+
+class _NameUniquer:
+    """XLA's NameUniquer: `root.N` names share one id pool per root; clashes get fresh ids."""
+
+    def __init__(self) -> None:
+        self.used: dict[str, tuple[set[int], list[int]]] = {}
+
+    def unique(self, name: str) -> str:
+        root, sep, suffix = name.rpartition(".")
+        has_suffix = bool(sep) and bool(root) and suffix.isdigit()
+        if has_suffix:
+            number = int(suffix)
+        else:
+            root, number = name, 0
+        entry = self.used.get(root)
+        if entry is None:
+            entry = self.used[root] = (set(), [0])
+        ids, nxt = entry
+        if number in ids:
+            while nxt[0] in ids:
+                nxt[0] += 1
+            number = nxt[0]
+            nxt[0] += 1
+        ids.add(number)
+        if number == 0:
+            return f"{root}.0" if has_suffix else root
+        return f"{root}.{number}"
+
+
+def _uniquify_instruction_names(comps: list[ComputationOp]) -> None:
+    """Rename instructions as XLA does when it adds the parsed computations to the module:
+    names are made unique module-wide, computations and instructions in text order."""
+    uniquer = _NameUniquer()
+    for comp in comps:
+        renamed: dict[str, str] = {}
+        for op in comp.instructions:
+            old = op.inst_name
+            new = uniquer.unique(old)
+            if new != old:
+                op.inst_name = new
+                renamed[old] = new
+        if renamed:
+            for op in comp.instructions:
+                preds = op.attr("control-predecessors")
+                if preds:
+                    op.set_attr("control-predecessors", tuple(renamed.get(p, p) for p in preds))
 
 
 _TABLE_NAMES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_TABLE_ROW = re.compile(r"[ \t]*(\d+)[ \t]+([^\n]*)")
+_TABLE_FIELD = re.compile(r"(\w+)=(-?\d+)")
+
+
+def _renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
+    """Rebuild the stack-frame tables the way XLA does on parse.
+
+    XLA resolves each instruction's `stack_frame_id` to its full call stack and re-adds the
+    stacks, computations and instructions in text order, outermost frame first, into a
+    fresh de-duplicated index: unused rows disappear and ids are renumbered in first-use
+    order. A `parent_frame_id` of p in the text names frame p-1 (0: no parent). Stacks that
+    cannot be resolved lose their `stack_frame_id`.
+    """
+    files: list[str] = []
+    funcs: list[str] = []
+    locs: list[dict[str, int]] = []
+    frames: list[tuple[int, int]] = []
+    section = ""
+    for line in tables.splitlines():
+        head = line.strip()
+        if head in _TABLE_NAMES:
+            section = head
+            continue
+        m = _TABLE_ROW.match(line)
+        if not m:
+            continue
+        body = m.group(2).strip()
+        if section == "FileNames":
+            files.append(body)
+        elif section == "FunctionNames":
+            funcs.append(body)
+        elif section == "FileLocations":
+            locs.append(dict((k, int(v)) for k, v in _TABLE_FIELD.findall(body)))
+        elif section == "StackFrames":
+            f = dict((k, int(v)) for k, v in _TABLE_FIELD.findall(body))
+            frames.append((f.get("file_location_id", 0), f.get("parent_frame_id", 0)))
+    new_files: dict[str, int] = {}
+    new_funcs: dict[str, int] = {}
+    new_locs: dict[tuple[int, ...], int] = {}
+    new_frames: dict[tuple[int, int], int] = {}
+    memo: dict[int, int | None] = {}
+
+    def intern(table: dict[Any, int], key: Any) -> int:
+        i = table.get(key)
+        if i is None:
+            i = table[key] = len(table) + 1
+        return i
+
+    def resolve(fid: int) -> int | None:
+        if fid in memo:
+            return memo[fid]
+        chain: list[int] = []
+        cur = fid
+        while True:
+            if cur < 1 or cur > len(frames) or len(chain) > len(frames):
+                memo[fid] = None
+                return None
+            chain.append(cur)
+            parent = frames[cur - 1][1] - 1
+            if parent == 0:
+                break
+            cur = parent
+        new_parent = 0
+        for old in reversed(chain):
+            lid = frames[old - 1][0]
+            if lid < 1 or lid > len(locs):
+                memo[fid] = None
+                return None
+            loc = locs[lid - 1]
+            fn, fu = loc.get("file_name_id", 0), loc.get("function_name_id", 0)
+            if not (1 <= fn <= len(files) and 1 <= fu <= len(funcs)):
+                memo[fid] = None
+                return None
+            key = (
+                intern(new_files, files[fn - 1]),
+                intern(new_funcs, funcs[fu - 1]),
+                loc.get("line", 0),
+                loc.get("end_line", 0),
+                loc.get("column", 0),
+                loc.get("end_column", 0),
+            )
+            new_parent = intern(new_frames, (intern(new_locs, key), new_parent))
+        memo[fid] = new_parent
+        return new_parent
+
+    for comp in comps:
+        for op in comp.instructions:
+            md = op.properties.get("metadata")
+            if md is None:
+                continue
+            fields = md.data.fields  # type: ignore[attr-defined]
+            for i, (k, v) in enumerate(fields):
+                if k != "stack_frame_id":
+                    continue
+                try:
+                    new = resolve(int(v))
+                except ValueError:
+                    new = None
+                if new is None:
+                    nf = fields[:i] + fields[i + 1 :]
+                else:
+                    nf = fields[:i] + ((k, str(new)),) + fields[i + 1 :]
+                op.set_attr("metadata", A.Metadata(nf))
+                break
+    if not new_frames:
+        return ""
+    out = ["FileNames"]
+    out += [f"{i} {s}" for s, i in new_files.items()]
+    out += ["", "FunctionNames"]
+    out += [f"{i} {s}" for s, i in new_funcs.items()]
+    out += ["", "FileLocations"]
+    out += [
+        f"{i} {{file_name_id={k[0]} function_name_id={k[1]} line={k[2]} end_line={k[3]} "
+        f"column={k[4]} end_column={k[5]}}}"
+        for k, i in new_locs.items()
+    ]
+    out += ["", "StackFrames"]
+    out += [
+        f"{i} {{file_location_id={k[0]} parent_frame_id={k[1] + 1}}}" for k, i in new_frames.items()
+    ]
+    return "\n".join(out)
 _UNIT = UnitAttr()
 
 
@@ -881,10 +1180,12 @@ def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
 
     Raises `HloParseError` (with `.line`, `.col`) on malformed input.
     """
+    parser = ModuleParser(text, filename)
     try:
-        return ModuleParser(text, filename).parse()
+        return parser.parse()
     except RecursionError:
-        raise HloParseError("input nests too deeply", filename, 1, 1) from None
+        line, col = parser.lx.line_col(parser.lx.pos)
+        raise HloParseError("input nests too deeply", filename, line, col) from None
 
 
 def parse_attribute_value(kind: str, text: str) -> Any:

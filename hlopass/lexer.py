@@ -56,6 +56,10 @@ class Lexer:
             m = self._match(self.text, self.pos)
             if m is None:
                 start = self._skip_space(self.pos)
+                if self.text.startswith('"', start):
+                    self.error_at(start, "unterminated string")
+                if self.text.startswith("/*", start):
+                    self.error_at(start, "unterminated comment")
                 self.error_at(start, f"unexpected character {self.text[start]!r}")
             kind = m.lastgroup
             assert kind is not None

@@ -114,6 +114,8 @@ def format_float_element(x: object, element_type: str) -> str:
     if math.isinf(v):
         return "-inf" if v < 0 else "inf"
     d10, dmax = _float_digits(element_type)
+    if element_type not in ("f32", "f64"):
+        return _g(v, dmax)  # XLA prints narrow floats with max_digits10 digits
     text = _g(v, d10)
     dtype = _DTYPES[element_type]
     if np.asarray(float(text), dtype=np.float64).astype(dtype) == np.asarray(x, dtype=dtype):  # type: ignore[call-overload]
@@ -242,6 +244,8 @@ def _parse_float_token(tok: str, element_type: str) -> np.generic:
         return np.array(bits, dtype=np.dtype(f"u{dtype.itemsize}")).view(dtype)[()]
     if tok in ("-nan",):
         return np.array(-np.float64("nan")).astype(dtype)[()]
+    if _is_int_token(tok):
+        return np.array(float(int(tok))).astype(dtype)[()]
     return np.array(float(tok)).astype(dtype)[()]
 
 
@@ -311,8 +315,22 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
         return np.array(ints, dtype=np.int64 if et[0] == "s" else np.uint64).astype(dtype)
     simple = all(not t.startswith(("nan(", "-nan")) for t in tokens)
     if simple:
-        return np.array([float(t) for t in tokens], dtype=np.float64).astype(dtype)
+        f64 = np.array([float(t) for t in tokens], dtype=np.float64)
+        neg_zero = np.flatnonzero((f64 == 0) & np.signbit(f64))
+        for i in neg_zero.tolist():
+            if _is_int_token(tokens[i]):
+                f64[i] = 0.0  # XLA lexes `-0` as an integer: it becomes +0
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = f64.astype(dtype)
+        overflow = np.flatnonzero(np.isfinite(f64) & ~np.isfinite(arr.astype(np.float64)))
+        if overflow.size:  # XLA rejects a finite value that becomes inf (or nan) in `et`
+            raise ValueError(f"value {tokens[int(overflow[0])]} is out of range for {et}")
+        return arr
     return np.array([_parse_float_token(t, et) for t in tokens], dtype=dtype)
+
+
+def _is_int_token(tok: str) -> bool:
+    return tok.lstrip("-+").isdigit()
 
 
 def parse_scalar_token(tok: str, shape: ArrayShape) -> np.ndarray:

@@ -88,7 +88,7 @@ class Layout:
     def __str__(self) -> str:
         text = ",".join(map(str, self.minor_to_major))
         if self.has_extras():
-            parts = ["".join(map(str, self.tiles))]
+            parts = ["T" + "".join(map(str, self.tiles))] if self.tiles else []
             if self.tail_padding_alignment != 1:
                 parts.append(f"L({self.tail_padding_alignment})")
             if self.index_type:

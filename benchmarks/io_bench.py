@@ -1,0 +1,176 @@
+"""Parse and print speed (and peak memory) of hlopass against XLA's own parser and printer.
+
+Both sides run in the same process on the same text, best of N, so the ratios are
+comparable across machines:
+
+    python benchmarks/io_bench.py                 # Mixtral (43.7k instructions) and seed 001
+    python benchmarks/io_bench.py -n 5 FILE ...   # other modules, best of 5
+    python benchmarks/io_bench.py --profile parse # cProfile of our parse on the first file
+
+Targets (issue 2): parse <= 5x XLA, print <= 5x XLA, peak memory <= 2 GB.
+Exit code 1 when a target is missed (with --check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import resource
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hlopass import oracle
+from hlopass.corpus import corpus_root
+from hlopass.exporter import print_hlo
+from hlopass.importer import parse_hlo
+
+DEFAULT_FILES = (
+    "xla_tests/tools__benchmarks__hlo__hlo_mixtral_8x7b_bf16_2x8.hlo",
+    "seeds/001_c2c20f964a2c12a7.hlo",
+)
+PARSE_TARGET = 5.0
+PRINT_TARGET = 5.0
+MEMORY_TARGET_BYTES = 2 * 1024**3
+
+
+def best_of(n: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Best wall time of `n` runs (GC collected before each, disabled during)."""
+    best = float("inf")
+    result: Any = None
+    for _ in range(n):
+        result = None
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            result = fn()
+            dt = time.perf_counter() - t0
+        finally:
+            gc.enable()
+        best = min(best, dt)
+    return best, result
+
+
+def max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def peak_python_memory(text: str, name: str) -> tuple[int, int]:
+    """(peak bytes traced by tracemalloc during parse+print, retained bytes of the module)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        module = parse_hlo(text, name)
+        retained, _ = tracemalloc.get_traced_memory()
+        print_hlo(module)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, retained
+
+
+def bench_file(path: Path, n: int) -> dict[str, float]:
+    text = path.read_text()
+    name = str(path)
+    rss0 = max_rss_bytes()
+    t_parse, module = best_of(n, lambda: parse_hlo(text, name))
+    t_print, ours = best_of(n, lambda: print_hlo(module))
+    rss_delta = max_rss_bytes() - rss0
+    row: dict[str, float] = {
+        "instructions": text.count("\n"),
+        "parse_s": t_parse,
+        "print_s": t_print,
+        "rss_delta": rss_delta,
+    }
+    if oracle.available():
+        x_parse, xmod = best_of(n, lambda: oracle.parse(text))
+        x_print, theirs = best_of(n, lambda: oracle.to_string(xmod))
+        row.update(
+            xla_parse_s=x_parse,
+            xla_print_s=x_print,
+            parse_ratio=t_parse / x_parse,
+            print_ratio=t_print / x_print,
+            identical=float(ours == theirs),
+        )
+    module = None  # free it before measuring memory
+    peak, retained = peak_python_memory(text, name)
+    row.update(tracemalloc_peak=peak, retained=retained)
+    return row
+
+
+def report(path: Path, row: dict[str, float]) -> list[str]:
+    mib = 1024**2
+    print(f"== {path.name}  ({len(path.read_text().splitlines())} lines)")
+    print(f"   parse  ours {row['parse_s'] * 1e3:9.1f} ms", end="")
+    if "xla_parse_s" in row:
+        print(f"   XLA {row['xla_parse_s'] * 1e3:8.1f} ms   ratio {row['parse_ratio']:6.2f}x")
+    else:
+        print("   (XLA oracle not installed)")
+    print(f"   print  ours {row['print_s'] * 1e3:9.1f} ms", end="")
+    if "xla_print_s" in row:
+        print(f"   XLA {row['xla_print_s'] * 1e3:8.1f} ms   ratio {row['print_ratio']:6.2f}x")
+        print(f"   our print identical to XLA's: {bool(row['identical'])}")
+    else:
+        print()
+    print(
+        f"   memory: tracemalloc peak (parse+print) {row['tracemalloc_peak'] / mib:8.1f} MiB, "
+        f"module retained {row['retained'] / mib:8.1f} MiB, max-RSS growth {row['rss_delta'] / mib:8.1f} MiB"
+    )
+    misses = []
+    if row.get("parse_ratio", 0) > PARSE_TARGET:
+        misses.append(f"{path.name}: parse {row['parse_ratio']:.2f}x > {PARSE_TARGET}x")
+    if row.get("print_ratio", 0) > PRINT_TARGET:
+        misses.append(f"{path.name}: print {row['print_ratio']:.2f}x > {PRINT_TARGET}x")
+    if max(row["tracemalloc_peak"], row["rss_delta"]) > MEMORY_TARGET_BYTES:
+        misses.append(f"{path.name}: peak memory over 2 GB")
+    return misses
+
+
+def profile(path: Path, what: str, top: int) -> None:
+    text = path.read_text()
+    module = parse_hlo(text, str(path))
+    prof = cProfile.Profile()
+    if what == "parse":
+        prof.runcall(parse_hlo, text, str(path))
+    else:
+        prof.runcall(print_hlo, module)
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="*", type=Path)
+    p.add_argument("-n", type=int, default=3, help="runs per measurement (best of N)")
+    p.add_argument("--profile", choices=("parse", "print"), help="cProfile instead of timing")
+    p.add_argument("--top", type=int, default=25)
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = p.parse_args(argv)
+    files = list(args.files)
+    if not files:
+        root = corpus_root()
+        if root is None:
+            print("no files given and the corpus is not present", file=sys.stderr)
+            return 1
+        files = [Path(root) / f for f in DEFAULT_FILES]
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    if args.profile:
+        profile(files[0], args.profile, args.top)
+        return 0
+    misses: list[str] = []
+    for f in files:
+        misses += report(f, bench_file(f, args.n))
+    print("targets: parse <= 5x XLA, print <= 5x XLA, peak memory <= 2 GB:",
+          "met" if not misses else "MISSED: " + "; ".join(misses))  # fmt: skip
+    return 1 if misses and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

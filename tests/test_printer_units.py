@@ -1,0 +1,85 @@
+"""Small printer cases; each expected line was checked against XLA's own re-print (jaxlib 0.10.2)."""
+
+from hlopass import parse_hlo, print_hlo
+
+
+def _print(body: str, header: str = "HloModule m") -> str:
+    return print_hlo(parse_hlo(f"{header}\n\nENTRY e {{\n{body}\n}}\n"))
+
+
+def test_slice_prints_every_stride_once_one_is_not_one():
+    out = _print("  p0 = f32[3,3,4,4] parameter(0)\n"
+                 "  ROOT s = f32[3,3,2,4] slice(p0), slice={[0:3], [0:3], [0:4:2], [0:4]}")
+    assert "slice={[0:3:1], [0:3:1], [0:4:2], [0:4:1]}" in out
+
+
+def test_narrow_floats_use_max_digits10_and_integer_minus_zero_is_zero():
+    out = _print("  a = bf16[9] constant({0.1, 65504, -0, -0.0, 1e-5, 3.14159265, 1.5, 100000, 0.3333333333})\n"
+                 "  ROOT b = f16[] constant(0.1)\n  c = f32[] constant(-0)")
+    assert "constant({0.1001, 6.554e+04, 0, -0, 1.001e-05, 3.141, 1.5, 9.984e+04, 0.334})" in out
+    assert "f16[] constant(0.099976)" in out
+    assert "%c = f32[] constant(0)" in out
+
+
+def test_scalar_literal_for_array_sets_first_element():
+    out = _print("  ROOT e = f32[2,2] constant(3)")
+    assert "constant({ { 3, 0 }, { 0, 0 } })" in out
+
+
+def test_nested_anonymous_instructions():
+    out = _print("  ROOT root = sqrt(f32[10,10] broadcast(f32[] parameter(0)))")
+    assert "%broadcast.anon = f32[10,10]{1,0} broadcast(%parameter.anon), dimensions={}" in out
+    assert "ROOT %root = f32[10,10]{1,0} sqrt(%broadcast.anon)" in out
+
+
+def test_tuple_result_shape_has_index_comments():
+    out = _print("  v = f32[] parameter(0)\n  ROOT t = (f32[], f32[], f32[], f32[], f32[], f32[]) "
+                 "tuple(v, v, v, v, v, v)")
+    assert "(f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[]) tuple(" in out
+
+
+def test_instruction_names_unique_module_wide():
+    text = ("HloModule m\n\nENTRY e {\n  x = f32[] parameter(0)\n  ROOT t = f32[] negate(x)\n}\n\n"
+            "h {\n  x = f32[] parameter(0)\n  ROOT t = f32[] negate(x)\n}\n")
+    out = print_hlo(parse_hlo(text))
+    assert "%h (x.1: f32[]) -> f32[] {" in out
+    assert "ROOT %t.1 = f32[] negate(%x.1)" in out
+
+
+def test_frontend_attributes_sorted_and_io_alias_spelled_out():
+    out = _print('  p = s32[10] parameter(0)\n  ROOT a = s32[10] add(p, p), '
+                 'frontend_attributes={ z="1", a="{x}"}',
+                 "HloModule f, input_output_alias={{}: (0, {}, must-alias)}")
+    assert 'frontend_attributes={a={x},z="1"}' in out
+    assert "input_output_alias={ {}: (0, {}, must-alias) }" in out
+
+
+def test_stack_frames_renumbered_in_first_use_order():
+    text = """HloModule m
+
+FileNames
+1 "a.py"
+
+FunctionNames
+1 "f1"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=10 end_line=10 column=1 end_column=2}
+2 {file_name_id=1 function_name_id=1 line=20 end_line=20 column=1 end_column=2}
+3 {file_name_id=1 function_name_id=1 line=30 end_line=30 column=1 end_column=2}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+3 {file_location_id=3 parent_frame_id=1}
+
+ENTRY e {
+  x = f32[] parameter(0), metadata={op_name="x" stack_frame_id=3}
+  y = f32[] parameter(1), metadata={op_name="x" stack_frame_id=2}
+  ROOT t = f32[] add(y, x), metadata={op_name="x" stack_frame_id=1}
+}
+"""
+    out = print_hlo(parse_hlo(text))
+    assert "1 {file_name_id=1 function_name_id=1 line=30 end_line=30 column=1 end_column=2}" in out
+    assert '%x = f32[] parameter(0), metadata={op_name="x" stack_frame_id=1}' in out
+    assert 'ROOT %t = f32[] add(%y, %x), metadata={op_name="x" stack_frame_id=3}' in out
