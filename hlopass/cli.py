@@ -77,17 +77,15 @@ def write_output(path: str | None, text: str) -> None:
 def split_input(text: str) -> list[tuple[int, str]]:
     """Chunks between `// -----` lines as (line offset, text); offsets keep error lines true."""
     chunks: list[tuple[int, str]] = []
-    line = 0
     current: list[str] = []
     start = 0
-    for raw in text.splitlines(keepends=True):
+    for line, raw in enumerate(text.splitlines(keepends=True)):
         if raw.startswith(SPLIT_MARKER):
             chunks.append((start, "".join(current)))
             current = []
             start = line + 1
         else:
             current.append(raw)
-        line += 1
     chunks.append((start, "".join(current)))
     return chunks
 

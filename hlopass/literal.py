@@ -175,7 +175,7 @@ def format_literal(lit: Literal, shape: Shape) -> str:
     """The literal as XLA's one-line printer writes it inside `constant(...)`."""
     if isinstance(shape, TupleShape):
         assert lit.elements is not None
-        inner = ", ".join(format_literal(e, s) for e, s in zip(lit.elements, shape.elements))
+        inner = ", ".join(format_literal(e, s) for e, s in zip(lit.elements, shape.elements, strict=True))
         return "( " + inner + " )" if inner else "()"
     assert isinstance(shape, ArrayShape)
     if lit.array is None:
