@@ -59,11 +59,10 @@ def quantile(xs: list[float], q: float) -> float:
 
 
 def collect(device: str) -> list[dict]:
-    from hlopass.dialects import hlo
-
     import hlopass
     from hlopass.corpus import corpus_root
     from hlopass.cost import estimate
+    from hlopass.dialects import hlo
 
     root = corpus_root()
     if root is None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from hlopass.dialects import hlo
 
 import hlopass
 from hlopass.corpus import corpus_root
 from hlopass.cost import DEVICES, estimate, estimate_group, get_device, rank
 from hlopass.cost.cli import cost_main, rank_main
+from hlopass.dialects import hlo
 
 H100 = get_device("h100_sxm")
 
@@ -184,3 +184,20 @@ def test_corpus_h100_modules_estimate_fast() -> None:
         again = time.perf_counter() - t0
         assert est.time_us > 0 and est.kernels
         assert again <= first + 0.05  # fused computations are cached
+
+
+@pytest.mark.skipif(corpus_root() is None, reason="corpus ../shared/corpus not found")
+def test_fusion_estimates_rank_like_xla_default_model() -> None:
+    """Per-fusion H100 estimates against XLA's own (backend_config reification_cost)."""
+    import statistics
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import cost_vs_xla as bench
+
+    rows = bench.collect("h100_sxm")
+    pairs = [(r["ours"], r["xla"][""]) for r in rows if r["xla"].get("", 0) > 0]
+    assert len(pairs) >= 100
+    assert bench.spearman([p[0] for p in pairs], [p[1] for p in pairs]) >= 0.9
+    assert 0.8 <= statistics.median(o / x for o, x in pairs) <= 1.25

@@ -45,6 +45,8 @@ class DeviceSpec:
     dram_transaction_bytes: int = 64  # XLA device description: dram_to_l2_transaction_size_bytes
     bytes_per_clock_per_sm: int = 32  # XLA: memory_transactions_per_clock (32 B)
     l2_speedup: float = 2.5  # XLA kL2CacheSpeedup: re-reads that hit L2
+    l1_speedup: float = 8.0  # XLA kL1CacheSpeedup: re-reads of inputs < l1_bytes_per_sm x SMs
+    l1_bytes_per_sm: int = 2048  # XLA device description l1_cache_size_per_SM (NVIDIA)
     sources: tuple[str, ...] = field(default=(), compare=False)
 
     @property

@@ -12,20 +12,26 @@ module, one instruction. For each kernel `KernelWork` counts what it does:
   take; re-reads through several users/broadcasts are extra "cached" bytes), plus outputs
   (a dynamic-update-slice root writes only its update: it works in place).
 
-Time (µs), from the device description:
+Time (µs), XLA's default GPU performance model (`GpuPerformanceModel::
+EstimateRunTimeForInstruction`) with what `fusion.analyze` finds in the kernel -- per-input
+reads with utilisation, XLA GPU flops (measured H100 op costs), the launch grid of the
+emitter XLA would use:
 
-    compute = tensor_flops / (matrix_peak(dtype) * gemm_efficiency)
-              + alu_ops / (2 * clock * active_SMs * min(128, lanes))
-    memory  = unique_read / (BW_eff * coalescing) + cached_reread / (BW * 2.5) + written / BW_eff
+    alu     = flops / floor(2 * clock * min(blocks, SMs) * min(threads_per_block, 128))
+    tensor  = tensor_flops / (matrix_peak(dtype) * gemm_efficiency)   (XLA: scalar FPUs)
+    read_i  = net_i / min(BW * coalescing_i, blocks * clock * 32 B)
+              + (total_i - net_i) / min(BW * 2.5 [* 8 if net_i < 2 KiB * SMs], blocks * clock * 32 B)
+    memory  = sum_i read_i + written / BW
     kernel  = compute + memory - 0.95 * min(compute, memory)      (XLA's rule, rho = 0.95)
     time    = kernel + launch (1 µs)
 
-* `BW_eff = min(HBM bandwidth, blocks * clock * 32 B)` (XLA's cap: a few blocks cannot
-  saturate HBM); blocks = ceil(threads / 128) with one thread per output element (per 32
-  reduced elements for reductions).
+* coalescing = element bytes / 64 for an input that reaches an output through a transpose
+  of the minor dimension (outside the tiled transpose emitter), else 1.
 * gemm_efficiency = 0.8 (cuBLAS's best on H100: 789 of 989 TFLOP/s bf16 in XLA's measured
-  matmul table) x wave quantisation (128x128 output tiles over the SMs).
-* coalescing = 0.5 for a loop kernel holding a transpose that moves the minor dimension.
+  matmul table) x wave quantisation (128x128 output tiles over the SMs). This is the one
+  deliberate departure from XLA's default model, which prices dots on the scalar FPUs.
+* Triton block-level fusions keep broadcast operands in registers per tile (XLA's indexing
+  model) rather than re-reading them per output element (its default model).
 * Module time = sum over kernels (a while body counts `known_trip_count` times when the
   backend_config gives it, else once; a conditional its most expensive branch).
 """
@@ -38,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hlopass.cost.devices import DeviceSpec
+from hlopass.cost.fusion import FlopCounter, Read, analyze
 from hlopass.cost.work import (
     conv_flops,
     elements,
@@ -52,6 +59,7 @@ RHO = 0.95  # XLA kMemoryComputeParallelism (PriorityFusion's 0.95)
 GEMM_EFFICIENCY = 0.8
 GEMM_TILE = 128
 THREADS_PER_BLOCK = 128
+SM_COUNT_FOR_LAUNCH = 132  # launch grids are computed for H100 (XLA's emitters need the SM count)
 
 # FP32-lane operations per element (XLA hlo_op_profiles, sm_90 F32; default 3).
 ALU_COST: dict[str, float] = {
@@ -93,6 +101,11 @@ class KernelWork:
     threads: int = 1
     uncoalesced: bool = False
     kind: str = "loop"
+    # XLA default-model view (fusion.analyze): per-input reads and the emitter's launch grid
+    reads: list[Read] = field(default_factory=list)
+    blocks: int = 0
+    threads_per_block: int = 0
+    emitter: str = ""
 
     @property
     def bytes_accessed(self) -> float:
@@ -216,6 +229,7 @@ class _Analyzer:
     def __init__(self, comps: dict[str, Any]):
         self.comps = comps
         self.inner_cache: dict[str, KernelWork] = {}
+        self.counter = FlopCounter(comps)
 
     def inner_work(self, ops: list[Any], w: KernelWork, scale: float = 1.0) -> None:
         """Flops and ALU work of instructions executed inside one kernel."""
@@ -290,7 +304,8 @@ class _Analyzer:
             self.inner_cache[name] = w
         return (w.flops, w.transcendentals, w.alu_ops)
 
-    def group_work(self, group: list[Any], outputs: list[Any] | None = None) -> KernelWork:
+    def group_work(self, group: list[Any], outputs: list[Any] | None = None,
+                   fusion_op: Any = None, kind: str = "") -> KernelWork:  # fmt: skip
         """Work of `group` (instructions of one computation) run as one fused kernel.
 
         Inputs are the values the group uses but does not define (a fused computation's
@@ -298,25 +313,6 @@ class _Analyzer:
         w = KernelWork()
         members = set(map(id, group))
         self.inner_work([op for op in group if op.opcode != "parameter"], w)
-        # reads
-        inputs: dict[int, tuple[Any, list[Any]]] = {}
-        for op in group:
-            if op.opcode == "parameter":
-                inputs.setdefault(id(op), (op, []))
-                continue
-            for v in op.operands:
-                src = v.owner
-                if id(src) in members and src.opcode != "parameter":
-                    continue
-                inputs.setdefault(id(src), (src, []))[1].append(op)
-        for src, users in inputs.values():
-            if src.opcode == "parameter" and id(src) in members:
-                users = [u.operation for u in src.result.uses]
-            self._add_reads(w, src, users)
-        for op in group:  # large constants live in memory
-            if op.opcode == "constant" and elements(op.shape) > 1:
-                w.bytes_read += shape_size(op.shape)
-        # writes
         if outputs is None:
             outputs = []
             for op in group:
@@ -325,22 +321,16 @@ class _Analyzer:
                 uses = [u.operation for u in op.result.uses]
                 if not uses or any(id(u) not in members for u in uses):
                     outputs.append(op)
-        out_elems = 1
-        for op in outputs:
-            leaves = [v.owner for v in op.operands] if op.opcode == "tuple" else [op]
-            for leaf in leaves:
-                if leaf.opcode == "dynamic-update-slice":
-                    upd = operand_shapes(leaf)[1]
-                    w.bytes_written += shape_size(upd)
-                    out_elems = max(out_elems, elements(upd))
-                elif leaf.opcode in ("parameter", "get-tuple-element") and not isinstance(
-                        leaf.shape, ArrayShape):  # fmt: skip
-                    continue
-                else:
-                    for arr in leaf.shape.leaves():
-                        w.bytes_written += shape_size(arr)
-                        out_elems = max(out_elems, arr.num_elements)
-        w.threads = max(w.threads, out_elems)
+        info = analyze(group, outputs, self.counter, SM_COUNT_FOR_LAUNCH, fusion_op, kind)
+        w.alu_ops = info.alu_flops
+        w.reads = info.reads
+        w.bytes_read = sum(r.net for r in info.reads)
+        w.bytes_reread = sum(r.total - r.net for r in info.reads)
+        w.bytes_written = info.bytes_written
+        w.blocks, w.threads_per_block = info.blocks, info.threads_per_block
+        w.threads = info.blocks * info.threads_per_block
+        w.emitter = info.emitter
+        w.uncoalesced = any(not r.coalesced for r in info.reads)
         return w
 
     @staticmethod
@@ -403,8 +393,8 @@ def kernel_work(op: Any, comps: dict[str, Any], analyzer: _Analyzer | None = Non
     if opc == "fusion":
         comp = comps[op.attr("calls")]
         instrs = list(comp.instructions)
-        w = an.group_work(instrs, outputs=[comp.root])
         kind = _fusion_kind(op)
+        w = an.group_work(instrs, outputs=[comp.root], fusion_op=op, kind=kind)
         if kind == "loop" and w.kind == "reduction":
             kind = "reduction"
         w.kind = kind
@@ -456,10 +446,32 @@ def _custom_call_work(op: Any, an: _Analyzer) -> KernelWork:
     return w
 
 
+def _read_time(r: Read, dev: DeviceSpec, block_bw: float) -> float:
+    """XLA ReadTimeWithDRAMHeuristic: first reads from DRAM (at elem/64 B of the bandwidth
+    when uncoalesced), re-reads from L2 (x2.5) or L1 (x8 more) when the input fits there;
+    both capped by what the launched blocks can issue (32 B per clock per block)."""
+    rate = 1.0 if r.coalesced else min(1.0, r.elem_bytes / dev.dram_transaction_bytes)
+    dram = min(dev.hbm_bandwidth * rate, block_bw)
+    t = r.net / dram if r.net else 0.0
+    rest = r.total - r.net
+    if rest > 0:
+        if r.net < dev.l2_bytes:
+            bw = dev.hbm_bandwidth * dev.l2_speedup
+            if r.net < dev.l1_bytes_per_sm * dev.sm_count:
+                bw *= dev.l1_speedup
+        else:
+            bw = dev.hbm_bandwidth * rate
+        t += rest / min(bw, block_bw)
+    return t
+
+
 def kernel_time(w: KernelWork, dev: DeviceSpec, name: str = "", count: int = 1) -> KernelRow:
     clock = dev.clock_ghz * 1e9
-    blocks = max(1, math.ceil(w.threads / THREADS_PER_BLOCK))
-    active = min(blocks, dev.sm_count)
+    if w.blocks:
+        blocks, tpb = w.blocks, w.threads_per_block
+    else:
+        blocks = max(1, math.ceil(w.threads / THREADS_PER_BLOCK))
+        tpb = min(THREADS_PER_BLOCK, max(1, w.threads))
     # compute
     compute = 0.0
     if w.tensor_flops:
@@ -467,17 +479,20 @@ def kernel_time(w: KernelWork, dev: DeviceSpec, name: str = "", count: int = 1) 
         waves = math.ceil(tiles / dev.sm_count)
         eff = GEMM_EFFICIENCY * tiles / (waves * dev.sm_count)
         compute += w.tensor_flops / (dev.matrix_peak(w.tensor_dtype, w.tensor_precision) * eff)
-        blocks = max(blocks, tiles)
+        blocks = max(blocks, min(tiles, dev.sm_count))
+        tpb = max(tpb, THREADS_PER_BLOCK)
     if w.alu_ops:
-        lanes = min(THREADS_PER_BLOCK, dev.fp32_lanes_per_sm)
-        compute += w.alu_ops / (2.0 * clock * active * lanes)
+        # XLA CalculateEffectiveFlopsPerNs: 2 x clock x active FPUs, truncated to an integer
+        fpus = min(blocks, dev.sm_count) * min(tpb, dev.fp32_lanes_per_sm)
+        per_ns = max(1, int(2.0 * dev.clock_ghz * fpus))
+        compute += w.alu_ops / per_ns * 1e-9
     # memory
-    bw = min(dev.hbm_bandwidth, blocks * clock * dev.bytes_per_clock_per_sm)
-    coalescing = 0.5 if (w.uncoalesced and w.kind == "loop") else 1.0
-    memory = w.bytes_read / (bw * coalescing) + w.bytes_written / bw
-    if w.bytes_reread:
-        fast = dev.l2_speedup if w.bytes_read < dev.l2_bytes else 1.0
-        memory += w.bytes_reread / (bw * fast)
+    block_bw = blocks * clock * dev.bytes_per_clock_per_sm
+    reads = w.reads
+    if not reads and (w.bytes_read or w.bytes_reread):
+        reads = [Read(w.bytes_read, w.bytes_read + w.bytes_reread, 4, not w.uncoalesced)]
+    memory = sum(_read_time(r, dev, block_bw) for r in reads)
+    memory += w.bytes_written / dev.hbm_bandwidth
     compute_us, memory_us = compute * 1e6, memory * 1e6
     kernel = compute_us + memory_us - RHO * min(compute_us, memory_us)
     launch = dev.launch_overhead_us

@@ -5,8 +5,9 @@ Two views of the same instructions:
 * `xla_cost(module)` follows the conventions of XLA's `HloCostAnalysis` (the base class,
   the one `jax ... .cost_analysis()` and `hlopass.oracle.cost_analysis` report on the CPU
   client) so that totals can be compared with XLA's exactly:
-  - every instruction by default reads all its operands and writes its output
-    (tuples count 8 bytes per element: a table of pointers); parameters, constants,
+  - every instruction by default reads all its operands and writes its output (a tuple
+    instruction writes a table of 8-byte pointers, other tuple-shaped results such as
+    variadic reduce/sort or rng-bit-generator write their arrays); parameters, constants,
     get-tuple-element, bitcasts, after-all, add-dependency and domain touch no memory;
   - elementwise ops cost 1 flop per output element, or 1 transcendental for exp, log,
     logistic, power, sqrt, cbrt, rsqrt, tanh, sin, cos, expm1, log1p, atan2 (and tan, erf in
@@ -211,7 +212,9 @@ class XlaCostAnalysis:
         shapes = operand_shapes(op)
         if opc in NO_MEMORY:
             return Work()
-        out_size = shape_size(shape)
+        # a tuple instruction writes its pointer table; other tuple-shaped results (variadic
+        # reduce/sort, rng-bit-generator, ...) write their arrays (jaxlib 0.10)
+        out_size = shape_size(shape) if opc == "tuple" else _leaf_bytes(shape)
         default_bytes = out_size + sum(shape_size(s) for s in shapes)
         w = Work(bytes_accessed=default_bytes)
         if opc in TRANSCENDENTAL:
@@ -262,8 +265,8 @@ class XlaCostAnalysis:
             w.bytes_accessed = 3 * upd + shape_size(shapes[n])
             w += self._sub(op.attr("to_apply"), elements(shapes[n + 1]))
         elif opc == "topk":
-            # jaxlib 0.10's analysis counts the result leaves as well as its pointer table.
-            w.bytes_accessed += _leaf_bytes(shape)
+            # jaxlib 0.10's analysis counts the result's pointer table as well as its leaves.
+            w.bytes_accessed += shape_size(shape)
         elif opc == "rng":
             w.transcendentals = elements(shape)
         elif opc == "rng-bit-generator":
