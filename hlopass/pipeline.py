@@ -49,6 +49,17 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
     )
 )
 
+ALIAS_PREFIX = "hlo-"
+"""`hlo-dce` names `dce` too: the names our passes have in `xdsl-opt` (see universe.py)."""
+
+
+def canonical_name(name: str) -> str:
+    """`hlo-dce` -> `dce` (an alias of a known pass); any other name unchanged."""
+    if name not in PASSES and name.startswith(ALIAS_PREFIX) and name[len(ALIAS_PREFIX):] in PASSES:
+        return name[len(ALIAS_PREFIX):]
+    return name
+
+
 FIXPOINT_LIMIT = 25
 """XLA's `HloPassFix::kDefaultIterationLimit`."""
 
@@ -74,6 +85,8 @@ def _first_line(e: Exception) -> str:
 
 
 def _instantiate(spec: ArgSpec) -> HloModulePass:
+    if canonical_name(spec.name) != spec.name:
+        spec = dataclasses.replace(spec, name=canonical_name(spec.name))
     loader = PASSES.get(spec.name)
     if loader is None:
         raise PipelineError(
@@ -204,7 +217,7 @@ def run_pipeline_from_cli(module: ModuleOp, args: Namespace) -> None:
 
 
 def pass_class(name: str) -> type[HloModulePass]:
-    return PASSES[name]()
+    return PASSES[canonical_name(name)]()
 
 
 def list_passes_text() -> str:

@@ -11,7 +11,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
+import sys
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -48,9 +52,20 @@ from hlopass.shape import ArrayShape, Shape, TupleShape, scalar
 
 @dataclass(frozen=True)
 class HloModulePass(ModulePass):
-    """A module pass over HLO that reports whether it changed the module."""
+    """A module pass over HLO that reports whether it changed the module.
+
+    Every subclass's `run` is wrapped so that, once it returns, state derived from the
+    module and cached elsewhere (the interpreter `hlopass.evaluate` keeps per module) is
+    dropped: a pass may have edited a computation that cache has already walked.
+    """
 
     name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        run = cls.__dict__.get("run")
+        if run is not None and not getattr(run, "_forgets_caches", False):
+            cls.run = _forgetting_caches(run)  # type: ignore[method-assign]
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         """Transform `module` in place; True when it changed."""
@@ -58,6 +73,33 @@ class HloModulePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self.run(ctx, op)
+
+
+def _forgetting_caches(run: Callable[..., bool]) -> Callable[..., bool]:
+    @functools.wraps(run)
+    def wrapped(self: HloModulePass, ctx: Context, module: ModuleOp,
+                trace: TraceHook | None = None) -> bool:  # fmt: skip
+        try:
+            return run(self, ctx, module, trace)
+        finally:
+            forget_cached_state(module)
+
+    wrapped._forgets_caches = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+def forget_cached_state(module: ModuleOp) -> None:
+    """Drop what other parts of hlopass cached about `module` (after it was edited).
+
+    Today: the interpreter `hlopass.interpreter.interpreter_for(module)` keeps, whose
+    computation table and per-computation schedules go stale when a pass edits the module.
+    """
+    _PINNED.pop(module, None)
+    core = sys.modules.get("hlopass.interpreter.core")  # never imported just for this
+    cache = getattr(core, "_INTERPRETERS", None) if core is not None else None
+    if cache is not None:
+        with contextlib.suppress(TypeError):  # not weak-referenceable: never cached
+            cache.pop(module, None)
 
 
 TraceHook = Callable[[str, str], None]
@@ -105,6 +147,7 @@ class RewriteContext:
 
     @staticmethod
     def of(module: ModuleOp, trace: TraceHook | None = None) -> RewriteContext:
+        _PINNED.pop(module, None)  # recomputed for this run
         return RewriteContext(module, NameUniquer(module), trace)
 
     def note(self, pattern: object, op: HloOp | None, what: str = "") -> None:
@@ -180,13 +223,68 @@ def splat(
 
 
 def is_removable(op: Operation) -> bool:
-    """Pure, not a parameter, not the root: safe to delete once unused."""
-    return (
-        isinstance(op, HloOp)
-        and op.opcode != "parameter"
+    """Pure (or a removable impure opcode), not a parameter, without side effects in it
+    or in any computation it calls: safe to delete once unused."""
+    if not isinstance(op, HloOp):
+        return False
+    if not (
+        op.opcode != "parameter"
         and not has_side_effect(op)
         and (op.spec.traits & {"pure"} or op.opcode in _REMOVABLE_IMPURE)
-    )
+    ):
+        return False
+    if is_control_predecessor(op):
+        return False
+    if not op.callees():
+        return True
+    module = module_of(op)
+    return module is None or not calls_side_effect(op, comps_by_name(module))
+
+
+_PINNED: weakref.WeakKeyDictionary[ModuleOp, frozenset[str]] = weakref.WeakKeyDictionary()
+"""Per module: names of instructions that are some instruction's control predecessor."""
+
+
+def control_predecessor_names(module: ModuleOp) -> frozenset[str]:
+    """Instructions named in some `control-predecessors={...}` (cached until a pass ends)."""
+    names = _PINNED.get(module)
+    if names is None:
+        found: set[str] = set()
+        for comp in computations(module):
+            for op in comp.instructions:
+                preds = op.attr("control-predecessors")
+                if preds:
+                    found.update(preds)
+        names = _PINNED[module] = frozenset(found)
+    return names
+
+
+def is_control_predecessor(op: HloOp) -> bool:
+    """Some instruction lists `op` as a control predecessor: it must not disappear."""
+    module = module_of(op)
+    return module is not None and op.inst_name in control_predecessor_names(module)
+
+
+def calls_side_effect(
+    op: HloOp, comps: dict[str, ComputationOp], seen: set[str] | None = None,
+    random: bool = False,
+) -> bool:  # fmt: skip
+    """XLA's `HasSideEffect`: `op` or anything in the computations it calls (recursively)
+    has a side effect; with `random`, random-number instructions count too."""
+    if has_side_effect(op) or (random and is_random(op)):
+        return True
+    seen = set() if seen is None else seen
+    for name in op.callees():
+        if name in seen:
+            continue
+        seen.add(name)
+        comp = comps.get(name)
+        if comp is None:
+            return True  # unknown callee: assume the worst
+        for inner in comp.instructions:
+            if calls_side_effect(inner, comps, seen, random):
+                return True
+    return False
 
 
 _REMOVABLE_IMPURE = frozenset({"replica-id", "partition-id", "custom-call"})
@@ -331,7 +429,7 @@ def same_shape(a: Shape, b: Shape) -> bool:
         )
     if isinstance(a, TupleShape) and isinstance(b, TupleShape):
         return len(a.elements) == len(b.elements) and all(
-            same_shape(x, y) for x, y in zip(a.elements, b.elements)
+            same_shape(x, y) for x, y in zip(a.elements, b.elements, strict=False)
         )
     return False
 

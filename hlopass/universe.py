@@ -1,14 +1,17 @@
 """`xdsl-opt` plug-in: the `hlo` dialect and hlopass's passes (entry point `xdsl.universe`).
 
-xDSL ships its own `dce` and `cse`, and `xdsl-opt` refuses duplicate pass names, so our
-passes appear there with an `hlo-` prefix: `xdsl-opt -p hlo-algsimp,hlo-dce f.mlir`.
-`xdsl-opt -p dce` is xDSL's own DCE, which works on `hlo` IR through the ops' traits.
+Every pass is registered under an `hlo-` prefixed alias (`hlo-algsimp`, `hlo-dce`, ...),
+and also under its own name wherever xDSL has no pass of that name: `xdsl-opt -p
+algsimp,hlo-dce f.mlir`. xDSL ships its own `dce` and `cse` (and `xdsl-opt` refuses
+duplicate pass names), so ours are `hlo-dce` and `hlo-cse` there; `xdsl-opt -p dce` is
+xDSL's own DCE, which works on `hlo` IR through the ops' traits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from functools import cache
 
 from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
@@ -23,22 +26,45 @@ def _get_dialect() -> Dialect:
     return HLO
 
 
-def _prefixed(name: str) -> Callable[[], type[ModulePass]]:
+@cache
+def _renamed(name: str, new_name: str) -> type[ModulePass]:
+    """Our pass `name` as a class whose `name` is `new_name` (xDSL matches specs by it)."""
+    from hlopass.pipeline import pass_class
+
+    base = pass_class(name)
+    if new_name == base.name:
+        return base
+    cls = type(base.__name__, (base,), {"name": new_name, "__doc__": base.__doc__,
+                                        "__module__": base.__module__})  # fmt: skip
+    return dataclasses.dataclass(frozen=True)(cls)
+
+
+def _loader(name: str, new_name: str) -> Callable[[], type[ModulePass]]:
     def load() -> type[ModulePass]:
-        from hlopass.pipeline import pass_class
+        return _renamed(name, new_name)
 
-        base = pass_class(name)
-        cls = type(base.__name__, (base,), {"name": PREFIX + name, "__doc__": base.__doc__,
-                                            "__module__": base.__module__})  # fmt: skip
-        return dataclasses.dataclass(frozen=True)(cls)
-
+    load.__name__ = f"load_{new_name.replace('-', '_')}"
     return load
+
+
+def _xdsl_pass_names() -> set[str]:
+    try:
+        from xdsl.transforms import get_all_passes
+    except ImportError:  # pragma: no cover - an xDSL without the registry
+        return {"dce", "cse"}
+    return set(get_all_passes())
 
 
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     from hlopass.pipeline import PASSES
 
-    return {PREFIX + name: _prefixed(name) for name in PASSES}
+    taken = _xdsl_pass_names()
+    out: dict[str, Callable[[], type[ModulePass]]] = {}
+    for name in PASSES:
+        out[PREFIX + name] = _loader(name, PREFIX + name)
+        if name not in taken:
+            out[name] = _loader(name, name)
+    return dict(sorted(out.items()))
 
 
 HLOPASS_UNIVERSE = Universe(all_dialects={"hlo": _get_dialect}, all_passes=_all_passes())

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from hlopass.dialects.hlo import HloOp, computations
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass import attrs as A
+from hlopass.dialects.hlo import HloOp, computations
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -31,6 +31,7 @@ from hlopass.rewriting import (
     erase_dead,
     fusion_computations,
     is_constant_like,
+    is_control_predecessor,
     is_one,
     is_zero,
     new_op,
@@ -84,6 +85,8 @@ class Simplification(RewritePattern):
             return
         if self.FLOAT_UNSAFE and not self.opts.float_unsafe and _is_float_op(op):
             return
+        if is_control_predecessor(op):
+            return  # another instruction names it in control-predecessors: it must stay
         self._rw = rewriter
         self._created = []
         result = self.rewrite(op)
@@ -980,7 +983,7 @@ class SliceNoop(Simplification):
         if s is None:
             return None
         sl = op.attr("slice")
-        if all(d.start == 0 and d.limit == n and d.stride == 1 for d, n in zip(sl, s.dims)):
+        if all(d.start == 0 and d.limit == n and d.stride == 1 for d, n in zip(sl, s.dims, strict=False)):
             return x
         return None
 
@@ -996,7 +999,7 @@ class SliceOfSlice(Simplification):
         if inner is None or shape is None:
             return None
         out = []
-        for a, b, n in zip(inner.attr("slice"), op.attr("slice"), shape.dims):
+        for a, b, n in zip(inner.attr("slice"), op.attr("slice"), shape.dims, strict=False):
             start = a.start + b.start * a.stride
             stride = a.stride * b.stride
             limit = start + (n - 1) * stride + 1 if n > 0 else start
@@ -1266,7 +1269,7 @@ class ComplexOfRealImag(Simplification):
     OPCODES = ("complex",)
 
     def rewrite(self, op: HloOp):
-        r, i = (_src(v, k) for v, k in zip(op.operands, ("real", "imag")))
+        r, i = (_src(v, k) for v, k in zip(op.operands, ("real", "imag"), strict=False))
         if r is None or i is None or r.operands[0] is not i.operands[0]:
             return None
         return r.operands[0]

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.errors import HloError
 from hlopass.literal import numpy_dtype
 from hlopass.rewriting import (
@@ -33,6 +33,7 @@ from hlopass.rewriting import (
     constant_from_numpy,
     fusion_computations,
     has_side_effect,
+    is_control_predecessor,
     is_random,
     owner,
     replace_op,
@@ -86,6 +87,10 @@ class Evaluator:
             self._interp = Interpreter(self.module)
         return self._interp
 
+    def edited(self) -> None:
+        """A fold changed a computation: the interpreter's schedules of it are stale."""
+        self._interp = None
+
     def value(self, op: HloOp, operand_values: list[Any]) -> Any:
         with np.errstate(all="ignore"):
             return self.interpreter().eval(op, operand_values)
@@ -131,6 +136,7 @@ class FoldConstantInstruction(RewritePattern):
         c = constant_from_numpy(rewriter, self.ctx, arr, shape, before=op)
         self.ctx.note(self, op, f"-> {c.inst_name}")
         replace_op(rewriter, op, c.result)
+        self.evaluator.edited()
 
     def _foldable(self, op: HloOp) -> bool:
         opcode = op.opcode
@@ -140,7 +146,7 @@ class FoldConstantInstruction(RewritePattern):
             return False
         if not isinstance(op.shape, ArrayShape) or op.shape.is_dynamic:
             return False
-        if op.attr("control-predecessors"):
+        if op.attr("control-predecessors") or is_control_predecessor(op):
             return False
         operands = list(op.operands)
         if not operands:

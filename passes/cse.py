@@ -4,8 +4,8 @@ Two instructions are merged when they have the same opcode, result shape (layout
 included), operands (in either order for commutative ops) and attributes, the HLO name
 aside (and, by default, the debug metadata, which XLA's comparison ignores too). Called
 computations are compared by structure, not by name. Identical constants merge too.
-Never merged: parameters, side-effecting or random-number instructions, instructions
-with control predecessors.
+Never merged: parameters, side-effecting or random-number instructions (also inside the
+computations they call), instructions with control predecessors or named as one.
 """
 
 from __future__ import annotations
@@ -13,31 +13,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.traits import Commutative
 
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     TraceHook,
+    calls_side_effect,
     comps_by_name,
     has_side_effect,
+    is_control_predecessor,
     is_random,
 )
 
 _NEVER_KEYED = frozenset({"name", "metadata", "control-predecessors"})
 
 
-def _eligible(op: HloOp) -> bool:
+def _eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
+    """Never parameters, side effects or random numbers (in `op` or anything it calls)."""
     if op.opcode == "parameter" or has_side_effect(op) or is_random(op):
         return False
     if op.attr("control-predecessors"):
         return False
-    return "pure" in op.spec.traits or op.opcode in ("replica-id", "partition-id")
+    if not ("pure" in op.spec.traits or op.opcode in ("replica-id", "partition-id")):
+        return False
+    return not op.callees() or not calls_side_effect(op, comps, random=True)
 
 
 @dataclass
@@ -94,7 +99,7 @@ class EliminateCommonSubexpression(RewritePattern):
     table: dict[object, HloOp] = field(default_factory=dict)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or not _eligible(op):
+        if not isinstance(op, HloOp) or not _eligible(op, self.prints.comps):
             return
         operands: tuple[object, ...] = tuple(id(v) for v in op.operands)
         if op.has_trait(Commutative) and len(operands) == 2:
@@ -107,6 +112,8 @@ class EliminateCommonSubexpression(RewritePattern):
         if rep is None or rep.parent is None:
             self.table[key] = op
             return
+        if is_control_predecessor(op):
+            return  # named in another instruction's control-predecessors: keep it
         self.ctx.note(self, op, f"-> {rep.inst_name}")
         rewriter.replace_all_uses_with(op.result, rep.result)
         rewriter.erase(op)

@@ -10,39 +10,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     TraceHook,
+    calls_side_effect,
     comps_by_name,
     erase_dead,
-    has_side_effect,
+    is_control_predecessor,
     is_removable,
     reachable_computations,
     run_patterns,
 )
 from hlopass.shape import TupleShape
-
-
-def calls_side_effect(op: HloOp, comps: dict[str, ComputationOp], seen: set[str] | None = None) -> bool:
-    """XLA's `HasSideEffect`: the instruction or anything in its called computations."""
-    if has_side_effect(op):
-        return True
-    seen = set() if seen is None else seen
-    for name in op.callees():
-        if name in seen or name not in comps:
-            continue
-        seen.add(name)
-        for inner in comps[name].instructions:
-            if calls_side_effect(inner, comps, seen):
-                return True
-    return False
 
 
 def is_dead(op: Operation, comps: dict[str, ComputationOp]) -> bool:
@@ -52,7 +38,11 @@ def is_dead(op: Operation, comps: dict[str, ComputationOp]) -> bool:
     if is_removable(op):
         return True
     # while/call/conditional without side effects anywhere inside are removable too
-    return op.opcode in ("while", "call", "conditional") and not calls_side_effect(op, comps)
+    return (
+        op.opcode in ("while", "call", "conditional")
+        and not calls_side_effect(op, comps)
+        and not is_control_predecessor(op)
+    )
 
 
 @dataclass
