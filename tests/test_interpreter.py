@@ -147,3 +147,13 @@ def test_hlopass_run_subcommand(corpus, tmp_path):
     with np.load(out) as d:
         for i, w in enumerate(want):
             assert_same(d[f"out{i}"], w, *F32_TOL)
+
+
+def test_interpreter_bench_runs_cleanly(corpus, xla):
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "interpreter_bench.py"
+    r = subprocess.run([sys.executable, str(bench), "--repeat", "1"], capture_output=True, text=True,
+                       cwd=bench.parent.parent, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines()[1:] if not ln.startswith("total")]
+    assert len(rows) == len(_PROGRAMS)
+    assert all(ln.endswith(" ok") for ln in rows), r.stdout

@@ -1,0 +1,69 @@
+"""Child process: run HLO modules on XLA:CPU (jaxlib), one JSON line per module.
+
+XLA may abort the process (a C++ CHECK failure) on some inputs, so the parent
+(`tests.interp_util.xla_execute_many`) runs this in a child and restarts it after the
+module that killed it. argv[1]: a JSON manifest `[{"hlo": path, "inputs": npz,
+"outputs": npz}, ...]`; argv[2]: the index to start at. Inputs are `in0..inN`; outputs
+are written as `out0..outM`. Prints `{"start": i}` before each module and then
+`{"i": i, "ok": true}` or `{"i": i, "error": message}`. With argv[1] `--serve` it reads
+one case (a JSON object) per stdin line instead and answers each with one line.
+"""
+
+import json
+import sys
+
+
+def save_arrays(path, prefix, arrays) -> None:
+    """np.savez that keeps ml_dtypes types (bfloat16, int4, ...): their names go in `dtypes`."""
+    import numpy as np
+
+    names = [np.asarray(a).dtype.name for a in arrays]
+    data = {f"{prefix}{k}": np.asarray(a) for k, a in enumerate(arrays)}
+    np.savez(path, dtypes=np.array(names, dtype="U32"), **data)
+
+
+def load_arrays(path, prefix):
+    import ml_dtypes
+    import numpy as np
+
+    with np.load(path) as d:
+        names = [str(n) for n in d["dtypes"]]
+        out = []
+        for k, name in enumerate(names):
+            a = d[f"{prefix}{k}"]
+            if a.dtype.kind == "V":
+                a = a.view(np.dtype(getattr(ml_dtypes, name)))
+            out.append(a)
+    return out
+
+
+def main() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from hlopass import oracle
+
+    def run(i, case):
+        try:
+            with open(case["hlo"]) as f:
+                text = f.read()
+            args = load_arrays(case["inputs"], "in")
+            outs = oracle.execute(text, args)
+            save_arrays(case["outputs"], "out", outs)
+            return {"i": i, "ok": True}
+        except Exception as e:  # XLA rejects the module or its arguments
+            return {"i": i, "error": (str(e).splitlines() or [type(e).__name__])[0][:300]}
+
+    if sys.argv[1] == "--serve":  # one JSON case per stdin line, one reply line each
+        for i, line in enumerate(sys.stdin):
+            print(json.dumps(run(i, json.loads(line))), flush=True)
+        return
+    with open(sys.argv[1]) as f:
+        cases = json.load(f)
+    for i in range(int(sys.argv[2]), len(cases)):
+        print(json.dumps({"start": i}), flush=True)
+        print(json.dumps(run(i, cases[i])), flush=True)
+
+
+if __name__ == "__main__":
+    main()
