@@ -59,8 +59,8 @@ def cost_analysis(text: str) -> dict[str, float]:
     return dict(xc._xla.hlo_module_cost_analysis(client, parse(text)))
 
 
-def execute(text: str, args: list[Any]) -> list[Any]:
-    """Compile and run an HLO module on XLA:CPU; returns flattened outputs as numpy arrays."""
+def compile(text: str) -> Any:
+    """Compile an HLO module for XLA:CPU; call the result with a list of arrays to run it."""
     import jax
     import numpy as np
 
@@ -70,6 +70,15 @@ def execute(text: str, args: list[Any]) -> list[Any]:
     devices = jax.devices("cpu")[:1]
     client = devices[0].client
     exe = client.compile_and_load(mlir, xc.DeviceList(tuple(devices)), xc.CompileOptions())
-    results = exe.execute_sharded([jax.device_put(a, devices[0]) for a in args])
-    arrays = results.disassemble_into_single_device_arrays()
-    return [np.asarray(a[0]) for a in arrays]
+
+    def run(args: list[Any]) -> list[Any]:
+        results = exe.execute_sharded([jax.device_put(a, devices[0]) for a in args])
+        arrays = results.disassemble_into_single_device_arrays()
+        return [np.asarray(a[0]) for a in arrays]
+
+    return run
+
+
+def execute(text: str, args: list[Any]) -> list[Any]:
+    """Compile and run an HLO module on XLA:CPU; returns flattened outputs as numpy arrays."""
+    return compile(text)(args)

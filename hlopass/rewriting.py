@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import re
 import sys
@@ -96,10 +95,8 @@ def forget_cached_state(module: ModuleOp) -> None:
     """
     _PINNED.pop(module, None)
     core = sys.modules.get("hlopass.interpreter.core")  # never imported just for this
-    cache = getattr(core, "_INTERPRETERS", None) if core is not None else None
-    if cache is not None:
-        with contextlib.suppress(TypeError):  # not weak-referenceable: never cached
-            cache.pop(module, None)
+    if core is not None:
+        core.forget(module)
 
 
 TraceHook = Callable[[str, str], None]

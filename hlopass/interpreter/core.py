@@ -6,6 +6,7 @@ Each op family registers its evaluators in `HANDLERS` with `@handler("opcode", .
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -137,11 +138,15 @@ def interpreter_for(module: Any) -> Interpreter:
         return Interpreter(module)
     if interp is None:
         interp = Interpreter(module)
-        try:
+        with contextlib.suppress(TypeError):  # not weak-referenceable: never cached
             _INTERPRETERS[module] = interp
-        except TypeError:
-            pass
     return interp
+
+
+def forget(module: Any) -> None:
+    """Drop the cached interpreter of `module` (its schedules go stale when passes edit it)."""
+    with contextlib.suppress(TypeError):
+        _INTERPRETERS.pop(module, None)
 
 
 def module_of(op: HloOp) -> Any:
