@@ -22,8 +22,20 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import ArrayAttr, StringAttr, SymbolRefAttr, UnitAttr
-from xdsl.ir import Attribute, Block, Data, Dialect, Operation, Region, SSAValue, TypeAttribute
+from xdsl.dialects.builtin import UNKNOWN_LOC, ArrayAttr, StringAttr, SymbolRefAttr, UnitAttr
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Data,
+    Dialect,
+    OpResult,
+    Operation,
+    Region,
+    SSAValue,
+    SSAValues,
+    TypeAttribute,
+    Use,
+)
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -176,7 +188,9 @@ def attr_to_value(kind: str, attr: Attribute) -> Any:
 def value_to_attr(kind: str, value: Any) -> Attribute:
     if kind == "comp":
         return SymbolRefAttr(value)
-    return ATTR_CLASSES[kind].new(value)
+    a = _new(ATTR_CLASSES[kind])
+    a.__dict__["data"] = value
+    return a
 
 
 # --- ops ----------------------------------------------------------------------------------
@@ -393,21 +407,160 @@ def get_dialect() -> Dialect:
     return HLO
 
 
+_new = object.__new__
+
+
+def string_attr(text: str) -> StringAttr:
+    """A `StringAttr` built without the dataclass machinery (same object state)."""
+    a = _new(StringAttr)
+    a.__dict__["data"] = text
+    return a
+
+
+def data_attr(cls: type[Data[Any]], value: Any) -> Data[Any]:
+    """`cls.new(value)` for the `hlo` Data attributes (whose verify() is a no-op)."""
+    a = _new(cls)
+    a.__dict__["data"] = value
+    return a
+
+
+def _has_defaults(cls: type[IRDLOperation]) -> bool:
+    op_def = cls.get_irdl_definition()
+    return any(
+        getattr(d, "default_value", None) is not None
+        for d in (*op_def.properties.values(), *op_def.attributes.values())
+    )
+
+
+# The fast construction below skips IRDLOperation.__post_init__, which only fills in
+# default property/attribute values: none of the instruction ops has any.
+assert not any(_has_defaults(c) for c in OP_CLASSES.values())
+
+
+_UNIT_ATTR = UnitAttr()
+assert not _has_defaults(ReturnOp) and not _has_defaults(ComputationOp)
+
+
+def new_return_op(root: SSAValue) -> ReturnOp:
+    """`ReturnOp(root)`, built the fast way (see `new_hlo_op`)."""
+    op = _new(ReturnOp)
+    vals = SSAValues((root,))
+    op._operands = vals
+    u = Use(op, 0)
+    first = root.first_use
+    if first is not None:
+        u._next_use = first
+        first._prev_use = u
+    root.first_use = u
+    op._operand_uses = (u,)
+    op.results = SSAValues()
+    op.properties = {}
+    op.attributes = {}
+    op.location = UNKNOWN_LOC
+    op._successors = ()
+    op._successor_uses = ()
+    op.regions = ()
+    return op
+
+
+def new_computation_op(name: str, block: Block, entry: bool = False) -> ComputationOp:
+    """`ComputationOp(name, block, entry)`, built the fast way (see `new_hlo_op`)."""
+    op = _new(ComputationOp)
+    op._operands = SSAValues()
+    op._operand_uses = ()
+    op.results = SSAValues()
+    props: dict[str, Attribute] = {"sym_name": string_attr(name)}
+    if entry:
+        props["is_entry"] = _UNIT_ATTR
+    op.properties = props
+    op.attributes = {}
+    op.location = UNKNOWN_LOC
+    op._successors = ()
+    op._successor_uses = ()
+    op.regions = ()
+    op.add_region(Region(block))
+    return op
+
+
+def new_hlo_op(
+    cls: type[HloOp],
+    operands: Sequence[SSAValue],
+    result_type: ShapeType,
+    properties: dict[str, Attribute],
+) -> HloOp:
+    """`cls.create(operands=..., result_types=[result_type], properties=properties)`.
+
+    Sets exactly the fields `Operation.__init__` sets (operands and their uses, one
+    `OpResult`, properties, attributes, location, successors, regions), without the
+    generic argument handling. `properties` is taken over (not copied).
+    """
+    op = _new(cls)
+    vals = SSAValues(operands)
+    op._operands = vals
+    if vals:
+        uses = []
+        for i, v in enumerate(vals):
+            u = Use(op, i)
+            first = v.first_use
+            if first is not None:
+                u._next_use = first
+                first._prev_use = u
+            v.first_use = u
+            uses.append(u)
+        op._operand_uses = tuple(uses)
+    else:
+        op._operand_uses = ()
+    op.results = SSAValues((OpResult(result_type, op, 0),))
+    op.properties = properties
+    op.attributes = {}
+    op.location = UNKNOWN_LOC
+    op._successors = ()
+    op._successor_uses = ()
+    op.regions = ()
+    return op
+
+
+# Attribute kinds whose values are safe to share between ops through an intern table:
+# hashable, and equal only when they print the same (floats are not: 0.0 == -0.0).
+_INTERNABLE_KINDS = frozenset(ATTR_KINDS) - {"float", "literal", "constant"} | {"comp"}
+
+
 def create_op(
     opcode: str,
     operands: Sequence[SSAValue],
     shape: Shape,
     name: str,
     attrs: dict[str, Any] | None = None,
+    intern: dict[tuple[str, Any], Attribute] | None = None,
 ) -> HloOp:
-    """Build an instruction op without running verifiers (the importer's fast path)."""
+    """Build an instruction op without running verifiers (the importer's fast path).
+
+    With `intern`, attribute objects of equal values (per kind) are shared through that
+    table: attributes are immutable, so ops may share them.
+    """
     cls = OP_CLASSES[opcode]
-    props: dict[str, Attribute] = {"name": StringAttr(name)}
+    props: dict[str, Attribute] = {"name": string_attr(name)}
     if attrs:
         specs = cls.ATTR_SPECS
-        for k, v in attrs.items():
-            props[k] = value_to_attr(specs[k].kind, v)
-    return cls.create(operands=operands, result_types=[shape_type(shape)], properties=props)
+        if intern is None:
+            for k, v in attrs.items():
+                props[k] = value_to_attr(specs[k].kind, v)
+        else:
+            for k, v in attrs.items():
+                kind = specs[k].kind
+                if kind in _INTERNABLE_KINDS:
+                    key = (kind, v)
+                    try:
+                        a = intern.get(key)
+                    except TypeError:  # an unhashable value
+                        a = value_to_attr(kind, v)
+                    else:
+                        if a is None:
+                            a = intern[key] = value_to_attr(kind, v)
+                    props[k] = a
+                else:
+                    props[k] = value_to_attr(kind, v)
+    return new_hlo_op(cls, operands, shape_type(shape), props)
 
 
 HLO = Dialect(

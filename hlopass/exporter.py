@@ -8,12 +8,14 @@ XLA's ShortParsable (no `%`, program shape, metadata or index comments).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 
 from hlopass.attrs import format_value
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.dialects.hlo import OP_CLASSES, ComputationOp, HloOp, ReturnOp, computations
 from hlopass.importer import MODULE_ATTRS
 from hlopass.literal import format_literal
 from hlopass.shape import Shape
@@ -81,60 +83,114 @@ def _default_compare_type(element_type: str) -> str:
     return "FLOAT"
 
 
+def _instructions(comp: ComputationOp) -> list[HloOp]:
+    """The computation's HloOps in insertion order (a direct walk of the block's op list)."""
+    out: list[HloOp] = []
+    append = out.append
+    op = comp.body.block.first_op
+    while op is not None:
+        if type(op) in _HLO_CLASSES or (type(op) is not ReturnOp and isinstance(op, HloOp)):
+            append(op)  # type: ignore[arg-type]
+        op = op._next_op  # pyright: ignore[reportPrivateUsage]
+    return out
+
+
 def instruction_post_order(comp: ComputationOp) -> list[HloOp]:
     """XLA's `MakeInstructionPostOrder`: DFS from each user-less instruction, operands first."""
-    insts = list(comp.instructions)
-    index = {id(op): i for i, op in enumerate(insts)}
-    by_name = None
-    state = [0] * len(insts)  # 0 new, 1 visiting, 2 done
-    order: list[HloOp] = []
-    for start in insts:
-        if any(isinstance(u.operation, HloOp) for u in start.results[0].uses):
+    insts = _instructions(comp)
+    getid = id
+    index = dict(zip(map(getid, insts), range(len(insts)), strict=True))
+    kids = [[index[getid(v.op)] for v in op._operands] for op in insts]  # pyright: ignore
+    for k in kids:
+        k.reverse()
+    preds = [
+        (i, op.properties["control-predecessors"].data)  # type: ignore[attr-defined]
+        for i, op in enumerate(insts)
+        if "control-predecessors" in op.properties
+    ]
+    return [insts[i] for i in _dfs_post_order(kids, preds, lambda: [o.inst_name for o in insts])]
+
+
+def _first(p: tuple[int, str]) -> int:
+    return p[0]
+
+
+def _dfs_post_order(
+    kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]], names: Any
+) -> list[int]:
+    """Indices in XLA's DFS post order, given each instruction's operand indices in reverse
+    order and the control predecessors (by name) of those that have some."""
+    n = len(kids)
+    if preds:
+        by_name = {name: i for i, name in enumerate(names())}
+        kids = list(kids)
+        for i, ps in preds:
+            if ps:
+                # Pushed after the operands, so visited before them.
+                kids[i] = kids[i] + [by_name[p] for p in ps]
+    used = set(chain.from_iterable(kids))
+    state = [0] * n  # 0 new, 1 visiting, 2 done
+    order: list[int] = []
+    append = order.append
+    for s in range(n):
+        if s in used:
             continue
-        stack = [start]
+        stack = [s]
+        pop = stack.pop
+        extend = stack.extend
         while stack:
-            cur = stack[-1]
-            i = index[id(cur)]
-            s = state[i]
-            if s == 0:
-                state[i] = 1
-            else:
-                stack.pop()
-                if s == 1:
+            i = stack[-1]
+            st = state[i]
+            if st:
+                pop()
+                if st == 1:
                     state[i] = 2
-                    order.append(cur)
+                    append(i)
                 continue
-            for operand in reversed(cur.operands):
-                o = operand.owner
-                if state[index[id(o)]] != 2:
-                    stack.append(o)  # type: ignore[arg-type]
-            preds = cur.attr("control-predecessors")
-            if preds:
-                if by_name is None:
-                    by_name = {op.inst_name: op for op in insts}
-                for p in preds:
-                    o = by_name[p]
-                    if state[index[id(o)]] != 2:
-                        stack.append(o)
+            state[i] = 1
+            extend(kids[i])  # done ones are popped again without effect
     return order
+
+
+def _callees(op: HloOp) -> list[str]:
+    names: list[str] = []
+    props = op.properties
+    for name, kind in _COMP_SPECS[type(op)]:
+        a = props.get(name)
+        if a is None:
+            continue
+        if kind == "comp":
+            names.append(a.root_reference.data)  # type: ignore[attr-defined]
+        elif kind == "comps":
+            names.extend(a.data)  # type: ignore[attr-defined]
+    if type(op) is _WHILE:
+        names.reverse()  # XLA lists a while's body before its condition
+    return names
 
 
 def computation_post_order(module: ModuleOp) -> list[ComputationOp]:
     """XLA's `MakeComputationPostOrder(dfs_postorder=true)`: callees before callers."""
     comps = computations(module)
-    by_name = {c.comp_name: c for c in comps}
-    called: dict[str, list[str]] = {}
-    nonroot: set[str] = set()
+    called: dict[str, list[list[str]]] = {}
     for c in comps:
-        lst: list[str] = []
-        for op in c.instructions:
-            names = op.callees()
-            if op.opcode == "while":
-                names.reverse()  # XLA lists a while's body before its condition
-            if names:
-                lst.append(names)  # type: ignore[arg-type]
-                nonroot.update(names)
-        called[c.comp_name] = lst  # type: ignore[assignment]
+        lst: list[list[str]] = []
+        for op in _instructions(c):
+            if type(op) in _COMP_SPECS:
+                names = _callees(op)
+                if names:
+                    lst.append(names)
+        called[c.comp_name] = lst
+    return _computation_post_order(comps, called)
+
+
+def _computation_post_order(
+    comps: list[ComputationOp], called: dict[str, list[list[str]]]
+) -> list[ComputationOp]:
+    by_name = {c.comp_name: c for c in comps}
+    nonroot: set[str] = set()
+    for lst in called.values():
+        for names in lst:
+            nonroot.update(names)
     added: set[str] = set()
     order: list[ComputationOp] = []
 
@@ -144,7 +200,7 @@ def computation_post_order(module: ModuleOp) -> list[ComputationOp]:
         post: list[str] = []
         for names in called[comp]:
             stack: list[tuple[str, int]] = []
-            for n in reversed(names):  # type: ignore[call-overload]
+            for n in reversed(names):
                 if n not in visited:
                     visited.add(n)
                     stack.append((n, 0))
@@ -156,34 +212,162 @@ def computation_post_order(module: ModuleOp) -> list[ComputationOp]:
                     post.append(name)
                 else:
                     stack[-1] = (name, i + 1)
-                    for n in reversed(lists[i]):  # type: ignore[call-overload]
+                    for n in reversed(lists[i]):
                         if n not in visited:
                             visited.add(n)
                             stack.append((n, 0))
         return post
 
     for c in comps:
-        if c.comp_name in nonroot:
+        name = c.comp_name
+        if name in nonroot:
             continue
-        for e in embedded(c.comp_name):
-            if e not in added:
-                added.add(e)
-                order.append(by_name[e])
-        added.add(c.comp_name)
+        if called[name]:
+            for e in embedded(name):
+                if e not in added:
+                    added.add(e)
+                    order.append(by_name[e])
+        added.add(name)
         order.append(c)
     return order
+
+
+_WHILE = OP_CLASSES["while"]
+_PARAMETER = OP_CLASSES["parameter"]
+_CONSTANT = OP_CLASSES["constant"]
+_HLO_CLASSES = frozenset(OP_CLASSES.values())
+_COMP_SPECS: dict[type, tuple[tuple[str, str], ...]] = {
+    cls: tuple((a.name, a.kind) for a in cls.SPEC.computations)
+    for cls in OP_CLASSES.values()
+    if cls.SPEC.computations
+}
+_ALWAYS_CLASSES = frozenset(OP_CLASSES[o] for o in _ALWAYS_PRINTED)
+
+# Why an attribute present on an op may still be left out (see `_Printer._omitted`).
+_R_DEFAULT, _R_FALSE, _R_EMPTY_DOT, _R_METADATA, _R_BACKEND, _R_CONTROL = 1, 2, 3, 4, 5, 6
+_R_PRECISION, _R_COMPARE_TYPE, _R_ALGORITHM, _R_WINDOW = 7, 8, 9, 10
+_METADATA_VISIBLE = frozenset(("op_type", "op_name", "source_file", "scheduling_name"))
+
+
+def _rule(opcode: str, name: str) -> int:
+    if name in _OMIT_DEFAULT:
+        return _R_DEFAULT
+    if name in _OMIT_FALSE:
+        return _R_FALSE
+    if name in _OMIT_EMPTY:
+        return _R_EMPTY_DOT if opcode == "dot" else 0
+    if name == "metadata":
+        return _R_METADATA
+    if name == "backend_config":
+        return _R_BACKEND
+    if name == "control-predecessors":
+        return _R_CONTROL
+    if name == "operand_precision":
+        return _R_PRECISION
+    if name == "type" and opcode == "compare":
+        return _R_COMPARE_TYPE
+    if name == "algorithm" and opcode in ("dot", "scaled-dot"):
+        return _R_ALGORITHM
+    if name == "window":
+        return _R_WINDOW
+    return 0
+
+
+_PERCENT_KINDS = frozenset(("comp", "comps", "names"))
+
+
+def _text_key(kind: str, percent: bool) -> str:
+    """Where an attribute caches its printed text (per kind, and per `%` style if it matters)."""
+    return "_hlo_text_" + kind + ("" if percent or kind not in _PERCENT_KINDS else "_nopct")
+
+
+def _attr_text(a: Any, kind: str, percent: bool) -> str:
+    """`format_value` of an attribute's value, cached on the (immutable) attribute."""
+    d = a.__dict__
+    key = _text_key(kind, percent)
+    t = d.get(key)
+    if t is None:
+        value = a.root_reference.data if kind == "comp" else a.data
+        t = format_value(kind, value, percent)
+        if kind != "literal":  # may hold a (mutable) numpy array
+            d[key] = t
+    return t
+
+
+def _indexed_shape(shape: Shape, layout: bool = True) -> str:
+    """A shape with `/*index=N*/` every 5 tuple elements (ShapeUtil::PrintHumanString)."""
+    if shape.is_tuple:
+        parts = []
+        for i, e in enumerate(shape.elements):  # type: ignore[attr-defined]
+            prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
+            parts.append(prefix + _indexed_shape(e, layout))
+        return "(" + ", ".join(parts) + ")"
+    return shape.text(layout)
+
+
+def _type_text(t: Any) -> str:
+    """`_indexed_shape` of a ShapeType's shape, cached on the (immutable) type attribute."""
+    d = t.__dict__
+    s = d.get("_hlo_text")
+    if s is None:
+        s = d["_hlo_text"] = _indexed_shape(t.data)
+    return s
+
+
+def _type_text_no_layout(t: Any) -> str:
+    d = t.__dict__
+    s = d.get("_hlo_text_nl")
+    if s is None:
+        s = d["_hlo_text_nl"] = _indexed_shape(t.data, False)
+    return s
+
+
+class _Scanned:
+    """One computation's instructions as text, with what ordering them needs."""
+
+    __slots__ = (
+        "comp", "name", "texts", "kids", "preds", "pnames", "root", "root_type", "params",
+        "called", "lp",
+    )  # fmt: skip
+
+    def __init__(self, comp: ComputationOp, name: str) -> None:
+        self.comp = comp
+        self.name = name
+        self.texts: list[str] = []
+        self.kids: list[list[int]] = []
+        self.preds: list[tuple[int, tuple[str, ...]]] = []
+        self.pnames: list[str] = []
+        self.root = -1
+        self.root_type: Any = None
+        self.lp = 0  # length of the `%` prefix of pnames
+        self.params: list[tuple[int, str]] = []  # (number, `name: shape`)
+        self.called: list[list[str]] = []
+
+    def names(self) -> list[str]:
+        lp = self.lp
+        return [p[lp:] for p in self.pnames]
 
 
 class _Printer:
     def __init__(self, options: PrintOptions):
         self.o = options
         self.pct = "%" if options.percent else ""
+        # Per op class: the attributes to consider, in print order, as
+        # (name, kind, omission rule, text printed when absent or None, text cache key).
+        self._plans: dict[type, tuple[tuple[str, str, int, str | None, str], ...]] = {}
+        # Per op class: attribute name -> (position in the plan, *plan entry).
+        self._rank_of: dict[type, dict[str, tuple[Any, ...]]] = {}
 
     def module(self, module: ModuleOp) -> str:
         out: list[str] = []
         name = module.attributes.get("sym_name")
         header = "HloModule " + (name.data if name is not None else "module")  # type: ignore[attr-defined]
-        comps = computation_post_order(module)
+        all_comps = computations(module)
+        scans = {}
+        for c in all_comps:
+            sc = self.scan(c)
+            scans[sc.name] = sc
+        comps = _computation_post_order(all_comps, {n: sc.called for n, sc in scans.items()})
         entry = next((c for c in comps if c.is_entry is not None), comps[-1])
         for key, kind in MODULE_ATTRS.items():
             attr = module.attributes.get("hlo." + key)
@@ -208,7 +392,7 @@ class _Printer:
         scheduled = module.attributes.get("hlo.is_scheduled")
         is_scheduled = bool(scheduled is not None and scheduled.data)  # type: ignore[attr-defined]
         for c in comps:
-            out.append(self.computation(c, c is entry, is_scheduled))
+            self.computation(scans[c.comp_name], c is entry, is_scheduled, out)
             out.append("")
         return "\n".join(out) + "\n"
 
@@ -222,112 +406,246 @@ class _Printer:
         for i, s in enumerate(params):
             prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
             texts.append(prefix + s.text())
-        return "{(" + ", ".join(texts) + ")->" + self.indexed_shape(result) + "}"
+        return "{(" + ", ".join(texts) + ")->" + _indexed_shape(result) + "}"
 
     def indexed_shape(self, shape: Shape) -> str:
-        """A shape with `/*index=N*/` every 5 tuple elements (ShapeUtil::PrintHumanString)."""
-        if shape.is_tuple:
-            parts = []
-            for i, e in enumerate(shape.elements):  # type: ignore[attr-defined]
-                prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
-                parts.append(prefix + self.indexed_shape(e))
-            return "(" + ", ".join(parts) + ")"
-        return shape.text()
-
-    def computation(self, comp: ComputationOp, is_entry: bool, scheduled: bool) -> str:
-        head = ("ENTRY " if is_entry else "") + self.pct + comp.comp_name + " "
-        if self.o.program_shape:
-            params = comp.parameters()
-            sig = ", ".join(f"{p.inst_name}: {self.shape_no_layout(p.shape)}" for p in params)
-            head += f"({sig}) -> {self.shape_no_layout(comp.root.shape)} "
-        lines = [head + "{"]
-        root = comp.root
-        order = list(comp.instructions) if scheduled else instruction_post_order(comp)
-        for op in order:
-            lines.append(("  ROOT " if op is root else "  ") + self.instruction(op))
-        tail = "}"
-        thread = comp.execution_thread
-        if thread is not None and thread.data != "main":
-            tail += f', execution_thread="{thread.data}"'
-        lines.append(tail)
-        return "\n".join(lines)
+        return _indexed_shape(shape)
 
     def shape_no_layout(self, shape: Shape) -> str:
-        if shape.is_tuple:
-            parts = []
-            for i, e in enumerate(shape.elements):  # type: ignore[attr-defined]
-                prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
-                parts.append(prefix + self.shape_no_layout(e))
-            return "(" + ", ".join(parts) + ")"
-        return shape.text(False)
+        return _indexed_shape(shape, False)
 
-    def instruction(self, op: HloOp) -> str:
-        pct = self.pct
-        opcode = op.opcode
-        shape = op.shape
-        shape_text = self.indexed_shape(shape) if shape.is_tuple else shape.text()
-        text = f"{pct}{op.inst_name} = {shape_text} {opcode}("
-        if opcode == "parameter":
-            text += str(op.attr("number")) + ")"
-        elif opcode == "constant":
-            v = op.attr("value")
-            text += format_literal(v.literal, v.shape) + ")"
+    def computation(
+        self, sc: _Scanned, is_entry: bool, scheduled: bool, lines: list[str]
+    ) -> None:
+        comp = sc.comp
+        head = ("ENTRY " if is_entry else "") + self.pct + sc.name + " "
+        if self.o.program_shape:
+            params = sc.params
+            if len(params) > 1:
+                params = sorted(params, key=_first)
+            sig = ", ".join([p[1] for p in params])
+            rt = sc.root_type
+            if rt is None:
+                rt = comp.root.results[0].type
+            head += f"({sig}) -> {_type_text_no_layout(rt)} "
+        lines.append(head + "{")
+        texts = sc.texts
+        root = sc.root
+        if scheduled:
+            order: Any = range(len(texts))
         else:
-            parts = []
-            interval = self.o.index_interval
-            for i, operand in enumerate(op.operands):
-                owner: HloOp = operand.owner  # type: ignore[assignment]
-                prefix = f"/*index={i}*/" if interval and i and i % interval == 0 else ""
-                if self.o.operand_shapes:
-                    prefix += self.indexed_shape(owner.shape) + " "
-                parts.append(prefix + pct + owner.inst_name)
-            text += ", ".join(parts) + ")"
-        attrs = []
-        always = _ALWAYS_PRINTED.get(opcode)
-        present = op.properties
-        for spec in op.attr_specs.values():
-            name = spec.name
-            if name in ("number", "value"):
-                continue
-            if name not in present:
-                if always is not None and name in always:
-                    attrs.append(f"{name}={always[name]}")
-                continue
-            value = op.attr(name)
-            if not self._should_print(op, name, value):
-                continue
-            attrs.append(f"{name}={format_value(spec.kind, value, self.o.percent)}")
-        if attrs:
-            text += ", " + ", ".join(attrs)
-        return text
+            order = _dfs_post_order(sc.kids, sc.preds, sc.names)
+        lines.extend([("  ROOT " if i == root else "  ") + texts[i] for i in order])
+        thread = comp.properties.get("execution_thread")
+        if thread is not None and thread.data != "main":  # type: ignore[attr-defined]
+            lines.append(f'}}, execution_thread="{thread.data}"')  # type: ignore[attr-defined]
+        else:
+            lines.append("}")
 
-    def _should_print(self, op: HloOp, name: str, value: Any) -> bool:
-        if name in _OMIT_DEFAULT and value == _OMIT_DEFAULT[name]:
-            return False
-        if name in _OMIT_FALSE and not value:
-            return False
-        if name in _OMIT_EMPTY and not value and op.opcode == "dot":
-            return False
-        if name == "metadata":
-            # XLA prints metadata only when one of these four fields is set.
-            return self.o.metadata and any(
-                k in ("op_type", "op_name", "source_file", "scheduling_name")
-                for k, _ in value.fields
-            )
-        if name == "backend_config":
-            return self.o.backend_config and value != ""
-        if name == "control-predecessors":
-            return self.o.control_dependencies and bool(value)
-        if name == "operand_precision":
-            return any(p != "default" for p in value)
-        if name == "type" and op.opcode == "compare":
-            et = op.operands[0].type.data.element_type  # type: ignore[attr-defined]
-            return value != _default_compare_type(et)
-        if name == "algorithm" and op.opcode in ("dot", "scaled-dot"):
-            return value not in ("unset", "alg_unset")
-        if name == "window":
-            return bool(value.dims)
-        return True
+    def scan(self, comp: ComputationOp) -> _Scanned:
+        """Walk the computation once: each instruction's text (without indentation or
+        ROOT), operand indices (for the post order), parameters, called computations."""
+        sc = _Scanned(comp, comp.properties["sym_name"].data)  # type: ignore[attr-defined]
+        sc.lp = len(self.pct)
+        getid = id
+        index: dict[int, int] = {}
+        pct = self.pct
+        o = self.o
+        interval = o.index_interval
+        operand_shapes = o.operand_shapes
+        want_params = o.program_shape
+        plans = self._plans
+        rank_of = self._rank_of
+        omitted = self._omitted
+        pnames = sc.pnames
+        add_name = pnames.append
+        add_text = sc.texts.append
+        add_kids = sc.kids.append
+        hlo_classes = _HLO_CLASSES
+        n = -1
+        op = comp.body.block.first_op
+        while op is not None:
+            cls = type(op)
+            if cls not in hlo_classes:
+                if cls is ReturnOp:
+                    for v in op._operands:  # pyright: ignore[reportPrivateUsage]
+                        sc.root = index.get(getid(v), -1)
+                        sc.root_type = v._type  # pyright: ignore[reportPrivateUsage]
+                    op = op._next_op  # pyright: ignore[reportPrivateUsage]
+                    continue
+                if not isinstance(op, HloOp):
+                    op = op._next_op  # pyright: ignore[reportPrivateUsage]
+                    continue
+            n += 1
+            props = op.properties
+            pname = pct + props["name"].data  # type: ignore[attr-defined]
+            add_name(pname)
+            for res in op.results:
+                t = res._type  # pyright: ignore[reportPrivateUsage]
+                index[getid(res)] = n
+            tt = t.__dict__.get("_hlo_text") or _type_text(t)
+            operands = op._operands  # pyright: ignore[reportPrivateUsage]
+            no = len(operands)
+            if no > 2 or (no and (operand_shapes or interval and no > interval)):
+                k = [index.get(getid(v), -1) for v in operands]
+                if -1 in k:  # an operand defined later in the block
+                    k = self._forward_operands(op, comp)
+                    index.update({getid(v): j for v, j in zip(operands, k, strict=True)})
+                if operand_shapes:
+                    parts = []
+                    for i, v in enumerate(operands):
+                        prefix = f"/*index={i}*/" if interval and i and i % interval == 0 else ""
+                        vt = v._type  # pyright: ignore[reportPrivateUsage]
+                        vtt = vt.__dict__.get("_hlo_text") or _type_text(vt)
+                        parts.append(f"{prefix}{vtt} {self._operand_name(v, k[i], pnames)}")
+                    args = ", ".join(parts)
+                elif not interval or no <= interval:
+                    args = ", ".join([self._operand_name(v, j, pnames) for v, j in zip(operands, k, strict=True)])
+                else:
+                    parts = []
+                    for i, j in enumerate(k):
+                        prefix = f"/*index={i}*/" if i and i % interval == 0 else ""
+                        parts.append(prefix + self._operand_name(operands[i], j, pnames))
+                    args = ", ".join(parts)
+                k.reverse()
+                add_kids(k)
+            elif no == 2:
+                v0, v1 = operands
+                try:
+                    j0 = index[getid(v0)]
+                    j1 = index[getid(v1)]
+                    args = f"{pnames[j0]}, {pnames[j1]}"
+                except KeyError:  # an operand defined later in the block
+                    j0, j1 = self._forward_operands(op, comp)
+                    args = f"{self._operand_name(v0, j0, pnames)}, {self._operand_name(v1, j1, pnames)}"
+                add_kids([j1, j0])
+            elif no == 1:
+                for v0 in operands:
+                    try:
+                        j0 = index[getid(v0)]
+                        args = pnames[j0]
+                    except KeyError:
+                        (j0,) = self._forward_operands(op, comp)
+                        args = self._operand_name(v0, j0, pnames)
+                add_kids([j0])
+            else:
+                add_kids([])
+                if cls is _PARAMETER:
+                    args = str(props["number"].data)  # type: ignore[attr-defined]
+                    if want_params:
+                        sc.params.append(
+                            (props["number"].data, f"{pname[len(pct):]}: {_type_text_no_layout(t)}")  # type: ignore[attr-defined]
+                        )
+                elif cls is _CONSTANT:
+                    v = props["value"].data  # type: ignore[attr-defined]
+                    args = format_literal(v.literal, v.shape)
+                else:
+                    args = ""
+            text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+            if len(props) > 1:
+                if cls in _COMP_SPECS:
+                    called = _callees(op)  # type: ignore[arg-type]
+                    if called:
+                        sc.called.append(called)
+                ranks = rank_of.get(cls) or self._ranks(cls)
+                if len(props) == 2 and cls not in _ALWAYS_CLASSES:
+                    # One property besides the name (the commonest case after none).
+                    for pname_ in props:
+                        entry = ranks.get(pname_)
+                        if entry is not None:
+                            items = (entry[1:],)
+                            break
+                    else:
+                        items = ()
+                else:
+                    items = plans.get(cls) or self._plan(cls)
+                attrs = []
+                for name, kind, rule, always, key in items:
+                    a = props.get(name)
+                    if a is None:
+                        if always is not None:
+                            attrs.append(f"{name}={always}")
+                        continue
+                    if rule:
+                        if rule == _R_CONTROL:
+                            sc.preds.append((n, a.data))  # type: ignore[attr-defined]
+                        if omitted(op, rule, name, a):  # type: ignore[arg-type]
+                            continue
+                    at = a.__dict__.get(key)
+                    if at is None:
+                        at = _attr_text(a, kind, o.percent)
+                    attrs.append(f"{name}={at}")
+                if attrs:
+                    text = text + ", " + ", ".join(attrs)
+            elif cls in _ALWAYS_CLASSES:
+                attrs = [
+                    f"{name}={always}"
+                    for name, _, _, always, _ in plans.get(cls) or self._plan(cls)
+                    if always is not None
+                ]
+                if attrs:
+                    text = text + ", " + ", ".join(attrs)
+            add_text(text)
+            op = op._next_op  # pyright: ignore[reportPrivateUsage]
+        return sc
+
+    def _forward_operands(self, op: Operation, comp: ComputationOp) -> list[int]:
+        """Operand indices of `op` when some operand is defined after it in the block."""
+        insts = _instructions(comp)
+        index = {id(x.results[0]): i for i, x in enumerate(insts)}
+        return [index[id(v)] for v in op._operands]  # pyright: ignore[reportPrivateUsage]
+
+    def _operand_name(self, v: Any, j: int, pnames: list[str]) -> str:
+        if j < len(pnames):
+            return pnames[j]
+        return self.pct + v.op.properties["name"].data
+
+    def _ranks(self, cls: type) -> dict[str, tuple[Any, ...]]:
+        plan = self._plans.get(cls) or self._plan(cls)
+        ranks = {item[0]: (i, *item) for i, item in enumerate(plan)}
+        self._rank_of[cls] = ranks
+        return ranks
+
+    def _plan(self, cls: type) -> tuple[tuple[str, str, int, str | None, str], ...]:
+        opcode = cls.OPCODE  # type: ignore[attr-defined]
+        always = _ALWAYS_PRINTED.get(opcode, {})
+        items = tuple(
+            (spec.name, spec.kind, _rule(opcode, spec.name), always.get(spec.name),
+             _text_key(spec.kind, self.o.percent))
+            for spec in cls.ATTR_SPECS.values()  # type: ignore[attr-defined]
+            if spec.name not in ("number", "value")
+        )
+        self._plans[cls] = items
+        return items
+
+    def _omitted(self, op: HloOp, rule: int, name: str, a: Any) -> bool:
+        value = a.data
+        if rule == _R_METADATA:
+            if not self.o.metadata:
+                return True
+            d = a.__dict__
+            vis = d.get("_hlo_visible")
+            if vis is None:
+                vis = d["_hlo_visible"] = any(k in _METADATA_VISIBLE for k, _ in value.fields)
+            return not vis
+        if rule == _R_DEFAULT:
+            return value == _OMIT_DEFAULT[name]
+        if rule in (_R_FALSE, _R_EMPTY_DOT):
+            return not value
+        if rule == _R_BACKEND:
+            return not self.o.backend_config or value == ""
+        if rule == _R_CONTROL:
+            return not self.o.control_dependencies or not value
+        if rule == _R_PRECISION:
+            return not any(p != "default" for p in value)
+        if rule == _R_COMPARE_TYPE:
+            et = op._operands[0].type.data.element_type  # type: ignore[attr-defined]  # pyright: ignore
+            return value == _default_compare_type(et)
+        if rule == _R_ALGORITHM:
+            return value in ("unset", "alg_unset")
+        if rule == _R_WINDOW:
+            return not value.dims
+        return False
 
 
 def print_hlo(module: ModuleOp, style: str = "default") -> str:

@@ -12,14 +12,17 @@ from xdsl.utils.exceptions import VerifyException
 from hlopass import attrs as A
 from hlopass.dialects.hlo import (
     ATTR_CLASSES,
+    OP_CLASSES,
     ComputationOp,
     HloOp,
     ReturnOp,
     create_op,
+    new_computation_op,
+    new_return_op,
 )
 from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
 from hlopass.errors import HloParseError, HloShapeError
-from hlopass.lexer import Lexer
+from hlopass.lexer import SHAPE_RE, Lexer
 from hlopass.verifier import verify_instruction
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
 from hlopass.shape import (
@@ -159,6 +162,7 @@ def _parse_layout(text: str, rank: int) -> Layout:
 class _Parser:
     def __init__(self, lx: Lexer):
         self.lx = lx
+        self.intern: dict[tuple[str, Any], Any] = {}
 
     # --- token helpers ------------------------------------------------------------------
 
@@ -719,7 +723,7 @@ class ModuleParser(_Parser):
             result_start = lx.peek()[2]
             declared_result = self.shape()
         block = Block()
-        comp = ComputationOp(name, block, entry=is_entry)
+        comp = new_computation_op(name, block, is_entry)
         self.instructions(comp, block)
         if self.accept(","):
             k, key, kstart = lx.next()
@@ -744,7 +748,26 @@ class ModuleParser(_Parser):
         root: HloOp | None = None
         last: HloOp | None = None
         params: dict[int, int] = {}
+        head = _HEAD.match
+        text = lx.text
         while True:
+            m = head(text, lx.pos if lx._peeked is None else lx.rewind_to_peek())
+            if m is not None:
+                op = self.fast_instruction(m, values, block)
+                if op is not None:
+                    is_root = m.start(1) >= 0
+                    start = m.start(1) if is_root else m.start(2)
+                    if type(op) is _PARAMETER_CLS:
+                        number = op.properties["number"].data  # type: ignore[attr-defined]
+                        if number in params:
+                            self.error(f"parameter number {number} is used twice", start)
+                        params[number] = start
+                    if is_root:
+                        if root is not None:
+                            self.error("one computation should have only one ROOT", start)
+                        root = op
+                    last = op
+                    continue
             kind, tok, start = lx.peek()
             if tok == "}" and kind == "PUNCT":
                 lx.next()
@@ -771,7 +794,7 @@ class ModuleParser(_Parser):
         for i in range(len(params)):
             if i not in params:
                 self.error(f"computation {comp.comp_name} has no parameter({i})", params[max(params)])
-        block.add_op(ReturnOp((root or last).results[0]))  # type: ignore[union-attr]
+        block.add_op(new_return_op((root or last).results[0]))  # type: ignore[union-attr]
 
     def instruction(self, values: dict[str, SSAValue], block: Block) -> HloOp:
         lx = self.lx
@@ -811,12 +834,82 @@ class ModuleParser(_Parser):
         if spec is None:
             self.error(f"unknown opcode {opcode!r}", ostart)
             raise AssertionError
+        self.expect("(")
+        return self.instruction_body(name, opcode, spec, shape, values, block, start, ostart, nested)
+
+    def fast_instruction(
+        self, m: re.Match[str], values: dict[str, SSAValue], block: Block
+    ) -> HloOp | None:
+        """The common `[ROOT] %name = f32[2]{0} opcode(` head, matched by `_HEAD`; None (and
+        nothing consumed) when the slow path must handle it (or report its error)."""
+        root_kw, name, shape_tok, opcode = m.group(1, 2, 3, 4)
+        if name.startswith("%"):
+            name = name[1:]
+        elif name in _NOT_NAMES and (not root_kw or name != "ROOT"):
+            return None  # `inf` and `nan` do not lex as names; a lone `ROOT` is the keyword
+        spec = OPCODES.get(opcode)
+        if spec is None or name in values:
+            return None
+        shape = _SHAPE_CACHE.get(shape_tok)
+        if shape is None:
+            try:
+                shape = _array_shape_from_token(shape_tok)
+            except ValueError:
+                return None
+        self.lx.pos = m.end()
+        return self.instruction_body(name, opcode, spec, shape, values, block, m.start(2), m.start(4))
+
+    def fast_operands(self, values: dict[str, SSAValue]) -> list[SSAValue] | None:
+        """A list of plain (optionally typed) operand names up to its `)`, or None (and nothing
+        consumed) when the general parser must read it."""
+        lx = self.lx
+        text = lx.text
+        pos = lx.pos
+        match = _OPERAND.match
+        operands: list[SSAValue] = []
+        while True:
+            m = match(text, pos)
+            if m is None:
+                return None
+            shape_tok, name, end = m.group(1, 2, 3)
+            value = values.get(name[1:] if name.startswith("%") else name)
+            if value is None:
+                return None
+            if shape_tok is not None:
+                typed = _SHAPE_CACHE.get(shape_tok)
+                if typed is None or not typed.compatible(value.type.data):  # type: ignore[attr-defined]
+                    return None
+            operands.append(value)
+            pos = m.end()
+            if end == ")":
+                lx.pos = pos
+                return operands
+
+    def instruction_body(
+        self,
+        name: str,
+        opcode: str,
+        spec: Any,
+        shape: Shape | None,
+        values: dict[str, SSAValue],
+        block: Block,
+        start: int,
+        ostart: int,
+        nested: bool = False,
+    ) -> HloOp:
+        """The rest of an instruction after its opening `(`."""
+        lx = self.lx
         attrs: dict[str, Any] = {}
         operands: list[SSAValue] = []
-        self.expect("(")
+        text = lx.text
         if opcode == "parameter":
-            attrs["number"] = self.int_()
-            self.expect(")")
+            m = _PARAM_NUMBER.match(text, lx.pos) if lx._peeked is None else None
+            if m is not None:
+                attrs["number"] = int(m.group(1))
+                lx.pos = m.end()
+            else:
+                attrs["number"] = self.int_()
+                self.expect(")")
         elif opcode == "constant":
             if shape is None:
                 self.error("a constant needs its shape", ostart)
@@ -824,7 +917,10 @@ class ModuleParser(_Parser):
             attrs["value"] = A.ShapedLiteral(shape, self.literal(shape))
             self.expect(")")
         else:
-            if not self.accept(")"):
+            fast = None if nested or lx._peeked is not None else self.fast_operands(values)
+            if fast is not None:
+                operands = fast
+            elif not self.accept(")"):
                 while True:
                     operands.append(self.operand(values, block))
                     if self.accept(")"):
@@ -835,6 +931,7 @@ class ModuleParser(_Parser):
                 f"{opcode} takes {spec.arity} operand(s) but {len(operands)} given", ostart
             )
         while True:
+            m = None
             if nested:
                 # A nested instruction's attributes end where the enclosing operand list
                 # goes on: take `, name=` only.
@@ -844,19 +941,47 @@ class ModuleParser(_Parser):
                 if lx.peek()[0] != "ATTR":
                     lx.pos, lx._peeked = saved
                     break
+            elif lx._peeked is None:
+                m = _COMMA_KEY.match(text, lx.pos)
+                if m is None:
+                    if _NO_COMMA.match(text, lx.pos):
+                        break
+                    if not self.accept(","):
+                        break
             elif not self.accept(","):
                 break
-            k, key, kstart = lx.next()
-            if k != "ATTR":
-                self.error(f"expected an attribute, got {_describe(k, key)}", kstart)
+            if m is not None:
+                key = m.group(1)
+                kstart = m.start(1)
+                lx.pos = m.end()
+            else:
+                k, key, kstart = lx.next()
+                if k != "ATTR":
+                    self.error(f"expected an attribute, got {_describe(k, key)}", kstart)
             aspec: AttrSpec | None = spec.by_name.get(key) or COMMON_BY_NAME.get(key)
             if aspec is None:
                 self.error(f"unknown attribute {key!r} for {opcode}", kstart)
                 raise AssertionError
             if key in attrs:
                 self.error(f"attribute {key!r} given twice", kstart)
+            akind = aspec.kind
+            if m is not None and (akind == "ints" or akind == "comp"):
+                vm = (_INTS if akind == "ints" else _COMP_NAME).match(text, lx.pos)
+                if vm is not None and vm.group(1) not in _NOT_NAMES:
+                    vstart = lx.pos
+                    lx.pos = vm.end()
+                    if akind == "ints":
+                        body = vm.group(1)
+                        attrs[key] = tuple(map(int, body.split(","))) if body else ()
+                        continue
+                    cname = vm.group(1)
+                    attrs[key] = cname[1:] if cname.startswith("%") else cname
+                    if attrs[key] == getattr(self, "current_computation", None):
+                        self.error(f"computation {attrs[key]!r} cannot call itself", vstart)
+                    self.references.append((attrs[key], vstart))
+                    continue
             vstart = lx.peek()[2]
-            attrs[key] = self.value(aspec.kind, key, opcode)
+            attrs[key] = self.value(akind, key, opcode)
             if key == "frontend_attributes":
                 attrs[key] = A.Raw(_normalize_frontend_attrs(attrs[key].text))
             if aspec.kind == "comp":
@@ -872,12 +997,15 @@ class ModuleParser(_Parser):
             and getattr(operands[0].type.data, "rank", None) == 0  # type: ignore[attr-defined]
         ):
             attrs["dimensions"] = ()  # a scalar broadcast may leave out dimensions={}
-        for a in spec.attrs:
-            if a.required and a.name not in attrs and a.name not in ("number", "value"):
-                self.error(f"{opcode} {name} is missing attribute {a.name}", ostart)
-        for a in spec.computations:
-            if a.required and a.name not in attrs:
-                self.error(f"{opcode} {name} is missing attribute {a.name}", ostart)
+        required = _REQUIRED.get(opcode)
+        if required is None:
+            required = _REQUIRED[opcode] = tuple(
+                [a.name for a in spec.attrs if a.required and a.name not in ("number", "value")]
+                + [a.name for a in spec.computations if a.required]
+            )
+        for a in required:
+            if a not in attrs:
+                self.error(f"{opcode} {name} is missing attribute {a}", ostart)
         if shape is None:
             from hlopass.shape_inference import infer_shape
 
@@ -886,14 +1014,23 @@ class ModuleParser(_Parser):
             except ValueError as e:
                 self.error(f"cannot infer the shape of {opcode}: {e}", ostart)
                 raise AssertionError from None
-        op = create_op(opcode, operands, shape, name, attrs)
+        op = create_op(opcode, operands, shape, name, attrs, self.intern)
         try:
             verify_instruction(op)
         except VerifyException as e:
             line, col = lx.line_col(start)
             raise HloShapeError(str(e), lx.filename, line, col) from None
-        block.add_op(op)
-        values[name] = op.results[0]
+        # block.add_op(op) for a fresh op: link it after the block's last op.
+        last = block._last_op  # pyright: ignore[reportPrivateUsage]
+        op.parent = block
+        if last is None:
+            block._first_op = op  # pyright: ignore[reportPrivateUsage]
+        else:
+            last._next_op = op  # pyright: ignore[reportPrivateUsage]
+            op._prev_op = last  # pyright: ignore[reportPrivateUsage]
+        block._last_op = op  # pyright: ignore[reportPrivateUsage]
+        for res in op.results:
+            values[name] = res
         return op
 
     def operand(self, values: dict[str, SSAValue], block: Block) -> SSAValue:
@@ -1035,14 +1172,19 @@ def _uniquify_instruction_names(comps: list[ComputationOp]) -> None:
     """Rename instructions as XLA does when it adds the parsed computations to the module:
     names are made unique module-wide, computations and instructions in text order."""
     uniquer = _NameUniquer()
+    unique = uniquer.unique
     for comp in comps:
         renamed: dict[str, str] = {}
-        for op in comp.instructions:
-            old = op.inst_name
-            new = uniquer.unique(old)
-            if new != old:
-                op.inst_name = new
-                renamed[old] = new
+        op = comp.regions[0].first_block.first_op  # type: ignore[union-attr]
+        while op is not None:
+            if type(op) is not ReturnOp:
+                props = op.properties
+                old = props["name"].data  # type: ignore[attr-defined]
+                new = unique(old)
+                if new != old:
+                    props["name"] = StringAttr(new)
+                    renamed[old] = new
+            op = op._next_op  # pyright: ignore[reportPrivateUsage]
         if renamed:
             for op in comp.instructions:
                 preds = op.attr("control-predecessors")
@@ -1173,6 +1315,27 @@ def _renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
     ]
     return "\n".join(out)
 _UNIT = UnitAttr()
+_PARAMETER_CLS = OP_CLASSES["parameter"]
+_NAME_RE = r"%?[A-Za-z_$][\w.\-$]*"
+# `[ROOT] name = SHAPE opcode(` on one line: the head of most instructions.
+_HEAD = re.compile(
+    r"(?>(?:\s+|//[^\n]*|/\*.*?\*/)*)"  # atomic: no backtracking into the blanks
+    rf"(ROOT[ \t]+)?({_NAME_RE})[ \t]*=[ \t]*({SHAPE_RE})[ \t]+([A-Za-z_][\w\-]*)\(",
+    re.S,
+)
+# One operand of a plain operand list: `[/*index=N*/][SHAPE ]name` and `,` or `)`.
+_OPERAND = re.compile(
+    rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
+)
+_NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
+_SKIP = r"(?:\s+|//[^\n]*|/\*.*?\*/)*"  # what the lexer skips between tokens
+_PARAM_NUMBER = re.compile(r"[ \t]*(-?\d+)[ \t]*\)")
+_COMMA_KEY = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=")
+_NO_COMMA = re.compile(rf"(?>{_SKIP})(?!,)", re.S)
+_INTS = re.compile(r"\{(-?\d+(?:,-?\d+)*)?\}")
+# A called computation's name, not followed by what would make it another token.
+_COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
+_REQUIRED: dict[str, tuple[str, ...]] = {}
 
 
 def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:

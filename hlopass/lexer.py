@@ -17,11 +17,14 @@ _ELEMENT = (
     r"|f4e2m1fn|[su](?:1|2|4|8|16|32|64)|f(?:16|32|64)|c64|c128|token|opaque_type|opaque)"
 )
 
+SHAPE_RE = rf"{_ELEMENT}\[[^\]\n]*\](?:\{{(?=[\d:}}])[^}}\n]*\}})?"
+"""One array shape token (`f32[2,3]{1,0}`), as the lexer reads it."""
+
 _TOKEN = re.compile(
     r"(?:\s+|//[^\n]*|/\*.*?\*/)*"
     r"(?:"
     r'(?P<STRING>"(?:[^"\\]|\\.)*")'
-    rf"|(?P<SHAPE>{_ELEMENT}\[[^\]\n]*\](?:\{{(?=[\d:}}])[^}}\n]*\}})?)"
+    rf"|(?P<SHAPE>{SHAPE_RE})"
     r"|(?P<DIMLABELS>[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,})"
     r"|(?P<PAD>-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*)"
     r"|(?P<DXD>\d+(?:x\d+)+)(?![\w.])"
