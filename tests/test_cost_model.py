@@ -201,3 +201,81 @@ def test_fusion_estimates_rank_like_xla_default_model() -> None:
     assert len(pairs) >= 100
     assert bench.spearman([p[0] for p in pairs], [p[1] for p in pairs]) >= 0.9
     assert 0.8 <= statistics.median(o / x for o, x in pairs) <= 1.25
+
+
+LAUNCH_GRID = """HloModule m
+fused {
+  p0 = f32[250000] parameter(0)
+  p1 = f32[250000] parameter(1)
+  ROOT a = f32[250000] add(p0, p1)
+}
+ENTRY e {
+  a = f32[250000] parameter(0)
+  b = f32[250000] parameter(1)
+  ROOT f = f32[250000] fusion(a, b), kind=kLoop, calls=fused
+}
+"""
+
+
+def test_launch_grid_uses_the_requested_device() -> None:
+    """XLA's loop emitter unrolls x4 once elements >= SMs x threads_per_core_limit: 250000
+    elements is past A100's 108 x 2048 = 221184 but not H100's 132 x 2048 = 270336, so the
+    grids differ (1954 vs 489 blocks of 128 threads); estimates on one device must not reuse
+    the other's cached grid, and H100 results do not depend on what was estimated before."""
+    from hlopass.cost import clear_cache, group_work
+    from hlopass.cost.fusion import loop_launch
+
+    a100 = get_device("a100_sxm_80")
+    clear_cache()
+    m = hlopass.parse_hlo(LAUNCH_GRID)
+    h_first = estimate(m, H100).kernels[0]
+    a_row = estimate(m, a100).kernels[0]
+    h_again = estimate(m, H100).kernels[0]
+    assert h_again.time_us == h_first.time_us and h_again.compute_us == h_first.compute_us
+    clear_cache()
+    m2 = hlopass.parse_hlo(LAUNCH_GRID)
+    a_fresh = estimate(m2, a100).kernels[0]
+    assert a_fresh.time_us == a_row.time_us
+    fused = {c.comp_name: c for c in hlo.computations(m2)}["fused"]
+    body = list(fused.instructions)
+    wh, wa = group_work(body, H100), group_work(body, a100)
+    assert (wh.blocks, wh.threads_per_block) == loop_launch(250000, 132) == (1954, 128)
+    assert (wa.blocks, wa.threads_per_block) == loop_launch(250000, 108) == (489, 128)
+    # A6000 allows 1536 threads per SM: 84 x 1536 = 129024 <= 250000, unrolled too
+    a6000 = get_device("a6000")
+    assert a6000.threads_per_sm == 1536
+    assert group_work(body, a6000).blocks == 489
+
+
+def test_gemm_wave_quantisation_uses_device_sm_count() -> None:
+    """132 output tiles of 128x128 fill exactly one H100 wave (132 SMs) but need two waves on
+    A100 (108 SMs): A100's gemm efficiency is 132 / 216 of its single-wave value."""
+    m = hlopass.parse_hlo("""HloModule m
+ENTRY e {
+  a = bf16[1408,4096] parameter(0)
+  b = bf16[4096,1536] parameter(1)
+  ROOT c = bf16[1408,1536] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+""")
+    a100 = get_device("a100_sxm_80")
+    flops = 2 * 1408 * 1536 * 4096
+    (kh,) = estimate(m, H100).kernels
+    (ka,) = estimate(m, a100).kernels
+    assert kh.compute_us == pytest.approx(flops / (H100.bf16_peak * 0.8) * 1e6)
+    assert ka.compute_us == pytest.approx(flops / (a100.bf16_peak * 0.8 * 132 / 216) * 1e6)
+
+
+def test_device_sources_name_every_field() -> None:
+    from hlopass.cost.devices import SPEC_FIELDS
+
+    for d in DEVICES.values():
+        text = " ".join(d.sources)
+        assert f"gpu_specs/{d.name}.txtpb" in text
+        for ours, theirs in SPEC_FIELDS.items():
+            assert f"{ours} <- {theirs}" in text
+        for f in ("launch_overhead_us", "dram_transaction_bytes", "bytes_per_clock_per_sm",
+                  "l1_bytes_per_sm", "fp64"):  # fmt: skip
+            assert f in text, (d.name, f)
+        for peak in ("tf32_peak", "bf16_peak", "fp16_peak", "fp8_peak", "int8_peak"):
+            short = peak.split("_")[0]
+            assert short in text, (d.name, peak)

@@ -8,8 +8,9 @@ per-kernel time estimates on a `DeviceSpec`.
     >>> rank([module_a, module_b], "h100_sxm")  # [(index, time_us), ...] fastest first
     >>> estimate_group([producer, consumer], "h100_sxm").time_us   # a candidate fusion
 
-Fused computations are analysed once and cached by identity (`clear_cache()` after
-editing one in place); `estimate_group` prices a set of instructions as one fused kernel
+Fused computations are analysed once per device launch limits (SM count, threads per SM:
+the launch grid XLA's emitters pick depends on them) and cached by identity (`clear_cache()`
+after editing one in place); `estimate_group` prices a set of instructions as one fused kernel
 without building the fusion, for fusion passes.
 """
 
@@ -34,8 +35,8 @@ __all__ = [
     "clear_cache", "estimate", "estimate_group", "get_device", "group_work", "rank", "xla_cost",
 ]  # fmt: skip
 
-# module identity -> (module, analyzer, {fused computation name: KernelWork})
-_CACHE: dict[int, tuple[Any, _Analyzer, dict[str, KernelWork]]] = {}
+# module identity -> (module, analyzer, {(fused computation, SMs, threads/SM): KernelWork})
+_CACHE: dict[int, tuple[Any, _Analyzer, dict[tuple, KernelWork]]] = {}
 _CACHE_LIMIT = 64
 
 
@@ -51,7 +52,7 @@ def _module_of(op: Any) -> Any:
     return op
 
 
-def _state(module: Any) -> tuple[_Analyzer, dict[str, KernelWork]]:
+def _state(module: Any) -> tuple[_Analyzer, dict[tuple, KernelWork]]:
     entry = _CACHE.get(id(module))
     if entry is None or entry[0] is not module:
         from hlopass.dialects import hlo
@@ -92,13 +93,14 @@ def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm") 
     return Estimate(dev.name, module_kernels(comp, an.comps, dev, an, 1, cache))
 
 
-def group_work(instructions: list[Any]) -> KernelWork:
-    """Device-independent work of `instructions` (of one computation) as one fused kernel."""
+def group_work(instructions: list[Any], device: str | DeviceSpec = "h100_sxm") -> KernelWork:
+    """Work of `instructions` (of one computation) as one fused kernel; only the launch grid
+    (blocks, threads per block) depends on `device`."""
     instructions = list(instructions)
     if not instructions:
         return KernelWork()
     an, _ = _state(_module_of(instructions[0]))
-    return an.group_work(instructions)
+    return an.group_work(instructions, dev=get_device(device))
 
 
 def estimate_group(instructions: list[Any], device: str | DeviceSpec = "h100_sxm",
@@ -107,13 +109,14 @@ def estimate_group(instructions: list[Any], device: str | DeviceSpec = "h100_sxm
 
     Inputs are the values used but not defined by the group (read once from DRAM);
     outputs are members used outside the group or by nothing (the root)."""
-    w = group_work(instructions)
+    dev = get_device(device)
+    w = group_work(instructions, dev)
     kinds = {op.opcode for op in instructions}
     if "dot" in kinds:
         w.kind = "gemm"
     elif "convolution" in kinds:
         w.kind = "conv"
-    return kernel_time(w, get_device(device), name)
+    return kernel_time(w, dev, name)
 
 
 def rank(alternatives: list[Any], device: str | DeviceSpec = "h100_sxm") -> list[tuple[int, float]]:

@@ -11,8 +11,13 @@ Sources (named in each `sources` field):
   RTX A6000 datasheet / NVIDIA Ampere GA102 whitepaper Table. The same H100 SXM figures are
   reproduced by the `matrix_unit_description` of XLA's h100_sxm spec (2 x ops/clock x 4 units x
   132 SMs x 1.8295 GHz; see `XLA_GPU_COST_MODEL_REFERENCE.md` section 3).
-* Kernel launch overhead: XLA `gpu_performance_model_base.h` `kKernelLaunchOverhead = 1 us`
-  (the same for every device in XLA's model).
+* Kernel launch overhead and the memory-model constants (64 B DRAM transactions, 32 B per
+  clock per SM, L2/L1 speedups 2.5/8, 2 KiB L1 per SM): XLA's code, the same for every
+  device (`XLA_CONSTANT_SOURCES`).
+* Each device's `sources` names, field by field, where its numbers come from; tensor peaks
+  were cross-checked against XLA_GPU_COST_MODEL_REFERENCE.md section 3 (H100 SXM, A100 SXM4
+  80GB, V100 SXM2: all agree). `fp64_peak` is the f64 dot rate: FP64 tensor cores where the GPU
+  has them (H100, A100, B200), else the FP64 ALUs (V100, A6000).
 * FP32 (non-tensor) peak = 2 x fpus_per_core x core_count x clock (the spec file's numbers),
   which matches each datasheet's FP32 figure to within its rounding.
 A zero tensor peak means the GPU has no tensor-core path for that type; the model then uses
@@ -42,6 +47,7 @@ class DeviceSpec:
     int8_peak: float
     fp64_peak: float
     launch_overhead_us: float = 1.0
+    threads_per_sm: int = 2048  # gpu_specs threads_per_core_limit (XLA's loop-unroll threshold)
     dram_transaction_bytes: int = 64  # XLA device description: dram_to_l2_transaction_size_bytes
     bytes_per_clock_per_sm: int = 32  # XLA: memory_transactions_per_clock (32 B)
     l2_speedup: float = 2.5  # XLA kL2CacheSpeedup: re-reads that hit L2
@@ -84,58 +90,103 @@ class DeviceSpec:
         return d
 
 
-_SPEC = "gpu_specs/{}.txtpb (core_count, fpus_per_core, clock_rate_ghz, memory_bandwidth, l2_cache_size, shared_memory_per_core)"
-_LAUNCH = "launch: XLA gpu_performance_model_base.h kKernelLaunchOverhead = 1us"
+# gpu_specs/<name>.txtpb field (in ../shared/gpu_specs) each DeviceSpec field is copied from
+SPEC_FIELDS = {
+    "sm_count": "core_count", "fp32_lanes_per_sm": "fpus_per_core",
+    "clock_ghz": "clock_rate_ghz", "hbm_bandwidth": "memory_bandwidth",
+    "l2_bytes": "l2_cache_size", "smem_per_sm": "shared_memory_per_core",
+    "threads_per_sm": "threads_per_core_limit",
+}  # fmt: skip
+# fields with the same value on every device, from XLA's code (not the spec files)
+XLA_CONSTANT_SOURCES = (
+    "launch_overhead_us: XLA gpu_performance_model_base.h kKernelLaunchOverhead = 1us",
+    "dram_transaction_bytes: XLA gpu_device_info dram_to_l2_transaction_size_bytes = 64 "
+    "(not in the gpu_specs files; XLA_GPU_COST_MODEL_REFERENCE.md 1.2)",
+    "bytes_per_clock_per_sm: XLA memory_transactions_per_clock = 32 B (reference 1.2)",
+    "l2_speedup / l1_speedup: XLA gpu_performance_model_base.cc kL2CacheSpeedup 2.5, "
+    "kL1CacheSpeedup 8 (reference 1.2)",
+    "l1_bytes_per_sm: XLA gpu_device_info l1_cache_size_per_SM = 2 KiB for NVIDIA (reference 1.2)",
+)
+REFERENCE = "XLA_GPU_COST_MODEL_REFERENCE.md section 3 (dense, no sparsity)"
+
+
+def _spec(name: str) -> str:
+    return f"gpu_specs/{name}.txtpb: " + ", ".join(
+        f"{ours} <- {theirs}" for ours, theirs in SPEC_FIELDS.items())
+
+
+def _sources(name: str, *peaks: str) -> tuple[str, ...]:
+    return (_spec(name), *peaks, *XLA_CONSTANT_SOURCES)
+
 
 DEVICES: dict[str, DeviceSpec] = {
     "h100_sxm": DeviceSpec(
         "h100_sxm", 132, 128, 1.98, 3_352_320_000_000, 52_428_800, 233_472,
         tf32_peak=494.7 * T, bf16_peak=989.4 * T, fp16_peak=989.4 * T, fp8_peak=1978.9 * T,
         int8_peak=1978.9 * T, fp64_peak=66.9 * T,
-        sources=(_SPEC.format("h100_sxm"),
-                 "tensor peaks: NVIDIA H100 Tensor Core GPU datasheet, SXM5 column, dense "
-                 "(sparse/2); = h100_sxm matrix_unit_description (XLA target_config specs)",
-                 _LAUNCH),
+        sources=_sources(
+            "h100_sxm",
+            "tf32/bf16/fp16/fp8/int8/fp64 peaks: " + REFERENCE + ", H100 SXM5 column (TF32 "
+            "494.7, FP16/BF16 989.4, FP8 1978.9, INT8 1978.9 TOPS, FP64 tensor 66.9); = NVIDIA "
+            "H100 Tensor Core GPU datasheet, SXM column, sparse figures / 2; = XLA "
+            "target_config/specs/h100_sxm.txtpb matrix_unit_description "
+            "(2 x ops/clock x 4 units x 132 SMs x 1.8295 GHz)",
+            "fp64_peak is the FP64 tensor-core rate (f64 dots); FP64 vector is 33.5 (reference)"),
     ),
     "h100_pcie": DeviceSpec(
         "h100_pcie", 114, 128, 1.755, 2_039_040_000_000, 52_428_800, 233_472,
         tf32_peak=378 * T, bf16_peak=756 * T, fp16_peak=756 * T, fp8_peak=1513 * T,
         int8_peak=1513 * T, fp64_peak=51 * T,
-        sources=(_SPEC.format("h100_pcie"),
-                 "tensor peaks: NVIDIA H100 Tensor Core GPU datasheet, PCIe column, dense (sparse/2)",
-                 _LAUNCH),
+        sources=_sources(
+            "h100_pcie",
+            "tf32/bf16/fp16/fp8/int8/fp64 peaks: NVIDIA H100 Tensor Core GPU datasheet, PCIe "
+            "column: TF32 756, BF16/FP16 1513, FP8 3026, INT8 3026 TOPS, all 'with sparsity', "
+            "halved for dense; FP64 Tensor Core 51 (dense); not in the reference's table"),
     ),
     "a100_sxm_80": DeviceSpec(
         "a100_sxm_80", 108, 64, 1.41, 2_039_040_000_000, 41_943_040, 167_936,
         tf32_peak=156 * T, bf16_peak=312 * T, fp16_peak=312 * T, fp8_peak=0.0,
         int8_peak=624 * T, fp64_peak=19.5 * T,
-        sources=(_SPEC.format("a100_sxm_80"),
-                 "tensor peaks: NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB), dense; "
-                 "no FP8 tensor cores (Ampere)", _LAUNCH),
+        sources=_sources(
+            "a100_sxm_80",
+            "tf32/bf16/fp16/int8/fp64 peaks: " + REFERENCE + ", A100 SXM4 80GB column (TF32 "
+            "156, FP16/BF16 312, INT8 624 TOPS, FP64 tensor 19.5); = NVIDIA A100 Tensor Core "
+            "GPU datasheet dense figures (sparse = 2x); fp8: none (Ampere has no FP8 tensor "
+            "cores); fp64_peak is FP64 tensor (FP64 vector 9.7)"),
     ),
     "v100": DeviceSpec(
         "v100", 80, 64, 1.53, 898_048_000_000, 6_291_456, 98_304,
         tf32_peak=0.0, bf16_peak=0.0, fp16_peak=125 * T, fp8_peak=0.0,
         int8_peak=0.0, fp64_peak=7.8 * T,
-        sources=(_SPEC.format("v100"),
-                 "tensor peaks: NVIDIA Tesla V100 datasheet (SXM2): 125 TFLOPS FP16 tensor; "
-                 "no TF32/BF16/FP8/INT8 tensor cores (Volta)", _LAUNCH),
+        sources=_sources(
+            "v100",
+            "fp16/fp64 peaks: " + REFERENCE + ", V100 SXM2 column (FP16 tensor 125, FP64 7.8; "
+            "no sparsity on Volta); = NVIDIA Tesla V100 datasheet (SXM2); tf32/bf16/fp8/int8: "
+            "none (Volta tensor cores are FP16 only)"),
     ),
     "b200": DeviceSpec(
         "b200", 148, 128, 1.965, 7_672_320_000_000, 132_644_864, 233_472,
         tf32_peak=1125 * T, bf16_peak=2250 * T, fp16_peak=2250 * T, fp8_peak=4500 * T,
         int8_peak=4500 * T, fp64_peak=37 * T,
-        sources=(_SPEC.format("b200"),
-                 "tensor peaks: NVIDIA HGX B200 datasheet (8 GPUs: TF32 18 PF, FP16/BF16 36 PF, "
-                 "FP8 72 PF, sparse) / 8 / 2 for dense; FP64 296 TF / 8", _LAUNCH),
+        sources=_sources(
+            "b200",
+            "tf32/bf16/fp16/fp8/int8/fp64 peaks: NVIDIA HGX B200 datasheet (8-GPU totals, "
+            "sparse: TF32 18 PF, FP16/BF16 36 PF, FP8 72 PF, INT8 72 POPS; FP64/FP64 Tensor "
+            "296 TF dense) / 8 GPUs, sparse figures / 2; not in the reference's table"),
     ),
     "a6000": DeviceSpec(
         "a6000", 84, 128, 1.8, 768_096_000_000, 6_291_456, 102_400,
         tf32_peak=77.4 * T, bf16_peak=154.8 * T, fp16_peak=154.8 * T, fp8_peak=0.0,
-        int8_peak=309.7 * T, fp64_peak=1.2 * T,
-        sources=(_SPEC.format("a6000"),
-                 "tensor peaks: NVIDIA RTX A6000 datasheet / Ampere GA102 whitepaper (dense: "
-                 "TF32 77.4, FP16/BF16 154.8 TFLOPS, INT8 309.7 TOPS)", _LAUNCH),
+        int8_peak=309.7 * T, fp64_peak=0.6048 * T, threads_per_sm=1536,
+        sources=_sources(
+            "a6000",
+            "tf32/bf16/fp16/int8 peaks: NVIDIA Ampere GA102 GPU Architecture whitepaper, "
+            "RTX A6000 column, dense (sparse in brackets there): TF32 77.4, FP16/BF16 (FP32 "
+            "accumulate) 154.8, INT8 309.7 TOPS; the RTX A6000 datasheet's 'Tensor performance "
+            "309.7 TFLOPS' is the sparse FP16 figure; fp8: none (Ampere); not in the reference",
+            "fp64_peak: no FP64 tensor cores on GA102; CUDA C++ Programming Guide, arithmetic "
+            "instruction throughput, compute capability 8.6: 2 FP64 FMA/clock/SM (FP32: 128) -> "
+            "2 x 2 x 84 x 1.8 GHz = 0.605 TFLOP/s (was 1.2, a 1:32 figure; GA102 is 1:64)"),
     ),
 }
 

@@ -47,7 +47,7 @@ from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 WARP = 32
 LOOP_THREADS = 128
-THREADS_PER_SM = 2048  # H100/A100 threads_per_core_limit (XLA device description)
+THREADS_PER_SM = 2048  # default threads_per_core_limit (gpu_specs; DeviceSpec.threads_per_sm)
 ROW_REDUCTION_MAX_THREADS = 512  # XLA MinThreadsXRowReduction
 REDUCTION_THREADS_TARGET = 256
 ROW_THREADS_TARGET = 128
@@ -392,11 +392,13 @@ def moves_minor_dim(op: Any) -> bool:
     return False
 
 
-def loop_launch(n: int, sm_count: int) -> tuple[int, int]:
+def loop_launch(n: int, sm_count: int, threads_per_sm: int = THREADS_PER_SM) -> tuple[int, int]:
+    """XLA's loop emitter: 128-thread blocks, unrolled x4/x2 once the elements reach
+    `threads_per_core_limit x core_count` of the device."""
     if n <= 1:
         return 1, 1
     unroll = 1
-    if n >= sm_count * THREADS_PER_SM:
+    if n >= sm_count * threads_per_sm:
         for f in (4, 2):
             if n % f == 0:
                 unroll = f
@@ -428,7 +430,8 @@ def _bits(shape: Any) -> int:
 
 
 def analyze(members: list[Any], outputs: list[Any], counter: FlopCounter, sm_count: int,
-            fusion_op: Any = None, kind: str = "") -> FusionInfo:  # fmt: skip
+            fusion_op: Any = None, kind: str = "",
+            threads_per_sm: int = THREADS_PER_SM) -> FusionInfo:  # fmt: skip
     """XLA's view of `members` (topologically ordered instructions of one computation) run as
     one kernel writing `outputs`; values used but not defined by members are the inputs."""
     info = FusionInfo()
@@ -495,7 +498,7 @@ def analyze(members: list[Any], outputs: list[Any], counter: FlopCounter, sm_cou
                 info.bytes_written += sum(shape_size(a) for a in leaf.shape.leaves())
     info.blocks, info.threads_per_block = _launch(
         emitter, fusion_op, outputs, heroes_reduce, heroes_transpose, scatters, concats,
-        sm_count, members)  # fmt: skip
+        sm_count, members, threads_per_sm)  # fmt: skip
     info_tensor = tensor
     info.__dict__["tensor_flops"] = info_tensor
     return info
@@ -568,7 +571,8 @@ def _emitter(kind: str, fusion_op: Any, outputs: list[Any], reduces: list[Any],
 
 def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any],
             transposes: list[Any], scatters: list[Any], concats: list[Any], sm_count: int,
-            members: list[Any]) -> tuple[int, int]:  # fmt: skip
+            members: list[Any], threads_per_sm: int = THREADS_PER_SM) -> tuple[int, int]:  # fmt: skip
+
     out_shape = outputs[0].shape if outputs else None
     if outputs and outputs[0].opcode == "tuple" and outputs[0].operands:
         out_shape = outputs[0].operands[0].type.data
@@ -590,11 +594,12 @@ def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any]
     if emitter == "scatter":
         sh = operand_shapes(scatters[0])
         n = (len(sh) - 1) // 2
-        return loop_launch(elements(sh[n + 1]), sm_count)
+        return loop_launch(elements(sh[n + 1]), sm_count, threads_per_sm)
     if emitter == "concatenate":
-        return loop_launch(max(elements(s) for s in operand_shapes(concats[0])), sm_count)
+        n_in = max(elements(s) for s in operand_shapes(concats[0]))
+        return loop_launch(n_in, sm_count, threads_per_sm)
     if emitter == "in_place_dus":
-        return loop_launch(elements(operand_shapes(outputs[0])[1]), sm_count)
+        return loop_launch(elements(operand_shapes(outputs[0])[1]), sm_count, threads_per_sm)
     if emitter in ("triton", "triton_gemm"):
         cfg = _backend(fusion_op).get("fusion_backend_config", {})
         blc = cfg.get("block_level_fusion_config", {}) if isinstance(cfg, dict) else {}
@@ -608,7 +613,7 @@ def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any]
                                                                               strict=True))
                 return max(1, blocks), warps * WARP
     if emitter == "triton":
-        return loop_launch(n_out, sm_count)
+        return loop_launch(n_out, sm_count, threads_per_sm)
     if emitter == "triton_gemm":
         cfg = _backend(fusion_op).get("fusion_backend_config", {})
         g = cfg.get("triton_gemm_config", {}) if isinstance(cfg, dict) else {}
@@ -620,4 +625,4 @@ def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any]
             blocks = math.prod(d[:-2]) * math.ceil(d[-2] / bm) * math.ceil(d[-1] / bn) * sk
             return max(1, blocks), warps * WARP
         return max(1, sm_count), LOOP_THREADS
-    return loop_launch(n_out, sm_count)
+    return loop_launch(n_out, sm_count, threads_per_sm)

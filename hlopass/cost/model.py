@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from hlopass.cost.devices import DeviceSpec
+from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.cost.fusion import FlopCounter, Read, analyze
 from hlopass.cost.work import (
     conv_flops,
@@ -59,7 +59,9 @@ RHO = 0.95  # XLA kMemoryComputeParallelism (PriorityFusion's 0.95)
 GEMM_EFFICIENCY = 0.8
 GEMM_TILE = 128
 THREADS_PER_BLOCK = 128
-SM_COUNT_FOR_LAUNCH = 132  # launch grids are computed for H100 (XLA's emitters need the SM count)
+# Launch grids (XLA's emitters read the SM count and threads per SM of the device) are
+# computed for the DeviceSpec being estimated; this one is used when no device is given.
+DEFAULT_LAUNCH_DEVICE = "h100_sxm"
 
 # FP32-lane operations per element (XLA hlo_op_profiles, sm_90 F32; default 3).
 ALU_COST: dict[str, float] = {
@@ -86,7 +88,8 @@ NO_KERNEL = frozenset({
 
 @dataclass
 class KernelWork:
-    """What one kernel does, independent of the device."""
+    """What one kernel does; only the launch grid (blocks, threads_per_block) depends on the
+    device it was computed for (its SM count and threads per SM)."""
 
     flops: float = 0.0  # XLA-convention flops (dot 2*MACs, 1 per elementwise op)
     transcendentals: float = 0.0
@@ -305,11 +308,15 @@ class _Analyzer:
         return (w.flops, w.transcendentals, w.alu_ops)
 
     def group_work(self, group: list[Any], outputs: list[Any] | None = None,
-                   fusion_op: Any = None, kind: str = "") -> KernelWork:  # fmt: skip
+                   fusion_op: Any = None, kind: str = "",
+                   dev: DeviceSpec | None = None) -> KernelWork:  # fmt: skip
         """Work of `group` (instructions of one computation) run as one fused kernel.
 
         Inputs are the values the group uses but does not define (a fused computation's
-        parameters); outputs are `outputs` or the members used outside the group."""
+        parameters); outputs are `outputs` or the members used outside the group. The launch
+        grid (blocks, threads per block) is the one XLA's emitter picks on `dev` (its SM
+        count and threads per SM); everything else is device-independent."""
+        dev = get_device(dev or DEFAULT_LAUNCH_DEVICE)
         w = KernelWork()
         members = set(map(id, group))
         self.inner_work([op for op in group if op.opcode != "parameter"], w)
@@ -321,7 +328,8 @@ class _Analyzer:
                 uses = [u.operation for u in op.result.uses]
                 if not uses or any(id(u) not in members for u in uses):
                     outputs.append(op)
-        info = analyze(group, outputs, self.counter, SM_COUNT_FOR_LAUNCH, fusion_op, kind)
+        info = analyze(group, outputs, self.counter, dev.sm_count, fusion_op, kind,
+                       threads_per_sm=dev.threads_per_sm)
         w.alu_ops = info.alu_flops
         w.reads = info.reads
         w.bytes_read = sum(r.net for r in info.reads)
@@ -386,22 +394,24 @@ def _fusion_kind(op: Any) -> str:
     return {"kLoop": "loop", "kInput": "input", "kOutput": "output"}.get(kind, "loop")
 
 
-def kernel_work(op: Any, comps: dict[str, Any], analyzer: _Analyzer | None = None) -> KernelWork:
-    """Work of the kernel one instruction launches (fusion, custom-call or plain op)."""
+def kernel_work(op: Any, comps: dict[str, Any], analyzer: _Analyzer | None = None,
+                dev: DeviceSpec | None = None) -> KernelWork:  # fmt: skip
+    """Work of the kernel one instruction launches (fusion, custom-call or plain op), with
+    the launch grid XLA would use on `dev` (default H100 SXM)."""
     an = analyzer or _Analyzer(comps)
     opc = op.opcode
     if opc == "fusion":
         comp = comps[op.attr("calls")]
         instrs = list(comp.instructions)
         kind = _fusion_kind(op)
-        w = an.group_work(instrs, outputs=[comp.root], fusion_op=op, kind=kind)
+        w = an.group_work(instrs, outputs=[comp.root], fusion_op=op, kind=kind, dev=dev)
         if kind == "loop" and w.kind == "reduction":
             kind = "reduction"
         w.kind = kind
         return w
     if opc == "custom-call":
         return _custom_call_work(op, an)
-    w = an.group_work([op], outputs=[op])
+    w = an.group_work([op], outputs=[op], dev=dev)
     w.kind = {"dot": "gemm", "convolution": "conv", "reduce": "reduction"}.get(opc, opc)
     return w
 
@@ -543,12 +553,13 @@ def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: _Analy
             if branches:
                 rows += max(branches, key=lambda rs: sum(r.time_us * r.count for r in rs))
             continue
-        key = op.attr("calls") if opc == "fusion" else None
+        # the launch grid depends on the device: cache per (fused computation, launch limits)
+        key = (op.attr("calls"), dev.sm_count, dev.threads_per_sm) if opc == "fusion" else None
         w = None
         if cache is not None and key is not None:
             w = cache.get(key)
         if w is None:
-            w = kernel_work(op, comps, an)
+            w = kernel_work(op, comps, an, dev)
             if cache is not None and key is not None:
                 cache[key] = w
         row = kernel_time(w, dev, op.inst_name, count)

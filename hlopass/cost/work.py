@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hlopass.shape import ELEMENT_BITS, ArrayShape, Shape, TupleShape, byte_size
+from hlopass.shape import ELEMENT_BITS, UNBOUNDED, ArrayShape, Shape, TupleShape, byte_size
 
 POINTER_BYTES = 8
 
@@ -51,22 +51,46 @@ NO_MEMORY = frozenset({
 })  # fmt: skip
 
 
+DYNAMIC_SIZE_BYTES = 4  # XLA ShapeUtil: an s32 size per dimension after a dynamic array
+
+
+def _num_elements(shape: ArrayShape) -> int:
+    """Elements as XLA computes them: an unbounded dim (`?`) is kUnboundedSize = INT64_MIN and
+    the product wraps in int64 (f32[?,784] -> 0, f32[?,3] -> INT64_MIN); a negative result is
+    taken as 0 here (XLA then reports -9.2e18 flops) so that time estimates stay finite."""
+    if UNBOUNDED not in shape.dims or not any(shape.dynamic):
+        return shape.num_elements
+    n = 1
+    for d, dyn in zip(shape.dims, shape.dynamic, strict=False):
+        n = (n * (-(1 << 63) if dyn and d == UNBOUNDED else d)) & ((1 << 64) - 1)
+    if n >= 1 << 63:
+        n -= 1 << 64
+    return max(n, 0)
+
+
 def shape_size(shape: Shape) -> int:
-    """Bytes of a shape as XLA's CPU client counts them (tuples: a pointer per element)."""
+    """Bytes of a shape as XLA's CPU client counts them (tuples: a pointer per element).
+
+    A dynamic array (a `<=n` or `?` dim) adds its size metadata, 4 bytes per dimension
+    (XLA ShapeUtil::ByteSizeOf); an unbounded one counts the metadata only (pinned with
+    hlopass.oracle.cost_analysis: f32[<=4] abs -> 2 x (16 + 4), f32[?,784] abs -> 2 x 8)."""
     if isinstance(shape, TupleShape):
         return POINTER_BYTES * len(shape.elements)
     if isinstance(shape, ArrayShape):
+        meta = DYNAMIC_SIZE_BYTES * shape.rank if any(shape.dynamic) else 0
+        if meta and UNBOUNDED in shape.dims:
+            return meta
         bits = ELEMENT_BITS[shape.element_type]
         packed = shape.layout.element_size_bits if shape.layout is not None else 0
         if 0 < bits < 8 and packed:  # sub-byte types packed by an E(n) layout
-            return (shape.num_elements * packed + 7) // 8
-        return shape.num_elements * byte_size(shape.element_type)
+            return (shape.num_elements * packed + 7) // 8 + meta
+        return shape.num_elements * byte_size(shape.element_type) + meta
     return 0
 
 
 def elements(shape: Shape) -> int:
     if isinstance(shape, ArrayShape):
-        return shape.num_elements
+        return _num_elements(shape)
     if isinstance(shape, TupleShape):
         return elements(shape.elements[0]) if shape.elements else 0
     return 0
@@ -172,6 +196,19 @@ def transpose_is_bitcast(op: Any) -> bool:
     return dst_major == src_major
 
 
+def transpose_is_strict_bitcast(op: Any) -> bool:
+    """XLA ShapeUtil::TransposeIsBitcast (what HloCostAnalysis's IsEffectiveBitcast uses): the
+    permuted output minor-to-major equals the input's exactly, size-1 dims included; so
+    f32[1,300] -> f32[300,1] with default layouts is *not* a bitcast there (it moves 2 x 1200 B,
+    pinned with hlopass.oracle.cost_analysis), though it is one for the GPU time model."""
+    src = operand_shapes(op)[0]
+    dst = op.shape
+    perm = op.attr("dimensions") or ()
+    if not isinstance(src, ArrayShape) or not isinstance(dst, ArrayShape):
+        return False
+    return [perm[d] for d in dst.minor_to_major] == list(src.minor_to_major)
+
+
 class XlaCostAnalysis:
     """HloCostAnalysis conventions over a parsed module (`hlopass.parse_hlo`)."""
 
@@ -222,7 +259,7 @@ class XlaCostAnalysis:
         elif "elementwise" in op.spec.traits or opc in ELEMENTWISE_EXTRA:
             w.flops = elements(shape)
         elif opc == "transpose":
-            if transpose_is_bitcast(op):
+            if transpose_is_strict_bitcast(op):
                 return Work()
         elif opc == "slice":
             w.bytes_accessed = 2 * out_size
@@ -233,6 +270,14 @@ class XlaCostAnalysis:
                 shape_size(shapes[2]) if len(shapes) > 2 else 0)
         elif opc == "tuple":
             w.bytes_accessed = out_size
+        elif opc == "ragged-dot" and op.attr("rhs_group_dims"):
+            # XLA HandleRaggedDot: the result with dimension i deleted for each i <
+            # len(rhs_group_dims) (the leading dims, whichever the group dims are)
+            dims = list(first_array(shape).dims)
+            for i in range(len(op.attr("rhs_group_dims"))):
+                del dims[i]
+            width = math.prod(shapes[0].dims[d] for d in op.attr("lhs_contracting_dims") or ())
+            w.flops = 2 * math.prod(dims) * width
         elif opc in ("dot", "ragged-dot", "scaled-dot"):
             w.flops = dot_flops(shapes[0], shape, op.attr("lhs_contracting_dims"))
         elif opc == "convolution":
@@ -264,9 +309,9 @@ class XlaCostAnalysis:
             upd = sum(shape_size(s) for s in shapes[n + 1:])
             w.bytes_accessed = 3 * upd + shape_size(shapes[n])
             w += self._sub(op.attr("to_apply"), elements(shapes[n + 1]))
-        elif opc == "topk":
-            # jaxlib 0.10's analysis counts the result's pointer table as well as its leaves.
-            w.bytes_accessed += shape_size(shape)
+        elif opc == "outfeed":
+            # XLA HandleOutfeed: the leaves of the data operand, not a tuple's pointer table
+            w.bytes_accessed = out_size + sum(_leaf_bytes(s) for s in shapes)
         elif opc == "rng":
             w.transcendentals = elements(shape)
         elif opc == "rng-bit-generator":
@@ -325,6 +370,11 @@ class XlaCostAnalysis:
             w.bytes_accessed += shape_size(shape)
         for p in comp.parameters():
             w.bytes_accessed += fusion_parameter_read_bytes(p)
+        # a non-scalar constant inside the fusion is read from memory (pinned with
+        # hlopass.oracle.cost_analysis: broadcast of f32[3] constant -> +12 B, s4[3] -> +3 B)
+        for c in comp.instructions:
+            if c.opcode == "constant" and isinstance(c.shape, ArrayShape) and elements(c.shape) > 1:
+                w.bytes_accessed += shape_size(c.shape)
         return w
 
 
@@ -339,7 +389,12 @@ def users(op: Any) -> list[Any]:
 
 
 def fusion_parameter_read_bytes(p: Any) -> int:
-    """Bytes a fused parameter reads from memory: slices read what they take, others share one read."""
+    """Bytes a fused parameter reads from memory: slices read what they take, others share one
+    read. A tuple parameter reads the leaves its get-tuple-elements take, not its pointer table
+    (pinned with hlopass.oracle.cost_analysis: (f32[]) -> 4 B, (f32[], (f32[])) -> 8 B)."""
+    if isinstance(p.shape, TupleShape):
+        return sum(fusion_parameter_read_bytes(u) for u in users(p)
+                   if getattr(u, "opcode", None) == "get-tuple-element")
     size = 0
     seen_trivial = False
     own = shape_size(p.shape)
