@@ -20,6 +20,7 @@ from hlopass.errors import (
 if TYPE_CHECKING:
     from hlopass.exporter import print_hlo
     from hlopass.importer import parse_hlo
+    from hlopass.interpreter import evaluate
 
 __all__ = [
     "HloError",

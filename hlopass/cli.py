@@ -12,8 +12,12 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from hlopass.errors import HloError
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
 
 SPLIT_MARKER = "// -----"
 
@@ -90,21 +94,21 @@ def split_input(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
-def emit_module(module: object, emit: str, style: str) -> str:
+def emit_module(module: ModuleOp, emit: str, style: str) -> str:
     if emit == "xdsl":
         from io import StringIO
 
         from xdsl.printer import Printer
 
         buf = StringIO()
-        Printer(stream=buf).print_op(module)  # type: ignore[arg-type]
+        Printer(stream=buf).print_op(module)
         return buf.getvalue() + "\n"
     from hlopass.exporter import print_hlo
 
-    return print_hlo(module, style)  # type: ignore[arg-type]
+    return print_hlo(module, style)
 
 
-def parse_input(text: str, filename: str, emit_from: str = "hlo") -> object:
+def parse_input(text: str, filename: str, emit_from: str = "hlo") -> ModuleOp:
     if emit_from == "xdsl" or text.lstrip().startswith(("builtin.module", '"builtin.module"')):
         from hlopass.xdsl_io import parse_xdsl
 
@@ -142,10 +146,10 @@ def build_opt_parser() -> argparse.ArgumentParser:
     return p
 
 
-PipelineHook = Callable[[object, argparse.Namespace], None]
+PipelineHook = Callable[["ModuleOp", argparse.Namespace], None]
 
 
-def _run_pipeline(module: object, args: argparse.Namespace) -> None:
+def _run_pipeline(module: ModuleOp, args: argparse.Namespace) -> None:
     if not args.passes:
         return
     try:

@@ -13,7 +13,8 @@ from typing import Any
 
 @cache
 def _xc() -> Any:
-    from jax._src.lib import xla_client
+    # a private jaxlib module on purpose: this file is the one place that uses it
+    from jax._src.lib import xla_client  # pyright: ignore[reportPrivateImportUsage]
 
     return xla_client
 

@@ -79,7 +79,7 @@ def parse_pass_pipeline(spec: str) -> list[HloModulePass]:
     return [_instantiate(s) for s in specs]
 
 
-def _first_line(e: Exception) -> str:
+def _first_line(e: BaseException) -> str:
     lines = [ln for ln in str(e).splitlines() if ln.strip()]
     return lines[-1].strip() if lines else type(e).__name__
 

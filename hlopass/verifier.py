@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from xdsl.utils.exceptions import VerifyException
 
@@ -20,9 +20,10 @@ _SAME_TYPE_BINARY = frozenset({
 })  # fmt: skip
 
 
-def _static(*shapes: object) -> bool:
-    """All array shapes without dynamic dimensions (their sizes can be checked)."""
-    return all(isinstance(s, ArrayShape) and not s.dynamic for s in shapes)
+def _static(shape: object, *others: object) -> TypeGuard[ArrayShape]:
+    """All array shapes without dynamic dimensions (their sizes can be checked); narrows
+    the first one to `ArrayShape`."""
+    return all(isinstance(s, ArrayShape) and not s.dynamic for s in (shape, *others))
 
 
 def verify_instruction(op: HloOp) -> None:

@@ -153,15 +153,16 @@ class FoldConstantInstruction(RewritePattern):
             return False
         if not all(_is_foldable_operand(v) for v in operands):
             return False
-        if not any(owner(v).opcode == "constant" for v in operands):  # type: ignore[union-attr]
+        # every foldable operand is the result of an HloOp, so this keeps all of them
+        owners = [o for o in map(owner, operands) if o is not None]
+        if not any(o.opcode == "constant" for o in owners):
             return False
-        if opcode == "pad" and owner(operands[0]).opcode == "broadcast":  # type: ignore[union-attr]
+        if opcode == "pad" and owners[0].opcode == "broadcast":
             return False
         limit = self.opts.max_elements
         if op.shape.num_elements > limit or any(_elements(v) > limit for v in operands):
             return False
-        if any(o.opcode == "constant" and o.attr("value").literal.elided
-               for o in map(owner, operands)):  # type: ignore[union-attr]  # fmt: skip
+        if any(o.opcode == "constant" and o.attr("value").literal.elided for o in owners):
             return False
         return all(self._comp_foldable(name) for name in op.callees())
 

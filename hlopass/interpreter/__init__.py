@@ -46,7 +46,7 @@ def evaluate(module: Any, *args: Any) -> list[np.ndarray]:
     if len(args) != len(params):
         leaves = [leaf for s in shapes for leaf in s.leaves()]
         if len(args) == len(leaves):
-            args = _unflatten(list(args), shapes)
+            args = tuple(_unflatten(list(args), shapes))
         else:
             raise ValueError(f"entry computation takes {len(params)} argument(s), got {len(args)}")
     values = []

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from hlopass.dialects.hlo import ComputationOp
-from hlopass.interpreter.core import HANDLERS, Value
+from hlopass.interpreter.core import HANDLERS, Interpreter, Value
 from hlopass.shape import ArrayShape, TupleShape
 
 _ELEMENTWISE_OK = {"parameter", "constant", "tuple", "get-tuple-element", "call", "fusion"}
@@ -19,7 +19,7 @@ def _scalar(shape) -> bool:
     return isinstance(shape, ArrayShape) and shape.dims == ()
 
 
-def vectorizable(interp, comp: ComputationOp) -> bool:
+def vectorizable(interp: Interpreter, comp: ComputationOp) -> bool:
     """True when every instruction is scalar and elementwise, so arrays can stand in for scalars."""
     cache = interp.__dict__.setdefault("_vectorizable", {})
     key = id(comp)
@@ -43,7 +43,9 @@ def vectorizable(interp, comp: ComputationOp) -> bool:
     return cache[key]
 
 
-def apply_computation(interp, comp: ComputationOp | str, args: list[np.ndarray]) -> list[np.ndarray]:
+def apply_computation(
+    interp: Interpreter, comp: ComputationOp | str, args: list[np.ndarray]
+) -> list[np.ndarray]:
     """Evaluate a scalar computation elementwise over broadcast arrays; returns its leaves."""
     if isinstance(comp, str):
         comp = interp.comp(comp)
@@ -60,9 +62,10 @@ def apply_computation(interp, comp: ComputationOp | str, args: list[np.ndarray])
         r: Value = interp.call(comp, [np.asarray(a[idx]) for a in bargs])
         leaves = list(r) if isinstance(r, tuple) else [r]
         for i, leaf in enumerate(leaves):
-            if outs[i] is None:
-                outs[i] = np.empty(shape, leaf.dtype)
-            outs[i][idx] = leaf
+            out = outs[i]
+            if out is None:
+                out = outs[i] = np.empty(shape, leaf.dtype)
+            out[idx] = leaf
     if outs[0] is None:  # empty shape
         dts = [np.asarray(a).dtype for a in args]
         return [np.empty(shape, dts[i % len(dts)]) for i in range(n_out)]
@@ -73,7 +76,7 @@ _BINOPS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
            "minimum": np.minimum, "and": np.logical_and, "or": np.logical_or}  # fmt: skip
 
 
-def simple_binop(interp, comp: ComputationOp | str) -> str | None:
+def simple_binop(interp: Interpreter, comp: ComputationOp | str) -> str | None:
     """The opcode when `comp` is `ROOT op(p0, p1)` of two scalar parameters."""
     if isinstance(comp, str):
         comp = interp.comp(comp)

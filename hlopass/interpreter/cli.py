@@ -6,6 +6,7 @@ import argparse
 import sys
 import zipfile
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,9 @@ def run_main(argv: Sequence[str]) -> int:
         print(f"error: {message}" if not isinstance(e, HloError) else message, file=sys.stderr)
         return 1
     if args.output:
-        np.savez(args.output, **{f"out{i}": o for i, o in enumerate(outputs)})
+        # typed as Any: numpy's stubs would match the arrays against `allow_pickle: bool`
+        arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
+        np.savez(args.output, **arrays)
     else:
         for i, o in enumerate(outputs):
             print(f"out{i}: {o.dtype}{list(o.shape)}")

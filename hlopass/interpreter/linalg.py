@@ -75,22 +75,22 @@ def _convolution(interp, op, args):
     view = np.lib.stride_tricks.sliding_window_view(x, ksizes, axis=tuple(range(2, 2 + nsp)))
     view = view[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
     N, C = x.shape[:2]
-    O, I = w.shape[:2]
+    n_out, _n_in = w.shape[:2]
     sp = "".join(chr(ord("p") + i) for i in range(nsp))
     kk = "".join(chr(ord("h") + i) for i in range(nsp))
     if bgc > 1:
         nb = N // bgc
         v = view.reshape((bgc, nb) + view.shape[1:])  # g n c sp k
-        wg = w.reshape((bgc, O // bgc) + w.shape[1:])  # g o c k
+        wg = w.reshape((bgc, n_out // bgc) + w.shape[1:])  # g o c k
         r = np.einsum(f"gnc{sp}{kk},goc{kk}->ngo{sp}", v, wg, optimize=True)
-        r = r.reshape((nb, O) + r.shape[3:])
+        r = r.reshape((nb, n_out) + r.shape[3:])
     else:
         g = fgc
         v = view.reshape((N, g, C // g) + view.shape[2:])  # n g c sp k
-        wg = w.reshape((g, O // g) + w.shape[1:])  # g o c k
+        wg = w.reshape((g, n_out // g) + w.shape[1:])  # g o c k
         r = np.einsum(f"ngc{sp}{kk},goc{kk}->ngo{sp}", v, wg, optimize=True)
-        r = r.reshape((N, O) + r.shape[3:])
-    # r is (N, O, *spatial); place into output layout
+        r = r.reshape((N, n_out) + r.shape[3:])
+    # r is (N, n_out, *spatial); place into output layout
     perm = [0] * (2 + nsp)
     perm[ob], perm[of] = 0, 1
     for s, d in enumerate(osp):

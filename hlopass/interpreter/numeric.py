@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 _NARROW_FLOAT_KINDS = "V"  # ml_dtypes floats report kind 'V'
 
@@ -76,7 +77,7 @@ def wrap(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     return v.astype(dt)
 
 
-def as_dtype(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+def as_dtype(x: npt.ArrayLike, dt: np.dtype) -> np.ndarray:
     """Cast a computed result back to the result element type."""
     x = np.asarray(x)
     if x.dtype == dt:

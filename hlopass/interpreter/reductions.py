@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from hlopass.interpreter.apply import apply_computation, binop_ufunc, combine_at
 from hlopass.interpreter.core import dtype_of, handler
 from hlopass.interpreter.numeric import as_dtype, widen
 from hlopass.interpreter.shaping import pad
-from hlopass.shape import TupleShape
+from hlopass.shape import ArrayShape, TupleShape
 
 
 def _out_dtypes(op):
@@ -81,7 +82,8 @@ def _reduce_window(interp, op, args):
     comp = op.attr("to_apply")
     out_dts = _out_dtypes(op)
     shape = op.shape
-    out_dims = (shape.elements[0] if isinstance(shape, TupleShape) else shape).dims
+    out_shape = shape.elements[0] if isinstance(shape, TupleShape) else shape
+    out_dims = cast(ArrayShape, out_shape).dims
     config = [(w.pad_low, w.pad_high, w.lhs_dilation - 1) for w in window]
     padded = [pad(x, i, config) for x, i in zip(inputs, inits, strict=False)]
     binop = simple_binop(interp, comp) if n == 1 else None
@@ -106,10 +108,11 @@ def _select_and_scatter(interp, op, args):
     valid = pad(np.ones(operand.shape, bool), np.zeros((), bool), config)
     flat_index = np.arange(padded.size).reshape(padded.shape)
     out_dims = source.shape
-    sel_val = sel_idx = None
+    sel_val: np.ndarray | None = None
+    sel_idx: np.ndarray | None = None
     has = np.zeros(out_dims, bool)
     for _, (v, ok, idx) in _windows(op, [padded, valid, flat_index], out_dims):
-        if sel_val is None:
+        if sel_val is None or sel_idx is None:  # first window (both set together)
             sel_val, sel_idx = v.copy(), idx.copy()
             has = ok.copy()
             continue
