@@ -166,6 +166,7 @@ ATTR_KINDS = (
     "int", "bool", "float", "str", "ident", "ints", "intss", "bools", "names", "window",
     "dim_labels", "slice", "padding", "precision", "shape", "shapes", "literal", "raw",
     "metadata", "backend_config", "replica_groups", "comps", "constant", "dot_algorithm",
+    "result_accuracy",
 )  # fmt: skip
 
 ATTR_CLASSES: dict[str, type[HloAttr]] = {}

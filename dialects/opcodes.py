@@ -57,7 +57,7 @@ _COLLECTIVE_GATHER = "channel_id?:int replica_groups?:replica_groups constrain_l
 _COLLECTIVE_REDUCE = "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool use_global_device_ids?:bool"
 _DOT = "lhs_batch_dims?:ints lhs_contracting_dims?:ints rhs_batch_dims?:ints rhs_contracting_dims?:ints"
 _CONV = "window?:window dim_labels:dim_labels feature_group_count?:int batch_group_count?:int operand_precision?:precision"
-_RESULT_ACCURACY = "result_accuracy?:raw"
+_RESULT_ACCURACY = "result_accuracy?:result_accuracy"
 
 _ROWS: list[OpcodeSpec] = []
 

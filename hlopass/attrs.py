@@ -123,6 +123,31 @@ class Raw:
 
 
 @dataclass(frozen=True, slots=True)
+class ResultAccuracy:
+    """`result_accuracy=`: a mode (`highest`) or a tolerance; XLA omits the default mode."""
+
+    mode: str | None = None  # lower-case mode name; None when a tolerance is given
+    atol: float = 0.0
+    rtol: float = 0.0
+    ulps: int = 0
+
+    @property
+    def is_default(self) -> bool:
+        return self.mode == "default"
+
+    def __str__(self) -> str:
+        if self.mode is not None:
+            return "{mode=" + self.mode + "}"
+        return (
+            "{tolerance={atol=" + format_float(self.atol) + ",rtol=" + format_float(self.rtol)
+            + ",ulps=" + str(self.ulps) + "}}"
+        )
+
+
+RESULT_ACCURACY_MODES = frozenset({"default", "highest"})
+
+
+@dataclass(frozen=True, slots=True)
 class ShapedLiteral:
     """custom-call `literal=`: a shape and a literal."""
 
@@ -211,12 +236,27 @@ def format_backend_config(s: str) -> str:
     return s if is_json_dict(s) else '"' + c_escape(s) + '"'
 
 
+def format_shaped_literal(lit: Literal, shape: Shape) -> str:
+    """Literal::ToString: `shape literal`, a tuple as `( shape literal, ... )`."""
+    from hlopass.literal import format_literal
+
+    if shape.is_tuple:
+        assert lit.elements is not None
+        inner = ", ".join(
+            format_shaped_literal(e, s)
+            for e, s in zip(lit.elements, shape.elements, strict=True)  # type: ignore[attr-defined]
+        )
+        return "( " + inner + " )"
+    return shape.text() + " " + format_literal(lit, shape)
+
+
 def format_value(kind: str, v: object, percent: bool = True) -> str:
     """The text XLA prints after `name=` for an attribute of `kind`."""
     p = "%" if percent else ""
     if kind == "ints":
         return format_ints(v)  # type: ignore[arg-type]
-    if kind in ("int", "ident", "dot_algorithm", "raw", "dim_labels", "window", "replica_groups"):
+    if kind in ("int", "ident", "dot_algorithm", "raw", "dim_labels", "window", "replica_groups",
+                "result_accuracy"):
         return str(v)
     if kind == "comp":
         return p + str(v)
@@ -249,8 +289,6 @@ def format_value(kind: str, v: object, percent: bool = True) -> str:
     if kind == "shapes":
         return "{" + ", ".join(s.text() for s in v) + "}"  # type: ignore[union-attr]
     if kind in ("literal", "constant"):
-        from hlopass.literal import format_literal
-
         assert isinstance(v, ShapedLiteral)
-        return v.shape.text() + " " + format_literal(v.literal, v.shape)
+        return format_shaped_literal(v.literal, v.shape)
     raise KeyError(f"unknown attribute kind {kind!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -16,6 +17,7 @@ from xdsl.ir import Operation
 
 from hlopass.attrs import format_value
 from hlopass.dialects.hlo import OP_CLASSES, ComputationOp, HloOp, ReturnOp, computations
+from hlopass.dialects.opcodes import COMMON_ATTRS
 from hlopass.importer import MODULE_ATTRS
 from hlopass.literal import format_literal
 from hlopass.shape import Shape
@@ -115,6 +117,9 @@ def _first(p: tuple[int, str]) -> int:
     return p[0]
 
 
+_FIRST = itemgetter(0)
+
+
 def _dfs_post_order(
     kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]], names: Any
 ) -> list[int]:
@@ -152,6 +157,22 @@ def _dfs_post_order(
     return order
 
 
+_DESCENDING = [list(range(n - 2, -1, -1)) for n in range(1, 33)]
+
+
+def _in_post_order(kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]]) -> bool:
+    """A cheap sufficient test that `_dfs_post_order` is the identity (block order), for
+    the common small computation: only the last instruction has operands, and they are
+    exactly every other instruction, in block order (so it is the one user-less
+    instruction, and its DFS visits the others in order)."""
+    if preds:
+        return False
+    n = len(kids)
+    if not n or n > 32 or kids[-1] != _DESCENDING[n - 1]:
+        return False
+    return not any(kids[:-1])
+
+
 def _callees(op: HloOp) -> list[str]:
     names: list[str] = []
     props = op.properties
@@ -184,9 +205,12 @@ def computation_post_order(module: ModuleOp) -> list[ComputationOp]:
 
 
 def _computation_post_order(
-    comps: list[ComputationOp], called: dict[str, list[list[str]]]
-) -> list[ComputationOp]:
-    by_name = {c.comp_name: c for c in comps}
+    comps: list[Any], called: dict[str, list[list[str]]], comp_names: list[str] | None = None
+) -> list[Any]:
+    """`comps` in XLA's order; `comp_names` are their names (by default their `comp_name`)."""
+    if comp_names is None:
+        comp_names = [c.comp_name for c in comps]
+    by_name = dict(zip(comp_names, comps, strict=True))
     nonroot: set[str] = set()
     for lst in called.values():
         for names in lst:
@@ -218,8 +242,7 @@ def _computation_post_order(
                             stack.append((n, 0))
         return post
 
-    for c in comps:
-        name = c.comp_name
+    for c, name in zip(comps, comp_names, strict=True):
         if name in nonroot:
             continue
         if called[name]:
@@ -242,6 +265,7 @@ _COMP_SPECS: dict[type, tuple[tuple[str, str], ...]] = {
     if cls.SPEC.computations
 }
 _ALWAYS_CLASSES = frozenset(OP_CLASSES[o] for o in _ALWAYS_PRINTED)
+_ASYNC_CLASSES = frozenset(OP_CLASSES[o] for o in ("async-start", "async-update", "async-done"))
 
 # Why an attribute present on an op may still be left out (see `_Printer._omitted`).
 _R_DEFAULT, _R_FALSE, _R_EMPTY_DOT, _R_METADATA, _R_BACKEND, _R_CONTROL = 1, 2, 3, 4, 5, 6
@@ -322,12 +346,39 @@ def _type_text_no_layout(t: Any) -> str:
     return s
 
 
+def _async_callee(op: Any) -> str | None:
+    """The computation an async op runs (update/done without `calls=`: that of their start)."""
+    for _ in range(10000):
+        c = op.attr("calls")
+        if c is not None or not op.operands:
+            return c
+        op = op.operands[0].owner
+        if type(op) not in _ASYNC_CLASSES:
+            return None
+    return None
+
+
+def _split_call(text: str, opcode: str) -> tuple[str, str]:
+    """`name = shape opcode(args)` and the `, attr=...` rest of an instruction's text."""
+    i = text.index(" " + opcode + "(") + len(opcode) + 2
+    depth = 1
+    n = len(text)
+    while i < n and depth:
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return text[:i], text[i:]
+
+
 class _Scanned:
     """One computation's instructions as text, with what ordering them needs."""
 
     __slots__ = (
         "comp", "name", "texts", "kids", "preds", "pnames", "root", "root_type", "params",
-        "called", "lp",
+        "called", "lp", "asyncs",
     )  # fmt: skip
 
     def __init__(self, comp: ComputationOp, name: str) -> None:
@@ -342,6 +393,7 @@ class _Scanned:
         self.lp = 0  # length of the `%` prefix of pnames
         self.params: list[tuple[int, str]] = []  # (number, `name: shape`)
         self.called: list[list[str]] = []
+        self.asyncs: list[tuple[int, Any]] = []  # (index, async-start/update/done op)
 
     def names(self) -> list[str]:
         lp = self.lp
@@ -362,13 +414,18 @@ class _Printer:
         out: list[str] = []
         name = module.attributes.get("sym_name")
         header = "HloModule " + (name.data if name is not None else "module")  # type: ignore[attr-defined]
-        all_comps = computations(module)
-        scans = {}
-        for c in all_comps:
-            sc = self.scan(c)
-            scans[sc.name] = sc
-        comps = _computation_post_order(all_comps, {n: sc.called for n, sc in scans.items()})
-        entry = next((c for c in comps if c.is_entry is not None), comps[-1])
+        scan = self.scan
+        all_scans = [scan(c) for c in computations(module)]
+        names = [sc.name for sc in all_scans]
+        scans: list[_Scanned] = _computation_post_order(
+            all_scans, {sc.name: sc.called for sc in all_scans}, names
+        )
+        if any(sc.asyncs for sc in all_scans):
+            hidden = self._async_sugar(all_scans)
+            if hidden:
+                scans = [sc for sc in scans if sc.name not in hidden]
+        entry_sc = next((sc for sc in scans if "is_entry" in sc.comp.properties), scans[-1])
+        entry = entry_sc.comp
         for key, kind in MODULE_ATTRS.items():
             attr = module.attributes.get("hlo." + key)
             if key == "entry_computation_layout":
@@ -391,10 +448,60 @@ class _Printer:
             out.append("")
         scheduled = module.attributes.get("hlo.is_scheduled")
         is_scheduled = bool(scheduled is not None and scheduled.data)  # type: ignore[attr-defined]
-        for c in comps:
-            self.computation(scans[c.comp_name], c is entry, is_scheduled, out)
+        for sc in scans:
+            self.computation(sc, sc is entry_sc, is_scheduled, out)
             out.append("")
         return "\n".join(out) + "\n"
+
+    def _async_sugar(self, all_scans: list[_Scanned]) -> set[str]:
+        """XLA's async shorthand: an async op whose computation is one instruction (besides
+        parameters) prints as `X-start/-update/-done`, and that computation is not printed.
+        Rewrites the texts of those ops; returns the names of the computations to hide."""
+        by_name = {sc.name: sc for sc in all_scans}
+        single: dict[str, bool] = {}
+        hidden: set[str] = set()
+        for sc in all_scans:
+            for n, op in sc.asyncs:
+                cname = _async_callee(op)
+                w = by_name.get(cname) if cname is not None else None
+                if w is None:
+                    continue
+                ok = single.get(cname)  # type: ignore[arg-type]
+                if ok is None:
+                    root = w.comp.root
+                    ok = single[cname] = all(  # type: ignore[index]
+                        i is root or i.opcode == "parameter" for i in w.comp.instructions
+                    )
+                if ok:
+                    hidden.add(cname)  # type: ignore[arg-type]
+                    sc.texts[n] = self._sugar_text(sc.texts[n], op, cname, w)  # type: ignore[arg-type]
+        return hidden
+
+    def _sugar_text(self, text: str, op: HloOp, cname: str, w: _Scanned) -> str:
+        opcode = op.opcode
+        wrapped = w.comp.root
+        head, rest = _split_call(text, opcode)
+        head = head.replace(" " + opcode + "(", f" {wrapped.opcode}-{opcode[6:]}(", 1)
+        thread = ""
+        t = op.attr("async_execution_thread")
+        if t is not None:
+            ts = ", async_execution_thread=" + format_value("str", t)
+            if rest.startswith(ts):
+                rest = rest[len(ts):]
+                thread = ts
+        cs = ", calls=" + self.pct + cname
+        if rest.startswith(cs):
+            rest = rest[len(cs):]
+        if opcode != "async-start":
+            return head + rest
+        wattrs = _split_call(w.texts[w.root], wrapped.opcode)[1] if w.root >= 0 else ""
+        for a in COMMON_ATTRS:  # the wrapped instruction's own common attributes are not shown
+            if a.name in wrapped.properties:
+                cut = wattrs.find(", " + a.name + "=")
+                if cut >= 0:
+                    wattrs = wattrs[:cut]
+                break
+        return head + thread + wattrs + rest
 
     def program_shape_layout(self, stored: tuple[Shape, ...] | None, entry: ComputationOp) -> str:
         if stored is not None:
@@ -422,25 +529,29 @@ class _Printer:
         if self.o.program_shape:
             params = sc.params
             if len(params) > 1:
-                params = sorted(params, key=_first)
+                params.sort(key=_FIRST)  # stable, as `sorted`; sc is scratch of this print
             sig = ", ".join([p[1] for p in params])
             rt = sc.root_type
             if rt is None:
                 rt = comp.root.results[0].type
-            head += f"({sig}) -> {_type_text_no_layout(rt)} "
-        lines.append(head + "{")
+            rtt = rt.__dict__.get("_hlo_text_nl") or _type_text_no_layout(rt)
+            head = f"{head}({sig}) -> {rtt} "
         texts = sc.texts
         root = sc.root
-        if scheduled:
-            order: Any = range(len(texts))
+        if scheduled or _in_post_order(sc.kids, sc.preds):
+            if root >= 0:
+                texts[root] = "ROOT " + texts[root]  # sc is scratch of this print
+            body = "\n  ".join(texts)
         else:
             order = _dfs_post_order(sc.kids, sc.preds, sc.names)
-        lines.extend([("  ROOT " if i == root else "  ") + texts[i] for i in order])
+            body = "\n  ".join([("ROOT " + texts[i]) if i == root else texts[i] for i in order])
         thread = comp.properties.get("execution_thread")
         if thread is not None and thread.data != "main":  # type: ignore[attr-defined]
-            lines.append(f'}}, execution_thread="{thread.data}"')  # type: ignore[attr-defined]
+            tail = f'}}, execution_thread="{thread.data}"'  # type: ignore[attr-defined]
         else:
-            lines.append("}")
+            tail = "}"
+        # One string per computation (lines are joined with "\n" by `module`).
+        lines.append(head + "{\n  " + body + "\n" + tail if texts else head + "{\n" + tail)
 
     def scan(self, comp: ComputationOp) -> _Scanned:
         """Walk the computation once: each instruction's text (without indentation or
@@ -453,6 +564,10 @@ class _Printer:
         o = self.o
         interval = o.index_interval
         operand_shapes = o.operand_shapes
+        # Operand counts above this take the general path (shapes, `/*index=N*/`).
+        general = 0 if operand_shapes else min(2, interval) if interval else 2
+        lp = len(pct)
+        metadata_on = o.metadata
         want_params = o.program_shape
         plans = self._plans
         rank_of = self._rank_of
@@ -463,7 +578,7 @@ class _Printer:
         add_kids = sc.kids.append
         hlo_classes = _HLO_CLASSES
         n = -1
-        op = comp.body.block.first_op
+        op = comp.regions[0].block.first_op
         while op is not None:
             cls = type(op)
             if cls not in hlo_classes:
@@ -486,7 +601,8 @@ class _Printer:
             tt = t.__dict__.get("_hlo_text") or _type_text(t)
             operands = op._operands  # pyright: ignore[reportPrivateUsage]
             no = len(operands)
-            if no > 2 or (no and (operand_shapes or interval and no > interval)):
+            nprops = len(props)  # less those printed as the operand (number, value)
+            if no > general:
                 k = [index.get(getid(v), -1) for v in operands]
                 if -1 in k:  # an operand defined later in the block
                     k = self._forward_operands(op, comp)
@@ -509,68 +625,85 @@ class _Printer:
                     args = ", ".join(parts)
                 k.reverse()
                 add_kids(k)
+                text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
             elif no == 2:
                 v0, v1 = operands
                 try:
                     j0 = index[getid(v0)]
                     j1 = index[getid(v1)]
-                    args = f"{pnames[j0]}, {pnames[j1]}"
+                    text = f"{pname} = {tt} {cls.OPCODE}({pnames[j0]}, {pnames[j1]})"  # type: ignore[attr-defined]
                 except KeyError:  # an operand defined later in the block
                     j0, j1 = self._forward_operands(op, comp)
                     args = f"{self._operand_name(v0, j0, pnames)}, {self._operand_name(v1, j1, pnames)}"
+                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids([j1, j0])
             elif no == 1:
-                for v0 in operands:
-                    try:
-                        j0 = index[getid(v0)]
-                        args = pnames[j0]
-                    except KeyError:
-                        (j0,) = self._forward_operands(op, comp)
-                        args = self._operand_name(v0, j0, pnames)
+                (v0,) = operands  # (SSAValues.__getitem__ is Python code)
+                try:
+                    j0 = index[getid(v0)]
+                    text = f"{pname} = {tt} {cls.OPCODE}({pnames[j0]})"  # type: ignore[attr-defined]
+                except KeyError:  # an operand defined later in the block
+                    (j0,) = self._forward_operands(op, comp)
+                    args = self._operand_name(v0, j0, pnames)
+                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids([j0])
             else:
                 add_kids([])
                 if cls is _PARAMETER:
-                    args = str(props["number"].data)  # type: ignore[attr-defined]
+                    number = props["number"].data  # type: ignore[attr-defined]
+                    args = str(number)
+                    nprops -= 1
                     if want_params:
-                        sc.params.append(
-                            (props["number"].data, f"{pname[len(pct):]}: {_type_text_no_layout(t)}")  # type: ignore[attr-defined]
-                        )
+                        ttn = t.__dict__.get("_hlo_text_nl") or _type_text_no_layout(t)
+                        sc.params.append((number, f"{pname[lp:]}: {ttn}"))
                 elif cls is _CONSTANT:
                     v = props["value"].data  # type: ignore[attr-defined]
                     args = format_literal(v.literal, v.shape)
+                    nprops -= 1
                 else:
                     args = ""
-            text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
-            if len(props) > 1:
+                text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+            if nprops > 1:
                 if cls in _COMP_SPECS:
                     called = _callees(op)  # type: ignore[arg-type]
                     if called:
                         sc.called.append(called)
+                    if cls in _ASYNC_CLASSES:
+                        sc.asyncs.append((n, op))
+                # Plan entries with their rank: (rank, name, kind, rule, always, key).
                 ranks = rank_of.get(cls) or self._ranks(cls)
-                if len(props) == 2 and cls not in _ALWAYS_CLASSES:
+                if cls in _ALWAYS_CLASSES:
+                    items = ranks.values()  # the whole plan, in order
+                elif nprops == 2:
                     # One property besides the name (the commonest case after none).
                     for pname_ in props:
                         entry = ranks.get(pname_)
                         if entry is not None:
-                            items = (entry[1:],)
+                            items = (entry,)
                             break
                     else:
                         items = ()
                 else:
-                    items = plans.get(cls) or self._plan(cls)
+                    # The attributes present, in plan order (absent ones print nothing).
+                    items = [e for e in map(ranks.get, props) if e is not None]
+                    items.sort()
                 attrs = []
-                for name, kind, rule, always, key in items:
+                for _, name, kind, rule, always, key in items:
                     a = props.get(name)
                     if a is None:
                         if always is not None:
                             attrs.append(f"{name}={always}")
                         continue
                     if rule:
-                        if rule == _R_CONTROL:
-                            sc.preds.append((n, a.data))  # type: ignore[attr-defined]
-                        if omitted(op, rule, name, a):  # type: ignore[arg-type]
-                            continue
+                        if rule == _R_METADATA and metadata_on:
+                            vis = a.__dict__.get("_hlo_visible")  # cached by `_omitted`
+                            if not (vis or vis is None and not omitted(op, rule, name, a)):  # type: ignore[arg-type]
+                                continue
+                        else:
+                            if rule == _R_CONTROL:
+                                sc.preds.append((n, a.data))  # type: ignore[attr-defined]
+                            if omitted(op, rule, name, a):  # type: ignore[arg-type]
+                                continue
                     at = a.__dict__.get(key)
                     if at is None:
                         at = _attr_text(a, kind, o.percent)

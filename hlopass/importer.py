@@ -307,6 +307,8 @@ class _Parser:
             return A.Raw(tok)
         if kind == "window":
             return self.window()
+        if kind == "result_accuracy":
+            return self.result_accuracy()
         if kind == "dim_labels":
             k, tok, start = lx.next()
             if k != "DIMLABELS":
@@ -367,6 +369,19 @@ class _Parser:
                     return tuple(shapes)
                 self.expect(",")
         if kind == "literal":
+            if lx.peek()[1] == "(":
+                # A tuple literal: `( s32[2]{0} {1, 2}, pred[] 1 )`, each element with its shape.
+                lx.next()
+                parts: list[A.ShapedLiteral] = []
+                while not self.accept(")"):
+                    parts.append(self.value("literal", attr))
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+                return A.ShapedLiteral(
+                    TupleShape(tuple(p.shape for p in parts)),
+                    Literal(elements=tuple(p.literal for p in parts)),
+                )
             shape = self.shape()
             return A.ShapedLiteral(shape, self.literal(shape))
         if kind == "program_shape":
@@ -378,6 +393,36 @@ class _Parser:
             self.expect("}")
             return (*params.elements, result)  # type: ignore[union-attr]
         raise AssertionError(f"no parser for attribute kind {kind}")
+
+    def result_accuracy(self) -> A.ResultAccuracy:
+        """`{mode=highest}` or `{tolerance={atol=..,rtol=..,ulps=..}}` (fields optional)."""
+        raw, start = self.lx.take_balanced("{", "}")
+        body = re.sub(r"\s+", "", raw)
+        m = re.fullmatch(r"\{mode=([A-Za-z_]+)\}", body)
+        if m is not None:
+            mode = m.group(1).lower()
+            if mode not in A.RESULT_ACCURACY_MODES:
+                self.error(f"unknown result_accuracy mode {m.group(1)!r}", start)
+            return A.ResultAccuracy(mode)
+        m = re.fullmatch(r"\{tolerance=\{(.*)\}\}", body)
+        if m is None:
+            self.error(f"expected {{mode=...}} or {{tolerance={{...}}}} for result_accuracy", start)
+            raise AssertionError
+        fields: dict[str, float] = {}
+        for item in m.group(1).split(",") if m.group(1) else ():
+            key, _, val = item.partition("=")
+            if key not in ("atol", "rtol", "ulps") or key in fields:
+                self.error(f"invalid result_accuracy tolerance field {item!r}", start)
+            try:
+                num = int(val) if key == "ulps" else float(val)
+            except ValueError:
+                self.error(f"invalid number {val!r} for result_accuracy {key}", start)
+                raise AssertionError from None
+            if num < 0 or num != num:
+                self.error(f"result_accuracy {key} must be non-negative, got {val}", start)
+            fields[key] = num
+        return A.ResultAccuracy(None, fields.get("atol", 0.0), fields.get("rtol", 0.0),
+                                int(fields.get("ulps", 0)))
 
     def iota_list(self) -> str:
         """Iota replica groups `[2,4]<=[8]` or `[2,4]<=[4,2]T(1,0)`, kept as text."""
@@ -581,6 +626,64 @@ def _squash(text: str) -> str:
     return "".join(parts)
 
 
+def _normalize_tuple_sharding(text: str) -> str:
+    """A tuple sharding `{{a},{b}}` as XLA prints it: elements joined by `, `."""
+    parts: list[str] = []
+    depth = 0
+    begin = 1
+    in_str = False
+    i = 1
+    n = len(text) - 1  # the closing brace
+    while i < n:
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[begin:i].strip())
+            begin = i + 1
+        i += 1
+    if depth != 0 or in_str or not text.endswith("}"):
+        return text
+    parts.append(text[begin:n].strip())
+    return "{" + ", ".join(parts) + "}"
+
+
+_ASYNC_SUFFIXES = ("-start", "-update", "-done")
+_SUGAR_SPECS: dict[str, Any] = {}
+
+
+def _async_sugar(opcode: str) -> tuple[str, str] | None:
+    """(wrapped opcode, start|update|done) for XLA's async shorthand like `custom-call-start`."""
+    for suffix in _ASYNC_SUFFIXES:
+        if opcode.endswith(suffix):
+            base = opcode[: -len(suffix)]
+            if base in OPCODES and not base.startswith("async-"):
+                return base, suffix[1:]
+    return None
+
+
+def _sugar_spec(spec: Any) -> Any:
+    """`spec` plus the `async_execution_thread` attribute the shorthand start may carry."""
+    out = _SUGAR_SPECS.get(spec.opcode)
+    if out is None:
+        from hlopass.dialects.opcodes import OpcodeSpec
+
+        out = _SUGAR_SPECS[spec.opcode] = OpcodeSpec(
+            spec.opcode, spec.arity, spec.traits,
+            (AttrSpec("async_execution_thread", "str", False), *spec.attrs), spec.computations,
+        )  # fmt: skip
+    return out
+
+
 # --- modules ------------------------------------------------------------------------------
 
 
@@ -590,6 +693,7 @@ class ModuleParser(_Parser):
         self.computation_names: dict[str, int] = {}
         self.references: list[tuple[str, int]] = []
         self.saw_stack_frame_id = False
+        self.pending_computations: list[ComputationOp] = []
 
     def parse(self) -> ModuleOp:
         lx = self.lx
@@ -597,6 +701,19 @@ class ModuleParser(_Parser):
         module_attrs: dict[str, Any] = {}
         kind, tok, start = lx.peek()
         has_header = kind == "NAME" and tok == "HloModule"
+        if not has_header and tok != "ENTRY":
+            # XLA reads headerless text as a module only when it starts with ENTRY or with
+            # `name {`; anything else it takes for a single instruction.
+            saved = (lx.pos, lx._peeked)
+            lx.next()
+            k2, t2, s2 = lx.next()
+            lx.pos, lx._peeked = saved
+            if t2 != "{" and kind != "EOF":
+                self.error(
+                    "a module without an HloModule header must start with ENTRY or with a "
+                    f"computation `name {{` (got {_describe(k2, t2)} after {tok!r})",
+                    s2,
+                )
         if has_header:
             lx.next()
             module_name = self.name_or_string()
@@ -616,6 +733,11 @@ class ModuleParser(_Parser):
                         lx.next()
                         module_attrs[key] = A.Raw("{" + t2 + "}")
                         continue
+                if key == "origin_recovery_table" and lx.peek()[1] == "{":
+                    # Kept verbatim: XLA prints it over several lines (with embedded module
+                    # texts), ending with a newline of its own.
+                    module_attrs[key] = A.Raw(lx.take_balanced("{", "}")[0] + "\n")
+                    continue
                 module_attrs[key] = self.value(vkind, key)
                 if key == "frontend_attributes":
                     module_attrs[key] = A.Raw(_normalize_frontend_attrs(module_attrs[key].text))
@@ -627,6 +749,9 @@ class ModuleParser(_Parser):
         while lx.peek()[0] != "EOF":
             comp_start = lx.peek()[2]
             comp = self.computation()
+            if self.pending_computations:  # generated by async shorthand, defined first
+                comps.extend(self.pending_computations)
+                self.pending_computations.clear()
             if comp.is_entry is not None:
                 if entry_seen:
                     self.error("more than one ENTRY computation", comp_start)
@@ -643,6 +768,8 @@ class ModuleParser(_Parser):
         for name, offset in self.references:
             if name not in self.computation_names:
                 self.error(f"computation {name!r} is not defined", offset)
+            # XLA also rejects a callee defined after its use ("computation does not exist");
+            # we accept forward references (tests and hand-written HLO use them).
         module = ModuleOp(comps)
         module.attributes["sym_name"] = StringAttr(module_name)
         for key, value in module_attrs.items():
@@ -663,6 +790,8 @@ class ModuleParser(_Parser):
             return tok[1:] if tok.startswith("%") else tok
         if kind == "STRING":
             return _unescape(tok)
+        if kind == "LABEL":  # XLA's lexer reads `name:` as a name too (`HloModule m.1:`)
+            return tok
         if kind == "ATTR":  # `HloModule m,` never lexes so; `HloModule m=` is malformed
             self.error("expected a module name", start)
         self.error(f"expected a module name, got {_describe(kind, tok)}", start)
@@ -827,15 +956,110 @@ class ModuleParser(_Parser):
         if kind != "NAME":
             self.error(f"expected an opcode, got {_describe(kind, opcode)}", ostart)
         spec = OPCODES.get(opcode)
+        if spec is None and opcode == "b" and shape is None and not nested and lx.peek()[1] == "(":
+            # A buffer result shape `b(f32[])` (no opcode is called `b`).
+            lx.next()
+            inner = self.shape()
+            self.expect(")")
+            if not isinstance(inner, ArrayShape):
+                self.error("a buffer shape holds an array shape", ostart)
+            shape = BufferShape(inner)  # type: ignore[arg-type]
+            kind, opcode, ostart = lx.next()
+            if kind != "NAME":
+                self.error(f"expected an opcode, got {_describe(kind, opcode)}", ostart)
+            spec = OPCODES.get(opcode)
         if spec is None and shape is None and lx.peek()[1] == "[":
             if opcode in ELEMENT_BITS or opcode == "opaque_type":
                 self.error(f"malformed shape starting at {opcode!r}", ostart)
             self.error(f"unknown element type {opcode!r}", ostart)
         if spec is None:
+            sugar = _async_sugar(opcode)
+            if sugar is not None:
+                self.expect("(")
+                return self.async_sugar(name, sugar, shape, values, block, start, ostart)
             self.error(f"unknown opcode {opcode!r}", ostart)
             raise AssertionError
         self.expect("(")
         return self.instruction_body(name, opcode, spec, shape, values, block, start, ostart, nested)
+
+    def async_sugar(
+        self,
+        name: str,
+        sugar: tuple[str, str],
+        shape: Shape | None,
+        values: dict[str, SSAValue],
+        block: Block,
+        start: int,
+        ostart: int,
+    ) -> HloOp:
+        """`X-start(...)`, `X-update(...)`, `X-done(...)`: XLA's shorthand for an async op
+        calling a generated computation (`async_wrapped`) that holds one X instruction."""
+        base, suffix = sugar
+        if suffix != "start":
+            opcode = "async-" + suffix
+            op = self.instruction_body(name, opcode, OPCODES[opcode], shape, values, block, start, ostart)
+            src = op.operands[0].owner
+            callee = src.attr("calls") if isinstance(src, HloOp) and src.opcode in (
+                "async-start", "async-update") else None
+            if callee is None:
+                self.error(f"{base}-{suffix} takes an async-start or async-update operand", ostart)
+            if op.attr("calls") is None:
+                op.set_attr("calls", callee)
+            thread = src.attr("async_execution_thread")  # type: ignore[union-attr]
+            if thread is not None and op.attr("async_execution_thread") is None:
+                op.set_attr("async_execution_thread", thread)
+            return op
+        if shape is None or not shape.is_tuple or len(shape.elements) < 2:  # type: ignore[attr-defined]
+            self.error(f"{base}-start needs its async tuple shape ((operands), result, ...)", ostart)
+            raise AssertionError
+        spec = OPCODES[base]
+        wshape = shape.elements[1]  # type: ignore[attr-defined]
+        scratch = Block()
+        saved = values.get(name)
+        self.sugar_thread = None
+        wrapped = self.instruction_body(name, base, _sugar_spec(spec), wshape, values, scratch, start, ostart)
+        if saved is not None:
+            values[name] = saved
+        operands = list(wrapped.operands)
+        start_attrs: dict[str, Any] = {}
+        wattrs: dict[str, Any] = {}
+        for aspec, value in wrapped.hlo_attrs():
+            if aspec.name == "async_execution_thread" or aspec.name in COMMON_BY_NAME:
+                start_attrs[aspec.name] = value
+            else:
+                wattrs[aspec.name] = value
+        thread = self.sugar_thread
+        if thread is not None:
+            start_attrs = {"async_execution_thread": thread, **start_attrs}
+        cname = "async_wrapped"
+        i = 0
+        while cname in self.computation_names:
+            i += 1
+            cname = f"async_wrapped.{i}"
+        self.computation_names[cname] = ostart
+        wblock = Block()
+        params = []
+        for j, v in enumerate(operands):
+            p = create_op("parameter", [], v.type.data, "async_param", {"number": j}, self.intern)  # type: ignore[attr-defined]
+            wblock.add_op(p)
+            params.append(p.results[0])
+        inner = create_op(base, params, wshape, base, wattrs, self.intern)
+        wblock.add_op(inner)
+        wblock.add_op(new_return_op(inner.results[0]))
+        wcomp = new_computation_op(cname, wblock)
+        if thread is not None:
+            wcomp.properties["execution_thread"] = StringAttr(thread)
+        self.pending_computations.append(wcomp)
+        start_attrs["calls"] = cname
+        op = create_op("async-start", operands, shape, name, start_attrs, self.intern)
+        try:
+            verify_instruction(op)
+        except VerifyException as e:
+            line, col = self.lx.line_col(start)
+            raise HloShapeError(str(e), self.lx.filename, line, col) from None
+        block.add_op(op)
+        values[name] = op.results[0]
+        return op
 
     def fast_instruction(
         self, m: re.Match[str], values: dict[str, SSAValue], block: Block
@@ -984,6 +1208,11 @@ class ModuleParser(_Parser):
             attrs[key] = self.value(akind, key, opcode)
             if key == "frontend_attributes":
                 attrs[key] = A.Raw(_normalize_frontend_attrs(attrs[key].text))
+            elif key == "sharding" and attrs[key].text.startswith("{{"):
+                attrs[key] = A.Raw(_normalize_tuple_sharding(attrs[key].text))
+            elif akind == "result_accuracy" and attrs[key].is_default:
+                del attrs[key]  # XLA keeps no trace of the default mode
+                continue
             if aspec.kind == "comp":
                 if attrs[key] == getattr(self, "current_computation", None):
                     self.error(f"computation {attrs[key]!r} cannot call itself", vstart)
@@ -997,6 +1226,14 @@ class ModuleParser(_Parser):
             and getattr(operands[0].type.data, "rank", None) == 0  # type: ignore[attr-defined]
         ):
             attrs["dimensions"] = ()  # a scalar broadcast may leave out dimensions={}
+        elif opcode == "recv-done" and len(operands) == 1:
+            # XLA derives recv-done's shape from its recv (a declared shape is ignored).
+            rs = operands[0].type.data  # type: ignore[attr-defined]
+            if rs.is_tuple and len(rs.elements) == 3:
+                shape = TupleShape((rs.elements[0], rs.elements[2]))
+        elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
+            # XLA's outfeed always carries (and prints) the shape of what it sends.
+            attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
         required = _REQUIRED.get(opcode)
         if required is None:
             required = _REQUIRED[opcode] = tuple(
@@ -1014,6 +1251,8 @@ class ModuleParser(_Parser):
             except ValueError as e:
                 self.error(f"cannot infer the shape of {opcode}: {e}", ostart)
                 raise AssertionError from None
+        if "async_execution_thread" in attrs and not opcode.startswith("async-"):  # shorthand
+            self.sugar_thread = attrs.pop("async_execution_thread")
         op = create_op(opcode, operands, shape, name, attrs, self.intern)
         try:
             verify_instruction(op)

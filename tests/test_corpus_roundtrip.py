@@ -21,21 +21,7 @@ from tests.conftest import CORPUS, CORPUS_MISSING, ORACLE_MISSING
 
 MODULES = modules(CORPUS) if CORPUS is not None else []
 
-KNOWN_DIFFERENCES = {
-    "xla_tests/hlo__translate__hlo_to_mhlo__tests__custom_call.hlo": "buffer shape b(...) as an instruction result is not parsed",
-    "xla_tests/hlo__translate__hlo_to_mhlo__tests__import.hlo": "outfeed_shape/outfeed_config print differently",
-    "xla_tests/hlo__translate__hlo_to_mhlo__tests__import_async.hlo#14": "recv-done program shape differs",
-    "xla_tests/hlo__translate__hlo_to_mhlo__tests__result_accuracy.hlo#0": "result_accuracy is kept as raw text, XLA normalizes it",
-    "xla_tests/hlo__translate__hlo_to_mhlo__tests__result_accuracy.hlo#1": "result_accuracy is kept as raw text, XLA normalizes it",
-    "xla_tests/hlo__translate__hlo_to_mhlo__tests__result_accuracy.hlo#2": "result_accuracy is kept as raw text, XLA normalizes it",
-    "xla_tests/hlo__translate__hlo_to_mhlo__tests__types.hlo": "buffer shape b(...) as an instruction result is not parsed",
-    "xla_tests/tests__isolated_convolution.hlo": "module name with a dot in the header is not parsed",
-    "parser/CustomCallWithLiteralTuple": "tuple literal in custom-call literal= is not parsed",
-    "parser/AsyncOpsWithSyntaxSugar": "async syntax sugar (custom-call-start) is not supported",
-    "parser/AsyncOpsWithSyntaxSugarAndThreadName": "async syntax sugar (custom-call-start) is not supported",
-    "parser/HloComputationWithParallelThreadName": "async syntax sugar (custom-call-start) is not supported",
-    "parser/OriginalValueRecoveryTable": "origin_recovery_table is printed over several lines by XLA",
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 # XLA's parser accepts these but XLA's verifier rejects them; we verify while parsing.
 VERIFIER_REJECTS = {

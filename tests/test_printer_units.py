@@ -83,3 +83,85 @@ ENTRY e {
     assert "1 {file_name_id=1 function_name_id=1 line=30 end_line=30 column=1 end_column=2}" in out
     assert '%x = f32[] parameter(0), metadata={op_name="x" stack_frame_id=1}' in out
     assert 'ROOT %t = f32[] add(%y, %x), metadata={op_name="x" stack_frame_id=3}' in out
+
+
+def test_result_accuracy_is_normalized_like_xla():
+    base = "  p = f32[] parameter(0)\n  ROOT r = f32[] exponential(p), result_accuracy="
+    out = _print(base + "{tolerance={atol=1.5e-7,rtol=0.1234567,ulps=10}}")
+    assert "result_accuracy={tolerance={atol=1.5e-07,rtol=0.123457,ulps=10}}" in out
+    assert "result_accuracy={tolerance={atol=0,rtol=2,ulps=0}}" in _print(base + "{tolerance={rtol=2}}")
+    assert "result_accuracy={mode=highest}" in _print(base + "{mode=HIGHEST}")
+    assert "result_accuracy" not in _print(base + "{mode=DEFAULT}")
+
+
+def test_outfeed_always_prints_its_shape():
+    out = _print("  p = s32[3] parameter(0)\n  t = token[] after-all()\n"
+                 '  ROOT o = token[] outfeed(p, t), outfeed_config="x"')
+    assert 'outfeed(%p, %t), outfeed_shape=s32[3]{0}, outfeed_config="x"' in out
+
+
+def test_recv_done_takes_its_shape_from_recv():
+    out = _print("  t = token[] parameter(0)\n"
+                 "  r = (f32[4], u32[], token[]) recv(t), channel_id=5\n"
+                 "  ROOT d = (f32[9], token[]) recv-done(r), channel_id=5")
+    assert "%d = (f32[4]{0}, token[]) recv-done(%r)" in out
+
+
+def test_buffer_result_shape_and_dotted_module_name_with_colon():
+    out = _print("  c = f32[] constant(1)\n"
+                 '  ROOT b = b(f32[]) custom-call(c), custom_call_target="Pin", '
+                 "api_version=API_VERSION_TYPED_FFI", header="HloModule conv.167:")
+    assert out.startswith("HloModule conv.167, ")
+    assert "%b = b(f32[]) custom-call(%c)" in out
+
+
+def test_custom_call_tuple_literal():
+    out = _print('  ROOT c = f32[] custom-call(), custom_call_target="x", '
+                 "literal=(s32[] 1, (f32[] 2, pred[] 1))")
+    assert 'literal=( s32[] 1, ( f32[] 2, pred[] true ) )' in out
+    out = _print('  ROOT c = f32[] custom-call(), custom_call_target="x", literal=( )')
+    assert "literal=(  )" in out
+
+
+def test_tuple_sharding_elements_are_comma_space_separated():
+    out = _print("  ROOT p = (f32[], f32[]) parameter(0), sharding={{replicated},{maximal device=1}}")
+    assert "sharding={{replicated}, {maximal device=1}}" in out
+
+
+def test_async_shorthand_round_trips_and_hides_the_wrapped_computation():
+    body = ("  p0 = f32[10]{0} parameter(0)\n"
+            "  s = ((f32[10]{0}), f32[20]{0}, s32[]) custom-call-start(p0), "
+            'async_execution_thread="th", custom_call_target="foo"\n'
+            "  u = ((f32[10]{0}), f32[20]{0}, s32[]) custom-call-update(s)\n"
+            "  ROOT d = f32[20]{0} custom-call-done(u)")
+    module = parse_hlo(f"HloModule m\n\nENTRY e {{\n{body}\n}}\n")
+    from hlopass.dialects.hlo import computations
+
+    names = [c.comp_name for c in computations(module)]
+    assert names == ["async_wrapped", "e"]
+    ops = {op.inst_name: op for op in computations(module)[1].instructions}
+    assert ops["s"].opcode == "async-start" and ops["s"].attr("calls") == "async_wrapped"
+    assert ops["d"].opcode == "async-done" and ops["d"].attr("calls") == "async_wrapped"
+    out = print_hlo(module)
+    assert "async_wrapped" not in out
+    assert ('custom-call-start(%p0), async_execution_thread="th", custom_call_target="foo"'
+            in out)
+    assert "%u = ((f32[10]{0}), f32[20]{0}, s32[]) custom-call-update(%s)\n" in out
+    assert "ROOT %d = f32[20]{0} custom-call-done(%u)\n" in out
+    assert print_hlo(parse_hlo(out)) == out
+
+
+def test_rejected_like_xla():
+    import pytest
+
+    from hlopass import HloParseError
+
+    a = "%a (x: f32[]) -> f32[] {\n  ROOT %x = f32[] parameter(0)\n}\n\n"
+    call_a = ("ENTRY %b (y: f32[]) -> f32[] {\n  %y = f32[] parameter(0)\n"
+              "  ROOT %c = f32[] call(%y), to_apply=%a\n}\n")
+    with pytest.raises(HloParseError, match="without an HloModule header"):
+        parse_hlo(a + call_a)  # XLA reads this as one (malformed) instruction
+    parse_hlo("HloModule m\n\n" + a + call_a)
+    with pytest.raises(HloParseError, match="non-negative"):
+        _print("  p = f32[] parameter(0)\n  ROOT r = f32[] exponential(p), "
+               "result_accuracy={tolerance={atol=-1}}")
