@@ -7,6 +7,7 @@ XLA's ShortParsable (no `%`, program shape, metadata or index comments).
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -405,8 +406,9 @@ class _Printer:
         self.o = options
         self.pct = "%" if options.percent else ""
         # Per op class: the attributes to consider, in print order, as
-        # (name, kind, omission rule, text printed when absent or None, text cache key).
-        self._plans: dict[type, tuple[tuple[str, str, int, str | None, str], ...]] = {}
+        # (name, kind, omission rule, text printed when absent or None, text cache key,
+        # cache key of the `, name=text` suffix).
+        self._plans: dict[type, tuple[tuple[str, str, int, str | None, str, str], ...]] = {}
         # Per op class: attribute name -> (position in the plan, *plan entry).
         self._rank_of: dict[type, dict[str, tuple[Any, ...]]] = {}
 
@@ -670,7 +672,7 @@ class _Printer:
                         sc.called.append(called)
                     if cls in _ASYNC_CLASSES:
                         sc.asyncs.append((n, op))
-                # Plan entries with their rank: (rank, name, kind, rule, always, key).
+                # Plan entries with their rank: (rank, name, kind, rule, always, key, skey).
                 ranks = rank_of.get(cls) or self._ranks(cls)
                 if cls in _ALWAYS_CLASSES:
                     items = ranks.values()  # the whole plan, in order
@@ -688,11 +690,11 @@ class _Printer:
                     items = [e for e in map(ranks.get, props) if e is not None]
                     items.sort()
                 attrs = []
-                for _, name, kind, rule, always, key in items:
+                for _, name, kind, rule, always, key, skey in items:
                     a = props.get(name)
                     if a is None:
                         if always is not None:
-                            attrs.append(f"{name}={always}")
+                            attrs.append(f", {name}={always}")
                         continue
                     if rule:
                         if rule == _R_METADATA and metadata_on:
@@ -704,16 +706,23 @@ class _Printer:
                                 sc.preds.append((n, a.data))  # type: ignore[attr-defined]
                             if omitted(op, rule, name, a):  # type: ignore[arg-type]
                                 continue
-                    at = a.__dict__.get(key)
+                    # `, name=text`, cached on the (immutable) attribute.
+                    ad = a.__dict__
+                    at = ad.get(skey)
                     if at is None:
-                        at = _attr_text(a, kind, o.percent)
-                    attrs.append(f"{name}={at}")
+                        at = ad.get(key)
+                        if at is None:
+                            at = _attr_text(a, kind, o.percent)
+                        at = ", " + name + "=" + at
+                        if kind != "literal":
+                            ad[skey] = at
+                    attrs.append(at)
                 if attrs:
-                    text = text + ", " + ", ".join(attrs)
+                    text = text + "".join(attrs)
             elif cls in _ALWAYS_CLASSES:
                 attrs = [
                     f"{name}={always}"
-                    for name, _, _, always, _ in plans.get(cls) or self._plan(cls)
+                    for name, _, _, always, _, _ in plans.get(cls) or self._plan(cls)
                     if always is not None
                 ]
                 if attrs:
@@ -739,12 +748,13 @@ class _Printer:
         self._rank_of[cls] = ranks
         return ranks
 
-    def _plan(self, cls: type) -> tuple[tuple[str, str, int, str | None, str], ...]:
+    def _plan(self, cls: type) -> tuple[tuple[str, str, int, str | None, str, str], ...]:
         opcode = cls.OPCODE  # type: ignore[attr-defined]
         always = _ALWAYS_PRINTED.get(opcode, {})
         items = tuple(
             (spec.name, spec.kind, _rule(opcode, spec.name), always.get(spec.name),
-             _text_key(spec.kind, self.o.percent))
+             _text_key(spec.kind, self.o.percent),
+             "_hlo_sfx_" + spec.name + _text_key(spec.kind, self.o.percent))
             for spec in cls.ATTR_SPECS.values()  # type: ignore[attr-defined]
             if spec.name not in ("number", "value")
         )
@@ -783,4 +793,14 @@ class _Printer:
 
 def print_hlo(module: ModuleOp, style: str = "default") -> str:
     """HLO text of `module`; `default` matches XLA's `to_string()` with large constants."""
-    return _Printer(PrintOptions.of(style)).module(module)
+    printer = _Printer(PrintOptions.of(style))
+    # The print allocates many short-lived, acyclic containers (freed by reference
+    # counting); with the collector on, they trigger collections that traverse the whole
+    # module (~10% of the print time on large modules).
+    if not gc.isenabled():
+        return printer.module(module)
+    gc.disable()
+    try:
+        return printer.module(module)
+    finally:
+        gc.enable()
