@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def corpus_root() -> Path | None:
@@ -75,3 +76,25 @@ def modules(root: Path, groups: tuple[str, ...] = ("seeds", "xla_tests", "parser
         for p in sorted(root.glob("jax/*/*.hlo")):
             out.append(CorpusModule(f"jax/{p.parent.name}/{p.name}", p.read_text(), p))
     return out
+
+
+def elide_like(module: Any, xla_text: str) -> str:
+    """Replace XLA's arbitrary fill of constants elided in the input (`{...}`) by `{...}`.
+
+    XLA's parser fills an elided constant with arbitrary values; comparing our print (which
+    keeps `{...}`) with XLA's is only meaningful once those are elided again.
+    """
+    from hlopass.dialects.hlo import computations
+
+    names = [
+        op.inst_name
+        for comp in computations(module)
+        for op in comp.instructions
+        if op.opcode == "constant" and op.attr("value").literal.elided
+    ]
+    for name in names:
+        pattern = re.compile(
+            rf"^(\s*(?:ROOT )?%{re.escape(name)} = \S+ constant\().*?(\)(?:, |$))", re.M
+        )
+        xla_text = pattern.sub(r"\1{...}\2", xla_text, count=1)
+    return xla_text

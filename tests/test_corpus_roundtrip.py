@@ -7,13 +7,11 @@ strict xfails, so a fix shows up as XPASS (and fails the run until the entry is 
 from __future__ import annotations
 
 import difflib
-import re
 
 import pytest
 
 from hlopass import oracle
-from hlopass.corpus import modules
-from hlopass.dialects.hlo import computations
+from hlopass.corpus import elide_like, modules
 from hlopass.errors import HloShapeError
 from hlopass.exporter import print_hlo
 from hlopass.importer import parse_hlo
@@ -32,20 +30,6 @@ VERIFIER_REJECTS = {
 def _diff(want: str, got: str) -> str:
     lines = difflib.unified_diff(want.splitlines(), got.splitlines(), "xla", "hlopass", n=1)
     return "\n".join(list(lines)[:40])
-
-
-def elide_like(module, xla_text: str) -> str:
-    """Replace XLA's arbitrary fill of constants elided in the input (`{...}`) by `{...}`."""
-    names = [
-        op.inst_name
-        for comp in computations(module)
-        for op in comp.instructions
-        if op.opcode == "constant" and op.attr("value").literal.elided
-    ]
-    for name in names:
-        pattern = re.compile(rf"^(\s*(?:ROOT )?%{re.escape(name)} = \S+ constant\().*?(\)(?:, |$))", re.M)
-        xla_text = pattern.sub(r"\1{...}\2", xla_text, count=1)
-    return xla_text
 
 
 def _params():
