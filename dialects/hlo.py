@@ -22,14 +22,14 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import UNKNOWN_LOC, ArrayAttr, StringAttr, SymbolRefAttr, UnitAttr
+from xdsl.dialects.builtin import UNKNOWN_LOC, StringAttr, SymbolRefAttr, UnitAttr
 from xdsl.ir import (
     Attribute,
     Block,
     Data,
     Dialect,
-    OpResult,
     Operation,
+    OpResult,
     Region,
     SSAValue,
     SSAValues,
@@ -47,7 +47,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.irdl.operations import _PropertyFieldDef, OptPropertyDef  # noqa: F401
+from xdsl.irdl.operations import OptPropertyDef, _PropertyFieldDef  # noqa: F401
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.traits import (

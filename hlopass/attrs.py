@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlopass.lexer import find_closing
 from hlopass.literal import Literal
 from hlopass.shape import Shape
 
@@ -212,24 +213,7 @@ def format_metadata(m: Metadata) -> str:
 
 def is_json_dict(s: str) -> bool:
     """True when XLA's lexer would read `s` as one balanced `{...}` dictionary."""
-    if not s.startswith("{") or not s.endswith("}"):
-        return False
-    depth = 0
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c == '"':
-            i += 1
-            while i < n and s[i] != '"':
-                i += 2 if s[i] == "\\" else 1
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0 and i != n - 1:
-                return False
-        i += 1
-    return depth == 0
+    return s.startswith("{") and find_closing(s, 0) == len(s) - 1
 
 
 def format_backend_config(s: str) -> str:

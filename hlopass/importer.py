@@ -22,8 +22,7 @@ from hlopass.dialects.hlo import (
 )
 from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
 from hlopass.errors import HloParseError, HloShapeError
-from hlopass.lexer import SHAPE_RE, Lexer
-from hlopass.verifier import verify_instruction
+from hlopass.lexer import SHAPE_RE, Lexer, find_closing
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
 from hlopass.shape import (
     ELEMENT_BITS,
@@ -36,6 +35,7 @@ from hlopass.shape import (
     TupleShape,
     default_layout,
 )
+from hlopass.verifier import verify_instruction
 
 # Module header attributes, in XLA's print order, with their value kinds.
 MODULE_ATTRS: dict[str, str] = {
@@ -119,11 +119,8 @@ def _parse_layout(text: str, rank: int) -> Layout:
     body = text[1:-1]
     m2m_text, _, extras = body.partition(":")
     m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip()) if m2m_text.strip() else ()
-    if m2m_text.strip() or rank == 0:
-        if sorted(m2m) != list(range(rank)):
-            raise ValueError(
-                f"layout {{{m2m_text}}} is not a permutation of the {rank} dimensions"
-            )
+    if (m2m_text.strip() or rank == 0) and sorted(m2m) != list(range(rank)):
+        raise ValueError(f"layout {{{m2m_text}}} is not a permutation of the {rank} dimensions")
     kw: dict[str, Any] = {}
     pos = 0
     tiles: list[Tile] = []
@@ -406,7 +403,7 @@ class _Parser:
             return A.ResultAccuracy(mode)
         m = re.fullmatch(r"\{tolerance=\{(.*)\}\}", body)
         if m is None:
-            self.error(f"expected {{mode=...}} or {{tolerance={{...}}}} for result_accuracy", start)
+            self.error("expected {mode=...} or {tolerance={...}} for result_accuracy", start)
             raise AssertionError
         fields: dict[str, float] = {}
         for item in m.group(1).split(",") if m.group(1) else ():
@@ -1341,20 +1338,9 @@ def _normalize_frontend_attrs(text: str) -> str:
             else:
                 pairs[key] = '"' + raw + '"'
         elif pos < n and body[pos] == "{":
-            depth, i = 0, pos
-            while i < n:
-                c = body[i]
-                if c == '"':
-                    i += 1
-                    while i < n and body[i] != '"':
-                        i += 2 if body[i] == "\\" else 1
-                elif c == "{":
-                    depth += 1
-                elif c == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                i += 1
+            i = find_closing(body, pos)
+            if i < 0:
+                i = n
             pairs[key] = body[pos : i + 1]
             pos = i + 1
         else:

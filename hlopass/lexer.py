@@ -43,6 +43,26 @@ _TOKEN = re.compile(
 EOF = "EOF"
 
 
+def find_closing(text: str, start: int, open_ch: str = "{", close_ch: str = "}") -> int:
+    """Index of the bracket closing the one at `start` (quoted strings skipped), or -1."""
+    depth = 0
+    i, n = start, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c == open_ch:
+            depth += 1
+        elif c == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
 class Lexer:
     __slots__ = ("text", "filename", "pos", "_peeked", "_match")
 
@@ -92,22 +112,10 @@ class Lexer:
         text = self.text
         if not text.startswith(open_ch, start):
             self.error_at(start, f"expected '{open_ch}'")
-        depth = 0
-        i, n = start, len(text)
-        while i < n:
-            c = text[i]
-            if c == '"':
-                i += 1
-                while i < n and text[i] != '"':
-                    i += 2 if text[i] == "\\" else 1
-            elif c == open_ch:
-                depth += 1
-            elif c == close_ch:
-                depth -= 1
-                if depth == 0:
-                    self.pos = i + 1
-                    return text[start : i + 1], start
-            i += 1
+        end = find_closing(text, start, open_ch, close_ch)
+        if end >= 0:
+            self.pos = end + 1
+            return text[start : end + 1], start
         self.error_at(start, f"unbalanced '{open_ch}': no matching '{close_ch}'")
         raise AssertionError  # unreachable
 
