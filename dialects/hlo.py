@@ -442,60 +442,14 @@ _UNIT_ATTR = UnitAttr()
 assert not _has_defaults(ReturnOp) and not _has_defaults(ComputationOp)
 
 
-def new_return_op(root: SSAValue) -> ReturnOp:
-    """`ReturnOp(root)`, built the fast way (see `new_hlo_op`)."""
-    op = _new(ReturnOp)
-    vals = SSAValues((root,))
-    op._operands = vals
-    u = Use(op, 0)
-    first = root.first_use
-    if first is not None:
-        u._next_use = first
-        first._prev_use = u
-    root.first_use = u
-    op._operand_uses = (u,)
-    op.results = SSAValues()
-    op.properties = {}
-    op.attributes = {}
-    op.location = UNKNOWN_LOC
-    op._successors = ()
-    op._successor_uses = ()
-    op.regions = ()
-    return op
-
-
-def new_computation_op(name: str, block: Block, entry: bool = False) -> ComputationOp:
-    """`ComputationOp(name, block, entry)`, built the fast way (see `new_hlo_op`)."""
-    op = _new(ComputationOp)
-    op._operands = SSAValues()
-    op._operand_uses = ()
-    op.results = SSAValues()
-    props: dict[str, Attribute] = {"sym_name": string_attr(name)}
-    if entry:
-        props["is_entry"] = _UNIT_ATTR
-    op.properties = props
-    op.attributes = {}
-    op.location = UNKNOWN_LOC
-    op._successors = ()
-    op._successor_uses = ()
-    op.regions = ()
-    op.add_region(Region(block))
-    return op
-
-
-def new_hlo_op(
-    cls: type[HloOp],
+def _fill(
+    op: Operation,
     operands: Sequence[SSAValue],
-    result_type: ShapeType,
+    results: SSAValues,
     properties: dict[str, Attribute],
-) -> HloOp:
-    """`cls.create(operands=..., result_types=[result_type], properties=properties)`.
-
-    Sets exactly the fields `Operation.__init__` sets (operands and their uses, one
-    `OpResult`, properties, attributes, location, successors, regions), without the
-    generic argument handling. `properties` is taken over (not copied).
-    """
-    op = _new(cls)
+) -> None:
+    """Set exactly the fields `Operation.__init__` sets: operands and their uses, results,
+    properties, attributes, location, successors, regions (none)."""
     vals = SSAValues(operands)
     op._operands = vals
     if vals:
@@ -511,13 +465,47 @@ def new_hlo_op(
         op._operand_uses = tuple(uses)
     else:
         op._operand_uses = ()
-    op.results = SSAValues((OpResult(result_type, op, 0),))
+    op.results = results
     op.properties = properties
     op.attributes = {}
     op.location = UNKNOWN_LOC
     op._successors = ()
     op._successor_uses = ()
     op.regions = ()
+
+
+def new_return_op(root: SSAValue) -> ReturnOp:
+    """`ReturnOp(root)`, built the fast way (see `new_hlo_op`)."""
+    op = _new(ReturnOp)
+    _fill(op, (root,), SSAValues(), {})
+    return op
+
+
+def new_computation_op(name: str, block: Block, entry: bool = False) -> ComputationOp:
+    """`ComputationOp(name, block, entry)`, built the fast way (see `new_hlo_op`)."""
+    op = _new(ComputationOp)
+    props: dict[str, Attribute] = {"sym_name": string_attr(name)}
+    if entry:
+        props["is_entry"] = _UNIT_ATTR
+    _fill(op, (), SSAValues(), props)
+    op.add_region(Region(block))
+    return op
+
+
+def new_hlo_op(
+    cls: type[HloOp],
+    operands: Sequence[SSAValue],
+    result_type: ShapeType,
+    properties: dict[str, Attribute],
+) -> HloOp:
+    """`cls.create(operands=..., result_types=[result_type], properties=properties)`.
+
+    Skips the generic argument handling of `Operation.__init__`; `properties` is taken
+    over (not copied).
+    """
+    op = _new(cls)
+    _fill(op, operands, SSAValues(), properties)
+    op.results = SSAValues((OpResult(result_type, op, 0),))
     return op
 
 

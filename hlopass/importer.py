@@ -883,15 +883,7 @@ class ModuleParser(_Parser):
                 if op is not None:
                     is_root = m.start(1) >= 0
                     start = m.start(1) if is_root else m.start(2)
-                    if type(op) is _PARAMETER_CLS:
-                        number = op.properties["number"].data  # type: ignore[attr-defined]
-                        if number in params:
-                            self.error(f"parameter number {number} is used twice", start)
-                        params[number] = start
-                    if is_root:
-                        if root is not None:
-                            self.error("one computation should have only one ROOT", start)
-                        root = op
+                    root = self._place(op, is_root, start, root, params)
                     last = op
                     continue
             kind, tok, start = lx.peek()
@@ -905,15 +897,7 @@ class ModuleParser(_Parser):
                 lx.next()
                 is_root = True
             op = self.instruction(values, block)
-            if op.opcode == "parameter":
-                number = op.attr("number")
-                if number in params:
-                    self.error(f"parameter number {number} is used twice", start)
-                params[number] = start
-            if is_root:
-                if root is not None:
-                    self.error("one computation should have only one ROOT", start)
-                root = op
+            root = self._place(op, is_root, start, root, params)
             last = op
         if last is None:
             self.error(f"computation {comp.comp_name} has no instructions", start)
@@ -921,6 +905,21 @@ class ModuleParser(_Parser):
             if i not in params:
                 self.error(f"computation {comp.comp_name} has no parameter({i})", params[max(params)])
         block.add_op(new_return_op((root or last).results[0]))  # type: ignore[union-attr]
+
+    def _place(
+        self, op: HloOp, is_root: bool, start: int, root: HloOp | None, params: dict[int, int]
+    ) -> HloOp | None:
+        """Record a parsed instruction's parameter number and ROOT mark; return the root."""
+        if type(op) is _PARAMETER_CLS:
+            number = op.properties["number"].data  # type: ignore[attr-defined]
+            if number in params:
+                self.error(f"parameter number {number} is used twice", start)
+            params[number] = start
+        if is_root:
+            if root is not None:
+                self.error("one computation should have only one ROOT", start)
+            return op
+        return root
 
     def instruction(self, values: dict[str, SSAValue], block: Block) -> HloOp:
         lx = self.lx

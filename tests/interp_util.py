@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import hlopass
+from tests.child_runner import run_batch
 
 
 def assert_same(got, want, rtol=0.0, atol=0.0, what=""):
@@ -66,7 +67,6 @@ def xla_execute_many(cases: list[tuple[str, list[np.ndarray]]], timeout: float =
     """
     from tests._xla_exec_child import load_arrays, save_arrays
 
-    results: list[dict | None] = [None] * len(cases)
     with tempfile.TemporaryDirectory() as tmp:
         manifest = []
         for i, (text, args) in enumerate(cases):
@@ -81,35 +81,18 @@ def xla_execute_many(cases: list[tuple[str, list[np.ndarray]]], timeout: float =
         path = os.path.join(tmp, "manifest.json")
         with open(path, "w") as f:
             json.dump(manifest, f)
-        env = dict(os.environ, JAX_PLATFORMS="cpu")
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        start = 0
-        while start < len(cases):
-            proc = subprocess.run([sys.executable, str(_CHILD), path, str(start)],
-                                  capture_output=True, text=True, timeout=timeout, env=env)  # fmt: skip
-            current = start
-            for line in proc.stdout.splitlines():
-                try:
-                    msg = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if "start" in msg:
-                    current = msg["start"]
-                    continue
-                i = msg["i"]
-                if msg.get("ok"):
-                    results[i] = {"outputs": load_arrays(manifest[i]["outputs"], "out")}
-                else:
-                    results[i] = {"error": msg["error"]}
-                current = i + 1
-            if current >= len(cases):
-                break
-            if results[current] is None:  # the child died on this one
-                tail = proc.stderr.strip().splitlines()[-1:] or [""]
-                results[current] = {"crash": f"XLA aborted (rc {proc.returncode}): {tail[0][:200]}"}
-            start = current + 1
-    return [r or {"crash": "no result"} for r in results]
+        out: list[dict] = []
+        for i, msg in enumerate(run_batch(_CHILD, path, len(cases), timeout)):
+            if msg.get("ok"):
+                out.append({"outputs": load_arrays(manifest[i]["outputs"], "out")})
+            elif "error" in msg:
+                out.append({"error": msg["error"]})
+            elif msg["crash"] == "no result":
+                out.append(msg)
+            else:
+                tail = msg["stderr"].strip().splitlines()[-1:] or [""]
+                out.append({"crash": f"XLA aborted (rc {msg['crash']}): {tail[0][:200]}"})
+    return out
 
 
 # --- Seeded random arguments for a module ------------------------------------------------

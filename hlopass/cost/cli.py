@@ -9,31 +9,32 @@ import sys
 from hlopass.cost.devices import DEVICES
 
 
-def _parse(path: str):
+def _estimate_file(path: str, device: str):
+    """The estimate of one HLO file, or None after printing a one-line error."""
     from pathlib import Path
 
     import hlopass
-
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    return hlopass.parse_hlo(text, path)
-
-
-def cost_main(argv: list[str] | None = None) -> int:
     from hlopass.cost import estimate
     from hlopass.errors import HloError
 
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        return estimate(hlopass.parse_hlo(text, path), device)
+    except HloError as e:
+        print(str(e), file=sys.stderr)
+    except OSError as e:
+        print(f"{path}: error: {e.strerror}", file=sys.stderr)
+    return None
+
+
+def cost_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hlopass cost", description="Estimated GPU time per kernel.")
     ap.add_argument("file", help="HLO text file ('-' for stdin)")
     ap.add_argument("--device", default="h100_sxm", choices=sorted(DEVICES))
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
-    try:
-        est = estimate(_parse(args.file), args.device)
-    except HloError as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"{args.file}: error: {e.strerror}", file=sys.stderr)
+    est = _estimate_file(args.file, args.device)
+    if est is None:
         return 1
     if args.json:
         print(json.dumps(est.as_dict(), indent=1))
@@ -43,24 +44,19 @@ def cost_main(argv: list[str] | None = None) -> int:
 
 
 def rank_main(argv: list[str] | None = None) -> int:
-    from hlopass.cost import estimate
-    from hlopass.errors import HloError
-
-    ap = argparse.ArgumentParser(prog="hlopass rank", description="Rank HLO alternatives by estimated time.")
+    ap = argparse.ArgumentParser(
+        prog="hlopass rank", description="Rank HLO alternatives by estimated time."
+    )
     ap.add_argument("files", nargs="+")
     ap.add_argument("--device", default="h100_sxm", choices=sorted(DEVICES))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     results = []
     for f in args.files:
-        try:
-            results.append((f, estimate(_parse(f), args.device).time_us))
-        except HloError as e:
-            print(str(e), file=sys.stderr)
+        est = _estimate_file(f, args.device)
+        if est is None:
             return 1
-        except OSError as e:
-            print(f"{f}: error: {e.strerror}", file=sys.stderr)
-            return 1
+        results.append((f, est.time_us))
     results.sort(key=lambda r: r[1])
     if args.json:
         print(json.dumps({"device": args.device,

@@ -42,6 +42,7 @@ from hlopass.cost.work import (
     operand_shapes,
     shape_size,
     transpose_is_bitcast,
+    transpose_orders,
 )
 from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
@@ -338,14 +339,11 @@ def reduction_launch(is_row: bool, dims: tuple[int, int, int], in_bits: int, out
 
 def transpose_launch(op: Any, size_rule: bool = False) -> tuple[int, int] | None:
     """(blocks, threads) of the tiled transpose emitter, None if not a tiled transpose."""
-    src = operand_shapes(op)[0]
-    dst = op.shape
-    perm = op.attr("dimensions") or ()
-    if not isinstance(src, ArrayShape) or not isinstance(dst, ArrayShape):
+    orders = transpose_orders(op)
+    if orders is None:
         return None
-    # output physical dims (major to minor) named by their input dim
-    out_order = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
-    in_order = [d for d in reversed(src.minor_to_major) if src.dims[d] != 1]
+    out_order, in_order = orders
+    src = operand_shapes(op)[0]
     if not out_order or out_order == in_order:
         return None
     pos = {d: i for i, d in enumerate(in_order)}

@@ -184,16 +184,23 @@ def _valid_positions(inp: int, ker: int, out: int, wd: Any) -> int:
     return count
 
 
-def transpose_is_bitcast(op: Any) -> bool:
-    """XLA's `IsEffectiveBitcast`: the physical order of the non-degenerate dims is kept."""
+def transpose_orders(op: Any) -> tuple[list[int], list[int]] | None:
+    """Major-to-minor physical order of a transpose's non-degenerate dims, as input dims:
+    (output order, input order); None when either side is not an array."""
     src = operand_shapes(op)[0]
     dst = op.shape
     perm = op.attr("dimensions") or ()
     if not isinstance(src, ArrayShape) or not isinstance(dst, ArrayShape):
-        return False
-    dst_major = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
-    src_major = [d for d in reversed(src.minor_to_major) if src.dims[d] != 1]
-    return dst_major == src_major
+        return None
+    out_order = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
+    in_order = [d for d in reversed(src.minor_to_major) if src.dims[d] != 1]
+    return out_order, in_order
+
+
+def transpose_is_bitcast(op: Any) -> bool:
+    """XLA's `IsEffectiveBitcast`: the physical order of the non-degenerate dims is kept."""
+    orders = transpose_orders(op)
+    return orders is not None and orders[0] == orders[1]
 
 
 def transpose_is_strict_bitcast(op: Any) -> bool:
