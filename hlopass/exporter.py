@@ -8,6 +8,7 @@ XLA's ShortParsable (no `%`, program shape, metadata or index comments).
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -133,7 +134,7 @@ def _dfs_post_order(
         for i, ps in preds:
             if ps:
                 # Pushed after the operands, so visited before them.
-                kids[i] = kids[i] + [by_name[p] for p in ps]
+                kids[i] = [*kids[i], *[by_name[p] for p in ps]]
     used = set(chain.from_iterable(kids))
     state = [0] * n  # 0 new, 1 visiting, 2 done
     order: list[int] = []
@@ -158,7 +159,7 @@ def _dfs_post_order(
     return order
 
 
-_DESCENDING = [list(range(n - 2, -1, -1)) for n in range(1, 33)]
+_DESCENDING = [tuple(range(n - 2, -1, -1)) for n in range(1, 33)]
 
 
 def _in_post_order(kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]]) -> bool:
@@ -378,27 +379,23 @@ class _Scanned:
     """One computation's instructions as text, with what ordering them needs."""
 
     __slots__ = (
-        "comp", "name", "texts", "kids", "preds", "pnames", "root", "root_type", "params",
-        "called", "lp", "asyncs",
+        "comp", "name", "texts", "kids", "preds", "names", "root", "root_type", "params",
+        "called", "asyncs",
     )  # fmt: skip
 
     def __init__(self, comp: ComputationOp, name: str) -> None:
         self.comp = comp
         self.name = name
         self.texts: list[str] = []
-        self.kids: list[list[int]] = []
+        # Operand indices per instruction, reversed (the order the post-order DFS pushes).
+        self.kids: list[Sequence[int]] = []
         self.preds: list[tuple[int, tuple[str, ...]]] = []
-        self.pnames: list[str] = []
+        self.names: list[str] = []  # instruction names, without `%`
         self.root = -1
         self.root_type: Any = None
-        self.lp = 0  # length of the `%` prefix of pnames
         self.params: list[tuple[int, str]] = []  # (number, `name: shape`)
         self.called: list[list[str]] = []
         self.asyncs: list[tuple[int, Any]] = []  # (index, async-start/update/done op)
-
-    def names(self) -> list[str]:
-        lp = self.lp
-        return [p[lp:] for p in self.pnames]
 
 
 class _Printer:
@@ -411,6 +408,25 @@ class _Printer:
         self._plans: dict[type, tuple[tuple[str, str, int, str | None, str, str], ...]] = {}
         # Per op class: attribute name -> (position in the plan, *plan entry).
         self._rank_of: dict[type, dict[str, tuple[Any, ...]]] = {}
+        # Per op class: the plan entries (with rank) printed even when the attribute is absent.
+        self._always: dict[type, list[tuple[Any, ...]]] = {}
+        interval = options.index_interval
+        # Operand counts above `general` take the general path (shapes, `/*index=N*/`).
+        general = 0 if options.operand_shapes else min(2, interval) if interval else 2
+        self._scan_options = (
+            self.pct,
+            general,
+            interval,
+            options.operand_shapes,
+            options.program_shape,
+        )
+        # Where an op caches its attribute text (per option set that changes it).
+        self._op_key = "_hlo_attrs_%d%d%d%d" % (
+            options.percent,
+            options.metadata,
+            options.backend_config,
+            options.control_dependencies,
+        )
 
     def module(self, module: ModuleOp) -> str:
         out: list[str] = []
@@ -432,7 +448,8 @@ class _Printer:
             attr = module.attributes.get("hlo." + key)
             if key == "entry_computation_layout":
                 header += ", entry_computation_layout=" + self.program_shape_layout(
-                    attr.data if attr is not None else None, entry  # type: ignore[attr-defined]
+                    attr.data if attr is not None else None,
+                    entry,  # type: ignore[attr-defined]
                 )
                 continue
             if attr is None:
@@ -442,18 +459,16 @@ class _Printer:
                 continue
             header += f", {key}={format_value(kind, value)}"
         out.append(header)
-        out.append("")
         tables = module.attributes.get("hlo.stack_frames")
         if tables is not None:
-            out.append(str(tables.data))  # type: ignore[attr-defined]
-            out.append("")
-            out.append("")
+            out.append(str(tables.data) + "\n")  # type: ignore[attr-defined]
         scheduled = module.attributes.get("hlo.is_scheduled")
         is_scheduled = bool(scheduled is not None and scheduled.data)  # type: ignore[attr-defined]
+        computation = self.computation
         for sc in scans:
-            self.computation(sc, sc is entry_sc, is_scheduled, out)
-            out.append("")
-        return "\n".join(out) + "\n"
+            computation(sc, sc is entry_sc, is_scheduled, out)
+        out.append("")
+        return "\n\n".join(out)
 
     def _async_sugar(self, all_scans: list[_Scanned]) -> set[str]:
         """XLA's async shorthand: an async op whose computation is one instruction (besides
@@ -489,11 +504,11 @@ class _Printer:
         if t is not None:
             ts = ", async_execution_thread=" + format_value("str", t)
             if rest.startswith(ts):
-                rest = rest[len(ts):]
+                rest = rest[len(ts) :]
                 thread = ts
         cs = ", calls=" + self.pct + cname
         if rest.startswith(cs):
-            rest = rest[len(cs):]
+            rest = rest[len(cs) :]
         if opcode != "async-start":
             return head + rest
         wattrs = _split_call(w.texts[w.root], wrapped.opcode)[1] if w.root >= 0 else ""
@@ -523,15 +538,13 @@ class _Printer:
     def shape_no_layout(self, shape: Shape) -> str:
         return _indexed_shape(shape, False)
 
-    def computation(
-        self, sc: _Scanned, is_entry: bool, scheduled: bool, lines: list[str]
-    ) -> None:
+    def computation(self, sc: _Scanned, is_entry: bool, scheduled: bool, lines: list[str]) -> None:
         comp = sc.comp
         head = ("ENTRY " if is_entry else "") + self.pct + sc.name + " "
         if self.o.program_shape:
             params = sc.params
             if len(params) > 1:
-                params.sort(key=_FIRST)  # stable, as `sorted`; sc is scratch of this print
+                params.sort()  # by number (unique in a valid computation)
             sig = ", ".join([p[1] for p in params])
             rt = sc.root_type
             if rt is None:
@@ -545,37 +558,29 @@ class _Printer:
                 texts[root] = "ROOT " + texts[root]  # sc is scratch of this print
             body = "\n  ".join(texts)
         else:
-            order = _dfs_post_order(sc.kids, sc.preds, sc.names)
+            order = _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
             body = "\n  ".join([("ROOT " + texts[i]) if i == root else texts[i] for i in order])
         thread = comp.properties.get("execution_thread")
         if thread is not None and thread.data != "main":  # type: ignore[attr-defined]
             tail = f'}}, execution_thread="{thread.data}"'  # type: ignore[attr-defined]
         else:
             tail = "}"
-        # One string per computation (lines are joined with "\n" by `module`).
+        # One string per computation (joined with a blank line between by `module`).
         lines.append(head + "{\n  " + body + "\n" + tail if texts else head + "{\n" + tail)
 
     def scan(self, comp: ComputationOp) -> _Scanned:
         """Walk the computation once: each instruction's text (without indentation or
         ROOT), operand indices (for the post order), parameters, called computations."""
         sc = _Scanned(comp, comp.properties["sym_name"].data)  # type: ignore[attr-defined]
-        sc.lp = len(self.pct)
-        getid = id
-        index: dict[int, int] = {}
-        pct = self.pct
-        o = self.o
-        interval = o.index_interval
-        operand_shapes = o.operand_shapes
-        # Operand counts above this take the general path (shapes, `/*index=N*/`).
-        general = 0 if operand_shapes else min(2, interval) if interval else 2
-        lp = len(pct)
-        metadata_on = o.metadata
-        want_params = o.program_shape
-        plans = self._plans
-        rank_of = self._rank_of
-        omitted = self._omitted
-        pnames = sc.pnames
-        add_name = pnames.append
+        pct, general, interval, operand_shapes, want_params = self._scan_options
+        op_key = self._op_key
+        # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
+        # current index from one left by an earlier scan (or another thread's), and an
+        # operand defined later in the block fails it too.
+        vals: list[Any] = []
+        add_val = vals.append
+        names = sc.names
+        add_name = names.append
         add_text = sc.texts.append
         add_kids = sc.kids.append
         hlo_classes = _HLO_CLASSES
@@ -586,7 +591,8 @@ class _Printer:
             if cls not in hlo_classes:
                 if cls is ReturnOp:
                     for v in op._operands:  # pyright: ignore[reportPrivateUsage]
-                        sc.root = index.get(getid(v), -1)
+                        j = getattr(v, "_pi", -1)
+                        sc.root = j if 0 <= j <= n and vals[j] is v else -1
                         sc.root_type = v._type  # pyright: ignore[reportPrivateUsage]
                     op = op._next_op  # pyright: ignore[reportPrivateUsage]
                     continue
@@ -595,76 +601,82 @@ class _Printer:
                     continue
             n += 1
             props = op.properties
-            pname = pct + props["name"].data  # type: ignore[attr-defined]
-            add_name(pname)
-            for res in op.results:
-                t = res._type  # pyright: ignore[reportPrivateUsage]
-                index[getid(res)] = n
+            name = props["name"].data  # type: ignore[attr-defined]
+            add_name(name)
+            (res,) = op.results
+            add_val(res)
+            res._pi = n  # type: ignore[attr-defined]
+            t = res._type  # pyright: ignore[reportPrivateUsage]
             tt = t.__dict__.get("_hlo_text") or _type_text(t)
             operands = op._operands  # pyright: ignore[reportPrivateUsage]
             no = len(operands)
             nprops = len(props)  # less those printed as the operand (number, value)
             if no > general:
-                k = [index.get(getid(v), -1) for v in operands]
-                if -1 in k:  # an operand defined later in the block
-                    k = self._forward_operands(op, comp)
-                    index.update({getid(v): j for v, j in zip(operands, k, strict=True)})
+                try:
+                    k = [v._pi for v in operands]
+                    if tuple(map(vals.__getitem__, k)) != operands:
+                        raise IndexError
+                    opnames = list(map(names.__getitem__, k))
+                    if pct:
+                        opnames = list(map(pct.__add__, opnames))
+                except (AttributeError, IndexError):  # an operand defined later in the block
+                    k = self._operand_indices(op, comp, vals)
+                    opnames = [
+                        self._operand_name(v, j, vals, names)
+                        for v, j in zip(operands, k, strict=True)
+                    ]
                 if operand_shapes:
-                    parts = []
                     for i, v in enumerate(operands):
-                        prefix = f"/*index={i}*/" if interval and i and i % interval == 0 else ""
                         vt = v._type  # pyright: ignore[reportPrivateUsage]
-                        vtt = vt.__dict__.get("_hlo_text") or _type_text(vt)
-                        parts.append(f"{prefix}{vtt} {self._operand_name(v, k[i], pnames)}")
-                    args = ", ".join(parts)
-                elif not interval or no <= interval:
-                    args = ", ".join([self._operand_name(v, j, pnames) for v, j in zip(operands, k, strict=True)])
-                else:
-                    parts = []
-                    for i, j in enumerate(k):
-                        prefix = f"/*index={i}*/" if i and i % interval == 0 else ""
-                        parts.append(prefix + self._operand_name(operands[i], j, pnames))
-                    args = ", ".join(parts)
+                        opnames[i] = (
+                            (vt.__dict__.get("_hlo_text") or _type_text(vt)) + " " + opnames[i]
+                        )
+                if interval:
+                    for i in range(interval, no, interval):
+                        opnames[i] = f"/*index={i}*/{opnames[i]}"
                 k.reverse()
                 add_kids(k)
-                text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                text = f"{pct}{name} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
             elif no == 2:
                 v0, v1 = operands
                 try:
-                    j0 = index[getid(v0)]
-                    j1 = index[getid(v1)]
-                    text = f"{pname} = {tt} {cls.OPCODE}({pnames[j0]}, {pnames[j1]})"  # type: ignore[attr-defined]
-                except KeyError:  # an operand defined later in the block
-                    j0, j1 = self._forward_operands(op, comp)
-                    args = f"{self._operand_name(v0, j0, pnames)}, {self._operand_name(v1, j1, pnames)}"
-                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
-                add_kids([j1, j0])
+                    j0 = v0._pi
+                    j1 = v1._pi
+                    if vals[j0] is not v0 or vals[j1] is not v1:
+                        raise IndexError
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{names[j0]}, {pct}{names[j1]})"  # type: ignore[attr-defined]
+                except (AttributeError, IndexError):  # an operand defined later in the block
+                    j0, j1 = self._operand_indices(op, comp, vals)
+                    args = f"{self._operand_name(v0, j0, vals, names)}, {self._operand_name(v1, j1, vals, names)}"
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                add_kids((j1, j0))
             elif no == 1:
                 (v0,) = operands  # (SSAValues.__getitem__ is Python code)
                 try:
-                    j0 = index[getid(v0)]
-                    text = f"{pname} = {tt} {cls.OPCODE}({pnames[j0]})"  # type: ignore[attr-defined]
-                except KeyError:  # an operand defined later in the block
-                    (j0,) = self._forward_operands(op, comp)
-                    args = self._operand_name(v0, j0, pnames)
-                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
-                add_kids([j0])
+                    j0 = v0._pi
+                    if vals[j0] is not v0:
+                        raise IndexError
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{names[j0]})"  # type: ignore[attr-defined]
+                except (AttributeError, IndexError):  # an operand defined later in the block
+                    (j0,) = self._operand_indices(op, comp, vals)
+                    args = self._operand_name(v0, j0, vals, names)
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                add_kids((j0,))
             else:
-                add_kids([])
+                add_kids(())
                 if cls is _PARAMETER:
                     number = props["number"].data  # type: ignore[attr-defined]
-                    args = str(number)
+                    text = f"{pct}{name} = {tt} parameter({number})"
                     nprops -= 1
                     if want_params:
                         ttn = t.__dict__.get("_hlo_text_nl") or _type_text_no_layout(t)
-                        sc.params.append((number, f"{pname[lp:]}: {ttn}"))
+                        sc.params.append((number, f"{name}: {ttn}"))
                 elif cls is _CONSTANT:
                     v = props["value"].data  # type: ignore[attr-defined]
-                    args = format_literal(v.literal, v.shape)
+                    text = f"{pct}{name} = {tt} constant({format_literal(v.literal, v.shape)})"
                     nprops -= 1
                 else:
-                    args = ""
-                text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
             if nprops > 1:
                 if cls in _COMP_SPECS:
                     called = _callees(op)  # type: ignore[arg-type]
@@ -672,89 +684,116 @@ class _Printer:
                         sc.called.append(called)
                     if cls in _ASYNC_CLASSES:
                         sc.asyncs.append((n, op))
-                # Plan entries with their rank: (rank, name, kind, rule, always, key, skey).
-                ranks = rank_of.get(cls) or self._ranks(cls)
-                if cls in _ALWAYS_CLASSES:
-                    items = ranks.values()  # the whole plan, in order
-                elif nprops == 2:
-                    # One property besides the name (the commonest case after none).
-                    for pname_ in props:
-                        entry = ranks.get(pname_)
-                        if entry is not None:
-                            items = (entry,)
-                            break
-                    else:
-                        items = ()
+                cp = props.get("control-predecessors")
+                if cp is not None:
+                    sc.preds.append((n, cp.data))  # type: ignore[attr-defined]
+                # The `, attr=...` text, cached on the op for as long as its properties
+                # are the same objects under the same names.
+                od = op.__dict__
+                now = [*props, *props.values()]
+                hit = od.get(op_key)
+                if hit is not None and hit[0] == now:
+                    text += hit[1]
                 else:
-                    # The attributes present, in plan order (absent ones print nothing).
-                    items = [e for e in map(ranks.get, props) if e is not None]
-                    items.sort()
-                attrs = []
-                for _, name, kind, rule, always, key, skey in items:
-                    a = props.get(name)
-                    if a is None:
-                        if always is not None:
-                            attrs.append(f", {name}={always}")
-                        continue
-                    if rule:
-                        if rule == _R_METADATA and metadata_on:
-                            vis = a.__dict__.get("_hlo_visible")  # cached by `_omitted`
-                            if not (vis or vis is None and not omitted(op, rule, name, a)):  # type: ignore[arg-type]
-                                continue
-                        else:
-                            if rule == _R_CONTROL:
-                                sc.preds.append((n, a.data))  # type: ignore[attr-defined]
-                            if omitted(op, rule, name, a):  # type: ignore[arg-type]
-                                continue
-                    # `, name=text`, cached on the (immutable) attribute.
-                    ad = a.__dict__
-                    at = ad.get(skey)
-                    if at is None:
-                        at = ad.get(key)
-                        if at is None:
-                            at = _attr_text(a, kind, o.percent)
-                        at = ", " + name + "=" + at
-                        if kind != "literal":
-                            ad[skey] = at
-                    attrs.append(at)
-                if attrs:
-                    text = text + "".join(attrs)
+                    sfx, cacheable = self._attrs_text(op, cls, props, nprops)  # type: ignore[arg-type]
+                    if cacheable:
+                        od[op_key] = (now, sfx)
+                    text += sfx
             elif cls in _ALWAYS_CLASSES:
-                attrs = [
-                    f"{name}={always}"
-                    for name, _, _, always, _, _ in plans.get(cls) or self._plan(cls)
-                    if always is not None
-                ]
-                if attrs:
-                    text = text + ", " + ", ".join(attrs)
+                text += self._attrs_text(op, cls, {}, 1)[0]  # type: ignore[arg-type]
             add_text(text)
             op = op._next_op  # pyright: ignore[reportPrivateUsage]
         return sc
 
-    def _forward_operands(self, op: Operation, comp: ComputationOp) -> list[int]:
-        """Operand indices of `op` when some operand is defined after it in the block."""
-        insts = _instructions(comp)
-        index = {id(x.results[0]): i for i, x in enumerate(insts)}
-        return [index[id(v)] for v in op._operands]  # pyright: ignore[reportPrivateUsage]
+    def _attrs_text(
+        self, op: HloOp, cls: type, props: dict[str, Any], nprops: int
+    ) -> tuple[str, bool]:
+        """The `, name=value` text of an op's attributes, in XLA's order, and whether it
+        depends on the properties alone (so may be cached on the op)."""
+        # Plan entries with their rank: (rank, name, kind, rule, always, key, skey).
+        ranks = self._rank_of.get(cls) or self._ranks(cls)
+        items = [e for e in map(ranks.get, props) if e is not None]
+        if cls in _ALWAYS_CLASSES:  # and those printed even when absent
+            items.extend([e for e in self._always[cls] if e[1] not in props])
+        if len(items) > 1:
+            items.sort()
+        cacheable = True
+        metadata_on = self.o.metadata
+        omitted = self._omitted
+        attrs = []
+        for _, name, kind, rule, always, key, skey in items:
+            a = props.get(name)
+            if a is None:
+                if always is not None:
+                    attrs.append(f", {name}={always}")
+                continue
+            if rule:
+                if rule == _R_METADATA and metadata_on:
+                    vis = a.__dict__.get("_hlo_visible")  # cached by `_omitted`
+                    if not (vis or vis is None and not omitted(op, rule, name, a)):
+                        continue
+                else:
+                    if rule == _R_COMPARE_TYPE:  # depends on the operands' element type
+                        cacheable = False
+                    if omitted(op, rule, name, a):
+                        continue
+            # `, name=text`, cached on the (immutable) attribute.
+            ad = a.__dict__
+            at = ad.get(skey)
+            if at is None:
+                at = ad.get(key)
+                if at is None:
+                    at = _attr_text(a, kind, self.o.percent)
+                at = ", " + name + "=" + at
+                if kind != "literal":
+                    ad[skey] = at
+                else:  # may hold a (mutable) numpy array
+                    cacheable = False
+            attrs.append(at)
+        return "".join(attrs), cacheable
 
-    def _operand_name(self, v: Any, j: int, pnames: list[str]) -> str:
-        if j < len(pnames):
-            return pnames[j]
+    def _operand_indices(self, op: Operation, comp: ComputationOp, vals: list[Any]) -> list[int]:
+        """Operand indices of `op` (their position among the computation's instructions),
+        also when some operand is defined later in the block."""
+        try:
+            k = [v._pi for v in op._operands]  # pyright: ignore[reportPrivateUsage]
+            if all(vals[j] is v for v, j in zip(op._operands, k, strict=True)):  # pyright: ignore[reportPrivateUsage]
+                return k
+        except (AttributeError, IndexError):
+            pass
+        index = {id(x.results[0]): i for i, x in enumerate(_instructions(comp))}
+        try:
+            return [index[id(v)] for v in op._operands]  # pyright: ignore[reportPrivateUsage]
+        except KeyError:
+            raise ValueError(
+                f"{op.inst_name}: an operand is not an instruction of computation "  # type: ignore[attr-defined]
+                f"{comp.comp_name}"
+            ) from None
+
+    def _operand_name(self, v: Any, j: int, vals: list[Any], names: list[str]) -> str:
+        if j < len(vals) and vals[j] is v:
+            return self.pct + names[j]
         return self.pct + v.op.properties["name"].data
 
     def _ranks(self, cls: type) -> dict[str, tuple[Any, ...]]:
         plan = self._plans.get(cls) or self._plan(cls)
         ranks = {item[0]: (i, *item) for i, item in enumerate(plan)}
         self._rank_of[cls] = ranks
+        self._always[cls] = [e for e in ranks.values() if e[4] is not None]
         return ranks
 
     def _plan(self, cls: type) -> tuple[tuple[str, str, int, str | None, str, str], ...]:
         opcode = cls.OPCODE  # type: ignore[attr-defined]
         always = _ALWAYS_PRINTED.get(opcode, {})
         items = tuple(
-            (spec.name, spec.kind, _rule(opcode, spec.name), always.get(spec.name),
-             _text_key(spec.kind, self.o.percent),
-             "_hlo_sfx_" + spec.name + _text_key(spec.kind, self.o.percent))
+            (
+                spec.name,
+                spec.kind,
+                _rule(opcode, spec.name),
+                always.get(spec.name),
+                _text_key(spec.kind, self.o.percent),
+                "_hlo_sfx_" + spec.name + _text_key(spec.kind, self.o.percent),
+            )
             for spec in cls.ATTR_SPECS.values()  # type: ignore[attr-defined]
             if spec.name not in ("number", "value")
         )
