@@ -376,26 +376,34 @@ def _split_call(text: str, opcode: str) -> tuple[str, str]:
 
 
 class _Scanned:
-    """One computation's instructions as text, with what ordering them needs."""
+    """One computation's instructions as text, with what ordering them needs (the rarer
+    parts default to empty tuples, replaced by lists when the scan finds some)."""
 
-    __slots__ = (
-        "comp", "name", "texts", "kids", "preds", "names", "root", "root_type", "params",
-        "called", "asyncs",
-    )  # fmt: skip
+    root = -1
+    root_type: Any = None
+    thread: Any = None  # the execution_thread attribute
+    params: Sequence[tuple[int, str]] = ()  # (number, `name: shape`)
+    called: Sequence[list[str]] = ()
+    asyncs: Sequence[tuple[int, Any]] = ()  # (index, async-start/update/done op)
+    preds: Sequence[tuple[int, tuple[str, ...]]] = ()
 
-    def __init__(self, comp: ComputationOp, name: str) -> None:
+    def __init__(
+        self, comp: ComputationOp, name: str, texts: list[str], kids: list[Any], names: list[str]
+    ) -> None:
         self.comp = comp
         self.name = name
-        self.texts: list[str] = []
+        self.texts = texts
         # Operand indices per instruction, reversed (the order the post-order DFS pushes).
-        self.kids: list[Sequence[int]] = []
-        self.preds: list[tuple[int, tuple[str, ...]]] = []
-        self.names: list[str] = []  # instruction names, without `%`
-        self.root = -1
-        self.root_type: Any = None
-        self.params: list[tuple[int, str]] = []  # (number, `name: shape`)
-        self.called: list[list[str]] = []
-        self.asyncs: list[tuple[int, Any]] = []  # (index, async-start/update/done op)
+        self.kids: list[Sequence[int]] = kids
+        self.names = names  # instruction names, without `%`
+
+    def add(self, part: str, item: Any) -> None:
+        """Append to one of the rarer parts."""
+        d = self.__dict__
+        lst = d.get(part)
+        if lst is None:
+            lst = d[part] = []
+        lst.append(item)
 
 
 class _Printer:
@@ -553,25 +561,38 @@ class _Printer:
             head = f"{head}({sig}) -> {rtt} "
         texts = sc.texts
         root = sc.root
-        if scheduled or _in_post_order(sc.kids, sc.preds):
-            if root >= 0:
-                texts[root] = "ROOT " + texts[root]  # sc is scratch of this print
-            body = "\n  ".join(texts)
-        else:
+        if not (scheduled or _in_post_order(sc.kids, sc.preds)):
             order = _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
-            body = "\n  ".join([("ROOT " + texts[i]) if i == root else texts[i] for i in order])
-        thread = comp.properties.get("execution_thread")
+            texts = list(map(texts.__getitem__, order))
+            root = order.index(root) if root >= 0 else -1
+        if root >= 0:
+            texts[root] = "ROOT " + texts[root]  # sc is scratch of this print
+        thread = sc.thread
         if thread is not None and thread.data != "main":  # type: ignore[attr-defined]
             tail = f'}}, execution_thread="{thread.data}"'  # type: ignore[attr-defined]
         else:
             tail = "}"
-        # One string per computation (joined with a blank line between by `module`).
-        lines.append(head + "{\n  " + body + "\n" + tail if texts else head + "{\n" + tail)
+        # One string per computation (joined with a blank line between by `module`),
+        # copying the (possibly large) body once.
+        if texts:
+            texts[0] = head + "{\n  " + texts[0]
+            texts[-1] = texts[-1] + "\n" + tail
+            lines.append("\n  ".join(texts))
+        else:
+            lines.append(head + "{\n" + tail)
 
     def scan(self, comp: ComputationOp) -> _Scanned:
         """Walk the computation once: each instruction's text (without indentation or
         ROOT), operand indices (for the post order), parameters, called computations."""
-        sc = _Scanned(comp, comp.properties["sym_name"].data)  # type: ignore[attr-defined]
+        cprops = comp.properties
+        texts: list[str] = []
+        kids: list[Any] = []
+        names: list[str] = []
+        sc = _Scanned(comp, cprops["sym_name"].data, texts, kids, names)  # type: ignore[attr-defined]
+        thread = cprops.get("execution_thread")
+        if thread is not None:
+            sc.thread = thread
+        params: list[tuple[int, str]] | None = None
         pct, general, interval, operand_shapes, want_params = self._scan_options
         op_key = self._op_key
         # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
@@ -579,10 +600,9 @@ class _Printer:
         # operand defined later in the block fails it too.
         vals: list[Any] = []
         add_val = vals.append
-        names = sc.names
         add_name = names.append
-        add_text = sc.texts.append
-        add_kids = sc.kids.append
+        add_text = texts.append
+        add_kids = kids.append
         hlo_classes = _HLO_CLASSES
         n = -1
         op = comp.regions[0].block.first_op
@@ -670,7 +690,9 @@ class _Printer:
                     nprops -= 1
                     if want_params:
                         ttn = t.__dict__.get("_hlo_text_nl") or _type_text_no_layout(t)
-                        sc.params.append((number, f"{name}: {ttn}"))
+                        if params is None:
+                            params = sc.params = []
+                        params.append((number, f"{name}: {ttn}"))
                 elif cls is _CONSTANT:
                     v = props["value"].data  # type: ignore[attr-defined]
                     text = f"{pct}{name} = {tt} constant({format_literal(v.literal, v.shape)})"
@@ -681,12 +703,12 @@ class _Printer:
                 if cls in _COMP_SPECS:
                     called = _callees(op)  # type: ignore[arg-type]
                     if called:
-                        sc.called.append(called)
+                        sc.add("called", called)
                     if cls in _ASYNC_CLASSES:
-                        sc.asyncs.append((n, op))
+                        sc.add("asyncs", (n, op))
                 cp = props.get("control-predecessors")
                 if cp is not None:
-                    sc.preds.append((n, cp.data))  # type: ignore[attr-defined]
+                    sc.add("preds", (n, cp.data))  # type: ignore[attr-defined]
                 # The `, attr=...` text, cached on the op for as long as its properties
                 # are the same objects under the same names.
                 od = op.__dict__
