@@ -428,13 +428,8 @@ class _Printer:
             options.operand_shapes,
             options.program_shape,
         )
-        # Where an op caches its attribute text (per option set that changes it).
-        self._op_key = "_hlo_attrs_%d%d%d%d" % (
-            options.percent,
-            options.metadata,
-            options.backend_config,
-            options.control_dependencies,
-        )
+        # Per (op class, *property names): the plan entries to print, in order.
+        self._plan_by_names: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def module(self, module: ModuleOp) -> str:
         out: list[str] = []
@@ -594,7 +589,6 @@ class _Printer:
             sc.thread = thread
         params: list[tuple[int, str]] | None = None
         pct, general, interval, operand_shapes, want_params = self._scan_options
-        op_key = self._op_key
         # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
         # current index from one left by an earlier scan (or another thread's), and an
         # operand defined later in the block fails it too.
@@ -605,7 +599,7 @@ class _Printer:
         add_kids = kids.append
         hlo_classes = _HLO_CLASSES
         n = -1
-        op = comp.regions[0].block.first_op
+        op = comp.regions[0].block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
             cls = type(op)
             if cls not in hlo_classes:
@@ -627,7 +621,10 @@ class _Printer:
             add_val(res)
             res._pi = n  # type: ignore[attr-defined]
             t = res._type  # pyright: ignore[reportPrivateUsage]
-            tt = t.__dict__.get("_hlo_text") or _type_text(t)
+            try:
+                tt = t._hlo_text  # cached by `_type_text`
+            except AttributeError:
+                tt = _type_text(t)
             operands = op._operands  # pyright: ignore[reportPrivateUsage]
             no = len(operands)
             nprops = len(props)  # less those printed as the operand (number, value)
@@ -709,56 +706,32 @@ class _Printer:
                 cp = props.get("control-predecessors")
                 if cp is not None:
                     sc.add("preds", (n, cp.data))  # type: ignore[attr-defined]
-                # The `, attr=...` text, cached on the op for as long as its properties
-                # are the same objects under the same names.
-                od = op.__dict__
-                now = [*props, *props.values()]
-                hit = od.get(op_key)
-                if hit is not None and hit[0] == now:
-                    text += hit[1]
-                else:
-                    sfx, cacheable = self._attrs_text(op, cls, props, nprops)  # type: ignore[arg-type]
-                    if cacheable:
-                        od[op_key] = (now, sfx)
-                    text += sfx
+                text += self._attrs_text(op, cls, props)  # type: ignore[arg-type]
             elif cls in _ALWAYS_CLASSES:
-                text += self._attrs_text(op, cls, {}, 1)[0]  # type: ignore[arg-type]
+                text += self._attrs_text(op, cls, props)  # type: ignore[arg-type]
             add_text(text)
             op = op._next_op  # pyright: ignore[reportPrivateUsage]
         return sc
 
-    def _attrs_text(
-        self, op: HloOp, cls: type, props: dict[str, Any], nprops: int
-    ) -> tuple[str, bool]:
-        """The `, name=value` text of an op's attributes, in XLA's order, and whether it
-        depends on the properties alone (so may be cached on the op)."""
-        # Plan entries with their rank: (rank, name, kind, rule, always, key, skey).
-        ranks = self._rank_of.get(cls) or self._ranks(cls)
-        items = [e for e in map(ranks.get, props) if e is not None]
-        if cls in _ALWAYS_CLASSES:  # and those printed even when absent
-            items.extend([e for e in self._always[cls] if e[1] not in props])
-        if len(items) > 1:
-            items.sort()
-        cacheable = True
+    def _attrs_text(self, op: HloOp, cls: type, props: dict[str, Any]) -> str:
+        """The `, name=value` text of an op's attributes, in XLA's order."""
+        names = (cls, *props)
+        plan = self._plan_by_names.get(names) or self._plan_of(cls, props, names)
         metadata_on = self.o.metadata
         omitted = self._omitted
         attrs = []
-        for _, name, kind, rule, always, key, skey in items:
+        for name, kind, rule, always, key, skey in plan:
             a = props.get(name)
-            if a is None:
-                if always is not None:
-                    attrs.append(f", {name}={always}")
+            if a is None:  # in the plan only when printed even when absent
+                attrs.append(f", {name}={always}")
                 continue
             if rule:
                 if rule == _R_METADATA and metadata_on:
                     vis = a.__dict__.get("_hlo_visible")  # cached by `_omitted`
                     if not (vis or vis is None and not omitted(op, rule, name, a)):
                         continue
-                else:
-                    if rule == _R_COMPARE_TYPE:  # depends on the operands' element type
-                        cacheable = False
-                    if omitted(op, rule, name, a):
-                        continue
+                elif omitted(op, rule, name, a):
+                    continue
             # `, name=text`, cached on the (immutable) attribute.
             ad = a.__dict__
             at = ad.get(skey)
@@ -767,12 +740,23 @@ class _Printer:
                 if at is None:
                     at = _attr_text(a, kind, self.o.percent)
                 at = ", " + name + "=" + at
-                if kind != "literal":
+                if kind != "literal":  # may hold a (mutable) numpy array
                     ad[skey] = at
-                else:  # may hold a (mutable) numpy array
-                    cacheable = False
             attrs.append(at)
-        return "".join(attrs), cacheable
+        return "".join(attrs)
+
+    def _plan_of(
+        self, cls: type, props: dict[str, Any], names: tuple[Any, ...]
+    ) -> tuple[tuple[str, str, int, str | None, str, str], ...]:
+        """The plan entries for the attributes an op has (and those printed even when
+        absent), in print order; cached per op class and property names."""
+        ranks = self._rank_of.get(cls) or self._ranks(cls)
+        items = [e for e in map(ranks.get, props) if e is not None]
+        items.extend([e for e in self._always[cls] if e[1] not in props])
+        items.sort()
+        plan = tuple(e[1:] for e in items)
+        self._plan_by_names[names] = plan
+        return plan
 
     def _operand_indices(self, op: Operation, comp: ComputationOp, vals: list[Any]) -> list[int]:
         """Operand indices of `op` (their position among the computation's instructions),
