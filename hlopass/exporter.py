@@ -159,6 +159,20 @@ def _dfs_post_order(
     return order
 
 
+def _cached_post_order(sc: _Scanned) -> list[int]:
+    """`_dfs_post_order` of a scanned computation, kept on the computation op for the next
+    print as long as the operand indices are the same (an equality test of the lists)."""
+    d = sc.comp.__dict__
+    if not sc.preds:
+        hit = d.get("_hlo_post_order")
+        if hit is not None and hit[0] == sc.kids:
+            return hit[1]
+    order = _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
+    if not sc.preds:
+        d["_hlo_post_order"] = (sc.kids, order)
+    return order
+
+
 _DESCENDING = [tuple(range(n - 2, -1, -1)) for n in range(1, 33)]
 
 
@@ -557,7 +571,7 @@ class _Printer:
         texts = sc.texts
         root = sc.root
         if not (scheduled or _in_post_order(sc.kids, sc.preds)):
-            order = _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
+            order = _cached_post_order(sc)
             texts = list(map(texts.__getitem__, order))
             root = order.index(root) if root >= 0 else -1
         if root >= 0:

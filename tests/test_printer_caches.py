@@ -121,3 +121,17 @@ def test_concurrent_prints_of_one_module_agree():
     for th in threads:
         th.join()
     assert results == [expected] * 80
+
+
+def test_changed_operand_order_changes_the_post_order():
+    m = parse_hlo(
+        "HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n"
+        "  x = f32[] negate(p)\n  y = f32[] negate(q)\n  ROOT s = f32[] add(x, y)\n}\n"
+    )
+    first = print_hlo(m)
+    # XLA's DFS post order: operand 0's subtree first.
+    assert first.index("%p = ") < first.index("%x = ") < first.index("%q = ") < first.index("%y = ")
+    s, x, y = _op(m, "s"), _op(m, "x"), _op(m, "y")
+    s.operands = [y.results[0], x.results[0]]
+    text = _check(m)
+    assert text.index("%q = ") < text.index("%y = ") < text.index("%p = ") < text.index("%x = ")
