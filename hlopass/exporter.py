@@ -11,7 +11,6 @@ import gc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -113,13 +112,6 @@ def instruction_post_order(comp: ComputationOp) -> list[HloOp]:
         if "control-predecessors" in op.properties
     ]
     return [insts[i] for i in _dfs_post_order(kids, preds, lambda: [o.inst_name for o in insts])]
-
-
-def _first(p: tuple[int, str]) -> int:
-    return p[0]
-
-
-_FIRST = itemgetter(0)
 
 
 def _dfs_post_order(
