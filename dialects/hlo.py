@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import UNKNOWN_LOC, StringAttr, SymbolRefAttr, UnitAttr
+from xdsl.dialects.builtin import UNKNOWN_LOC, ArrayAttr, StringAttr, SymbolRefAttr, UnitAttr
 from xdsl.ir import (
     Attribute,
     Block,
@@ -418,6 +418,19 @@ def string_attr(text: str) -> StringAttr:
     return a
 
 
+_NO_NESTED_REFS = ArrayAttr(())
+
+
+def symbol_ref(name: str) -> SymbolRefAttr:
+    """`SymbolRefAttr(name)` built without its generic parameter handling and verifiers
+    (same object state; the nested-reference list, always empty, is shared)."""
+    a = _new(SymbolRefAttr)
+    d = a.__dict__
+    d["root_reference"] = string_attr(name)
+    d["nested_references"] = _NO_NESTED_REFS
+    return a
+
+
 def data_attr(cls: type[Data[Any]], value: Any) -> Data[Any]:
     """`cls.new(value)` for the `hlo` Data attributes (whose verify() is a no-op)."""
     a = _new(cls)
@@ -439,6 +452,7 @@ assert not any(_has_defaults(c) for c in OP_CLASSES.values())
 
 
 _UNIT_ATTR = UnitAttr()
+_NO_RESULTS: SSAValues[OpResult] = SSAValues()  # immutable, so every op may share it
 assert not _has_defaults(ReturnOp) and not _has_defaults(ComputationOp)
 
 
@@ -504,7 +518,7 @@ def new_hlo_op(
     over (not copied).
     """
     op = _new(cls)
-    _fill(op, operands, SSAValues(), properties)
+    _fill(op, operands, _NO_RESULTS, properties)  # (the results are set just below)
     op.results = SSAValues((OpResult(result_type, op, 0),))
     return op
 
@@ -521,11 +535,13 @@ def create_op(
     name: str,
     attrs: dict[str, Any] | None = None,
     intern: dict[tuple[str, Any], Attribute] | None = None,
+    result_type: ShapeType | None = None,
 ) -> HloOp:
     """Build an instruction op without running verifiers (the importer's fast path).
 
     With `intern`, attribute objects of equal values (per kind) are shared through that
-    table: attributes are immutable, so ops may share them.
+    table: attributes are immutable, so ops may share them. `result_type`, when given, is
+    `shape_type(shape)` (callers that cache it spare the hashing of the shape).
     """
     cls = OP_CLASSES[opcode]
     props: dict[str, Attribute] = {"name": string_attr(name)}
@@ -545,11 +561,14 @@ def create_op(
                         a = value_to_attr(kind, v)
                     else:
                         if a is None:
-                            a = intern[key] = value_to_attr(kind, v)
+                            # value_to_attr(kind, v), with the fast SymbolRefAttr
+                            a = intern[key] = (
+                                symbol_ref(v) if kind == "comp" else value_to_attr(kind, v)
+                            )
                     props[k] = a
                 else:
                     props[k] = value_to_attr(kind, v)
-    return new_hlo_op(cls, operands, shape_type(shape), props)
+    return new_hlo_op(cls, operands, result_type or shape_type(shape), props)
 
 
 HLO = Dialect(

@@ -140,8 +140,13 @@ class ResultAccuracy:
         if self.mode is not None:
             return "{mode=" + self.mode + "}"
         return (
-            "{tolerance={atol=" + format_float(self.atol) + ",rtol=" + format_float(self.rtol)
-            + ",ulps=" + str(self.ulps) + "}}"
+            "{tolerance={atol="
+            + format_float(self.atol)
+            + ",rtol="
+            + format_float(self.rtol)
+            + ",ulps="
+            + str(self.ulps)
+            + "}}"
         )
 
 
@@ -239,8 +244,16 @@ def format_value(kind: str, v: object, percent: bool = True) -> str:
     p = "%" if percent else ""
     if kind == "ints":
         return format_ints(v)  # type: ignore[arg-type]
-    if kind in ("int", "ident", "dot_algorithm", "raw", "dim_labels", "window", "replica_groups",
-                "result_accuracy"):
+    if kind in (
+        "int",
+        "ident",
+        "dot_algorithm",
+        "raw",
+        "dim_labels",
+        "window",
+        "replica_groups",
+        "result_accuracy",
+    ):
         return str(v)
     if kind == "comp":
         return p + str(v)

@@ -16,9 +16,11 @@ from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
     ReturnOp,
+    ShapeType,
     create_op,
     new_computation_op,
     new_return_op,
+    shape_type,
 )
 from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
 from hlopass.errors import HloParseError, HloShapeError
@@ -35,7 +37,7 @@ from hlopass.shape import (
     TupleShape,
     default_layout,
 )
-from hlopass.verifier import verify_instruction
+from hlopass.verifier import CHECKED_OPCODES, check_instruction, verify_instruction
 
 # Module header attributes, in XLA's print order, with their value kinds.
 MODULE_ATTRS: dict[str, str] = {
@@ -53,6 +55,9 @@ MODULE_ATTRS: dict[str, str] = {
 }
 
 _SHAPE_CACHE: dict[str, Shape] = {}
+_TUPLE_CACHE: dict[str, TupleShape] = {}  # `flat_tuple_shape`: tuple text -> shape
+# Shape token -> its interned IR type (`shape_type` hashes the whole shape on each call).
+_TYPE_CACHE: dict[str, ShapeType] = {}
 _DIMS_RE = re.compile(r"(<=)?(\d+|\?)")
 
 
@@ -132,9 +137,7 @@ def _parse_layout(text: str, rank: int) -> Layout:
         pos = m.end()
         if m.group(1):
             for t in re.findall(r"\(([\d,*]*)\)", m.group(1)):
-                tiles.append(
-                    Tile(tuple(None if x == "*" else int(x) for x in t.split(",") if x))
-                )
+                tiles.append(Tile(tuple(None if x == "*" else int(x) for x in t.split(",") if x)))
         elif m.group(2):
             kw["tail_padding_alignment"] = int(m.group(2))
         elif m.group(3):
@@ -203,6 +206,9 @@ class _Parser:
             except ValueError as e:
                 self.error(str(e), start)
         if tok == "(" and kind == "PUNCT":
+            flat = self.flat_tuple_shape(start)
+            if flat is not None:
+                return flat
             elements: list[Shape] = []
             if not self.accept(")"):
                 while True:
@@ -221,6 +227,25 @@ class _Parser:
             self.error(f"malformed shape starting at {tok!r}", start)
         self.error(f"expected a shape, got {_describe(kind, tok)}", start)
         raise AssertionError
+
+    def flat_tuple_shape(self, start: int) -> TupleShape | None:
+        """A tuple of array shapes `(f32[2]{0}, s32[])` whose `(` is at `start`, read in one
+        match (the lexer moved past it); None (nothing moved) when `shape` must read it."""
+        text = self.lx.text
+        m = _FLAT_TUPLE.match(text, start)
+        if m is None:
+            return None
+        tup = _TUPLE_CACHE.get(m.group())
+        if tup is None:
+            try:
+                tup = TupleShape(
+                    tuple(map(_array_shape_from_token, _SHAPE_TOKEN.findall(m.group())))
+                )
+            except ValueError:
+                return None  # `shape` reports it at the element's place
+            _TUPLE_CACHE[m.group()] = tup
+        self.lx.pos = m.end()
+        return tup
 
     def at_shape(self) -> bool:
         kind, tok, _ = self.lx.peek()
@@ -309,7 +334,10 @@ class _Parser:
         if kind == "dim_labels":
             k, tok, start = lx.next()
             if k != "DIMLABELS":
-                self.error(f"expected dimension labels like b01f_01io->b01f, got {_describe(k, tok)}", start)
+                self.error(
+                    f"expected dimension labels like b01f_01io->b01f, got {_describe(k, tok)}",
+                    start,
+                )
             return A.ConvDims(tok)
         if kind == "slice":
             return self.slice_()
@@ -418,8 +446,9 @@ class _Parser:
             if num < 0 or num != num:
                 self.error(f"result_accuracy {key} must be non-negative, got {val}", start)
             fields[key] = num
-        return A.ResultAccuracy(None, fields.get("atol", 0.0), fields.get("rtol", 0.0),
-                                int(fields.get("ulps", 0)))
+        return A.ResultAccuracy(
+            None, fields.get("atol", 0.0), fields.get("rtol", 0.0), int(fields.get("ulps", 0))
+        )
 
     def iota_list(self) -> str:
         """Iota replica groups `[2,4]<=[8]` or `[2,4]<=[4,2]T(1,0)`, kept as text."""
@@ -447,7 +476,9 @@ class _Parser:
                 fields[key] = [list(map(int, p.split("_"))) for p in _split_x(tok)]
             elif key in ("size", "stride", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
                 if k not in ("DXD", "INT"):
-                    self.error(f"expected sizes like 3x3 for {key}, got {_describe(k, tok)}", vstart)
+                    self.error(
+                        f"expected sizes like 3x3 for {key}, got {_describe(k, tok)}", vstart
+                    )
                 fields[key] = [[int(x)] for x in tok.split("x")]
             else:
                 self.error(f"unknown window field {key!r}", start)
@@ -691,6 +722,8 @@ class ModuleParser(_Parser):
         self.references: list[tuple[str, int]] = []
         self.saw_stack_frame_id = False
         self.pending_computations: list[ComputationOp] = []
+        self.pending_seen = False
+        self.value_maps: list[dict[str, SSAValue]] = []  # name -> value, per computation
 
     def parse(self) -> ModuleOp:
         lx = self.lx
@@ -747,6 +780,7 @@ class ModuleParser(_Parser):
             comp_start = lx.peek()[2]
             comp = self.computation()
             if self.pending_computations:  # generated by async shorthand, defined first
+                self.pending_seen = True
                 comps.extend(self.pending_computations)
                 self.pending_computations.clear()
             if comp.is_entry is not None:
@@ -761,7 +795,8 @@ class ModuleParser(_Parser):
         if not has_header:
             entry = next(c for c in comps if c.is_entry is not None)
             module_name = "module_" + entry.comp_name
-        _uniquify_instruction_names(comps)
+        if self.pending_seen or not _names_unique(self.value_maps):
+            _uniquify_instruction_names(comps)
         for name, offset in self.references:
             if name not in self.computation_names:
                 self.error(f"computation {name!r} is not defined", offset)
@@ -803,7 +838,9 @@ class ModuleParser(_Parser):
         lx.rewind_to_peek()
         text = lx.text
         pos = start
-        pat = re.compile(r"(FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*\n((?:[ \t]*\d+[^\n]*\n?)*)")
+        pat = re.compile(
+            r"(FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*\n((?:[ \t]*\d+[^\n]*\n?)*)"
+        )
         chunks = []
         while True:
             m = pat.match(text, pos)
@@ -816,7 +853,83 @@ class ModuleParser(_Parser):
         lx.pos = pos
         return "\n\n".join(chunks)
 
+    def fast_computation_head(self) -> tuple[bool, str, int, Shape, int] | None:
+        """The common `[ENTRY] %name (p: f32[], ...) -> f32[] {` head, each parameter an
+        array shape: (is entry, name, name offset, declared result, its offset), the
+        lexer moved past the `{`. None (nothing consumed) when `computation` must read it
+        token by token (or report its error)."""
+        lx = self.lx
+        text = lx.text
+        m = _COMP_HEAD.match(text, lx.rewind_to_peek())
+        if m is None:
+            return None
+        entry_kw, name = m.group(1, 2)
+        if name in _NOT_NAMES or (entry_kw is None and name == "ENTRY"):
+            return None  # `inf`/`nan` lex as numbers; a first `ENTRY` is the keyword
+        pos = m.end()
+        pm = _NO_PARAMS.match(text, pos)
+        if pm is not None:
+            pos = pm.end()
+        else:
+            while True:
+                pm = _PARAM_HEAD.match(text, pos)
+                if pm is None or pm.group(1) in _NOT_NAMES:  # (`inf:` lexes as a number)
+                    return None
+                if pm.group(2) not in _SHAPE_CACHE:
+                    try:
+                        _array_shape_from_token(pm.group(2))
+                    except ValueError:
+                        return None
+                pos = pm.end()
+                if pm.group(3) == ")":
+                    break
+        rm = _RESULT_HEAD.match(text, pos)
+        if rm is None:
+            return None
+        try:
+            result = _array_shape_from_token(rm.group(1))
+        except ValueError:
+            return None
+        lx.pos = rm.end()
+        return (
+            entry_kw is not None,
+            name[1:] if name[0] == "%" else name,
+            m.start(2),
+            result,
+            rm.start(1),
+        )
+
     def computation(self) -> ComputationOp:
+        lx = self.lx
+        head = self.fast_computation_head()
+        if head is not None:
+            is_entry, name, start, declared_result, result_start = head
+            if name in self.computation_names:
+                self.error(f"computation {name!r} is defined twice", start)
+            self.computation_names[name] = start
+            self.current_computation = name
+        else:
+            is_entry, name, declared_result, result_start = self.computation_head()
+            self.expect("{")
+        block = Block()
+        comp = new_computation_op(name, block, is_entry)
+        root_shape = self.instructions(comp, block)
+        if self.accept(","):
+            k, key, kstart = lx.next()
+            if key != "execution_thread":
+                self.error(f"unknown computation attribute {key!r}", kstart)
+            comp.properties["execution_thread"] = StringAttr(self.value("str", key))
+        if declared_result is not None and not declared_result.compatible(root_shape):
+            self.error(
+                f"computation {name} declares result {declared_result.text(False)} but its ROOT "
+                f"has shape {root_shape.text(False)}",
+                result_start,
+            )
+        return comp
+
+    def computation_head(self) -> tuple[bool, str, Shape | None, int]:
+        """`[ENTRY] name [(p: shape, ...) -> shape]` up to the body's `{`, token by token:
+        (is entry, name, declared result, its offset)."""
         lx = self.lx
         is_entry = self.accept("ENTRY")
         kind, tok, start = lx.peek()
@@ -831,45 +944,30 @@ class ModuleParser(_Parser):
             self.error(f"computation {name!r} is defined twice", start)
         self.computation_names[name] = start
         self.current_computation = name
-        declared: list[tuple[str, Shape]] | None = None
         declared_result: Shape | None = None
         result_start = start
         if self.accept("("):
-            declared = []
             if not self.accept(")"):
                 while True:
                     k, label, lstart = lx.next()
                     if k != "LABEL":
                         self.error(f"expected 'name: shape', got {_describe(k, label)}", lstart)
-                    declared.append((label.lstrip("%"), self.shape()))
+                    self.shape()  # read and checked only: the parameter instructions hold them
                     if self.accept(")"):
                         break
                     self.expect(",")
             self.expect("->")
             result_start = lx.peek()[2]
             declared_result = self.shape()
-        block = Block()
-        comp = new_computation_op(name, block, is_entry)
-        self.instructions(comp, block)
-        if self.accept(","):
-            k, key, kstart = lx.next()
-            if key != "execution_thread":
-                self.error(f"unknown computation attribute {key!r}", kstart)
-            comp.properties["execution_thread"] = StringAttr(self.value("str", key))
-        if declared_result is not None and not declared_result.compatible(comp.root.shape):
-            self.error(
-                f"computation {name} declares result {declared_result.text(False)} but its ROOT "
-                f"has shape {comp.root.shape.text(False)}",
-                result_start,
-            )
-        del declared
-        return comp
+        return is_entry, name, declared_result, result_start
 
-    def instructions(self, comp: ComputationOp, block: Block) -> None:
+    def instructions(self, comp: ComputationOp, block: Block) -> Shape:
+        """The instructions of a computation, after its opening `{`; returns the shape of
+        its ROOT."""
         lx = self.lx
-        self.expect("{")
         values: dict[str, SSAValue] = {}
         self.values = values
+        self.value_maps.append(values)
         self.block = block
         root: HloOp | None = None
         last: HloOp | None = None
@@ -881,9 +979,10 @@ class ModuleParser(_Parser):
             if m is not None:
                 op = self.fast_instruction(m, values, block)
                 if op is not None:
-                    is_root = m.start(1) >= 0
-                    start = m.start(1) if is_root else m.start(2)
-                    root = self._place(op, is_root, start, root, params)
+                    if m.start(1) >= 0:  # ROOT
+                        root = self._place(op, True, m.start(1), root, params)
+                    elif type(op) is _PARAMETER_CLS:  # (else _place has nothing to do)
+                        self._place(op, False, m.start(2), root, params)
                     last = op
                     continue
             kind, tok, start = lx.peek()
@@ -903,8 +1002,17 @@ class ModuleParser(_Parser):
             self.error(f"computation {comp.comp_name} has no instructions", start)
         for i in range(len(params)):
             if i not in params:
-                self.error(f"computation {comp.comp_name} has no parameter({i})", params[max(params)])
-        block.add_op(new_return_op((root or last).results[0]))  # type: ignore[union-attr]
+                self.error(
+                    f"computation {comp.comp_name} has no parameter({i})", params[max(params)]
+                )
+        result = (root or last).results[0]  # type: ignore[union-attr]
+        # block.add_op(ret) for a fresh op: link it after the block's last op.
+        ret = new_return_op(result)
+        ret.parent = block
+        ret._prev_op = block._last_op  # pyright: ignore[reportPrivateUsage]
+        block._last_op._next_op = ret  # type: ignore[union-attr]  # pyright: ignore[reportPrivateUsage]
+        block._last_op = ret  # pyright: ignore[reportPrivateUsage]
+        return result._type.data  # type: ignore[attr-defined]
 
     def _place(
         self, op: HloOp, is_root: bool, start: int, root: HloOp | None, params: dict[int, int]
@@ -976,7 +1084,9 @@ class ModuleParser(_Parser):
             self.error(f"unknown opcode {opcode!r}", ostart)
             raise AssertionError
         self.expect("(")
-        return self.instruction_body(name, opcode, spec, shape, values, block, start, ostart, nested)
+        return self.instruction_body(
+            name, opcode, spec, shape, values, block, start, ostart, nested
+        )
 
     def async_sugar(
         self,
@@ -993,10 +1103,15 @@ class ModuleParser(_Parser):
         base, suffix = sugar
         if suffix != "start":
             opcode = "async-" + suffix
-            op = self.instruction_body(name, opcode, OPCODES[opcode], shape, values, block, start, ostart)
+            op = self.instruction_body(
+                name, opcode, OPCODES[opcode], shape, values, block, start, ostart
+            )
             src = op.operands[0].owner
-            callee = src.attr("calls") if isinstance(src, HloOp) and src.opcode in (
-                "async-start", "async-update") else None
+            callee = (
+                src.attr("calls")
+                if isinstance(src, HloOp) and src.opcode in ("async-start", "async-update")
+                else None
+            )
             if callee is None:
                 self.error(f"{base}-{suffix} takes an async-start or async-update operand", ostart)
             if op.attr("calls") is None:
@@ -1006,14 +1121,18 @@ class ModuleParser(_Parser):
                 op.set_attr("async_execution_thread", thread)
             return op
         if shape is None or not shape.is_tuple or len(shape.elements) < 2:  # type: ignore[attr-defined]
-            self.error(f"{base}-start needs its async tuple shape ((operands), result, ...)", ostart)
+            self.error(
+                f"{base}-start needs its async tuple shape ((operands), result, ...)", ostart
+            )
             raise AssertionError
         spec = OPCODES[base]
         wshape = shape.elements[1]  # type: ignore[attr-defined]
         scratch = Block()
         saved = values.get(name)
         self.sugar_thread = None
-        wrapped = self.instruction_body(name, base, _sugar_spec(spec), wshape, values, scratch, start, ostart)
+        wrapped = self.instruction_body(
+            name, base, _sugar_spec(spec), wshape, values, scratch, start, ostart
+        )
         if saved is not None:
             values[name] = saved
         operands = list(wrapped.operands)
@@ -1070,14 +1189,66 @@ class ModuleParser(_Parser):
         spec = OPCODES.get(opcode)
         if spec is None or name in values:
             return None
-        shape = _SHAPE_CACHE.get(shape_tok)
-        if shape is None:
+        stype = _TYPE_CACHE.get(shape_tok)
+        if stype is None:
             try:
                 shape = _array_shape_from_token(shape_tok)
             except ValueError:
                 return None
+            stype = _TYPE_CACHE[shape_tok] = shape_type(shape)
         self.lx.pos = m.end()
-        return self.instruction_body(name, opcode, spec, shape, values, block, m.start(2), m.start(4))
+        return self.instruction_body(
+            name, opcode, spec, stype.data, values, block, m.start(2), m.start(4), False, stype
+        )
+
+    def fast_value(self, kind: str, attr: str, vm: re.Match[str]) -> Any:
+        """The value of attribute `attr` of `kind` from a match of `_FAST_VALUES[kind]`
+        (group 1 starts at the value's first token), as `value` reads it; `_SLOW` when
+        `value` must read it (or report its error)."""
+        if kind == "ints":
+            body = vm.group(1)
+            return tuple(map(int, body[1:-1].split(","))) if len(body) > 2 else ()
+        if kind == "comp":
+            name = vm.group(1)
+            if name in _NOT_NAMES:
+                return _SLOW  # `inf`/`nan` lex as numbers
+            return name[1:] if name[0] == "%" else name
+        if kind == "int":
+            return int(vm.group(1))
+        if kind == "bool":
+            return vm.group(1) == "true"
+        if kind == "metadata":
+            fields: list[tuple[str, str]] = []
+            for key, tok in _MD_FIELD.findall(vm.group(1), 1, len(vm.group(1)) - 1):
+                if key == "inf" or key == "nan":
+                    return _SLOW  # these lex as numbers, not as `key=`
+                if tok != '""' and tok != "0":  # XLA drops fields at their default
+                    fields.append((key, tok))
+                if key == "stack_frame_id":
+                    self.saw_stack_frame_id = True
+            return A.Metadata(tuple(fields))
+        if kind == "ident":
+            tok = vm.group(1)
+            allowed = IDENT_VALUES.get(attr)
+            if tok == "inf" or tok == "nan" or (allowed is not None and tok not in allowed):
+                return _SLOW
+            return tok
+        if kind == "raw":
+            return A.Raw(_squash(vm.group(1)))
+        if kind == "replica_groups":
+            tok = vm.group(1)
+            return A.Raw(tok if tok[0] == "[" else _BLANKS.sub("", tok))  # XLA prints {{0,1},{2,3}}
+        if kind == "shapes":
+            try:
+                return tuple(map(_array_shape_from_token, _SHAPE_TOKEN.findall(vm.group(1))))
+            except ValueError:
+                return _SLOW
+        if kind == "slice":
+            return tuple(
+                A.SliceDim(int(a), int(b), int(c) if c else 1)
+                for a, b, c in _SLICE_DIM.findall(vm.group(1))
+            )
+        raise AssertionError(kind)
 
     def fast_operands(self, values: dict[str, SSAValue]) -> list[SSAValue] | None:
         """A list of plain (optionally typed) operand names up to its `)`, or None (and nothing
@@ -1095,9 +1266,10 @@ class ModuleParser(_Parser):
             value = values.get(name[1:] if name.startswith("%") else name)
             if value is None:
                 return None
-            if shape_tok is not None:
+            # A typed operand whose token gives the value's (interned) type is compatible.
+            if shape_tok is not None and _TYPE_CACHE.get(shape_tok) is not value._type:  # type: ignore[attr-defined]
                 typed = _SHAPE_CACHE.get(shape_tok)
-                if typed is None or not typed.compatible(value.type.data):  # type: ignore[attr-defined]
+                if typed is None or not typed.compatible(value._type.data):  # type: ignore[attr-defined]
                     return None
             operands.append(value)
             pos = m.end()
@@ -1116,8 +1288,10 @@ class ModuleParser(_Parser):
         start: int,
         ostart: int,
         nested: bool = False,
+        stype: ShapeType | None = None,
     ) -> HloOp:
-        """The rest of an instruction after its opening `(`."""
+        """The rest of an instruction after its opening `(`; `stype`: the result shape's
+        IR type when the caller has it at hand."""
         lx = self.lx
         attrs: dict[str, Any] = {}
         operands: list[SSAValue] = []
@@ -1147,9 +1321,7 @@ class ModuleParser(_Parser):
                         break
                     self.expect(",")
         if spec.arity >= 0 and len(operands) != spec.arity:
-            self.error(
-                f"{opcode} takes {spec.arity} operand(s) but {len(operands)} given", ostart
-            )
+            self.error(f"{opcode} takes {spec.arity} operand(s) but {len(operands)} given", ostart)
         while True:
             m = None
             if nested:
@@ -1162,12 +1334,12 @@ class ModuleParser(_Parser):
                     lx.pos, lx._peeked = saved
                     break
             elif lx._peeked is None:
-                m = _COMMA_KEY.match(text, lx.pos)
+                m = _NEXT_ATTR.match(text, lx.pos)
                 if m is None:
-                    if _NO_COMMA.match(text, lx.pos):
-                        break
                     if not self.accept(","):
                         break
+                elif m.lastindex is None:  # no `, name=`, and no comma next: the end
+                    break
             elif not self.accept(","):
                 break
             if m is not None:
@@ -1185,23 +1357,19 @@ class ModuleParser(_Parser):
             if key in attrs:
                 self.error(f"attribute {key!r} given twice", kstart)
             akind = aspec.kind
-            if m is not None and (akind == "ints" or akind == "comp"):
-                vm = (_INTS if akind == "ints" else _COMP_NAME).match(text, lx.pos)
-                if vm is not None and vm.group(1) not in _NOT_NAMES:
-                    vstart = lx.pos
-                    lx.pos = vm.end()
-                    if akind == "ints":
-                        body = vm.group(1)
-                        attrs[key] = tuple(map(int, body.split(","))) if body else ()
-                        continue
-                    cname = vm.group(1)
-                    attrs[key] = cname[1:] if cname.startswith("%") else cname
-                    if attrs[key] == getattr(self, "current_computation", None):
-                        self.error(f"computation {attrs[key]!r} cannot call itself", vstart)
-                    self.references.append((attrs[key], vstart))
-                    continue
-            vstart = lx.peek()[2]
-            attrs[key] = self.value(akind, key, opcode)
+            value: Any = _SLOW
+            if m is not None:
+                vre = _FAST_VALUES.get(akind)
+                vm = None if vre is None else vre.match(text, lx.pos)
+                if vm is not None:
+                    value = self.fast_value(akind, key, vm)
+                    if value is not _SLOW:
+                        vstart = vm.start(1)
+                        lx.pos = vm.end()
+            if value is _SLOW:
+                vstart = lx.peek()[2]
+                value = self.value(akind, key, opcode)
+            attrs[key] = value
             if key == "frontend_attributes":
                 attrs[key] = A.Raw(_normalize_frontend_attrs(attrs[key].text))
             elif key == "sharding" and attrs[key].text.startswith("{{"):
@@ -1215,7 +1383,9 @@ class ModuleParser(_Parser):
                 self.references.append((attrs[key], vstart))
             elif aspec.kind == "comps":
                 self.references.extend((c, vstart) for c in attrs[key])
-        if (
+        if opcode not in _FIXED_UP:  # (one lookup for the many opcodes with no fix-up)
+            pass
+        elif (
             opcode == "broadcast"
             and "dimensions" not in attrs
             and len(operands) == 1
@@ -1227,6 +1397,7 @@ class ModuleParser(_Parser):
             rs = operands[0].type.data  # type: ignore[attr-defined]
             if rs.is_tuple and len(rs.elements) == 3:
                 shape = TupleShape((rs.elements[0], rs.elements[2]))
+                stype = None  # no longer the declared shape's type
         elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
             # XLA's outfeed always carries (and prints) the shape of what it sends.
             attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
@@ -1249,12 +1420,20 @@ class ModuleParser(_Parser):
                 raise AssertionError from None
         if "async_execution_thread" in attrs and not opcode.startswith("async-"):  # shorthand
             self.sugar_thread = attrs.pop("async_execution_thread")
-        op = create_op(opcode, operands, shape, name, attrs, self.intern)
-        try:
-            verify_instruction(op)
-        except VerifyException as e:
-            line, col = lx.line_col(start)
-            raise HloShapeError(str(e), lx.filename, line, col) from None
+        if opcode in CHECKED_OPCODES:
+            # verify_instruction(op) on the values at hand, before the op exists.
+            try:
+                check_instruction(
+                    opcode,
+                    name,
+                    shape,
+                    [v._type.data for v in operands],  # type: ignore[attr-defined]
+                    attrs.get,
+                )
+            except VerifyException as e:
+                line, col = lx.line_col(start)
+                raise HloShapeError(str(e), lx.filename, line, col) from None
+        op = create_op(opcode, operands, shape, name, attrs, self.intern, stype)
         # block.add_op(op) for a fresh op: link it after the block's last op.
         last = block._last_op  # pyright: ignore[reportPrivateUsage]
         op.parent = block
@@ -1390,6 +1569,28 @@ class _NameUniquer:
         if number == 0:
             return f"{root}.0" if has_suffix else root
         return f"{root}.{number}"
+
+
+# A name whose last `.` part has a leading 0 or a non-ASCII character: `_NameUniquer` may
+# rewrite it (`a.01` -> `a.1`) or give it another name's id (`a.01` and `a.1`).
+_RISKY_SUFFIX = re.compile(r"\.(?:0[^.\n]+|[^.\n]*[^\x00-\x7f][^.\n]*)$", re.M)
+_ZERO_SUFFIX = re.compile(r"^(.*)\.0$", re.M)  # `a.0` has the id of `a`
+
+
+def _names_unique(value_maps: list[dict[str, SSAValue]]) -> bool:
+    """True when `_uniquify_instruction_names` would rename nothing, checked in bulk: the
+    names are distinct module-wide, none has a risky suffix, and no `a.0` meets an `a`.
+    Then each name maps to its own (root, id) pair and back (`root.N` with N canonical, or
+    a root alone for id 0), so no two names share an id and the uniquer keeps them all."""
+    names: set[str] = set()
+    total = 0
+    for values in value_maps:
+        names.update(values)
+        total += len(values)
+    if len(names) != total:
+        return False
+    text = "\n".join(names)
+    return _RISKY_SUFFIX.search(text) is None and names.isdisjoint(_ZERO_SUFFIX.findall(text))
 
 
 def _uniquify_instruction_names(comps: list[ComputationOp]) -> None:
@@ -1538,6 +1739,8 @@ def _renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
         f"{i} {{file_location_id={k[0]} parent_frame_id={k[1] + 1}}}" for k, i in new_frames.items()
     ]
     return "\n".join(out)
+
+
 _UNIT = UnitAttr()
 _PARAMETER_CLS = OP_CLASSES["parameter"]
 _NAME_RE = r"%?[A-Za-z_$][\w.\-$]*"
@@ -1554,12 +1757,48 @@ _OPERAND = re.compile(
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
 _SKIP = r"(?:\s+|//[^\n]*|/\*.*?\*/)*"  # what the lexer skips between tokens
 _PARAM_NUMBER = re.compile(r"[ \t]*(-?\d+)[ \t]*\)")
-_COMMA_KEY = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=")
-_NO_COMMA = re.compile(rf"(?>{_SKIP})(?!,)", re.S)
-_INTS = re.compile(r"\{(-?\d+(?:,-?\d+)*)?\}")
+# `, name=` (group 1: the name), or else the end of the attributes: no comma comes next.
+_NEXT_ATTR = re.compile(rf"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=|(?>{_SKIP})(?!,)", re.S)
+_INTS = re.compile(r"(\{(?:-?\d+(?:,-?\d+)*)?\})")
 # A called computation's name, not followed by what would make it another token.
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
+_FIXED_UP = frozenset({"broadcast", "recv-done", "outfeed"})  # `instruction_body` fixes them up
+_SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
+_SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
+_ELEMENT = rf"(?:/\*index=\d+\*/\s*)?{_SHAPE_ATOM}\s*"  # XLA numbers every 5th element
+_FLAT_TUPLE = re.compile(rf"\(\s*(?:(?:{_ELEMENT},\s*)*{_ELEMENT})?\)")
+_SLOW = object()  # `fast_value`: leave this value to `value`
+# Values `fast_value` reads, each directly after `name=`: patterns that match only where
+# the lexer would read the same tokens (else `value` reads them). Group 1 is the value.
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_INT = r"-?\d+(?![\w.])"  # an INT token: not the start of a float, padding, 2x2, ...
+_WORD_END = r"(?=[\s,})]|\Z)"  # a NAME token ends here (not an attribute name or label)
+_MD_FIELD = re.compile(rf"\s*([A-Za-z_][\w.\-]*)=\s*({_STRING}|{_INT})\s*,?", re.S)
+_BRACED = rf"\{{(?:[^{{}}\"]|{_STRING}|\{{(?:[^{{}}\"]|{_STRING})*\}})*\}}"  # two levels at most
+_SLICE_RANGE = r"\[\s*\d+\s*:\s*\d+\s*(?::\s*\d+\s*)?\]\s*"
+_SLICE_DIM = re.compile(r"\[\s*(\d+)\s*:\s*(\d+)\s*(?::\s*(\d+)\s*)?\]")
+_BLANKS = re.compile(r"\s+")
+_FAST_VALUES: dict[str, re.Pattern[str]] = {
+    "ints": _INTS,
+    "comp": _COMP_NAME,
+    "int": re.compile(rf"\s*({_INT})"),
+    "bool": re.compile(rf"\s*(true|false){_WORD_END}"),
+    "metadata": re.compile(
+        rf"\s*(\{{(?:\s*[A-Za-z_][\w.\-]*=\s*(?:{_STRING}|{_INT})\s*,?)*\s*\}})", re.S
+    ),
+    "ident": re.compile(rf"\s*([A-Za-z_]\w*){_WORD_END}"),
+    "raw": re.compile(rf"\s*({_BRACED})", re.S),
+    "replica_groups": re.compile(rf"\s*(\[[\d,]*\]<=\[[\d,]*\](?:T\([\d,]*\))?|{_BRACED})", re.S),
+    "shapes": re.compile(rf"\s*(\{{\s*(?:(?:{_ELEMENT},\s*)*{_ELEMENT})?\}})"),
+    "slice": re.compile(rf"\s*(\{{\s*(?:{_SLICE_RANGE}(?:,\s*{_SLICE_RANGE})*)?\}})"),
+}
+# A computation head, as `fast_computation_head` reads it: name and `(`, then each
+# parameter `label: SHAPE` with its `,` or `)` (or just `)`), then `-> SHAPE {`.
+_COMP_HEAD = re.compile(rf"(ENTRY\s+)?({_NAME_RE})\s*\(")
+_NO_PARAMS = re.compile(r"\s*\)")
+_PARAM_HEAD = re.compile(rf"\s*([A-Za-z_][\w.\-]*):\s*({_SHAPE_ATOM})\s*([,)])")
+_RESULT_HEAD = re.compile(rf"\s*->\s*({_SHAPE_ATOM})\s*\{{")
 
 
 def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:

@@ -26,9 +26,7 @@ SIGNED_INTS = frozenset({"s1", "s2", "s4", "s8", "s16", "s32", "s64"})
 UNSIGNED_INTS = frozenset({"u1", "u2", "u4", "u8", "u16", "u32", "u64"})
 INTEGRAL = SIGNED_INTS | UNSIGNED_INTS
 COMPLEX = frozenset({"c64", "c128"})
-FLOATS = frozenset(
-    t for t in ELEMENT_BITS if t.startswith(("f", "bf")) and t not in ("f",)
-)
+FLOATS = frozenset(t for t in ELEMENT_BITS if t.startswith(("f", "bf")) and t not in ("f",))
 
 UNBOUNDED = -1
 """Dimension size of an unbounded dynamic dimension (`?` in text)."""
@@ -110,8 +108,10 @@ class Layout:
 
 
 def default_layout(rank: int) -> Layout:
-    return _DEFAULT_LAYOUTS[rank] if rank < len(_DEFAULT_LAYOUTS) else Layout(
-        tuple(range(rank - 1, -1, -1))
+    return (
+        _DEFAULT_LAYOUTS[rank]
+        if rank < len(_DEFAULT_LAYOUTS)
+        else Layout(tuple(range(rank - 1, -1, -1)))
     )
 
 
@@ -141,7 +141,7 @@ class Shape:
 
     def compatible(self, other: Shape) -> bool:
         """Equal ignoring layouts (XLA's `ShapeUtil::Compatible`)."""
-        return self.without_layout() == other.without_layout()
+        return self is other or self.without_layout() == other.without_layout()
 
 
 @dataclass(frozen=True, eq=True)

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeGuard
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from xdsl.utils.exceptions import VerifyException
 
-from hlopass.shape import ArrayShape, TupleShape
+from hlopass.dialects.opcodes import OPCODES
+from hlopass.shape import ArrayShape, Shape, TupleShape
 
 if TYPE_CHECKING:
     from hlopass.dialects.hlo import HloOp
@@ -26,14 +28,46 @@ def _static(shape: object, *others: object) -> TypeGuard[ArrayShape]:
     return all(isinstance(s, ArrayShape) and not s.dynamic for s in (shape, *others))
 
 
+# Opcodes with a rule below; the rest pass trivially (the importer skips them outright).
+# select and clamp are elementwise too, but broadcast scalars: they have rules of their own.
+_ELEMENTWISE = frozenset(
+    op for op, spec in OPCODES.items() if "elementwise" in spec.traits
+) - {"select", "clamp"}  # fmt: skip
+CHECKED_OPCODES = _ELEMENTWISE | {
+    "select", "broadcast", "reshape", "transpose", "slice", "concatenate",
+    "get-tuple-element", "tuple",
+}  # fmt: skip
+
+
 def verify_instruction(op: HloOp) -> None:
-    opcode = op.opcode
-    shape = op.shape
-    operand_shapes = [v.type.data for v in op.operands]  # type: ignore[attr-defined]
-    traits = op.spec.traits
-    name = op.inst_name
-    if "elementwise" in traits and opcode not in ("select", "clamp"):
+    opcode = op.OPCODE
+    if opcode not in CHECKED_OPCODES:
+        return
+    props = op.properties
+    check_instruction(
+        opcode,
+        props["name"].data,  # type: ignore[attr-defined]
+        op.results[0].type.data,  # type: ignore[attr-defined]
+        [v.type.data for v in op.operands],  # type: ignore[attr-defined]
+        op.attr,
+    )
+
+
+def check_instruction(
+    opcode: str,
+    name: str,
+    shape: Shape,
+    operand_shapes: list[Shape],
+    attr: Callable[[str], Any],
+) -> None:
+    """XLA's shape rules for one instruction, on plain values: `attr(name)` gives an
+    attribute's Python value. Raises `VerifyException` naming the instruction `name`."""
+    if opcode in _ELEMENTWISE:
+        # `s is shape` (the common case: shapes are shared through the importer's caches)
+        # short-cuts the comparisons but not the order of the checks.
         for s in operand_shapes:
+            if s is shape and isinstance(s, ArrayShape):
+                continue
             if not isinstance(s, ArrayShape) or not isinstance(shape, ArrayShape):
                 raise VerifyException(f"{name}: elementwise op on a non-array")
             if s.dims != shape.dims:
@@ -44,7 +78,7 @@ def verify_instruction(op: HloOp) -> None:
         if opcode in _SAME_TYPE_BINARY:
             et = shape.element_type  # type: ignore[union-attr]
             for s in operand_shapes:
-                if s.element_type != et:  # type: ignore[union-attr]
+                if s is not shape and s.element_type != et:  # type: ignore[union-attr]
                     raise VerifyException(
                         f"{name}: {opcode} of {s.text(False)} does not give {shape.text(False)}"
                         if len({o.element_type for o in operand_shapes}) == 1  # type: ignore[union-attr]
@@ -66,7 +100,7 @@ def verify_instruction(op: HloOp) -> None:
             )
     elif opcode == "broadcast" and _static(shape, *operand_shapes):
         (o,) = operand_shapes
-        dims = op.attr("dimensions")
+        dims = attr("dimensions")
         if len(dims) != o.rank:  # type: ignore[union-attr]
             raise VerifyException(
                 f"{name}: broadcast dimensions={{{','.join(map(str, dims))}}} has {len(dims)} "
@@ -91,7 +125,7 @@ def verify_instruction(op: HloOp) -> None:
             )
     elif opcode == "transpose" and _static(shape, *operand_shapes):
         (o,) = operand_shapes
-        perm = op.attr("dimensions")
+        perm = attr("dimensions")
         if sorted(perm) != list(range(o.rank)):  # type: ignore[union-attr]
             raise VerifyException(
                 f"{name}: transpose dimensions={{{','.join(map(str, perm))}}} is not a "
@@ -103,7 +137,7 @@ def verify_instruction(op: HloOp) -> None:
             )
     elif opcode == "slice" and _static(shape, *operand_shapes):
         (o,) = operand_shapes
-        ranges = op.attr("slice")
+        ranges = attr("slice")
         if len(ranges) != o.rank:  # type: ignore[union-attr]
             raise VerifyException(
                 f"{name}: slice has {len(ranges)} ranges but the operand has rank {o.rank}"  # type: ignore[union-attr]
@@ -121,7 +155,7 @@ def verify_instruction(op: HloOp) -> None:
                 f"{name}: slice of {o.text(False)} gives dimensions {want}, not {shape.text(False)}"
             )
     elif opcode == "concatenate" and _static(shape, *operand_shapes) and operand_shapes:
-        (d,) = op.attr("dimensions")
+        (d,) = attr("dimensions")
         if not 0 <= d < shape.rank:  # type: ignore[union-attr]
             raise VerifyException(f"{name}: concatenate dimension {d} is out of range")
         total = 0
@@ -143,7 +177,7 @@ def verify_instruction(op: HloOp) -> None:
             )
     if opcode == "get-tuple-element":
         (t,) = operand_shapes
-        index = op.attr("index")
+        index = attr("index")
         if not isinstance(t, TupleShape) or not 0 <= index < len(t.elements):
             raise VerifyException(f"{name}: tuple index {index} out of range")
         if not t.elements[index].compatible(shape):
