@@ -434,6 +434,12 @@ class _Printer:
             options.operand_shapes,
             options.program_shape,
         )
+        # Attribute suffixes ("" when left out) are cached per the options that decide that.
+        self._sfx_tag = "_%d%d%d" % (
+            options.metadata,
+            options.backend_config,
+            options.control_dependencies,
+        )
         # Per (op class, *property names): the plan entries to print, in order.
         self._plan_by_names: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
@@ -604,6 +610,7 @@ class _Printer:
         add_text = texts.append
         add_kids = kids.append
         hlo_classes = _HLO_CLASSES
+        attrs_text = self._attrs_text
         n = -1
         op = comp.regions[0].block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
@@ -712,9 +719,9 @@ class _Printer:
                 cp = props.get("control-predecessors")
                 if cp is not None:
                     sc.add("preds", (n, cp.data))  # type: ignore[attr-defined]
-                text += self._attrs_text(op, cls, props)  # type: ignore[arg-type]
+                text += attrs_text(op, cls, props)  # type: ignore[arg-type]
             elif cls in _ALWAYS_CLASSES:
-                text += self._attrs_text(op, cls, props)  # type: ignore[arg-type]
+                text += attrs_text(op, cls, props)  # type: ignore[arg-type]
             add_text(text)
             op = op._next_op  # pyright: ignore[reportPrivateUsage]
         return sc
@@ -723,33 +730,36 @@ class _Printer:
         """The `, name=value` text of an op's attributes, in XLA's order."""
         names = (cls, *props)
         plan = self._plan_by_names.get(names) or self._plan_of(cls, props, names)
-        metadata_on = self.o.metadata
-        omitted = self._omitted
-        attrs = []
+        text = ""
         for name, kind, rule, always, key, skey in plan:
             a = props.get(name)
             if a is None:  # in the plan only when printed even when absent
-                attrs.append(f", {name}={always}")
+                text += f", {name}={always}"
                 continue
-            if rule:
-                if rule == _R_METADATA and metadata_on:
-                    vis = a.__dict__.get("_hlo_visible")  # cached by `_omitted`
-                    if not (vis or vis is None and not omitted(op, rule, name, a)):
-                        continue
-                elif omitted(op, rule, name, a):
-                    continue
-            # `, name=text`, cached on the (immutable) attribute.
-            ad = a.__dict__
-            at = ad.get(skey)
+            # `, name=text`, or "" when left out: cached on the (immutable) attribute.
+            at = a.__dict__.get(skey)
             if at is None:
-                at = ad.get(key)
-                if at is None:
-                    at = _attr_text(a, kind, self.o.percent)
-                at = ", " + name + "=" + at
-                if kind != "literal":  # may hold a (mutable) numpy array
-                    ad[skey] = at
-            attrs.append(at)
-        return "".join(attrs)
+                at = self._suffix(op, name, kind, rule, a, key, skey)
+            text += at
+        return text
+
+    def _suffix(
+        self, op: HloOp, name: str, kind: str, rule: int, a: Any, key: str, skey: str
+    ) -> str:
+        """`, name=text` of one attribute, or "" when XLA leaves it out; cached on the
+        attribute under `skey` unless it depends on more than the attribute's value."""
+        cacheable = kind != "literal" and rule != _R_COMPARE_TYPE  # a mutable array; operand type
+        if rule and self._omitted(op, rule, name, a):
+            at = ""
+        else:
+            ad = a.__dict__
+            t = ad.get(key)
+            if t is None:
+                t = _attr_text(a, kind, self.o.percent)
+            at = ", " + name + "=" + t
+        if cacheable:
+            a.__dict__[skey] = at
+        return at
 
     def _plan_of(
         self, cls: type, props: dict[str, Any], names: tuple[Any, ...]
@@ -804,7 +814,7 @@ class _Printer:
                 _rule(opcode, spec.name),
                 always.get(spec.name),
                 _text_key(spec.kind, self.o.percent),
-                "_hlo_sfx_" + spec.name + _text_key(spec.kind, self.o.percent),
+                "_hlo_sfx_" + spec.name + _text_key(spec.kind, self.o.percent) + self._sfx_tag,
             )
             for spec in cls.ATTR_SPECS.values()  # type: ignore[attr-defined]
             if spec.name not in ("number", "value")
@@ -815,13 +825,7 @@ class _Printer:
     def _omitted(self, op: HloOp, rule: int, name: str, a: Any) -> bool:
         value = a.data
         if rule == _R_METADATA:
-            if not self.o.metadata:
-                return True
-            d = a.__dict__
-            vis = d.get("_hlo_visible")
-            if vis is None:
-                vis = d["_hlo_visible"] = any(k in _METADATA_VISIBLE for k, _ in value.fields)
-            return not vis
+            return not self.o.metadata or not any(k in _METADATA_VISIBLE for k, _ in value.fields)
         if rule == _R_DEFAULT:
             return value == _OMIT_DEFAULT[name]
         if rule in (_R_FALSE, _R_EMPTY_DOT):
