@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
@@ -719,7 +720,6 @@ class ModuleParser(_Parser):
     def __init__(self, text: str, filename: str | None = None):
         super().__init__(Lexer(text, filename))
         self.computation_names: dict[str, int] = {}
-        self.references: list[tuple[str, int]] = []
         self.saw_stack_frame_id = False
         self.pending_computations: list[ComputationOp] = []
         self.pending_seen = False
@@ -797,11 +797,6 @@ class ModuleParser(_Parser):
             module_name = "module_" + entry.comp_name
         if self.pending_seen or not _names_unique(self.value_maps):
             _uniquify_instruction_names(comps)
-        for name, offset in self.references:
-            if name not in self.computation_names:
-                self.error(f"computation {name!r} is not defined", offset)
-            # XLA also rejects a callee defined after its use ("computation does not exist");
-            # we accept forward references (tests and hand-written HLO use them).
         module = ModuleOp(comps)
         module.attributes["sym_name"] = StringAttr(module_name)
         for key, value in module_attrs.items():
@@ -815,6 +810,12 @@ class ModuleParser(_Parser):
         if tables:
             module.attributes["hlo.stack_frames"] = ATTR_CLASSES["raw"].new(A.Raw(tables))
         return module
+
+    def check_defined(self, names: Iterable[str], offset: int) -> None:
+        """As XLA, a called computation must be defined before the instruction naming it."""
+        for name in names:
+            if name not in self.computation_names:
+                self.error(f"computation {name!r} is not defined before this use", offset)
 
     def name_or_string(self) -> str:
         kind, tok, start = self.lx.next()
@@ -1380,9 +1381,9 @@ class ModuleParser(_Parser):
             if aspec.kind == "comp":
                 if attrs[key] == getattr(self, "current_computation", None):
                     self.error(f"computation {attrs[key]!r} cannot call itself", vstart)
-                self.references.append((attrs[key], vstart))
+                self.check_defined((attrs[key],), vstart)
             elif aspec.kind == "comps":
-                self.references.extend((c, vstart) for c in attrs[key])
+                self.check_defined(attrs[key], vstart)
         if opcode not in _FIXED_UP:  # (one lookup for the many opcodes with no fix-up)
             pass
         elif (

@@ -121,6 +121,13 @@ CASES = [
         "computation 'nope' is not defined",
     ),  # fmt: skip
     Case(
+        "callee_defined_after_use",
+        H + "ENTRY main {\n  p0 = f32[4] parameter(0)\n  c = f32[] constant(0)\n"
+        "  ROOT r = f32[] reduce(p0, c), dimensions={0}, to_apply=" + MARK + "add\n}\n\n"
+        "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n",
+        "computation 'add' is not defined before this use",
+    ),  # fmt: skip
+    Case(
         "self_call",
         H + "ENTRY main {\n  p0 = f32[] parameter(0)\n  ROOT r = f32[] call(p0), "
         "to_apply=" + MARK + "main\n}\n",

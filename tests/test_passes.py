@@ -400,14 +400,6 @@ def test_constant_folding_after_folding_inside_a_callee() -> None:
     _interpreter()
     text = """HloModule m
 
-ENTRY e {
-  a = f32[] constant(2)
-  p = f32[] parameter(0)
-  c1 = f32[] call(a), to_apply=f
-  c2 = f32[] call(p), to_apply=g
-  ROOT t = (f32[], f32[]) tuple(c1, c2)
-}
-
 f {
   x = f32[] parameter(0)
   k = f32[] constant(3)
@@ -421,7 +413,24 @@ g {
   gc = f32[] call(b), to_apply=f
   ROOT gs = f32[] add(gp, gc)
 }
+
+ENTRY e {
+  a = f32[] constant(2)
+  p = f32[] parameter(0)
+  c1 = f32[] call(a), to_apply=f
+  c2 = f32[] call(p), to_apply=g
+  ROOT t = (f32[], f32[]) tuple(c1, c2)
+}
 """
-    out = _fold_text("constant-folding", text)
+    module = parse_hlo(text)
+    # The pass walks computations in block order: the entry first (text must define callees
+    # first, as XLA requires, so the entry is moved to the front here).
+    block = module.body.block
+    entry = block.last_op
+    assert entry is not None
+    entry.detach()
+    block.insert_op_before(entry, block.first_op)  # type: ignore[arg-type]
+    run_pipeline(module, "constant-folding", verify_each=True)
+    out = print_hlo(module)
     # entry's call is folded first (the interpreter schedules f), then f's add, then g's call
     assert out.count("call(") == 1 and out.count("constant(12)") == 2, out
