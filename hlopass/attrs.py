@@ -7,9 +7,10 @@ hashable Python value. The importer builds these values, the exporter prints the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
-from hlopass.lexer import find_closing
 from hlopass.literal import Literal
 from hlopass.shape import Shape
 
@@ -161,8 +162,13 @@ class ShapedLiteral:
     literal: Literal
 
 
+_NEEDS_ESCAPE = re.compile(r"[\x00-\x1f\x7f\"'\\]")
+
+
 def c_escape(s: str) -> str:
     """absl::CEscape: the escaping XLA applies to printed strings."""
+    if _NEEDS_ESCAPE.search(s) is None:  # the common case, without a loop over characters
+        return s
     out = []
     for ch in s:
         o = ord(ch)
@@ -212,13 +218,44 @@ def format_padding(v: tuple[PadDim, ...]) -> str:
 
 
 def format_metadata(m: Metadata) -> str:
-    fields = sorted(m.fields, key=lambda kv: _METADATA_RANK.get(kv[0], 99))
-    return "{" + " ".join(f"{k}={v}" for k, v in fields) + "}"
+    fields = m.fields
+    rank = _METADATA_RANK.get
+    if len(fields) == 2:  # the common op_type and op_name, without a loop
+        (k0, v0), (k1, v1) = fields
+        if rank(k0, 99) <= rank(k1, 99):
+            return "{" + k0 + "=" + v0 + " " + k1 + "=" + v1 + "}"
+    last = -1
+    for k, _ in fields:  # usually in order already (as XLA printed them): no sort
+        r = rank(k, 99)
+        if r < last:
+            fields = sorted(fields, key=lambda kv: rank(kv[0], 99))
+            break
+        last = r
+    return "{" + " ".join([k + "=" + v for k, v in fields]) + "}"
+
+
+# A quoted string (escapes skipped), an unterminated quote, or a brace.
+_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|"|[{}]', re.S)
 
 
 def is_json_dict(s: str) -> bool:
-    """True when XLA's lexer would read `s` as one balanced `{...}` dictionary."""
-    return s.startswith("{") and find_closing(s, 0) == len(s) - 1
+    """True when XLA's lexer would read `s` as one balanced `{...}` dictionary
+    (`find_closing(s, 0) == len(s) - 1`, with a regular expression skipping the text
+    between braces: backend configs are long)."""
+    if not s.startswith("{"):
+        return False
+    depth = 0
+    for m in _BRACE_TOKENS.finditer(s):
+        t = m.group()
+        if t == "{":
+            depth += 1
+        elif t == "}":
+            depth -= 1
+            if not depth:
+                return m.end() == len(s)
+        elif t == '"':
+            return False  # an unterminated string: no closing brace after it
+    return False
 
 
 def format_backend_config(s: str) -> str:
@@ -239,53 +276,63 @@ def format_shaped_literal(lit: Literal, shape: Shape) -> str:
     return shape.text() + " " + format_literal(lit, shape)
 
 
+def _format_str(v: str) -> str:
+    return '"' + c_escape(v) + '"'
+
+
+def _format_bool(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def _format_constant(v: ShapedLiteral) -> str:
+    assert isinstance(v, ShapedLiteral)
+    return format_shaped_literal(v.literal, v.shape)
+
+
+# Formatters of the kinds whose text does not depend on the `%` style, by kind (a dict
+# lookup instead of a chain of tests: the first print of a module formats thousands).
+FORMATTERS: dict[str, Any] = {
+    "ints": format_ints,
+    **dict.fromkeys(
+        (
+            "int",
+            "ident",
+            "dot_algorithm",
+            "raw",
+            "dim_labels",
+            "window",
+            "replica_groups",
+            "result_accuracy",
+        ),
+        str,
+    ),
+    "bool": _format_bool,
+    "str": _format_str,
+    "metadata": format_metadata,
+    "backend_config": format_backend_config,
+    "slice": format_slice,
+    "padding": format_padding,
+    "precision": lambda v: "{" + ",".join(v) + "}",
+    "intss": lambda v: "{" + ",".join([format_ints(x) for x in v]) + "}",
+    "bools": lambda v: "{" + ",".join(["true" if b else "false" for b in v]) + "}",
+    "float": format_float,
+    "shape": lambda v: v.text(),
+    "shapes": lambda v: "{" + ", ".join([s.text() for s in v]) + "}",
+    "literal": _format_constant,
+    "constant": _format_constant,
+}
+
+
 def format_value(kind: str, v: object, percent: bool = True) -> str:
     """The text XLA prints after `name=` for an attribute of `kind`."""
+    f = FORMATTERS.get(kind)
+    if f is not None:
+        return f(v)
     p = "%" if percent else ""
-    if kind == "ints":
-        return format_ints(v)  # type: ignore[arg-type]
-    if kind in (
-        "int",
-        "ident",
-        "dot_algorithm",
-        "raw",
-        "dim_labels",
-        "window",
-        "replica_groups",
-        "result_accuracy",
-    ):
-        return str(v)
     if kind == "comp":
         return p + str(v)
     if kind == "comps":
-        return "{" + ", ".join(p + c for c in v) + "}"  # type: ignore[union-attr]
-    if kind == "bool":
-        return "true" if v else "false"
-    if kind == "str":
-        return '"' + c_escape(v) + '"'  # type: ignore[arg-type]
-    if kind == "metadata":
-        return format_metadata(v)  # type: ignore[arg-type]
-    if kind == "backend_config":
-        return format_backend_config(v)  # type: ignore[arg-type]
-    if kind == "slice":
-        return format_slice(v)  # type: ignore[arg-type]
-    if kind == "padding":
-        return format_padding(v)  # type: ignore[arg-type]
-    if kind == "precision":
-        return "{" + ",".join(v) + "}"  # type: ignore[arg-type]
-    if kind == "intss":
-        return "{" + ",".join(format_ints(x) for x in v) + "}"  # type: ignore[union-attr]
-    if kind == "bools":
-        return "{" + ",".join("true" if b else "false" for b in v) + "}"  # type: ignore[union-attr]
+        return "{" + ", ".join([p + c for c in v]) + "}"  # type: ignore[attr-defined]
     if kind == "names":
-        return "{" + ", ".join(p + n for n in v) + "}"  # type: ignore[union-attr]
-    if kind == "float":
-        return format_float(v)  # type: ignore[arg-type]
-    if kind == "shape":
-        return v.text()  # type: ignore[union-attr]
-    if kind == "shapes":
-        return "{" + ", ".join(s.text() for s in v) + "}"  # type: ignore[union-attr]
-    if kind in ("literal", "constant"):
-        assert isinstance(v, ShapedLiteral)
-        return format_shaped_literal(v.literal, v.shape)
+        return "{" + ", ".join([p + n for n in v]) + "}"  # type: ignore[attr-defined]
     raise KeyError(f"unknown attribute kind {kind!r}")

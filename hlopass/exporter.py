@@ -16,7 +16,7 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
-from hlopass.attrs import format_value
+from hlopass.attrs import FORMATTERS, format_value
 from hlopass.dialects.hlo import OP_CLASSES, ComputationOp, HloOp, ReturnOp, computations
 from hlopass.dialects.opcodes import COMMON_ATTRS
 from hlopass.importer import MODULE_ATTRS
@@ -104,8 +104,6 @@ def instruction_post_order(comp: ComputationOp) -> list[HloOp]:
     getid = id
     index = dict(zip(map(getid, insts), range(len(insts)), strict=True))
     kids = [[index[getid(v.op)] for v in op._operands] for op in insts]  # pyright: ignore
-    for k in kids:
-        k.reverse()
     preds = [
         (i, op.properties["control-predecessors"].data)  # type: ignore[attr-defined]
         for i, op in enumerate(insts)
@@ -117,16 +115,17 @@ def instruction_post_order(comp: ComputationOp) -> list[HloOp]:
 def _dfs_post_order(
     kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]], names: Any
 ) -> list[int]:
-    """Indices in XLA's DFS post order, given each instruction's operand indices in reverse
-    order and the control predecessors (by name) of those that have some."""
+    """Indices in XLA's DFS post order, given each instruction's operand indices and the
+    control predecessors (by name) of those that have some."""
     n = len(kids)
     if preds:
         by_name = {name: i for i, name in enumerate(names())}
         kids = list(kids)
         for i, ps in preds:
             if ps:
-                # Pushed after the operands, so visited before them.
-                kids[i] = [*kids[i], *[by_name[p] for p in ps]]
+                # Pushed after the operands (the pushes go from last to first), so visited
+                # before them.
+                kids[i] = [*[by_name[p] for p in reversed(ps)], *kids[i]]
     used = set(chain.from_iterable(kids))
     state = [0] * n  # 0 new, 1 visiting, 2 done
     order: list[int] = []
@@ -147,25 +146,75 @@ def _dfs_post_order(
                     append(i)
                 continue
             state[i] = 1
-            extend(kids[i])  # done ones are popped again without effect
+            # The first operand on top; done ones are popped again without effect.
+            extend(reversed(kids[i]))
     return order
 
 
-def _cached_post_order(sc: _Scanned) -> list[int]:
-    """`_dfs_post_order` of a scanned computation, kept on the computation op for the next
-    print as long as the operand indices are the same (an equality test of the lists)."""
+def _is_post_order(kids: Sequence[Sequence[int]]) -> bool:
+    """Exactly whether `_dfs_post_order(kids, [])` is the block order 0..n-1, about twice
+    as fast as running it (the usual case: XLA printed the module in that order).
+
+    If it is, the DFS visits each instruction i with the instructions before some index
+    start[i] done, and emits exactly start[i]..i: the user-less instructions' blocks tile
+    0..n-1 in order, and i's operands, in order, that are not done yet (>= the running
+    frontier) are first visited from i, each emitting the block from the frontier up to it.
+    The start of each instruction is set by its one first visitor (a later instruction) or
+    as a root, so one pass from the last instruction back checks all of it."""
+    n = len(kids)
+    start = [-1] * n
+    if n:
+        # Usually the last instruction is the only user-less one: then a pass that meets
+        # no other instruction without a start is exact, with no set of the used ones.
+        start[-1] = 0
+        if _blocks_tile(kids, start):
+            return True
+        start = [-1] * n
+    used = set(chain.from_iterable(kids))
+    if len(used) == n - 1 and n - 1 not in used:
+        return False  # the pass above was exact
+    cur = 0
+    for r in range(n):
+        if r not in used:
+            start[r] = cur
+            cur = r + 1
+    return cur == n and _blocks_tile(kids, start)
+
+
+def _blocks_tile(kids: Sequence[Sequence[int]], start: list[int]) -> bool:
+    """The pass of `_is_post_order`, given the starts of the user-less instructions."""
+    i = len(kids)
+    for k, cur in zip(reversed(kids), reversed(start), strict=True):  # (sees starts set since)
+        i -= 1
+        if cur < 0:
+            return False  # not first visited from a later instruction, nor user-less
+        for o in k:
+            if o >= cur:
+                if start[o] >= 0:
+                    return False  # first visited from two instructions
+                start[o] = cur
+                cur = o + 1
+        if cur != i:
+            return False
+    return True
+
+
+def _cached_post_order(sc: _Scanned) -> list[int] | None:
+    """`_dfs_post_order` of a scanned computation, or None when that is the block order;
+    kept on the computation op for the next print as long as the operand indices are the
+    same (an equality test of the lists)."""
+    if sc.preds:
+        return _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
     d = sc.comp.__dict__
-    if not sc.preds:
-        hit = d.get("_hlo_post_order")
-        if hit is not None and hit[0] == sc.kids:
-            return hit[1]
-    order = _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
-    if not sc.preds:
-        d["_hlo_post_order"] = (sc.kids, order)
+    hit = d.get("_hlo_post_order")
+    if hit is not None and hit[0] == sc.kids:
+        return hit[1]
+    order = None if _is_post_order(sc.kids) else _dfs_post_order(sc.kids, sc.preds, None)
+    d["_hlo_post_order"] = (sc.kids, order)
     return order
 
 
-_DESCENDING = [tuple(range(n - 2, -1, -1)) for n in range(1, 33)]
+_ALL_BEFORE = [tuple(range(n - 1)) for n in range(1, 33)]
 
 
 def _in_post_order(kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]]) -> bool:
@@ -176,7 +225,7 @@ def _in_post_order(kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]
     if preds:
         return False
     n = len(kids)
-    if not n or n > 32 or kids[-1] != _DESCENDING[n - 1]:
+    if not n or n > 32 or kids[-1] != _ALL_BEFORE[n - 1]:
         return False
     return not any(kids[:-1])
 
@@ -313,10 +362,12 @@ def _text_key(kind: str, percent: bool) -> str:
     return "_hlo_text_" + kind + ("" if percent or kind not in _PERCENT_KINDS else "_nopct")
 
 
-def _attr_text(a: Any, kind: str, percent: bool) -> str:
-    """`format_value` of an attribute's value, cached on the (immutable) attribute."""
+def _attr_text(a: Any, kind: str, percent: bool, key: str | None = None) -> str:
+    """`format_value` of an attribute's value, cached on the (immutable) attribute under
+    `key` (by default `_text_key(kind, percent)`)."""
     d = a.__dict__
-    key = _text_key(kind, percent)
+    if key is None:
+        key = _text_key(kind, percent)
     t = d.get(key)
     if t is None:
         value = a.root_reference.data if kind == "comp" else a.data
@@ -399,7 +450,7 @@ class _Scanned:
         self.comp = comp
         self.name = name
         self.texts = texts
-        # Operand indices per instruction, reversed (the order the post-order DFS pushes).
+        # Operand indices per instruction (for the post order).
         self.kids: list[Sequence[int]] = kids
         self.names = names  # instruction names, without `%`
 
@@ -440,8 +491,8 @@ class _Printer:
             options.backend_config,
             options.control_dependencies,
         )
-        # Per (op class, *property names): the plan entries to print, in order.
-        self._plan_by_names: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        # Per (op class, *property names): `_plan_of`.
+        self._plan_by_names: dict[tuple[Any, ...], tuple[bool, tuple[Any, ...]]] = {}
 
     def module(self, module: ModuleOp) -> str:
         out: list[str] = []
@@ -570,8 +621,9 @@ class _Printer:
         root = sc.root
         if not (scheduled or _in_post_order(sc.kids, sc.preds)):
             order = _cached_post_order(sc)
-            texts = list(map(texts.__getitem__, order))
-            root = order.index(root) if root >= 0 else -1
+            if order is not None:
+                texts = list(map(texts.__getitem__, order))
+                root = order.index(root) if root >= 0 else -1
         if root >= 0:
             texts[root] = "ROOT " + texts[root]  # sc is scratch of this print
         thread = sc.thread
@@ -610,9 +662,12 @@ class _Printer:
         add_text = texts.append
         add_kids = kids.append
         hlo_classes = _HLO_CLASSES
-        attrs_text = self._attrs_text
+        plans = self._plan_by_names
+        always_classes = _ALWAYS_CLASSES
         n = -1
-        op = comp.regions[0].block._first_op  # pyright: ignore[reportPrivateUsage]
+        # (`Region.block`, which checks there is one block, costs ~1% on many tiny
+        # computations; a computation has one block.)
+        op = comp.regions[0]._first_block._first_op  # type: ignore[union-attr]  # pyright: ignore
         while op is not None:
             cls = type(op)
             if cls not in hlo_classes:
@@ -664,7 +719,6 @@ class _Printer:
                 if interval:
                     for i in range(interval, no, interval):
                         opnames[i] = f"/*index={i}*/{opnames[i]}"
-                k.reverse()
                 add_kids(k)
                 text = f"{pct}{name} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
             elif no == 2:
@@ -679,7 +733,7 @@ class _Printer:
                     j0, j1 = self._operand_indices(op, comp, vals)
                     args = f"{self._operand_name(v0, j0, vals, names)}, {self._operand_name(v1, j1, vals, names)}"
                     text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
-                add_kids((j1, j0))
+                add_kids((j0, j1))
             elif no == 1:
                 (v0,) = operands  # (SSAValues.__getitem__ is Python code)
                 try:
@@ -709,68 +763,76 @@ class _Printer:
                     nprops -= 1
                 else:
                     text = f"{pct}{name} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
-            if nprops > 1:
-                if cls in _COMP_SPECS:
-                    called = _callees(op)  # type: ignore[arg-type]
-                    if called:
-                        sc.add("called", called)
-                    if cls in _ASYNC_CLASSES:
-                        sc.add("asyncs", (n, op))
-                cp = props.get("control-predecessors")
-                if cp is not None:
-                    sc.add("preds", (n, cp.data))  # type: ignore[attr-defined]
-                text += attrs_text(op, cls, props)  # type: ignore[arg-type]
-            elif cls in _ALWAYS_CLASSES:
-                text += attrs_text(op, cls, props)  # type: ignore[arg-type]
+            if nprops > 1 or cls in always_classes:
+                key = (cls, *props)
+                extras, plan = plans.get(key) or self._plan_of(cls, props, key)
+                if extras:
+                    self._scan_extras(sc, n, op, cls, props)  # type: ignore[arg-type]
+                for aname, kind, rule, always, tkey, skey in plan:
+                    a = props.get(aname)
+                    if a is None:  # in the plan only when printed even when absent
+                        text += f", {aname}={always}"
+                        continue
+                    # `, name=text`, or "" when left out: cached on the (immutable) attribute.
+                    at = a.__dict__.get(skey)
+                    if at is None:
+                        at = self._suffix(op, aname, kind, rule, a, tkey, skey)  # type: ignore[arg-type]
+                    text += at
             add_text(text)
             op = op._next_op  # pyright: ignore[reportPrivateUsage]
         return sc
 
-    def _attrs_text(self, op: HloOp, cls: type, props: dict[str, Any]) -> str:
-        """The `, name=value` text of an op's attributes, in XLA's order."""
-        names = (cls, *props)
-        plan = self._plan_by_names.get(names) or self._plan_of(cls, props, names)
-        text = ""
-        for name, kind, rule, always, key, skey in plan:
-            a = props.get(name)
-            if a is None:  # in the plan only when printed even when absent
-                text += f", {name}={always}"
-                continue
-            # `, name=text`, or "" when left out: cached on the (immutable) attribute.
-            at = a.__dict__.get(skey)
-            if at is None:
-                at = self._suffix(op, name, kind, rule, a, key, skey)
-            text += at
-        return text
+    def _scan_extras(
+        self, sc: _Scanned, n: int, op: HloOp, cls: type, props: dict[str, Any]
+    ) -> None:
+        """Note what instruction n (`op`) adds to the rarer parts of its scan: called
+        computations, async ops, control predecessors."""
+        if cls in _COMP_SPECS:
+            called = _callees(op)
+            if called:
+                sc.add("called", called)
+            if cls in _ASYNC_CLASSES:
+                sc.add("asyncs", (n, op))
+        cp = props.get("control-predecessors")
+        if cp is not None:
+            sc.add("preds", (n, cp.data))
 
     def _suffix(
         self, op: HloOp, name: str, kind: str, rule: int, a: Any, key: str, skey: str
     ) -> str:
         """`, name=text` of one attribute, or "" when XLA leaves it out; cached on the
         attribute under `skey` unless it depends on more than the attribute's value."""
-        cacheable = kind != "literal" and rule != _R_COMPARE_TYPE  # a mutable array; operand type
         if rule and self._omitted(op, rule, name, a):
             at = ""
         else:
             ad = a.__dict__
             t = ad.get(key)
-            if t is None:
-                t = _attr_text(a, kind, self.o.percent)
+            if t is None:  # `_attr_text`, without its calls for the common kinds
+                if kind == "comp":  # to_apply= of every reduce
+                    t = ad[key] = self.pct + a.root_reference.data
+                else:
+                    f = FORMATTERS.get(kind)
+                    if f is None or kind == "literal":  # `%`-dependent; a (mutable) array
+                        t = _attr_text(a, kind, self.o.percent, key)
+                    else:
+                        t = ad[key] = f(a.data)
             at = ", " + name + "=" + t
-        if cacheable:
+        if kind != "literal" and rule != _R_COMPARE_TYPE:  # a mutable array; operand type
             a.__dict__[skey] = at
         return at
 
     def _plan_of(
         self, cls: type, props: dict[str, Any], names: tuple[Any, ...]
-    ) -> tuple[tuple[str, str, int, str | None, str, str], ...]:
-        """The plan entries for the attributes an op has (and those printed even when
-        absent), in print order; cached per op class and property names."""
+    ) -> tuple[bool, tuple[tuple[str, str, int, str | None, str, str], ...]]:
+        """Whether an op may call computations or have control predecessors (see
+        `_scan_extras`), and the plan entries for the attributes it has (and those printed
+        even when absent), in print order; cached per op class and property names."""
         ranks = self._rank_of.get(cls) or self._ranks(cls)
         items = [e for e in map(ranks.get, props) if e is not None]
         items.extend([e for e in self._always[cls] if e[1] not in props])
         items.sort()
-        plan = tuple(e[1:] for e in items)
+        extras = cls in _COMP_SPECS or "control-predecessors" in props
+        plan = (extras, tuple(e[1:] for e in items))
         self._plan_by_names[names] = plan
         return plan
 
@@ -800,8 +862,9 @@ class _Printer:
     def _ranks(self, cls: type) -> dict[str, tuple[Any, ...]]:
         plan = self._plans.get(cls) or self._plan(cls)
         ranks = {item[0]: (i, *item) for i, item in enumerate(plan)}
-        self._rank_of[cls] = ranks
+        # `_always` first: another thread may read it as soon as `_rank_of` has the class.
         self._always[cls] = [e for e in ranks.values() if e[4] is not None]
+        self._rank_of[cls] = ranks
         return ranks
 
     def _plan(self, cls: type) -> tuple[tuple[str, str, int, str | None, str, str], ...]:
@@ -825,7 +888,11 @@ class _Printer:
     def _omitted(self, op: HloOp, rule: int, name: str, a: Any) -> bool:
         value = a.data
         if rule == _R_METADATA:
-            return not self.o.metadata or not any(k in _METADATA_VISIBLE for k, _ in value.fields)
+            if self.o.metadata:
+                for k, _ in value.fields:
+                    if k in _METADATA_VISIBLE:
+                        return False
+            return True
         if rule == _R_DEFAULT:
             return value == _OMIT_DEFAULT[name]
         if rule in (_R_FALSE, _R_EMPTY_DOT):
@@ -846,9 +913,16 @@ class _Printer:
         return False
 
 
+# One printer per style, shared by all prints (and threads): its plans depend only on the
+# options and the op classes, and building them again for every print cost ~3% of it.
+_PRINTERS: dict[str, _Printer] = {}
+
+
 def print_hlo(module: ModuleOp, style: str = "default") -> str:
     """HLO text of `module`; `default` matches XLA's `to_string()` with large constants."""
-    printer = _Printer(PrintOptions.of(style))
+    printer = _PRINTERS.get(style)
+    if printer is None:
+        printer = _PRINTERS[style] = _Printer(PrintOptions.of(style))
     # The print allocates many short-lived, acyclic containers (freed by reference
     # counting); with the collector on, they trigger collections that traverse the whole
     # module (~10% of the print time on large modules).

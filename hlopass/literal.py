@@ -171,6 +171,31 @@ def _fast_float_texts(flat: np.ndarray, element_type: str) -> list[str]:
     ]
 
 
+# Float types whose `ndarray.item()` is an exact Python float.
+_PYTHON_FLOAT_TYPES = frozenset(("f16", "f32", "f64"))
+
+
+def _float_scalar_text(v: float, element_type: str) -> str | None:
+    """`format_float_element` of a finite value of a `_PYTHON_FLOAT_TYPES` type without
+    numpy scalars (the common scalar constant); None for NaN and infinities."""
+    if v != v or math.isinf(v):
+        return None
+    d10, dmax = _float_digits(element_type)
+    if element_type == "f16":
+        return "%.*g" % (dmax, v)  # narrow floats: max_digits10 digits
+    text = "%.*g" % (d10, v)
+    if element_type == "f64":
+        return text if float(text) == v else "%.*g" % (dmax, v)
+    try:  # round to f32 as numpy does (to nearest, ties to even)
+        ok = _F32.unpack(_F32.pack(float(text)))[0] == v
+    except OverflowError:  # rounds past the largest f32: numpy gives inf, never `v`
+        ok = False
+    return text if ok else "%.*g" % (dmax, v)
+
+
+_F32 = struct.Struct("f")
+
+
 def format_literal(lit: Literal, shape: Shape) -> str:
     """The literal as XLA's one-line printer writes it inside `constant(...)`."""
     if isinstance(shape, TupleShape):
@@ -183,6 +208,10 @@ def format_literal(lit: Literal, shape: Shape) -> str:
     et = shape.element_type
     dims = shape.dims
     rank = len(dims)
+    if rank == 0 and et in _PYTHON_FLOAT_TYPES:
+        text = _float_scalar_text(lit.array.item(), et)
+        if text is not None:
+            return text
     if rank == 0:
         return _format_element(lit.array.reshape(()).item() if et[0] in "su" or et == "pred"
                                else lit.array.reshape(())[()], et, False)  # fmt: skip

@@ -165,3 +165,25 @@ def test_rejected_like_xla():
     with pytest.raises(HloParseError, match="non-negative"):
         _print("  p = f32[] parameter(0)\n  ROOT r = f32[] exponential(p), "
                "result_accuracy={tolerance={atol=-1}}")
+
+
+def test_metadata_fields_in_xla_order_and_escaped_strings():
+    out = _print('  p = f32[] parameter(0)\n  ROOT n = f32[] negate(p), '
+                 'metadata={op_name="a" op_type="b" source_line=3 source_file="f.py"}')
+    assert 'metadata={op_type="b" op_name="a" source_file="f.py" source_line=3}' in out
+    out = _print('  p = f32[] parameter(0)\n  ROOT c = f32[] custom-call(p), '
+                 'custom_call_target="x\\"y\'z", backend_config="{\\"k\\": \\"}{\\"}"')
+    assert 'custom_call_target="x\\"y\\\'z", backend_config={"k": "}{"}' in out
+    out = _print('  p = f32[] parameter(0)\n  ROOT c = f32[] custom-call(p), '
+                 'custom_call_target="t", backend_config="{} x"')
+    assert 'backend_config="{} x"' in out
+
+
+def test_scalar_float_constants():
+    out = _print("  a = f16[] constant(0.1)\n  b = f32[] constant(3.4028235e38)\n"
+                 "  c = f64[] constant(0.1)\n  d = f32[] constant(1e-45)\n"
+                 "  ROOT t = (f16[], f32[], f64[], f32[]) tuple(a, b, c, d)")
+    assert "constant(0.099976)" in out
+    assert "constant(3.40282347e+38)" in out
+    assert "%c = f64[] constant(0.1)" in out
+    assert "constant(1.4013e-45)" in out
