@@ -193,7 +193,7 @@ def profile(path: Path, what: str, top: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="*", type=Path)
-    p.add_argument("-n", type=int, default=5, help="runs per measurement (best of N)")
+    p.add_argument("-n", type=int, default=10, help="runs per measurement (best of N)")
     p.add_argument("--profile", choices=("parse", "print"), help="cProfile instead of timing")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
