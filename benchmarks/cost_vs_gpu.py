@@ -60,7 +60,9 @@ def cases():
         out.append((f"transpose f32[{r},{c}]", lambda x: x.T + 1, [(r, c)], jnp.float32))
     for s in (256, 1024, 4096, 8192):
         for dt in (jnp.bfloat16, jnp.float32):
-            out.append((f"dot {jnp.dtype(dt).name}[{s}]^2", lambda x, y: x @ y, [(s, s), (s, s)], dt))
+            out.append(
+                (f"dot {jnp.dtype(dt).name}[{s}]^2", lambda x, y: x @ y, [(s, s), (s, s)], dt)
+            )
     return out
 
 
@@ -102,8 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         est = estimate(hlopass.parse_hlo(text), device).time_us
         measured.append(ms)
         estimated.append(est)
-        print(f"{name:<28} measured {ms:10.2f} us   estimated {est:10.2f} us   ratio {est / ms:6.2f}")
-    print(f"Kendall tau (estimate vs measured): {kendall_tau(estimated, measured):.3f} over {len(measured)} kernels")
+        print(
+            f"{name:<28} measured {ms:10.2f} us   estimated {est:10.2f} us   ratio {est / ms:6.2f}"
+        )
+    print(
+        f"Kendall tau (estimate vs measured): {kendall_tau(estimated, measured):.3f} over {len(measured)} kernels"
+    )
     return 0
 
 

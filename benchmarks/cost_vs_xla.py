@@ -105,8 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = {"": "default", "indexing-cost-model": "indexing", "sol": "sol",
              "experimental-gemm-cost-model": "gemm"}  # fmt: skip
-    print(f"{len(rows)} fusions from {len({r['program'] for r in rows})} programs, device {args.device}")
-    print(f"{'XLA model':<10} {'n':>4} {'spearman':>9} {'median ours/xla':>16} {'p10':>7} {'p90':>7}")
+    print(
+        f"{len(rows)} fusions from {len({r['program'] for r in rows})} programs, device {args.device}"
+    )
+    print(
+        f"{'XLA model':<10} {'n':>4} {'spearman':>9} {'median ours/xla':>16} {'p10':>7} {'p90':>7}"
+    )
     summary = {}
     for key, label in names.items():
         pairs = [(r["ours"], r["xla"][key]) for r in rows if r["xla"].get(key, 0) > 0]

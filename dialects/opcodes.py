@@ -109,7 +109,12 @@ op("reduce-window", VARIADIC, _T({"pure"}), "window?:window", "to_apply:comp")
 op("select-and-scatter", 3, _T({"pure"}), "window?:window", "select:comp scatter:comp")
 op("map", VARIADIC, _T({"pure"}), "dimensions?:ints", "to_apply:comp")
 op("dot", 2, _T({"pure"}), f"{_DOT} operand_precision?:precision algorithm?:dot_algorithm")
-op("ragged-dot", 3, _T({"pure"}), f"{_DOT} lhs_ragged_dims?:ints rhs_group_dims?:ints operand_precision?:precision")
+op(
+    "ragged-dot",
+    3,
+    _T({"pure"}),
+    f"{_DOT} lhs_ragged_dims?:ints rhs_group_dims?:ints operand_precision?:precision",
+)
 op("scaled-dot", 4, _T({"pure"}), f"{_DOT} operand_precision?:precision algorithm?:dot_algorithm")
 op("convolution", VARIADIC, _T({"pure"}), _CONV)
 op("fft", 1, _T({"pure"}), "fft_type:ident fft_length:ints")
@@ -126,8 +131,13 @@ op("topk", 1, _T({"pure"}), "k:int largest?:bool")
 op("tuple", VARIADIC, _T({"pure"}))
 op("get-tuple-element", 1, _T({"pure"}), "index:int")
 op("while", 1, _T(), "", "condition:comp body:comp")
-op("conditional", VARIADIC, _T(), "",
-   "true_computation?:comp false_computation?:comp branch_computations?:comps")
+op(
+    "conditional",
+    VARIADIC,
+    _T(),
+    "",
+    "true_computation?:comp false_computation?:comp branch_computations?:comps",
+)
 op("call", VARIADIC, _T(), "", "to_apply:comp is_composite?:bool")
 op("fusion", VARIADIC, _T({"pure"}), "kind:ident output_to_operand_aliasing?:raw", "calls:comp")
 op("custom-call", VARIADIC, _T({"side_effect_attr"}),
@@ -136,8 +146,12 @@ op("custom-call", VARIADIC, _T({"side_effect_attr"}),
    "operand_layout_constraints?:shapes custom_call_has_side_effect?:bool literal?:literal "
    "output_to_operand_aliasing?:raw schedule?:ident api_version?:ident",
    "to_apply?:comp called_computations?:comps")  # fmt: skip
-op("triangular-solve", 2, _T({"pure"}),
-   "left_side?:bool lower?:bool unit_diagonal?:bool transpose_a?:ident")
+op(
+    "triangular-solve",
+    2,
+    _T({"pure"}),
+    "left_side?:bool lower?:bool unit_diagonal?:bool transpose_a?:ident",
+)
 op("cholesky", 1, _T({"pure"}), "lower?:bool")
 op("batch-norm-training", 3, _T({"pure"}), "epsilon:float feature_index:int")
 op("batch-norm-inference", 5, _T({"pure"}), "epsilon:float feature_index:int")
@@ -169,16 +183,36 @@ op("all-reduce-done", 1, _T({"side_effect", "collective", "async"}))
 op("reduce-scatter", VARIADIC, _T({"side_effect", "collective"}),
    "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool "
    "use_global_device_ids?:bool dimensions:ints", "to_apply:comp")  # fmt: skip
-op("all-to-all", VARIADIC, _T({"side_effect", "collective"}),
-   "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool dimensions?:ints")
-op("ragged-all-to-all", 6, _T({"side_effect", "collective"}),
-   "channel_id?:int replica_groups?:replica_groups dimensions?:ints")
-op("collective-broadcast", VARIADIC, _T({"side_effect", "collective"}),
-   "channel_id?:int replica_groups:replica_groups")
-op("collective-permute", VARIADIC, _T({"side_effect", "collective"}),
-   "channel_id?:int source_target_pairs:intss slice_sizes?:intss")
-op("collective-permute-start", VARIADIC, _T({"side_effect", "collective", "async"}),
-   "channel_id?:int source_target_pairs:intss slice_sizes?:intss")
+op(
+    "all-to-all",
+    VARIADIC,
+    _T({"side_effect", "collective"}),
+    "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool dimensions?:ints",
+)
+op(
+    "ragged-all-to-all",
+    6,
+    _T({"side_effect", "collective"}),
+    "channel_id?:int replica_groups?:replica_groups dimensions?:ints",
+)
+op(
+    "collective-broadcast",
+    VARIADIC,
+    _T({"side_effect", "collective"}),
+    "channel_id?:int replica_groups:replica_groups",
+)
+op(
+    "collective-permute",
+    VARIADIC,
+    _T({"side_effect", "collective"}),
+    "channel_id?:int source_target_pairs:intss slice_sizes?:intss",
+)
+op(
+    "collective-permute-start",
+    VARIADIC,
+    _T({"side_effect", "collective", "async"}),
+    "channel_id?:int source_target_pairs:intss slice_sizes?:intss",
+)
 op("collective-permute-done", 1, _T({"side_effect", "collective", "async"}))
 op("async-start", VARIADIC, _T({"async"}), "async_execution_thread?:str", "calls:comp")
 op("async-update", VARIADIC, _T({"async"}), "async_execution_thread?:str", "calls?:comp")

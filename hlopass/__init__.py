@@ -1,8 +1,8 @@
 """hlopass: parse, transform and re-emit XLA HLO with xDSL.
 
-    >>> import hlopass
-    >>> m = hlopass.parse_hlo(open("model.hlo").read())
-    >>> text = hlopass.print_hlo(m)
+>>> import hlopass
+>>> m = hlopass.parse_hlo(open("model.hlo").read())
+>>> text = hlopass.print_hlo(m)
 """
 
 from __future__ import annotations

@@ -57,7 +57,9 @@ def _holds_module(chunk: str) -> bool:
     )
 
 
-def modules(root: Path, groups: tuple[str, ...] = ("seeds", "xla_tests", "parser", "jax")) -> list[CorpusModule]:
+def modules(
+    root: Path, groups: tuple[str, ...] = ("seeds", "xla_tests", "parser", "jax")
+) -> list[CorpusModule]:
     out: list[CorpusModule] = []
     if "seeds" in groups:
         for p in sorted((root / "seeds").glob("*.hlo")):

@@ -44,7 +44,9 @@ class Literal:
 
     __slots__ = ("array", "elements", "_key")
 
-    def __init__(self, array: np.ndarray | None = None, elements: tuple[Literal, ...] | None = None):
+    def __init__(
+        self, array: np.ndarray | None = None, elements: tuple[Literal, ...] | None = None
+    ):
         self.array = array
         self.elements = elements
         self._key: object = None
@@ -143,9 +145,11 @@ def _elements_as_text(arr: np.ndarray, element_type: str, in_array: bool) -> lis
     flat = arr.reshape(-1)
     if element_type[0] in "su" or element_type == "pred":
         if element_type == "pred":
-            return ["1" if b else "0" for b in flat.tolist()] if in_array else [
-                "true" if b else "false" for b in flat.tolist()
-            ]
+            return (
+                ["1" if b else "0" for b in flat.tolist()]
+                if in_array
+                else ["true" if b else "false" for b in flat.tolist()]
+            )
         return [str(v) for v in flat.astype(object).tolist()]
     if element_type in ("f32", "f64") and in_array:
         return _fast_float_texts(flat, element_type)
@@ -200,7 +204,9 @@ def format_literal(lit: Literal, shape: Shape) -> str:
     """The literal as XLA's one-line printer writes it inside `constant(...)`."""
     if isinstance(shape, TupleShape):
         assert lit.elements is not None
-        inner = ", ".join(format_literal(e, s) for e, s in zip(lit.elements, shape.elements, strict=True))
+        inner = ", ".join(
+            format_literal(e, s) for e, s in zip(lit.elements, shape.elements, strict=True)
+        )
         return "( " + inner + " )" if inner else "()"
     assert isinstance(shape, ArrayShape)
     if lit.array is None:
@@ -329,7 +335,9 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
         ints = [int(t) for t in tokens]
         info = np.iinfo(np.int64 if et[0] == "s" else np.uint64)
         bits = int(et[1:])
-        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if et[0] == "s" else (0, (1 << bits) - 1)
+        lo, hi = (
+            (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if et[0] == "s" else (0, (1 << bits) - 1)
+        )
         for v in ints:
             if not lo <= v <= hi:
                 # XLA accepts negative values for unsigned types by bit-casting.

@@ -55,8 +55,8 @@ ALIAS_PREFIX = "hlo-"
 
 def canonical_name(name: str) -> str:
     """`hlo-dce` -> `dce` (an alias of a known pass); any other name unchanged."""
-    if name not in PASSES and name.startswith(ALIAS_PREFIX) and name[len(ALIAS_PREFIX):] in PASSES:
-        return name[len(ALIAS_PREFIX):]
+    if name not in PASSES and name.startswith(ALIAS_PREFIX) and name[len(ALIAS_PREFIX) :] in PASSES:
+        return name[len(ALIAS_PREFIX) :]
     return name
 
 
@@ -234,7 +234,9 @@ def list_passes_text() -> str:
             if isinstance(default, bool):
                 default = str(default).lower()
             opt_doc = _field_doc(cls, f.name)
-            lines.append(f"  {f.name.replace('_', '-')}={default}" + (f"  {opt_doc}" if opt_doc else ""))
+            lines.append(
+                f"  {f.name.replace('_', '-')}={default}" + (f"  {opt_doc}" if opt_doc else "")
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -341,7 +341,9 @@ def replace_with_new(
 
 
 def run_patterns(
-    module: ModuleOp, patterns: Sequence[RewritePattern], comps: Iterable[ComputationOp] | None = None
+    module: ModuleOp,
+    patterns: Sequence[RewritePattern],
+    comps: Iterable[ComputationOp] | None = None,
 ) -> bool:
     """Apply `patterns` greedily to a fixed point over `comps` (all computations by default)."""
     applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
@@ -408,8 +410,12 @@ def is_constant_like(value: SSAValue) -> bool:
         return False
     if o.opcode == "constant":
         return True
-    return o.opcode == "broadcast" and owner(o.operands[0]) is not None and (
-        owner(o.operands[0]).opcode == "constant"  # type: ignore[union-attr]
+    return (
+        o.opcode == "broadcast"
+        and owner(o.operands[0]) is not None
+        and (
+            owner(o.operands[0]).opcode == "constant"  # type: ignore[union-attr]
+        )
     )
 
 

@@ -816,7 +816,9 @@ class IotaConstantToIota(Simplification):
         arr = const_array(op.result)
         if shape is None or arr is None or shape.rank != 1 or arr.size <= 1:
             return None
-        if not (is_integral(shape.element_type) or shape.element_type in ("f16", "f32", "f64", "bf16")):
+        if not (
+            is_integral(shape.element_type) or shape.element_type in ("f16", "f32", "f64", "bf16")
+        ):
             return None
         if not np.array_equal(arr.astype(np.float64), np.arange(arr.size, dtype=np.float64)):
             return None
@@ -983,7 +985,10 @@ class SliceNoop(Simplification):
         if s is None:
             return None
         sl = op.attr("slice")
-        if all(d.start == 0 and d.limit == n and d.stride == 1 for d, n in zip(sl, s.dims, strict=False)):
+        if all(
+            d.start == 0 and d.limit == n and d.stride == 1
+            for d, n in zip(sl, s.dims, strict=False)
+        ):
             return x
         return None
 
@@ -1146,7 +1151,8 @@ class ReduceWindowTrivial(Simplification):
         x = op.operands[0]
         window = op.attr("window")
         if window is not None and any(
-            (w.size, w.stride, w.pad_low, w.pad_high, w.lhs_dilation, w.rhs_dilation) != (1, 1, 0, 0, 1, 1)
+            (w.size, w.stride, w.pad_low, w.pad_high, w.lhs_dilation, w.rhs_dilation)
+            != (1, 1, 0, 0, 1, 1)
             for w in window.dims
         ):
             return None

@@ -125,7 +125,14 @@ class FoldConstantInstruction(RewritePattern):
             if "needs hlopass.interpreter" in str(e):
                 raise
             return  # an opcode the interpreter cannot run stays as it is
-        except (ValueError, TypeError, NotImplementedError, KeyError, IndexError, ZeroDivisionError):
+        except (
+            ValueError,
+            TypeError,
+            NotImplementedError,
+            KeyError,
+            IndexError,
+            ZeroDivisionError,
+        ):
             return
         shape = op.shape
         assert isinstance(shape, ArrayShape)

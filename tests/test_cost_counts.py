@@ -179,7 +179,7 @@ PINNED = {  # module body -> jaxlib 0.10 CPU "bytes accessed" (hlopass.oracle.co
     "a = f32[4,4] parameter(0)\n  s = s32[] parameter(1)\n  "
     "ROOT b = f32[4,<=4] set-dimension-size(a, s), dimensions={1}": 140.0,
     "a = s32[3] parameter(0)\n  tk = token[] parameter(1)\n  t = (s32[3]) tuple(a)\n  "
-    "ROOT o = token[] outfeed(t, tk), outfeed_shape=(s32[3]{0}), outfeed_config=\"x\"": 20.0,
+    'ROOT o = token[] outfeed(t, tk), outfeed_shape=(s32[3]{0}), outfeed_config="x"': 20.0,
     "a = f32[4,4] parameter(0)\n  ROOT k = (f32[4,2], s32[4,2]) topk(a), k=2, largest=true": 128.0,
     "a = f32[1,300] parameter(0)\n  ROOT b = f32[300,1] transpose(a), dimensions={1,0}": 2400.0,
     "a = f32[2,3]{1,0} parameter(0)\n  ROOT b = f32[3,2]{0,1} transpose(a), dimensions={1,0}": 0.0,

@@ -32,10 +32,14 @@ def _build(fast: bool):
         p1 = create_op("parameter", [], F32, "p1", {"number": 1})
     else:
         cls = OP_CLASSES["parameter"]
-        p0 = cls.create(result_types=[shape_type(F32)], properties={
-            "name": StringAttr("p0"), "number": value_to_attr("int", 0)})
-        p1 = cls.create(result_types=[shape_type(F32)], properties={
-            "name": StringAttr("p1"), "number": value_to_attr("int", 1)})
+        p0 = cls.create(
+            result_types=[shape_type(F32)],
+            properties={"name": StringAttr("p0"), "number": value_to_attr("int", 0)},
+        )
+        p1 = cls.create(
+            result_types=[shape_type(F32)],
+            properties={"name": StringAttr("p1"), "number": value_to_attr("int", 1)},
+        )
     ops = [p0, p1]
     if fast:
         add = create_op("add", [p0.results[0], p1.results[0]], F32, "add")
@@ -43,11 +47,15 @@ def _build(fast: bool):
         ret = new_return_op(mul.results[0])
     else:
         add = OP_CLASSES["add"].create(
-            operands=[p0.results[0], p1.results[0]], result_types=[shape_type(F32)],
-            properties={"name": StringAttr("add")})
+            operands=[p0.results[0], p1.results[0]],
+            result_types=[shape_type(F32)],
+            properties={"name": StringAttr("add")},
+        )
         mul = OP_CLASSES["multiply"].create(
-            operands=[add.results[0], add.results[0]], result_types=[shape_type(F32)],
-            properties={"name": StringAttr("mul")})
+            operands=[add.results[0], add.results[0]],
+            result_types=[shape_type(F32)],
+            properties={"name": StringAttr("mul")},
+        )
         ret = ReturnOp(mul.results[0])
     ops += [add, mul, ret]
     for op in ops:

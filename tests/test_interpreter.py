@@ -52,7 +52,9 @@ def test_corpus_program_matches_xla(corpus, program, file):
     rtol, atol = _tolerance(text)
     for i, (g, w) in enumerate(zip(got, outs, strict=False)):
         exact = g.dtype.kind in "iub"
-        assert_same(g, w, 0 if exact else rtol, 0 if exact else atol, what=f"{program}/{file} out{i}")
+        assert_same(
+            g, w, 0 if exact else rtol, 0 if exact else atol, what=f"{program}/{file} out{i}"
+        )
 
 
 SIMPLE = """HloModule m
@@ -108,14 +110,18 @@ ENTRY e {
         hlopass.evaluate(m, np.zeros(4, np.float32))
 
 
-
 def test_cli_run_writes_npz(tmp_path):
     from hlopass.interpreter.cli import run_main
 
     src = tmp_path / "m.hlo"
     src.write_text(SIMPLE)
-    np.savez(tmp_path / "in.npz", in0=np.array([7, 8, 9], np.int32), in1=np.array([2, 0, 3], np.int32))
-    assert run_main([str(src), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")]) == 0
+    np.savez(
+        tmp_path / "in.npz", in0=np.array([7, 8, 9], np.int32), in1=np.array([2, 0, 3], np.int32)
+    )
+    assert (
+        run_main([str(src), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")])
+        == 0
+    )
     with np.load(tmp_path / "out.npz") as d:
         assert d["out0"].tolist() == [3, -1, 3]
         assert d["out1"].tolist() == [7, 8, 9]

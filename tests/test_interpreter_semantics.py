@@ -9,9 +9,34 @@ import pytest
 from tests.interp_util import check_against_xla
 
 I32 = np.iinfo(np.int32)
-SPECIAL_F32 = np.array([0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1e10, -1e10, 3e9, -3e9,
-                        np.inf, -np.inf, np.nan, 255.9, 256.0, -1.0, 127.5, -128.7,
-                        2**31, -(2**31), 65504.0, 65520.0], np.float32)
+SPECIAL_F32 = np.array(
+    [
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        2.5,
+        -2.5,
+        1e10,
+        -1e10,
+        3e9,
+        -3e9,
+        np.inf,
+        -np.inf,
+        np.nan,
+        255.9,
+        256.0,
+        -1.0,
+        127.5,
+        -128.7,
+        2**31,
+        -(2**31),
+        65504.0,
+        65520.0,
+    ],
+    np.float32,
+)
 # XLA:CPU flushes denormals to zero; the interpreter keeps them (IEEE), so tests avoid them.  # fmt: skip
 
 
@@ -35,14 +60,18 @@ def test_integer_division_edge_cases(xla, op, t, dt):
 
 
 @pytest.mark.parametrize("op", ["shift-left", "shift-right-logical", "shift-right-arithmetic"])
-@pytest.mark.parametrize("t,dt", [("s32", np.int32), ("u32", np.uint32), ("s8", np.int8), ("u8", np.uint8)])
+@pytest.mark.parametrize(
+    "t,dt", [("s32", np.int32), ("u32", np.uint32), ("s8", np.int8), ("u8", np.uint8)]
+)
 def test_shifts_past_bit_width(xla, op, t, dt):
     a = np.array([1, -1, 5, -128, 100, -3, 77, 1], dtype=np.int64).astype(dt)
     b = np.array([0, 1, 7, 8, 31, 32, 33, -1], dtype=np.int64).astype(dt)
     check_against_xla(xla, _binary(op, t), a, b)
 
 
-@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "maximum", "minimum", "power", "and", "or", "xor"])
+@pytest.mark.parametrize(
+    "op", ["add", "subtract", "multiply", "maximum", "minimum", "power", "and", "or", "xor"]
+)
 @pytest.mark.parametrize("t,dt", [("s32", np.int32), ("u8", np.uint8), ("s16", np.int16)])
 def test_integer_binary_wraps(xla, op, t, dt):
     info = np.iinfo(dt)
@@ -58,7 +87,9 @@ def test_float_binary_specials(xla, op):
     check_against_xla(xla, _binary(op, "f32"), a, b, rtol=1e-6)
 
 
-@pytest.mark.parametrize("t", ["s32", "u8", "s8", "u32", "s64", "u64", "pred", "f16", "bf16", "s16"])
+@pytest.mark.parametrize(
+    "t", ["s32", "u8", "s8", "u32", "s64", "u64", "pred", "f16", "bf16", "s16"]
+)
 def test_convert_float_to_other_saturates(xla, t):
     text = f"""HloModule m
 ENTRY e {{
@@ -74,19 +105,27 @@ def test_convert_integers(xla, src, dt, dst):
     info = np.iinfo(dt)
     a = np.array([0, 1, info.max, info.min, 300, 65519, 16777217, 2049], dtype=np.int64)
     a = np.clip(a, info.min, info.max).astype(dt)
-    text = f"HloModule m\nENTRY e {{\n  a = {src}[8] parameter(0)\n  ROOT r = {dst}[8] convert(a)\n}}"
+    text = (
+        f"HloModule m\nENTRY e {{\n  a = {src}[8] parameter(0)\n  ROOT r = {dst}[8] convert(a)\n}}"
+    )
     check_against_xla(xla, text, a)
 
 
 def test_convert_f64_to_narrow_floats(xla):
-    a = np.array([1.0 + 2**-9, 1.0 + 2**-8 + 2**-30, 65519.99, 1e-8, -3.14159265358979, np.nan], np.float64)
+    a = np.array(
+        [1.0 + 2**-9, 1.0 + 2**-8 + 2**-30, 65519.99, 1e-8, -3.14159265358979, np.nan], np.float64
+    )
     for t in ("bf16", "f16", "f32"):
-        text = f"HloModule m\nENTRY e {{\n  a = f64[6] parameter(0)\n  ROOT r = {t}[6] convert(a)\n}}"
+        text = (
+            f"HloModule m\nENTRY e {{\n  a = f64[6] parameter(0)\n  ROOT r = {t}[6] convert(a)\n}}"
+        )
         check_against_xla(xla, text, a)
 
 
 @pytest.mark.parametrize("op", ["popcnt", "count-leading-zeros", "not", "abs", "negate", "sign"])
-@pytest.mark.parametrize("t,dt", [("s32", np.int32), ("u8", np.uint8), ("s8", np.int8), ("u64", np.uint64)])
+@pytest.mark.parametrize(
+    "t,dt", [("s32", np.int32), ("u8", np.uint8), ("s8", np.int8), ("u64", np.uint64)]
+)
 def test_integer_unary(xla, op, t, dt):
     if t[0] == "u" and op in ("abs", "sign"):
         pytest.skip("XLA rejects abs/sign of unsigned integers")
@@ -98,14 +137,32 @@ def test_integer_unary(xla, op, t, dt):
 @pytest.mark.parametrize("op", ["round-nearest-afz", "round-nearest-even", "sign", "floor", "ceil", "abs",
                                 "is-finite", "negate"])  # fmt: skip
 def test_float_rounding_unary(xla, op):
-    a = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.0, np.nan, np.inf, 3.7, -3.7], np.float32)
+    a = np.array(
+        [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.0, np.nan, np.inf, 3.7, -3.7], np.float32
+    )
     out = "pred" if op == "is-finite" else "f32"
     text = f"HloModule m\nENTRY e {{\n  a = f32[12] parameter(0)\n  ROOT r = {out}[12] {op}(a)\n}}"
     check_against_xla(xla, text, a)
 
 
-@pytest.mark.parametrize("op", ["exponential", "log", "sqrt", "rsqrt", "tanh", "logistic", "sine", "cosine",
-                                "log-plus-one", "exponential-minus-one", "erf", "cbrt", "tan"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "exponential",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "tanh",
+        "logistic",
+        "sine",
+        "cosine",
+        "log-plus-one",
+        "exponential-minus-one",
+        "erf",
+        "cbrt",
+        "tan",
+    ],
+)
 def test_transcendentals(xla, op):
     a = np.array([0.1, 0.5, 1.0, 2.0, 10.0, -0.3, 30.0, -30.0], np.float32)
     text = f"HloModule m\nENTRY e {{\n  a = f32[8] parameter(0)\n  ROOT r = f32[8] {op}(a)\n}}"
@@ -114,7 +171,9 @@ def test_transcendentals(xla, op):
 
 @pytest.mark.parametrize("e,m", [(5, 10), (8, 7), (4, 3), (5, 2), (8, 23), (3, 1)])
 def test_reduce_precision(xla, e, m):
-    a = np.concatenate([SPECIAL_F32, np.array([1.0009765625, 1.00048828125, 1 + 2**-8, 1e-5, 7e4], np.float32)])
+    a = np.concatenate(
+        [SPECIAL_F32, np.array([1.0009765625, 1.00048828125, 1 + 2**-8, 1e-5, 7e4], np.float32)]
+    )
     n = a.size
     text = f"HloModule m\nENTRY e {{\n  a = f32[{n}] parameter(0)\n  ROOT r = f32[{n}] reduce-precision(a), exponent_bits={e}, mantissa_bits={m}\n}}"
     check_against_xla(xla, text, a)

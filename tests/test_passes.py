@@ -98,10 +98,10 @@ def _lit_cases() -> list[tuple[str, str, str]]:
     return out
 
 
+@pytest.mark.parametrize("pass_name,case,text", _lit_cases(), ids=[c[1] for c in _lit_cases()])
 @pytest.mark.parametrize(
-    "pass_name,case,text", _lit_cases(), ids=[c[1] for c in _lit_cases()]
+    "spec", ["algsimp", "algsimp{float-unsafe=true}", "constant-folding", "dce", "cse", PIPELINE]
 )
-@pytest.mark.parametrize("spec", ["algsimp", "algsimp{float-unsafe=true}", "constant-folding", "dce", "cse", PIPELINE])
 def test_changed_flag_matches_text(pass_name: str, case: str, text: str, spec: str) -> None:
     """A pass says it changed the module exactly when the printed module changed."""
     if spec.startswith("constant-folding") or spec == PIPELINE:
@@ -213,7 +213,9 @@ def _xla_execute_in_child(text: str, npz: Path, tmp: Path) -> list[np.ndarray]:
     src.write_text(text)
     r = subprocess.run([sys.executable, "-c", _XLA_CHILD, str(src), str(npz), str(res)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
-    assert r.returncode == 0, f"XLA:CPU failed on the optimized module (rc {r.returncode}): {r.stderr[-3000:]}"
+    assert r.returncode == 0, (
+        f"XLA:CPU failed on the optimized module (rc {r.returncode}): {r.stderr[-3000:]}"
+    )
     with open(res, "rb") as f:
         return pickle.load(f)
 
@@ -229,7 +231,9 @@ def test_jax_pipeline_xla_cpu_executes(program: str, corpus: Path, xla, tmp_path
     assert len(got) == n_out
     for i, g in enumerate(got):
         want = np.asarray(io[f"out{i}"])
-        assert g.shape == want.shape and g.dtype == want.dtype, f"out{i}: {g.dtype}{g.shape} vs {want.dtype}{want.shape}"
+        assert g.shape == want.shape and g.dtype == want.dtype, (
+            f"out{i}: {g.dtype}{g.shape} vs {want.dtype}{want.shape}"
+        )
         if g.dtype.kind in "biu":
             np.testing.assert_array_equal(g, want, err_msg=f"{program} out{i} (XLA:CPU, optimized)")
         else:
@@ -270,9 +274,9 @@ def test_jax_pipeline_keeps_outputs(program: str, corpus: Path, xla) -> None:
             wf = np.asarray(want).astype(np.complex128)
             err_opt = np.nanmax(np.abs(gf - wf)) if g.size else 0.0
             err_base = np.nanmax(np.abs(bf - wf)) if g.size else 0.0
-            assert err_opt <= err_base + atol + rtol * float(np.nanmax(np.abs(wf)) if g.size else 0), (
-                f"{program} out{i}: error vs XLA {err_opt} (unoptimized {err_base})"
-            )
+            assert err_opt <= err_base + atol + rtol * float(
+                np.nanmax(np.abs(wf)) if g.size else 0
+            ), f"{program} out{i}: error vs XLA {err_opt} (unoptimized {err_base})"
     assert n1 <= n0
 
 
@@ -323,13 +327,23 @@ def test_xdsl_opt_universe(tmp_path: Path) -> None:
         "  z = f32[] constant(0)\n  zb = f32[4] broadcast(z), dimensions={}\n"
         "  ROOT a = f32[4] add(p, zb)\n}\n"
     )
-    ir = subprocess.run([opt, str(src), "--emit", "xdsl"], capture_output=True, text=True, check=True).stdout
-    dce = subprocess.run([xdsl_opt, "-p", "dce"], input=ir, capture_output=True, text=True, check=True).stdout
+    ir = subprocess.run(
+        [opt, str(src), "--emit", "xdsl"], capture_output=True, text=True, check=True
+    ).stdout
+    dce = subprocess.run(
+        [xdsl_opt, "-p", "dce"], input=ir, capture_output=True, text=True, check=True
+    ).stdout
     assert "hlo.negate" not in dce and "hlo.add" in dce
-    for pipeline in ("hlo-algsimp,hlo-dce", "algsimp,hlo-dce", 'fixpoint{passes="algsimp,hlo-dce"}'):
+    for pipeline in (
+        "hlo-algsimp,hlo-dce",
+        "algsimp,hlo-dce",
+        'fixpoint{passes="algsimp,hlo-dce"}',
+    ):
         ours = subprocess.run([xdsl_opt, "-p", pipeline], input=ir, capture_output=True,
                               text=True, check=True).stdout  # fmt: skip
-        back = subprocess.run([opt, "-"], input=ours, capture_output=True, text=True, check=True).stdout
+        back = subprocess.run(
+            [opt, "-"], input=ours, capture_output=True, text=True, check=True
+        ).stdout
         assert "ROOT %p = f32[4]{0} parameter(0)" in back, pipeline
         assert "negate" not in back, pipeline
     # `xdsl-opt -p algsimp` alone: the add of zero goes; algsimp leaves dead code to dce
@@ -341,7 +355,9 @@ def test_xdsl_opt_universe(tmp_path: Path) -> None:
 
 def test_hlo_prefixed_aliases_in_pipelines() -> None:
     """`hlo-dce` (the xdsl-opt name) means `dce` in hlopass-opt pipelines too."""
-    passes = parse_pass_pipeline('hlo-dce,hlo-constant-folding{max-elements=4},fixpoint{passes="hlo-cse"}')
+    passes = parse_pass_pipeline(
+        'hlo-dce,hlo-constant-folding{max-elements=4},fixpoint{passes="hlo-cse"}'
+    )
     assert [p.name for p in passes] == ["dce", "constant-folding", "fixpoint"]
     assert passes[1].max_elements == 4  # type: ignore[attr-defined]
     assert [p.name for p in passes[2].inner()] == ["cse"]  # type: ignore[attr-defined]

@@ -137,7 +137,7 @@ def cases_of(name: str, text: str) -> list[Case]:
             prefixes += [(p, "") for p in _prefixes(cmd.split("FileCheck", 1)[1])]
         dump = re.search(r"--xla_dump_to=(\S+)", cmd)
         if dump:
-            for later in cmds[i + 1:]:
+            for later in cmds[i + 1 :]:
                 if "FileCheck" not in later:
                     continue
                 if re.search(rf"{re.escape(dump.group(1))}/\S*after_optimization", later):
@@ -149,7 +149,9 @@ def cases_of(name: str, text: str) -> list[Case]:
         unknown = [p for p in passes if p not in XLA_NAMES]
         reason = ""
         if any(p in VARIANTS for p in passes):
-            reason = "XLA:CPU's oneDNN variant of algsimp (upcasts bf16 convolutions it cannot rewrite)"
+            reason = (
+                "XLA:CPU's oneDNN variant of algsimp (upcasts bf16 convolutions it cannot rewrite)"
+            )
         elif unknown:
             reason = f"runs XLA pass(es) we do not implement: {', '.join(unknown)}"
         if re.search(r"--platform|--stage", cmd):
@@ -248,7 +250,9 @@ def test_xla_check_lines_hold(case: Case | None, corpus: Path, tmp_path: Path) -
     assert ok, f"{case.id} ({','.join(case.xla_passes)}):\n{msg}"
 
 
-def test_xla_check_summary(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_xla_check_summary(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Counts held/total, claimed or not, and lists the cases not claimed with reasons."""
     cases = all_cases()
     lines = []

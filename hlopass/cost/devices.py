@@ -112,7 +112,8 @@ REFERENCE = "XLA_GPU_COST_MODEL_REFERENCE.md section 3 (dense, no sparsity)"
 
 def _spec(name: str) -> str:
     return f"gpu_specs/{name}.txtpb: " + ", ".join(
-        f"{ours} <- {theirs}" for ours, theirs in SPEC_FIELDS.items())
+        f"{ours} <- {theirs}" for ours, theirs in SPEC_FIELDS.items()
+    )
 
 
 def _sources(name: str, *peaks: str) -> tuple[str, ...]:
@@ -121,9 +122,19 @@ def _sources(name: str, *peaks: str) -> tuple[str, ...]:
 
 DEVICES: dict[str, DeviceSpec] = {
     "h100_sxm": DeviceSpec(
-        "h100_sxm", 132, 128, 1.98, 3_352_320_000_000, 52_428_800, 233_472,
-        tf32_peak=494.7 * T, bf16_peak=989.4 * T, fp16_peak=989.4 * T, fp8_peak=1978.9 * T,
-        int8_peak=1978.9 * T, fp64_peak=66.9 * T,
+        "h100_sxm",
+        132,
+        128,
+        1.98,
+        3_352_320_000_000,
+        52_428_800,
+        233_472,
+        tf32_peak=494.7 * T,
+        bf16_peak=989.4 * T,
+        fp16_peak=989.4 * T,
+        fp8_peak=1978.9 * T,
+        int8_peak=1978.9 * T,
+        fp64_peak=66.9 * T,
         sources=_sources(
             "h100_sxm",
             "tf32/bf16/fp16/fp8/int8/fp64 peaks: " + REFERENCE + ", H100 SXM5 column (TF32 "
@@ -131,53 +142,109 @@ DEVICES: dict[str, DeviceSpec] = {
             "H100 Tensor Core GPU datasheet, SXM column, sparse figures / 2; = XLA "
             "target_config/specs/h100_sxm.txtpb matrix_unit_description "
             "(2 x ops/clock x 4 units x 132 SMs x 1.8295 GHz)",
-            "fp64_peak is the FP64 tensor-core rate (f64 dots); FP64 vector is 33.5 (reference)"),
+            "fp64_peak is the FP64 tensor-core rate (f64 dots); FP64 vector is 33.5 (reference)",
+        ),
     ),
     "h100_pcie": DeviceSpec(
-        "h100_pcie", 114, 128, 1.755, 2_039_040_000_000, 52_428_800, 233_472,
-        tf32_peak=378 * T, bf16_peak=756 * T, fp16_peak=756 * T, fp8_peak=1513 * T,
-        int8_peak=1513 * T, fp64_peak=51 * T,
+        "h100_pcie",
+        114,
+        128,
+        1.755,
+        2_039_040_000_000,
+        52_428_800,
+        233_472,
+        tf32_peak=378 * T,
+        bf16_peak=756 * T,
+        fp16_peak=756 * T,
+        fp8_peak=1513 * T,
+        int8_peak=1513 * T,
+        fp64_peak=51 * T,
         sources=_sources(
             "h100_pcie",
             "tf32/bf16/fp16/fp8/int8/fp64 peaks: NVIDIA H100 Tensor Core GPU datasheet, PCIe "
             "column: TF32 756, BF16/FP16 1513, FP8 3026, INT8 3026 TOPS, all 'with sparsity', "
-            "halved for dense; FP64 Tensor Core 51 (dense); not in the reference's table"),
+            "halved for dense; FP64 Tensor Core 51 (dense); not in the reference's table",
+        ),
     ),
     "a100_sxm_80": DeviceSpec(
-        "a100_sxm_80", 108, 64, 1.41, 2_039_040_000_000, 41_943_040, 167_936,
-        tf32_peak=156 * T, bf16_peak=312 * T, fp16_peak=312 * T, fp8_peak=0.0,
-        int8_peak=624 * T, fp64_peak=19.5 * T,
+        "a100_sxm_80",
+        108,
+        64,
+        1.41,
+        2_039_040_000_000,
+        41_943_040,
+        167_936,
+        tf32_peak=156 * T,
+        bf16_peak=312 * T,
+        fp16_peak=312 * T,
+        fp8_peak=0.0,
+        int8_peak=624 * T,
+        fp64_peak=19.5 * T,
         sources=_sources(
             "a100_sxm_80",
             "tf32/bf16/fp16/int8/fp64 peaks: " + REFERENCE + ", A100 SXM4 80GB column (TF32 "
             "156, FP16/BF16 312, INT8 624 TOPS, FP64 tensor 19.5); = NVIDIA A100 Tensor Core "
             "GPU datasheet dense figures (sparse = 2x); fp8: none (Ampere has no FP8 tensor "
-            "cores); fp64_peak is FP64 tensor (FP64 vector 9.7)"),
+            "cores); fp64_peak is FP64 tensor (FP64 vector 9.7)",
+        ),
     ),
     "v100": DeviceSpec(
-        "v100", 80, 64, 1.53, 898_048_000_000, 6_291_456, 98_304,
-        tf32_peak=0.0, bf16_peak=0.0, fp16_peak=125 * T, fp8_peak=0.0,
-        int8_peak=0.0, fp64_peak=7.8 * T,
+        "v100",
+        80,
+        64,
+        1.53,
+        898_048_000_000,
+        6_291_456,
+        98_304,
+        tf32_peak=0.0,
+        bf16_peak=0.0,
+        fp16_peak=125 * T,
+        fp8_peak=0.0,
+        int8_peak=0.0,
+        fp64_peak=7.8 * T,
         sources=_sources(
             "v100",
             "fp16/fp64 peaks: " + REFERENCE + ", V100 SXM2 column (FP16 tensor 125, FP64 7.8; "
             "no sparsity on Volta); = NVIDIA Tesla V100 datasheet (SXM2); tf32/bf16/fp8/int8: "
-            "none (Volta tensor cores are FP16 only)"),
+            "none (Volta tensor cores are FP16 only)",
+        ),
     ),
     "b200": DeviceSpec(
-        "b200", 148, 128, 1.965, 7_672_320_000_000, 132_644_864, 233_472,
-        tf32_peak=1125 * T, bf16_peak=2250 * T, fp16_peak=2250 * T, fp8_peak=4500 * T,
-        int8_peak=4500 * T, fp64_peak=37 * T,
+        "b200",
+        148,
+        128,
+        1.965,
+        7_672_320_000_000,
+        132_644_864,
+        233_472,
+        tf32_peak=1125 * T,
+        bf16_peak=2250 * T,
+        fp16_peak=2250 * T,
+        fp8_peak=4500 * T,
+        int8_peak=4500 * T,
+        fp64_peak=37 * T,
         sources=_sources(
             "b200",
             "tf32/bf16/fp16/fp8/int8/fp64 peaks: NVIDIA HGX B200 datasheet (8-GPU totals, "
             "sparse: TF32 18 PF, FP16/BF16 36 PF, FP8 72 PF, INT8 72 POPS; FP64/FP64 Tensor "
-            "296 TF dense) / 8 GPUs, sparse figures / 2; not in the reference's table"),
+            "296 TF dense) / 8 GPUs, sparse figures / 2; not in the reference's table",
+        ),
     ),
     "a6000": DeviceSpec(
-        "a6000", 84, 128, 1.8, 768_096_000_000, 6_291_456, 102_400,
-        tf32_peak=77.4 * T, bf16_peak=154.8 * T, fp16_peak=154.8 * T, fp8_peak=0.0,
-        int8_peak=309.7 * T, fp64_peak=0.6048 * T, threads_per_sm=1536,
+        "a6000",
+        84,
+        128,
+        1.8,
+        768_096_000_000,
+        6_291_456,
+        102_400,
+        tf32_peak=77.4 * T,
+        bf16_peak=154.8 * T,
+        fp16_peak=154.8 * T,
+        fp8_peak=0.0,
+        int8_peak=309.7 * T,
+        fp64_peak=0.6048 * T,
+        threads_per_sm=1536,
         sources=_sources(
             "a6000",
             "tf32/bf16/fp16/int8 peaks: NVIDIA Ampere GA102 GPU Architecture whitepaper, "
@@ -186,7 +253,8 @@ DEVICES: dict[str, DeviceSpec] = {
             "309.7 TFLOPS' is the sparse FP16 figure; fp8: none (Ampere); not in the reference",
             "fp64_peak: no FP64 tensor cores on GA102; CUDA C++ Programming Guide, arithmetic "
             "instruction throughput, compute capability 8.6: 2 FP64 FMA/clock/SM (FP32: 128) -> "
-            "2 x 2 x 84 x 1.8 GHz = 0.605 TFLOP/s (was 1.2, a 1:32 figure; GA102 is 1:64)"),
+            "2 x 2 x 84 x 1.8 GHz = 0.605 TFLOP/s (was 1.2, a 1:32 figure; GA102 is 1:64)",
+        ),
     ),
 }
 

@@ -82,7 +82,8 @@ def is_elementwise(op: Any) -> bool:
     if opc == "bitcast-convert":
         a, b = operand_shapes(op)[0], op.shape
         return ELEMENT_BITS.get(getattr(a, "element_type", ""), 0) == ELEMENT_BITS.get(
-            getattr(b, "element_type", ""), 1)
+            getattr(b, "element_type", ""), 1
+        )
     return "elementwise" in op.spec.traits
 
 
@@ -310,8 +311,11 @@ def reduction_launch(is_row: bool, dims: tuple[int, int, int], in_bits: int, out
 
             def threads(v: int) -> tuple[int, int]:
                 tr = max(1, minor // v)
-                tk = kept if kept * tr <= REDUCTION_THREADS_TARGET else max(
-                    1, REDUCTION_THREADS_TARGET // tr)
+                tk = (
+                    kept
+                    if kept * tr <= REDUCTION_THREADS_TARGET
+                    else max(1, REDUCTION_THREADS_TARGET // tr)
+                )
                 return tk, tr
 
             if minor <= WARP * vs:
@@ -437,7 +441,9 @@ def analyze(members: list[Any], outputs: list[Any], counter: FlopCounter, sm_cou
     member_ids = {id(m) for m in members}
     heroes = _heroes(outputs, member_ids)
     heroes_reduce = [h for h in heroes if h.opcode == "reduce"]
-    heroes_transpose = [h for h in heroes if h.opcode == "transpose" and not transpose_is_bitcast(h)]
+    heroes_transpose = [
+        h for h in heroes if h.opcode == "transpose" and not transpose_is_bitcast(h)
+    ]
     scatters = [h for h in heroes if h.opcode == "scatter"]
     concats = [h for h in heroes if h.opcode == "concatenate"]
     tensor = 0.0
@@ -515,9 +521,12 @@ def _heroes(outputs: list[Any], member_ids: set[int]) -> list[Any]:
             if opc in ("reduce", "transpose", "scatter", "concatenate"):
                 break
             if opc in ("bitcast", "reshape") or (is_elementwise(h) and opc != "copy"):
-                live = [v.owner for v in h.operands
-                        if id(v.owner) in member_ids
-                        and v.owner.opcode not in ("constant", "broadcast", "iota", "parameter")]
+                live = [
+                    v.owner
+                    for v in h.operands
+                    if id(v.owner) in member_ids
+                    and v.owner.opcode not in ("constant", "broadcast", "iota", "parameter")
+                ]
                 if len(live) == 1:
                     h = live[0]
                     continue
@@ -607,8 +616,9 @@ def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any]
             arr = first_array(out_shape)
             sizes = [int(x) for x in tiles[0].get("sizes", [])]
             if isinstance(arr, ArrayShape) and len(sizes) == len(arr.dims):
-                blocks = math.prod(math.ceil(d / max(1, t)) for d, t in zip(arr.dims, sizes,
-                                                                              strict=True))
+                blocks = math.prod(
+                    math.ceil(d / max(1, t)) for d, t in zip(arr.dims, sizes, strict=True)
+                )
                 return max(1, blocks), warps * WARP
     if emitter == "triton":
         return loop_launch(n_out, sm_count, threads_per_sm)

@@ -328,8 +328,15 @@ class _Analyzer:
                 uses = [u.operation for u in op.result.uses]
                 if not uses or any(id(u) not in members for u in uses):
                     outputs.append(op)
-        info = analyze(group, outputs, self.counter, dev.sm_count, fusion_op, kind,
-                       threads_per_sm=dev.threads_per_sm)
+        info = analyze(
+            group,
+            outputs,
+            self.counter,
+            dev.sm_count,
+            fusion_op,
+            kind,
+            threads_per_sm=dev.threads_per_sm,
+        )
         w.alu_ops = info.alu_flops
         w.reads = info.reads
         w.bytes_read = sum(r.net for r in info.reads)
@@ -343,8 +350,11 @@ class _Analyzer:
 
     @staticmethod
     def _add_reads(w: KernelWork, src: Any, users: list[Any]) -> None:
-        size = shape_size(src.shape) if isinstance(src.shape, ArrayShape) else sum(
-            shape_size(leaf) for leaf in src.shape.leaves())
+        size = (
+            shape_size(src.shape)
+            if isinstance(src.shape, ArrayShape)
+            else sum(shape_size(leaf) for leaf in src.shape.leaves())
+        )
         if src.opcode == "constant" and elements(src.shape) <= 1:
             return
         unique = 0.0
@@ -516,7 +526,11 @@ def kernel_time(w: KernelWork, dev: DeviceSpec, name: str = "", count: int = 1) 
 
 def trip_count(op: Any) -> int | None:
     cfg = _backend_config(op)
-    n = cfg.get("known_trip_count", {}).get("n") if isinstance(cfg.get("known_trip_count"), dict) else None
+    n = (
+        cfg.get("known_trip_count", {}).get("n")
+        if isinstance(cfg.get("known_trip_count"), dict)
+        else None
+    )
     try:
         return int(n) if n is not None else None
     except ValueError:
@@ -547,7 +561,8 @@ def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: _Analy
             continue
         if opc == "conditional":
             names = op.attr("branch_computations") or tuple(
-                x for x in (op.attr("true_computation"), op.attr("false_computation")) if x)
+                x for x in (op.attr("true_computation"), op.attr("false_computation")) if x
+            )
             branches = [module_kernels(comps[x], comps, dev, an, count, cache)
                         for x in names if x in comps]  # fmt: skip
             if branches:

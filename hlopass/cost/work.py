@@ -41,9 +41,16 @@ TRANSCENDENTAL = frozenset({
     "asin", "asinh", "atan", "atanh", "cosh", "sinh",
 })  # fmt: skip
 
-ELEMENTWISE_EXTRA = frozenset({
-    "convert", "compare", "select", "clamp", "reduce-precision", "bitcast-convert",
-})
+ELEMENTWISE_EXTRA = frozenset(
+    {
+        "convert",
+        "compare",
+        "select",
+        "clamp",
+        "reduce-precision",
+        "bitcast-convert",
+    }
+)
 
 NO_MEMORY = frozenset({
     "parameter", "constant", "get-tuple-element", "bitcast", "after-all",
@@ -274,7 +281,8 @@ class XlaCostAnalysis:
             w.bytes_accessed = 2 * out_size + (shape_size(shapes[1]) if len(shapes) > 1 else 0)
         elif opc == "dynamic-update-slice":
             w.bytes_accessed = 2 * shape_size(shapes[1]) + (
-                shape_size(shapes[2]) if len(shapes) > 2 else 0)
+                shape_size(shapes[2]) if len(shapes) > 2 else 0
+            )
         elif opc == "tuple":
             w.bytes_accessed = out_size
         elif opc == "ragged-dot" and op.attr("rhs_group_dims"):
@@ -313,7 +321,7 @@ class XlaCostAnalysis:
             w.bytes_accessed = 2 * out_size + shape_size(shapes[1])
         elif opc == "scatter":
             n = (len(shapes) - 1) // 2
-            upd = sum(shape_size(s) for s in shapes[n + 1:])
+            upd = sum(shape_size(s) for s in shapes[n + 1 :])
             w.bytes_accessed = 3 * upd + shape_size(shapes[n])
             w += self._sub(op.attr("to_apply"), elements(shapes[n + 1]))
         elif opc == "outfeed":
@@ -332,7 +340,8 @@ class XlaCostAnalysis:
             w += self.computation(op.attr("to_apply"))
         elif opc == "conditional":
             names = op.attr("branch_computations") or tuple(
-                n for n in (op.attr("true_computation"), op.attr("false_computation")) if n)
+                n for n in (op.attr("true_computation"), op.attr("false_computation")) if n
+            )
             ws = [self.computation(n) for n in names]
             w = Work(max(x.flops for x in ws), max(x.transcendentals for x in ws),
                      max(x.bytes_accessed for x in ws))  # fmt: skip
@@ -352,7 +361,8 @@ class XlaCostAnalysis:
         elif opc in ("all-reduce", "all-reduce-start"):
             w.flops = sum(leaf.num_elements for leaf in shape.leaves())
             w.bytes_accessed = sum(shape_size(leaf) for leaf in shape.leaves()) + sum(
-                shape_size(s) for s in shapes)
+                shape_size(s) for s in shapes
+            )
         elif opc == "async-start":
             w = Work()
             w += self.computation(op.attr("calls"))
@@ -400,8 +410,11 @@ def fusion_parameter_read_bytes(p: Any) -> int:
     read. A tuple parameter reads the leaves its get-tuple-elements take, not its pointer table
     (pinned with hlopass.oracle.cost_analysis: (f32[]) -> 4 B, (f32[], (f32[])) -> 8 B)."""
     if isinstance(p.shape, TupleShape):
-        return sum(fusion_parameter_read_bytes(u) for u in users(p)
-                   if getattr(u, "opcode", None) == "get-tuple-element")
+        return sum(
+            fusion_parameter_read_bytes(u)
+            for u in users(p)
+            if getattr(u, "opcode", None) == "get-tuple-element"
+        )
     size = 0
     seen_trivial = False
     own = shape_size(p.shape)

@@ -101,8 +101,9 @@ def binop_ufunc(opcode: str, dtype: np.dtype):
             "xor": np.bitwise_xor}[opcode]  # fmt: skip
 
 
-def combine_at(interp, comp, targets: list[np.ndarray], index: np.ndarray,
-               updates: list[np.ndarray]) -> None:
+def combine_at(
+    interp, comp, targets: list[np.ndarray], index: np.ndarray, updates: list[np.ndarray]
+) -> None:
     """targets[i].flat[index[j]] = comp(targets..., updates...[j]) for each j in order (in place)."""
     from hlopass.interpreter.numeric import as_dtype, widen
 

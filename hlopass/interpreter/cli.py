@@ -58,7 +58,11 @@ def _load_inputs(path: str | None) -> list[np.ndarray]:
         while f"in{i}" in names:
             inputs.append(data[f"in{i}"])
             i += 1
-        extra = sorted(n for n in names if n.startswith("in") and n not in {f"in{j}" for j in range(i)})
+        extra = sorted(
+            n for n in names if n.startswith("in") and n not in {f"in{j}" for j in range(i)}
+        )
         if extra:
-            raise ValueError(f"{path}: inputs must be named in0..inN without gaps; found {extra[0]}")
+            raise ValueError(
+                f"{path}: inputs must be named in0..inN without gaps; found {extra[0]}"
+            )
     return inputs

@@ -37,7 +37,9 @@ def unsupported(op: HloOp, why: str = "") -> UnsupportedOpError:
     if op.opcode == "custom-call":
         what = f"custom-call target {op.attr('custom_call_target')!r}"
     extra = f": {why}" if why else ""
-    return UnsupportedOpError(f"interpreter does not support {what} (instruction {op.inst_name}){extra}")
+    return UnsupportedOpError(
+        f"interpreter does not support {what} (instruction {op.inst_name}){extra}"
+    )
 
 
 def dtype_of(shape: Shape) -> np.dtype:
@@ -55,7 +57,9 @@ def coerce(value: Any, shape: Shape) -> Value:
     """An argument as the interpreter's value of `shape` (dtype and dims checked)."""
     if isinstance(shape, TupleShape):
         if not isinstance(value, (tuple, list)) or len(value) != len(shape.elements):
-            raise ValueError(f"expected a tuple of {len(shape.elements)} values for {shape.text(False)}")
+            raise ValueError(
+                f"expected a tuple of {len(shape.elements)} values for {shape.text(False)}"
+            )
         return tuple(coerce(v, s) for v, s in zip(value, shape.elements, strict=False))
     assert isinstance(shape, ArrayShape)
     if shape.element_type in ("token", "opaque"):

@@ -46,7 +46,9 @@ _FLOAT_UNARY = {
     "ceil": np.ceil,
     "floor": np.floor,
     "round-nearest-even": np.rint,
-    "round-nearest-afz": lambda x: np.where(np.abs(x - np.trunc(x)) == 0.5, np.trunc(x) + np.sign(x), np.rint(x)),
+    "round-nearest-afz": lambda x: np.where(
+        np.abs(x - np.trunc(x)) == 0.5, np.trunc(x) + np.sign(x), np.rint(x)
+    ),
     "is-finite": np.isfinite,
 }
 
@@ -326,4 +328,3 @@ def reduce_precision(x: np.ndarray, ebits: int, mbits: int) -> np.ndarray:
     if mbits > 0:
         r = np.where(np.isnan(x), x, r)
     return r
-

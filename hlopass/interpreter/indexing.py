@@ -99,7 +99,9 @@ def _scatter(interp, op, args):
             shape[window_dims[j]] = ushape[window_dims[j]]
             c = c + np.arange(ushape[window_dims[j]]).reshape(shape)
         coords.append(np.broadcast_to(c, ushape))
-    ok = np.broadcast_to(np.expand_dims(in_bounds, window_dims) if window_dims else in_bounds, ushape)
+    ok = np.broadcast_to(
+        np.expand_dims(in_bounds, window_dims) if window_dims else in_bounds, ushape
+    )
     flat = np.ravel_multi_index(tuple(np.where(ok, c, 0) for c in coords), operand.shape)
     mask = ok.reshape(-1)
     flat = flat.reshape(-1)[mask]

@@ -10,7 +10,11 @@ from hlopass.interpreter.numeric import as_dtype, is_float_dtype
 
 def _acc_dtype(*dts: np.dtype) -> np.dtype:
     if any(d.kind == "c" for d in dts):
-        return np.dtype(np.complex128) if any(d.itemsize == 16 for d in dts if d.kind == "c") else np.dtype(np.complex64)
+        return (
+            np.dtype(np.complex128)
+            if any(d.itemsize == 16 for d in dts if d.kind == "c")
+            else np.dtype(np.complex64)
+        )
     if any(is_float_dtype(d) for d in dts):
         return np.dtype(np.float64) if any(d == np.float64 for d in dts) else np.dtype(np.float32)
     if all(d.kind == "b" for d in dts):

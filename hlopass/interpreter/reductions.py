@@ -35,7 +35,13 @@ def _reduce(interp, op, args):
     size = int(np.prod([inputs[0].shape[d] for d in dims], dtype=np.int64))
     kept_shape = tuple(inputs[0].shape[d] for d in kept)
     if size == 0:
-        return _pack(op, [np.broadcast_to(i, kept_shape).astype(dt) for i, dt in zip(inits, out_dts, strict=False)])
+        return _pack(
+            op,
+            [
+                np.broadcast_to(i, kept_shape).astype(dt)
+                for i, dt in zip(inits, out_dts, strict=False)
+            ],
+        )
     binop = simple_binop(interp, comp) if n == 1 else None
     if binop is not None:
         w = widen(inputs[0])
@@ -58,7 +64,10 @@ def _tree_reduce(interp, comp, vals):
         right = [v[..., 1:even:2] for v in vals]
         combined = apply_computation(interp, comp, left + right)
         if r % 2:
-            combined = [np.concatenate([c, v[..., -1:]], axis=-1) for c, v in zip(combined, vals, strict=False)]
+            combined = [
+                np.concatenate([c, v[..., -1:]], axis=-1)
+                for c, v in zip(combined, vals, strict=False)
+            ]
         vals = [np.asarray(c) for c in combined]
     return [v[..., 0] for v in vals]
 
@@ -126,7 +135,9 @@ def _select_and_scatter(interp, op, args):
         mask = has.reshape(-1)
         combine_at(interp, op.attr("scatter"), [result], sel_idx.reshape(-1)[mask],
                    [source.reshape(-1)[mask]])  # fmt: skip
-    crop = tuple(slice(w.pad_low, w.pad_low + n) for w, n in zip(window, operand.shape, strict=False))
+    crop = tuple(
+        slice(w.pad_low, w.pad_low + n) for w, n in zip(window, operand.shape, strict=False)
+    )
     return result[crop].copy()
 
 

@@ -122,5 +122,9 @@ def _rng_bit_generator(interp, op, args):
         raise unsupported(op, f"algorithm {algorithm}")
     if bits < 32:
         data = data.astype(np.dtype(f"u{out_dt.itemsize}"))
-    data = np.ascontiguousarray(data).view(out_dt) if data.dtype.itemsize == out_dt.itemsize else data.astype(out_dt)
+    data = (
+        np.ascontiguousarray(data).view(out_dt)
+        if data.dtype.itemsize == out_dt.itemsize
+        else data.astype(out_dt)
+    )
     return (new_state.astype(dtype_of(op.shape.elements[0])), data.reshape(dims))

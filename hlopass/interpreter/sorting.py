@@ -88,6 +88,7 @@ def _generic_perm(interp, comp, moved):
             perm[r0 + rr, rank] = pos[None, :]
         return perm.reshape(moved[0].shape)
     for r in range(rows):
+
         def cmp(i, j, r=r):
             if _less(interp, comp, [f[r, i] for f in flat], [f[r, j] for f in flat]):
                 return -1
