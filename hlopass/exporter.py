@@ -8,7 +8,7 @@ XLA's ShortParsable (no `%`, program shape, metadata or index comments).
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -113,7 +113,7 @@ def instruction_post_order(comp: ComputationOp) -> list[HloOp]:
 
 
 def _dfs_post_order(
-    kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]], names: Any
+    kids: Sequence[Sequence[int]], preds: Sequence[tuple[int, tuple[str, ...]]], names: Any
 ) -> list[int]:
     """Indices in XLA's DFS post order, given each instruction's operand indices and the
     control predecessors (by name) of those that have some."""
@@ -217,7 +217,9 @@ def _cached_post_order(sc: _Scanned) -> list[int] | None:
 _ALL_BEFORE = [tuple(range(n - 1)) for n in range(1, 33)]
 
 
-def _in_post_order(kids: list[list[int]], preds: list[tuple[int, tuple[str, ...]]]) -> bool:
+def _in_post_order(
+    kids: Sequence[Sequence[int]], preds: Sequence[tuple[int, tuple[str, ...]]]
+) -> bool:
     """A cheap sufficient test that `_dfs_post_order` is the identity (block order), for
     the common small computation: only the last instruction has operands, and they are
     exactly every other instruction, in block order (so it is the one user-less
@@ -262,7 +264,9 @@ def computation_post_order(module: ModuleOp) -> list[ComputationOp]:
 
 
 def _computation_post_order(
-    comps: list[Any], called: dict[str, list[list[str]]], comp_names: list[str] | None = None
+    comps: list[Any],
+    called: Mapping[str, Sequence[Sequence[str]]],
+    comp_names: list[str] | None = None,
 ) -> list[Any]:
     """`comps` in XLA's order; `comp_names` are their names (by default their `comp_name`)."""
     if comp_names is None:
@@ -514,8 +518,8 @@ class _Printer:
             attr = module.attributes.get("hlo." + key)
             if key == "entry_computation_layout":
                 header += ", entry_computation_layout=" + self.program_shape_layout(
-                    attr.data if attr is not None else None,
-                    entry,  # type: ignore[attr-defined]
+                    attr.data if attr is not None else None,  # type: ignore[attr-defined]
+                    entry,
                 )
                 continue
             if attr is None:
@@ -610,7 +614,7 @@ class _Printer:
         if self.o.program_shape:
             params = sc.params
             if len(params) > 1:
-                params.sort()  # by number (unique in a valid computation)
+                params.sort()  # type: ignore[attr-defined]  # a list once it has two (by number)
             sig = ", ".join([p[1] for p in params])
             rt = sc.root_type
             if rt is None:
@@ -840,7 +844,7 @@ class _Printer:
         """Operand indices of `op` (their position among the computation's instructions),
         also when some operand is defined later in the block."""
         try:
-            k = [v._pi for v in op._operands]  # pyright: ignore[reportPrivateUsage]
+            k = [v._pi for v in op._operands]  # type: ignore[attr-defined]  # pyright: ignore
             if all(vals[j] is v for v, j in zip(op._operands, k, strict=True)):  # pyright: ignore[reportPrivateUsage]
                 return k
         except (AttributeError, IndexError):
