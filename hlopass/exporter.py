@@ -16,7 +16,7 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
-from hlopass.attrs import FORMATTERS, format_value
+from hlopass.attrs import format_value
 from hlopass.dialects.hlo import OP_CLASSES, ComputationOp, HloOp, ReturnOp, computations
 from hlopass.dialects.opcodes import COMMON_ATTRS
 from hlopass.importer import MODULE_ATTRS
@@ -471,14 +471,6 @@ class _Printer:
     def __init__(self, options: PrintOptions):
         self.o = options
         self.pct = "%" if options.percent else ""
-        # Per op class: the attributes to consider, in print order, as
-        # (name, kind, omission rule, text printed when absent or None, text cache key,
-        # cache key of the `, name=text` suffix).
-        self._plans: dict[type, tuple[tuple[str, str, int, str | None, str, str], ...]] = {}
-        # Per op class: attribute name -> (position in the plan, *plan entry).
-        self._rank_of: dict[type, dict[str, tuple[Any, ...]]] = {}
-        # Per op class: the plan entries (with rank) printed even when the attribute is absent.
-        self._always: dict[type, list[tuple[Any, ...]]] = {}
         interval = options.index_interval
         # Operand counts above `general` take the general path (shapes, `/*index=N*/`).
         general = 0 if options.operand_shapes else min(2, interval) if interval else 2
@@ -809,18 +801,7 @@ class _Printer:
         if rule and self._omitted(op, rule, name, a):
             at = ""
         else:
-            ad = a.__dict__
-            t = ad.get(key)
-            if t is None:  # `_attr_text`, without its calls for the common kinds
-                if kind == "comp":  # to_apply= of every reduce
-                    t = ad[key] = self.pct + a.root_reference.data
-                else:
-                    f = FORMATTERS.get(kind)
-                    if f is None or kind == "literal":  # `%`-dependent; a (mutable) array
-                        t = _attr_text(a, kind, self.o.percent, key)
-                    else:
-                        t = ad[key] = f(a.data)
-            at = ", " + name + "=" + t
+            at = ", " + name + "=" + _attr_text(a, kind, self.o.percent, key)
         if kind != "literal" and rule != _R_COMPARE_TYPE:  # a mutable array; operand type
             a.__dict__[skey] = at
         return at
@@ -829,16 +810,24 @@ class _Printer:
         self, cls: type, props: dict[str, Any], names: tuple[Any, ...]
     ) -> tuple[bool, tuple[tuple[str, str, int, str | None, str, str], ...]]:
         """Whether an op may call computations or have control predecessors (see
-        `_scan_extras`), and the plan entries for the attributes it has (and those printed
-        even when absent), in print order; cached per op class and property names."""
-        ranks = self._rank_of.get(cls) or self._ranks(cls)
-        items = [e for e in map(ranks.get, props) if e is not None]
-        items.extend([e for e in self._always[cls] if e[1] not in props])
-        items.sort()
+        `_scan_extras`), and the attributes to print, in XLA's order: those it has and those
+        printed even when absent, as (name, kind, omission rule, text printed when absent,
+        text cache key, cache key of the `, name=text` suffix). Cached per op class and
+        property names."""
+        opcode = cls.OPCODE  # type: ignore[attr-defined]
+        always = _ALWAYS_PRINTED.get(opcode, {})
+        plan = []
+        for spec in cls.ATTR_SPECS.values():  # type: ignore[attr-defined]  # in print order
+            name, kind = spec.name, spec.kind
+            if name in ("number", "value") or (name not in props and name not in always):
+                continue
+            key = _text_key(kind, self.o.percent)
+            skey = "_hlo_sfx_" + name + key + self._sfx_tag
+            plan.append((name, kind, _rule(opcode, name), always.get(name), key, skey))
         extras = cls in _COMP_SPECS or "control-predecessors" in props
-        plan = (extras, tuple(e[1:] for e in items))
-        self._plan_by_names[names] = plan
-        return plan
+        entry = (extras, tuple(plan))
+        self._plan_by_names[names] = entry
+        return entry
 
     def _operand_indices(self, op: Operation, comp: ComputationOp, vals: list[Any]) -> list[int]:
         """Operand indices of `op` (their position among the computation's instructions),
@@ -862,32 +851,6 @@ class _Printer:
         if j < len(vals) and vals[j] is v:
             return self.pct + names[j]
         return self.pct + v.op.properties["name"].data
-
-    def _ranks(self, cls: type) -> dict[str, tuple[Any, ...]]:
-        plan = self._plans.get(cls) or self._plan(cls)
-        ranks = {item[0]: (i, *item) for i, item in enumerate(plan)}
-        # `_always` first: another thread may read it as soon as `_rank_of` has the class.
-        self._always[cls] = [e for e in ranks.values() if e[4] is not None]
-        self._rank_of[cls] = ranks
-        return ranks
-
-    def _plan(self, cls: type) -> tuple[tuple[str, str, int, str | None, str, str], ...]:
-        opcode = cls.OPCODE  # type: ignore[attr-defined]
-        always = _ALWAYS_PRINTED.get(opcode, {})
-        items = tuple(
-            (
-                spec.name,
-                spec.kind,
-                _rule(opcode, spec.name),
-                always.get(spec.name),
-                _text_key(spec.kind, self.o.percent),
-                "_hlo_sfx_" + spec.name + _text_key(spec.kind, self.o.percent) + self._sfx_tag,
-            )
-            for spec in cls.ATTR_SPECS.values()  # type: ignore[attr-defined]
-            if spec.name not in ("number", "value")
-        )
-        self._plans[cls] = items
-        return items
 
     def _omitted(self, op: HloOp, rule: int, name: str, a: Any) -> bool:
         value = a.data
