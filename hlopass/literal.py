@@ -157,18 +157,7 @@ def _elements_as_text(arr: np.ndarray, element_type: str, in_array: bool) -> lis
 
 
 def _fast_float_texts(flat: np.ndarray, element_type: str) -> list[str]:
-    d10, dmax = _float_digits(element_type)
-    out = []
-    for v in flat.tolist():
-        if v != v or math.isinf(v):
-            out.append(None)
-            continue
-        t = "%.*g" % (d10, v)
-        if element_type == "f32":
-            ok = struct.unpack("f", struct.pack("f", float(t)))[0] == v
-        else:
-            ok = float(t) == v
-        out.append(t if ok else "%.*g" % (dmax, v))
+    out = [_float_text(v, element_type) for v in flat.tolist()]
     return [
         t if t is not None else format_float_element(flat[i], element_type)
         for i, t in enumerate(out)
@@ -179,9 +168,9 @@ def _fast_float_texts(flat: np.ndarray, element_type: str) -> list[str]:
 _PYTHON_FLOAT_TYPES = frozenset(("f16", "f32", "f64"))
 
 
-def _float_scalar_text(v: float, element_type: str) -> str | None:
-    """`format_float_element` of a finite value of a `_PYTHON_FLOAT_TYPES` type without
-    numpy scalars (the common scalar constant); None for NaN and infinities."""
+def _float_text(v: float, element_type: str) -> str | None:
+    """`format_float_element` of a finite value (a Python float) of a `_PYTHON_FLOAT_TYPES`
+    type, without numpy scalars; None for NaN and infinities."""
     if v != v or math.isinf(v):
         return None
     d10, dmax = _float_digits(element_type)
@@ -215,7 +204,7 @@ def format_literal(lit: Literal, shape: Shape) -> str:
     dims = shape.dims
     rank = len(dims)
     if rank == 0 and et in _PYTHON_FLOAT_TYPES:
-        text = _float_scalar_text(lit.array.item(), et)
+        text = _float_text(lit.array.item(), et)
         if text is not None:
             return text
     if rank == 0:
