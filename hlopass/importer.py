@@ -72,6 +72,14 @@ def parse_shape_text(text: str) -> Shape:
     return shape
 
 
+def _type_from_token(tok: str) -> ShapeType:
+    """The interned IR type of an array shape token (ValueError when malformed)."""
+    t = _TYPE_CACHE.get(tok)
+    if t is None:
+        t = _TYPE_CACHE[tok] = shape_type(_array_shape_from_token(tok))
+    return t
+
+
 def _array_shape_from_token(tok: str) -> ArrayShape:
     """`f32[2,<=3]{1,0:T(8)}` -> ArrayShape (layout filled with the default when absent)."""
     cached = _SHAPE_CACHE.get(tok)
@@ -876,11 +884,10 @@ class ModuleParser(_Parser):
                 pm = _PARAM_HEAD.match(text, pos)
                 if pm is None or pm.group(1) in _NOT_NAMES:  # (`inf:` lexes as a number)
                     return None
-                if pm.group(2) not in _SHAPE_CACHE:
-                    try:
-                        _array_shape_from_token(pm.group(2))
-                    except ValueError:
-                        return None
+                try:
+                    _array_shape_from_token(pm.group(2))  # (cached: read again as a parameter)
+                except ValueError:
+                    return None
                 pos = pm.end()
                 if pm.group(3) == ")":
                     break
@@ -905,10 +912,7 @@ class ModuleParser(_Parser):
         head = self.fast_computation_head()
         if head is not None:
             is_entry, name, start, declared_result, result_start = head
-            if name in self.computation_names:
-                self.error(f"computation {name!r} is defined twice", start)
-            self.computation_names[name] = start
-            self.current_computation = name
+            self.declare_computation(name, start)
         else:
             is_entry, name, declared_result, result_start = self.computation_head()
             self.expect("{")
@@ -928,6 +932,13 @@ class ModuleParser(_Parser):
             )
         return comp
 
+    def declare_computation(self, name: str, start: int) -> None:
+        """The computation being read is `name` (at offset `start`), defined once."""
+        if name in self.computation_names:
+            self.error(f"computation {name!r} is defined twice", start)
+        self.computation_names[name] = start
+        self.current_computation = name
+
     def computation_head(self) -> tuple[bool, str, Shape | None, int]:
         """`[ENTRY] name [(p: shape, ...) -> shape]` up to the body's `{`, token by token:
         (is entry, name, declared result, its offset)."""
@@ -941,10 +952,7 @@ class ModuleParser(_Parser):
         else:
             self.error(f"expected a computation, got {_describe(kind, tok)}", start)
             raise AssertionError
-        if name in self.computation_names:
-            self.error(f"computation {name!r} is defined twice", start)
-        self.computation_names[name] = start
-        self.current_computation = name
+        self.declare_computation(name, start)
         declared_result: Shape | None = None
         result_start = start
         if self.accept("("):
@@ -1190,13 +1198,10 @@ class ModuleParser(_Parser):
         spec = OPCODES.get(opcode)
         if spec is None or name in values:
             return None
-        stype = _TYPE_CACHE.get(shape_tok)
-        if stype is None:
-            try:
-                shape = _array_shape_from_token(shape_tok)
-            except ValueError:
-                return None
-            stype = _TYPE_CACHE[shape_tok] = shape_type(shape)
+        try:
+            stype = _type_from_token(shape_tok)
+        except ValueError:
+            return None
         self.lx.pos = m.end()
         return self.instruction_body(
             name, opcode, spec, stype.data, values, block, m.start(2), m.start(4), False, stype
