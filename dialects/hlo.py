@@ -188,7 +188,7 @@ def attr_to_value(kind: str, attr: Attribute) -> Any:
 
 def value_to_attr(kind: str, value: Any) -> Attribute:
     if kind == "comp":
-        return SymbolRefAttr(value)
+        return symbol_ref(value)
     a = _new(ATTR_CLASSES[kind])
     a.__dict__["data"] = value
     return a
@@ -561,10 +561,7 @@ def create_op(
                         a = value_to_attr(kind, v)
                     else:
                         if a is None:
-                            # value_to_attr(kind, v), with the fast SymbolRefAttr
-                            a = intern[key] = (
-                                symbol_ref(v) if kind == "comp" else value_to_attr(kind, v)
-                            )
+                            a = intern[key] = value_to_attr(kind, v)
                     props[k] = a
                 else:
                     props[k] = value_to_attr(kind, v)
