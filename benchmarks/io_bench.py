@@ -44,40 +44,27 @@ PRINT_TARGET = 5.0
 MEMORY_TARGET_BYTES = 2 * 1024**3
 
 
-def best_of(n: int, fn: Callable[[], Any]) -> tuple[float, Any]:
-    """Best wall time of `n` runs (GC collected before each, disabled during)."""
+def best_of(
+    n: int, fn: Callable[..., Any], setup: Callable[[], Any] | None = None
+) -> tuple[float, Any]:
+    """Best wall time of `n` runs of `fn()`, or, with `setup`, of `fn(setup())` where the
+    setup runs afresh (not timed) before each run. GC collected before each, disabled
+    during."""
     best = float("inf")
     result: Any = None
     for _ in range(n):
-        result = None
+        result = args = None
         gc.collect()
+        args = () if setup is None else (setup(),)
         gc.disable()
         try:
             t0 = time.perf_counter()
-            result = fn()
+            result = fn(*args)
             dt = time.perf_counter() - t0
         finally:
             gc.enable()
         best = min(best, dt)
     return best, result
-
-
-def best_first_print(n: int, parse: Callable[[], Any], to_text: Callable[[Any], Any]) -> float:
-    """Best wall time, over `n` fresh parses (not timed), of the first print of each module:
-    what a parse-then-print tool sees, with no text cached on the module yet."""
-    best = float("inf")
-    for _ in range(n):
-        module = None
-        gc.collect()
-        module = parse()
-        gc.disable()
-        try:
-            t0 = time.perf_counter()
-            to_text(module)
-            best = min(best, time.perf_counter() - t0)
-        finally:
-            gc.enable()
-    return best
 
 
 def max_rss_bytes() -> int:
@@ -104,7 +91,9 @@ def bench_file(path: Path, n: int) -> dict[str, float]:
     rss0 = max_rss_bytes()
     t_parse, module = best_of(n, lambda: parse_hlo(text, name))
     t_print, ours = best_of(n, lambda: print_hlo(module))
-    t_first = best_first_print(n, lambda: parse_hlo(text, name), print_hlo)
+    # The first print of freshly parsed modules: what a parse-then-print tool sees, with
+    # no text cached on the module yet.
+    t_first, _ = best_of(n, print_hlo, lambda: parse_hlo(text, name))
     rss_delta = max_rss_bytes() - rss0
     row: dict[str, float] = {
         "instructions": text.count("\n"),
@@ -116,7 +105,7 @@ def bench_file(path: Path, n: int) -> dict[str, float]:
     if oracle.available():
         x_parse, xmod = best_of(n, lambda: oracle.parse(text))
         x_print, theirs = best_of(n, lambda: oracle.to_string(xmod))
-        x_first = best_first_print(n, lambda: oracle.parse(text), oracle.to_string)
+        x_first, _ = best_of(n, oracle.to_string, lambda: oracle.parse(text))
         row.update(
             xla_parse_s=x_parse,
             xla_print_s=x_print,
