@@ -7,7 +7,6 @@ XLA's ShortParsable (no `%`, program shape, metadata or index comments).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -19,6 +18,7 @@ from xdsl.ir import Operation
 from hlopass.attrs import format_value
 from hlopass.dialects.hlo import OP_CLASSES, ComputationOp, HloOp, ReturnOp, computations
 from hlopass.dialects.opcodes import COMMON_ATTRS
+from hlopass.gcutil import gc_paused
 from hlopass.importer import MODULE_ATTRS
 from hlopass.literal import format_literal
 from hlopass.shape import Shape
@@ -893,10 +893,5 @@ def print_hlo(module: ModuleOp, style: str = "default") -> str:
     # The print allocates many short-lived, acyclic containers (freed by reference
     # counting); with the collector on, they trigger collections that traverse the whole
     # module (~10% of the print time on large modules).
-    if not gc.isenabled():
+    with gc_paused():
         return printer.module(module)
-    gc.disable()
-    try:
-        return printer.module(module)
-    finally:
-        gc.enable()

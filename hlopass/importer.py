@@ -25,6 +25,7 @@ from hlopass.dialects.hlo import (
 )
 from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
 from hlopass.errors import HloParseError, HloShapeError
+from hlopass.gcutil import gc_paused
 from hlopass.lexer import SHAPE_RE, Lexer, find_closing
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
 from hlopass.shape import (
@@ -1814,7 +1815,8 @@ def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
     """
     parser = ModuleParser(text, filename)
     try:
-        return parser.parse()
+        with gc_paused():
+            return parser.parse()
     except RecursionError:
         line, col = parser.lx.line_col(parser.lx.pos)
         raise HloParseError("input nests too deeply", filename, line, col) from None
