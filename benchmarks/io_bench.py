@@ -1,17 +1,29 @@
-"""Parse and print speed (and peak memory) of hlopass against XLA's own parser and printer.
+"""Parse, print, round-trip and pipeline speed of hlopass as users get it, against XLA.
 
-Both sides run in the same process on the same text, best of N, so the ratios are
-comparable across machines. Print is timed twice: repeated prints of one module (both
-printers warm), and the first print of freshly parsed modules (nothing cached on the module
-yet, as in a parse-then-print tool); both must meet the target. Each file is measured in a
-fresh interpreter.
+Every figure that a target is checked on comes from fresh processes with the default
+garbage collector, the median of several runs, with XLA measured in the same run:
 
-    python benchmarks/io_bench.py                 # Mixtral (43.7k instructions) and seed 001
-    python benchmarks/io_bench.py -n 3 FILE ...   # other modules, best of 3
-    python benchmarks/io_bench.py --profile parse # cProfile of our parse on the first file
+- first parse and first print: a new interpreter imports hlopass, reads the file, parses it
+  once and prints it once (`hlopass.parse_hlo`, `hlopass.print_hlo`, exactly as a user calls
+  them); XLA's side is a new interpreter doing the same with jaxlib's parser and printer
+  (jaxlib's import is not counted for XLA, hlopass's import is shown separately);
+- `hlopass-opt FILE -o OUT` as a whole process (interpreter start and imports included)
+  against XLA's parse+print of the same file;
+- `hlopass-opt FILE -p 'fixpoint{passes=algsimp,constant-folding,dce,cse}'` as a process on
+  Llama 3.1 8B and Mixtral 8x7B, with and without `--verify-each`: time and time per
+  instruction;
+- peak memory: the largest max-RSS of any of those processes.
 
-Targets (issue 2): parse <= 5x XLA, print <= 5x XLA, peak memory <= 2 GB.
-Exit code 1 when a target is missed (with --check).
+    python benchmarks/io_bench.py                  # all of the above (several minutes)
+    python benchmarks/io_bench.py --runs 7         # median of 7 fresh processes
+    python benchmarks/io_bench.py --skip-pipeline  # parse/print/round trip only
+    python benchmarks/io_bench.py --warm           # adds best-of-N in-process figures
+    python benchmarks/io_bench.py --profile parse FILE
+
+Targets (issue 14): first parse <= 3x XLA and first print <= 3x XLA (Mixtral, seed 001);
+hlopass-opt round trip <= 4x XLA's parse+print; fixpoint pipeline on Mixtral <= 3 s and
+<= 70 us per instruction, with --verify-each <= 1.5x that; peak memory <= 2 GB.
+`--check` exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -20,192 +32,285 @@ import argparse
 import cProfile
 import gc
 import json
+import os
 import pstats
 import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hlopass import oracle
-from hlopass.corpus import corpus_root, elide_like
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
-
-DEFAULT_FILES = (
+IO_FILES = (
     "xla_tests/tools__benchmarks__hlo__hlo_mixtral_8x7b_bf16_2x8.hlo",
     "seeds/001_c2c20f964a2c12a7.hlo",
 )
-PARSE_TARGET = 5.0
-PRINT_TARGET = 5.0
+PIPELINE_FILES = (
+    "xla_tests/tools__benchmarks__hlo__hlo_llama31_8b_bf16_1x8.hlo",
+    "xla_tests/tools__benchmarks__hlo__hlo_mixtral_8x7b_bf16_2x8.hlo",
+)
+PIPELINE = "fixpoint{passes=algsimp,constant-folding,dce,cse}"
+FIRST_TARGET = 3.0
+ROUNDTRIP_TARGET = 4.0
+PIPELINE_TARGET_S = 3.0
+PIPELINE_TARGET_US = 70.0
+VERIFY_EACH_TARGET = 1.5
 MEMORY_TARGET_BYTES = 2 * 1024**3
+MIB = 1024**2
+
+
+# ---- children: each runs in a fresh interpreter and prints one JSON line -----------------
+
+
+def _maxrss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def child_ours(path: str) -> dict[str, float]:
+    import hlopass  # lazy: parse_hlo's first call imports xDSL and the dialect, as for users
+
+    with open(path) as f:
+        text = f.read()
+    t2 = time.perf_counter()
+    module = hlopass.parse_hlo(text, path)
+    t3 = time.perf_counter()
+    hlopass.print_hlo(module)
+    t4 = time.perf_counter()
+    return {"parse_s": t3 - t2, "print_s": t4 - t3, "rss": _maxrss()}
+
+
+def child_xla(path: str) -> dict[str, float]:
+    from hlopass import oracle
+
+    oracle._xc()  # jaxlib's import is not part of XLA's parse
+    with open(path) as f:
+        text = f.read()
+    t0 = time.perf_counter()
+    module = oracle.parse(text)
+    t1 = time.perf_counter()
+    oracle.to_string(module)
+    t2 = time.perf_counter()
+    return {"parse_s": t1 - t0, "print_s": t2 - t1}
+
+
+def _run_child(kind: str, path: Path) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--child", kind, str(path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _timed_process(cmd: list[str]) -> tuple[float, int]:
+    """Wall time and max RSS (bytes) of one whole command."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    dt = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
+    if proc.stderr:
+        proc.stderr.close()
+    return dt, usage.ru_maxrss * 1024
+
+
+def _opt_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("hlopass-opt")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "hlopass.cli"]
+
+
+def _median(rows: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+# ---- the measurements -----------------------------------------------------------------
+
+
+def first_parse_print(path: Path, runs: int) -> dict[str, float]:
+    ours: list[dict[str, float]] = []
+    xla: list[dict[str, float]] = []
+    for _ in range(runs):  # interleaved, so load changes hit both sides alike
+        ours.append(_run_child("ours", path))
+        xla.append(_run_child("xla", path))
+    row = {f"{k}": _median(ours, k) for k in ("parse_s", "print_s")}
+    row["rss"] = max(r["rss"] for r in ours)
+    row["xla_parse_s"] = _median(xla, "parse_s")
+    row["xla_print_s"] = _median(xla, "print_s")
+    return row
+
+
+def roundtrip(path: Path, runs: int, out: Path) -> tuple[float, int]:
+    times, rss = [], 0
+    for _ in range(runs):
+        dt, r = _timed_process([*_opt_cmd(), str(path), "-o", str(out)])
+        times.append(dt)
+        rss = max(rss, r)
+    return statistics.median(times), rss
+
+
+def pipeline(path: Path, runs: int, out: Path, verify_each: bool) -> tuple[float, int]:
+    cmd = [*_opt_cmd(), str(path), "-p", PIPELINE, "-o", str(out)]
+    if verify_each:
+        cmd.append("--verify-each")
+    times, rss = [], 0
+    for _ in range(runs):
+        dt, r = _timed_process(cmd)
+        times.append(dt)
+        rss = max(rss, r)
+    return statistics.median(times), rss
+
+
+def instructions(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if " = " in line)
+
+
+# ---- extra lines: warm, in-process best of N (never the target) -------------------------
 
 
 def best_of(
     n: int, fn: Callable[..., Any], setup: Callable[[], Any] | None = None
 ) -> tuple[float, Any]:
-    """Best wall time of `n` runs of `fn()`, or, with `setup`, of `fn(setup())` where the
-    setup runs afresh (not timed) before each run. GC collected before each, disabled
-    during."""
-    best = float("inf")
-    result: Any = None
+    """Best wall time of `n` runs of `fn()` (or `fn(setup())`, setup untimed), GC off."""
+    best, result = float("inf"), None
     for _ in range(n):
-        result = args = None
+        result = None
         gc.collect()
         args = () if setup is None else (setup(),)
         gc.disable()
         try:
             t0 = time.perf_counter()
             result = fn(*args)
-            dt = time.perf_counter() - t0
+            best = min(best, time.perf_counter() - t0)
         finally:
             gc.enable()
-        best = min(best, dt)
     return best, result
 
 
-def max_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+def child_warm(path: str, n: int) -> dict[str, float]:
+    from hlopass import oracle
+    from hlopass.exporter import print_hlo
+    from hlopass.importer import parse_hlo
+
+    text = Path(path).read_text()
+    t_parse, module = best_of(n, lambda: parse_hlo(text, path))
+    t_print, _ = best_of(n, lambda: print_hlo(module))
+    x_parse, xmod = best_of(n, lambda: oracle.parse(text))
+    x_print, _ = best_of(n, lambda: oracle.to_string(xmod))
+    return {"parse_s": t_parse, "print_s": t_print, "xla_parse_s": x_parse, "xla_print_s": x_print}
 
 
-def peak_python_memory(text: str, name: str) -> tuple[int, int]:
-    """(peak bytes traced by tracemalloc during parse+print, retained bytes of the module)."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        module = parse_hlo(text, name)
-        retained, _ = tracemalloc.get_traced_memory()
-        print_hlo(module)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak, retained
+# ---- report -----------------------------------------------------------------------------
 
 
-def bench_file(path: Path, n: int) -> dict[str, float]:
-    text = path.read_text()
-    name = str(path)
-    rss0 = max_rss_bytes()
-    t_parse, module = best_of(n, lambda: parse_hlo(text, name))
-    t_print, ours = best_of(n, lambda: print_hlo(module))
-    # The first print of freshly parsed modules: what a parse-then-print tool sees, with
-    # no text cached on the module yet.
-    t_first, _ = best_of(n, print_hlo, lambda: parse_hlo(text, name))
-    rss_delta = max_rss_bytes() - rss0
-    row: dict[str, float] = {
-        "instructions": text.count("\n"),
-        "parse_s": t_parse,
-        "print_s": t_print,
-        "first_print_s": t_first,
-        "rss_delta": rss_delta,
-    }
-    if oracle.available():
-        x_parse, xmod = best_of(n, lambda: oracle.parse(text))
-        x_print, theirs = best_of(n, lambda: oracle.to_string(xmod))
-        x_first, _ = best_of(n, oracle.to_string, lambda: oracle.parse(text))
-        row.update(
-            xla_parse_s=x_parse,
-            xla_print_s=x_print,
-            parse_ratio=t_parse / x_parse,
-            print_ratio=t_print / x_print,
-            xla_first_print_s=x_first,
-            first_print_ratio=t_first / x_first,
-            identical=float(ours == elide_like(module, theirs)),
-        )
-    module = None  # free it before measuring memory
-    peak, retained = peak_python_memory(text, name)
-    row.update(tracemalloc_peak=peak, retained=retained)
-    return row
-
-
-def bench_in_fresh_process(path: Path, n: int) -> dict[str, float]:
-    """`bench_file` in a new interpreter: the heap one module leaves behind (freed but
-    fragmented) slows the next module's prints, on both sides, by up to 50%."""
-    cmd = [sys.executable, __file__, "--row", str(path), "-n", str(n)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def report(path: Path, row: dict[str, float]) -> list[str]:
-    mib = 1024**2
-    print(f"== {path.name}  ({len(path.read_text().splitlines())} lines)")
-    print(f"   parse  ours {row['parse_s'] * 1e3:9.1f} ms", end="")
-    if "xla_parse_s" in row:
-        print(f"   XLA {row['xla_parse_s'] * 1e3:8.1f} ms   ratio {row['parse_ratio']:6.2f}x")
-    else:
-        print("   (XLA oracle not installed)")
-    print(f"   print  ours {row['print_s'] * 1e3:9.1f} ms", end="")
-    if "xla_print_s" in row:
-        print(f"   XLA {row['xla_print_s'] * 1e3:8.1f} ms   ratio {row['print_ratio']:6.2f}x")
-        print(f"   our print identical to XLA's: {bool(row['identical'])}")
-    else:
-        print()
-    print(f"   first print after parse ours {row['first_print_s'] * 1e3:7.1f} ms", end="")
-    if "xla_first_print_s" in row:
-        print(
-            f"   XLA {row['xla_first_print_s'] * 1e3:8.1f} ms   ratio {row['first_print_ratio']:6.2f}x"
-        )
-    else:
-        print()
-    print(
-        f"   memory: tracemalloc peak (parse+print) {row['tracemalloc_peak'] / mib:8.1f} MiB, "
-        f"module retained {row['retained'] / mib:8.1f} MiB, max-RSS growth {row['rss_delta'] / mib:8.1f} MiB"
-    )
-    misses = []
-    if row.get("parse_ratio", 0) > PARSE_TARGET:
-        misses.append(f"{path.name}: parse {row['parse_ratio']:.2f}x > {PARSE_TARGET}x")
-    if row.get("print_ratio", 0) > PRINT_TARGET:
-        misses.append(f"{path.name}: print {row['print_ratio']:.2f}x > {PRINT_TARGET}x")
-    if row.get("first_print_ratio", 0) > PRINT_TARGET:
-        misses.append(f"{path.name}: first print {row['first_print_ratio']:.2f}x > {PRINT_TARGET}x")
-    if max(row["tracemalloc_peak"], row["rss_delta"]) > MEMORY_TARGET_BYTES:
-        misses.append(f"{path.name}: peak memory over 2 GB")
-    return misses
-
-
-def profile(path: Path, what: str, top: int) -> None:
-    text = path.read_text()
-    module = parse_hlo(text, str(path))
-    prof = cProfile.Profile()
-    if what == "parse":
-        prof.runcall(parse_hlo, text, str(path))
-    else:
-        prof.runcall(print_hlo, module)
-    stats = pstats.Stats(prof)
-    stats.sort_stats("tottime").print_stats(top)
-    stats.sort_stats("cumulative").print_stats(top)
+def _ms(s: float) -> str:
+    return f"{s * 1e3:8.1f} ms"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("files", nargs="*", type=Path)
-    p.add_argument("-n", type=int, default=10, help="runs per measurement (best of N)")
+    p.add_argument(
+        "files", nargs="*", type=Path, help="parse/print files (default: Mixtral, seed 001)"
+    )
+    p.add_argument("--runs", type=int, default=5, help="fresh processes per figure (median)")
+    p.add_argument("--skip-pipeline", action="store_true", help="no fixpoint pipeline runs")
+    p.add_argument("--warm", action="store_true", help="also print in-process best-of-N lines")
+    p.add_argument("-n", type=int, default=5, help="N of the --warm best-of-N figures")
     p.add_argument("--profile", choices=("parse", "print"), help="cProfile instead of timing")
-    p.add_argument("--top", type=int, default=25)
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    p.add_argument("--row", type=Path, help=argparse.SUPPRESS)  # worker mode (one file)
+    p.add_argument("--child", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+
+    if args.child:
+        kind, path = args.child
+        row = {"ours": child_ours, "xla": child_xla}.get(kind)
+        print(json.dumps(row(path) if row else child_warm(path, args.n)))
+        return 0
+
+    from hlopass import oracle
+    from hlopass.corpus import corpus_root
+
+    root = corpus_root()
     files = list(args.files)
     if not files:
-        root = corpus_root()
         if root is None:
-            print("no files given and the corpus is not present", file=sys.stderr)
+            print("io_bench: error: no files given and the corpus is not present", file=sys.stderr)
             return 1
-        files = [Path(root) / f for f in DEFAULT_FILES]
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+        files = [Path(root) / f for f in IO_FILES]
     if args.profile:
-        profile(files[0], args.profile, args.top)
+        from hlopass.exporter import print_hlo
+        from hlopass.importer import parse_hlo
+
+        text = files[0].read_text()
+        prof = cProfile.Profile()
+        if args.profile == "parse":
+            prof.runcall(parse_hlo, text, str(files[0]))
+        else:
+            prof.runcall(print_hlo, parse_hlo(text, str(files[0])))
+        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         return 0
-    if args.row is not None:  # a worker: one file, its measurements as JSON
-        print(json.dumps(bench_file(args.row, args.n)))
-        return 0
+    if not oracle.available():
+        print("io_bench: error: jaxlib (XLA) is not installed: `pip install -e '.[test]'`",
+              file=sys.stderr)  # fmt: skip
+        return 1
+
     misses: list[str] = []
-    for f in files:
-        misses += report(f, bench_in_fresh_process(f, args.n))
-    print("targets: parse <= 5x XLA, print <= 5x XLA, peak memory <= 2 GB:",
+    peak = 0
+    print(f"median of {args.runs} fresh processes each, default garbage collector, "
+          "XLA (jaxlib) in the same run\n")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.hlo"
+        for f in files:
+            row = first_parse_print(f, args.runs)
+            rt, rt_rss = roundtrip(f, args.runs, out)
+            peak = max(peak, row["rss"], rt_rss)
+            pr = row["parse_s"] / row["xla_parse_s"]
+            wr = row["print_s"] / row["xla_print_s"]
+            xla_pp = row["xla_parse_s"] + row["xla_print_s"]
+            rr = rt / xla_pp
+            print(f"== {f.name}  ({instructions(f)} instructions)")
+            print(
+                f"   first parse  ours {_ms(row['parse_s'])}   XLA {_ms(row['xla_parse_s'])}   {pr:5.2f}x"
+            )
+            print(
+                f"   first print  ours {_ms(row['print_s'])}   XLA {_ms(row['xla_print_s'])}   {wr:5.2f}x"
+            )
+            print(f"   hlopass-opt FILE -o OUT as a process {_ms(rt)}   XLA parse+print {_ms(xla_pp)}   {rr:5.2f}x")  # fmt: skip
+            print(f"   max RSS {max(row['rss'], rt_rss) / MIB:.0f} MiB")
+            if pr > FIRST_TARGET:
+                misses.append(f"{f.name} first parse {pr:.2f}x")
+            if wr > FIRST_TARGET:
+                misses.append(f"{f.name} first print {wr:.2f}x")
+            if rr > ROUNDTRIP_TARGET:
+                misses.append(f"{f.name} round trip {rr:.2f}x")
+            if args.warm:
+                w = _run_child("warm", f)
+                print(f"   (extra, warm in-process best of {args.n}, GC off: parse "
+                      f"{w['parse_s'] / w['xla_parse_s']:.2f}x, print {w['print_s'] / w['xla_print_s']:.2f}x)")  # fmt: skip
+        if not args.skip_pipeline and root is not None:
+            print(f"\n== pipeline -p '{PIPELINE}' as a process")
+            for rel in PIPELINE_FILES:
+                f = Path(root) / rel
+                n = instructions(f)
+                plain, rss1 = pipeline(f, args.runs, out, verify_each=False)
+                checked, rss2 = pipeline(f, args.runs, out, verify_each=True)
+                peak = max(peak, rss1, rss2)
+                us = plain / n * 1e6
+                ratio = checked / plain
+                print(f"   {f.name:48s} {n:6d} instr  {plain:6.2f} s ({us:5.1f} us/instr)   "
+                      f"--verify-each {checked:6.2f} s ({ratio:.2f}x)")  # fmt: skip
+                if "mixtral" in f.name and (plain > PIPELINE_TARGET_S or us > PIPELINE_TARGET_US):
+                    misses.append(f"{f.name} pipeline {plain:.2f} s, {us:.0f} us/instr")
+                if ratio > VERIFY_EACH_TARGET:
+                    misses.append(f"{f.name} --verify-each {ratio:.2f}x")
+    if peak > MEMORY_TARGET_BYTES:
+        misses.append(f"peak memory {peak / MIB:.0f} MiB")
+    print(f"\npeak max-RSS of all processes: {peak / MIB:.0f} MiB")
+    print("targets (first parse/print <= 3x, round trip <= 4x, Mixtral pipeline <= 3 s and "
+          "<= 70 us/instr, --verify-each <= 1.5x, memory <= 2 GB):",
           "met" if not misses else "MISSED: " + "; ".join(misses))  # fmt: skip
     return 1 if misses and args.check else 0
 
