@@ -18,9 +18,13 @@ from hlopass.errors import (
 )
 
 if TYPE_CHECKING:
+    from hlopass.equivalence import check_equivalent
     from hlopass.exporter import print_hlo
     from hlopass.importer import parse_hlo
+    from hlopass.inputs import random_inputs
     from hlopass.interpreter import evaluate
+    from hlopass.pipeline import run_pass, run_pipeline
+    from hlopass.plugins import load_pass_plugin, register_pass
 
 __all__ = [
     "HloError",
@@ -28,20 +32,41 @@ __all__ = [
     "HloShapeError",
     "HloVerifyError",
     "UnsupportedOpError",
+    "check_equivalent",
     "evaluate",
+    "load_pass_plugin",
     "parse_hlo",
     "print_hlo",
+    "random_inputs",
+    "register_pass",
+    "run_pass",
+    "run_pipeline",
 ]
 
 _LAZY = {
     "parse_hlo": "hlopass.importer",
     "print_hlo": "hlopass.exporter",
     "evaluate": "hlopass.interpreter",
+    "random_inputs": "hlopass.inputs",
+    "check_equivalent": "hlopass.equivalence",
+    "run_pass": "hlopass.pipeline",
+    "run_pipeline": "hlopass.pipeline",
+    "register_pass": "hlopass.plugins",
+    "load_pass_plugin": "hlopass.plugins",
 }
+
+
+_SUBMODULES = frozenset(
+    {"cost", "inputs", "equivalence", "pipeline", "plugins", "rewriting", "jax"}
+)
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
+    if module is None and name in _SUBMODULES:  # `hlopass.cost`, `hlopass.jax`, ... on access
+        import importlib
+
+        return importlib.import_module(f"hlopass.{name}")
     if module is None:
         raise AttributeError(f"module 'hlopass' has no attribute {name!r}")
     import importlib

@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hlopass.errors import HloError
 
@@ -140,48 +140,104 @@ def build_opt_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--passes", default="", help="pass pipeline, e.g. 'dce,cse'")
     p.add_argument("--verify-each", action="store_true", help="verify after every pass")
     p.add_argument("--list-passes", action="store_true", help="list passes and exit")
-    p.add_argument("--print-ir-after-all", action="store_true")
-    p.add_argument("--print-ir-after-change", action="store_true")
-    p.add_argument("--trace-rewrites", action="store_true")
+    p.add_argument(
+        "--load-pass-plugin",
+        action="append",
+        metavar="FILE.py|MODULE",
+        help="import a pass plug-in (a .py file or a module) first; repeatable",
+    )
+    p.add_argument(
+        "--print-ir-after-all", action="store_true", help="print the module after every pass"
+    )
+    p.add_argument(
+        "--print-ir-after-change",
+        nargs="?",
+        const="full",
+        choices=("full", "diff"),
+        help="print the module after each pass that changed it; =diff: a unified diff of "
+        "the changed computations only",
+    )
+    p.add_argument(
+        "--trace-rewrites",
+        action="store_true",
+        help="print each rewrite (pattern, its rule, where) and counts per pattern at the end",
+    )
+    p.add_argument("--time-passes", action="store_true", help="print wall time per pass at the end")
+    p.add_argument(
+        "--generate-checks",
+        action="store_true",
+        help="print FileCheck CHECK lines for the output (captured names) instead of the IR",
+    )
     return p
 
 
 PipelineHook = Callable[["ModuleOp", argparse.Namespace], None]
 
 
-def _run_pipeline(module: ModuleOp, args: argparse.Namespace) -> None:
-    if not args.passes:
-        return
+def _runner(args: argparse.Namespace) -> Any:
+    """One pass runner for all input chunks (None without a pipeline or plug-ins)."""
+    if not args.passes and not args.load_pass_plugin:
+        return None
     try:
-        from hlopass.pipeline import run_pipeline_from_cli
+        from hlopass.pipeline import runner_from_cli
     except ImportError:
         raise UsageError("error: passes are not available in this build") from None
-    run_pipeline_from_cli(module, args)
+    return runner_from_cli(args)
 
 
 def opt_main(argv: Sequence[str] | None = None) -> int:
     args = build_opt_parser().parse_args(argv)
     try:
+        runner = _runner(args)
         if args.list_passes:
             from hlopass.pipeline import list_passes_text
 
             sys.stdout.write(list_passes_text())
             return 0
+        if args.input == "-" and sys.stdin.isatty():
+            print("hlopass-opt: reading HLO from stdin (end with Ctrl-D; --help for usage)",
+                  file=sys.stderr)  # fmt: skip
         text = _read(args.input)
         filename = "<stdin>" if args.input == "-" else args.input
         chunks = split_input(text) if args.split_input_file else [(0, text)]
         outputs = []
         for offset, chunk in chunks:
             module = parse_input("\n" * offset + chunk, filename)
-            _run_pipeline(module, args)
-            outputs.append(emit_module(module, args.emit, args.style))
+            if runner is not None and args.passes:
+                from hlopass.pipeline import run_pipeline_from_cli
+
+                run_pipeline_from_cli(module, args, runner)
+            out = emit_module(module, args.emit, args.style)
+            if args.generate_checks:
+                from hlopass.checkgen import generate_checks
+
+                out = generate_checks(out)
+            outputs.append(out)
         write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
+        if runner is not None:
+            sys.stderr.write(runner.report())
     except HloError as e:
         print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+SUBCOMMANDS = {
+    "opt": "parse HLO, run a pass pipeline, print it back (same as hlopass-opt)",
+    "run": "execute a module with the reference interpreter (inputs/outputs as .npz)",
+    "cost": "estimate a module's GPU run time per kernel with the cost model",
+    "rank": "rank alternative modules by estimated GPU run time",
+}
+
+
+def _usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = [f"usage: hlopass {{{','.join(SUBCOMMANDS)}}} ...", "", "commands:"]
+    lines += [f"  {name:{width}}  {what}" for name, what in SUBCOMMANDS.items()]
+    lines += ["", "'hlopass COMMAND --help' describes each command's options."]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,9 +249,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cost": lambda a: _lazy("hlopass.cost.cli", "cost_main")(a),
         "rank": lambda a: _lazy("hlopass.cost.cli", "rank_main")(a),
     }
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: hlopass {opt,run,cost,rank} ...", file=sys.stderr)
-        return 0 if argv and argv[0] in ("-h", "--help") else 1
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write(_usage())
+        return 0
+    if not argv:
+        sys.stderr.write(_usage())
+        return 2
+    if argv[0] not in commands:
+        from hlopass.pipeline import did_you_mean
+
+        print(f"hlopass: error: unknown command '{argv[0]}'{did_you_mean(argv[0], commands)}"
+              f" (commands: {', '.join(commands)})", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         return commands[argv[0]](argv[1:])
     except ImportError as e:

@@ -7,11 +7,13 @@ Pipelines use xDSL's syntax: `algsimp,constant-folding{max-elements=1000},dce,cs
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import sys
+import time
 from argparse import Namespace
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -87,18 +89,20 @@ def _first_line(e: BaseException) -> str:
 def _instantiate(spec: ArgSpec) -> HloModulePass:
     if canonical_name(spec.name) != spec.name:
         spec = dataclasses.replace(spec, name=canonical_name(spec.name))
-    loader = PASSES.get(spec.name)
+    loader = find_pass(spec.name)
     if loader is None:
         raise PipelineError(
-            f"error: unknown pass '{spec.name}' (known passes: {', '.join(PASSES)})"
+            f"error: unknown pass '{spec.name}'{did_you_mean(spec.name, PASSES)}"
+            f" (known passes: {', '.join(sorted(PASSES))})"
         )
     cls = loader()
     known = {f.name for f in dataclasses.fields(cls)}
     for key in spec.parameters:
         if key.replace("-", "_") not in known:
+            options = _option_names(cls)
             raise PipelineError(
-                f"error: pass '{spec.name}' has no option '{key}'"
-                + (f" (options: {', '.join(_option_names(cls))})" if known else "")
+                f"error: pass '{spec.name}' has no option '{key}'{did_you_mean(key, options)}"
+                + (f" (options: {', '.join(options)})" if known else "")
             )
     try:
         instance = cls.from_spec(spec)
@@ -107,6 +111,27 @@ def _instantiate(spec: ArgSpec) -> HloModulePass:
     if isinstance(instance, FixpointPass):
         instance.inner()  # reject bad inner pipelines before running anything
     return instance
+
+
+def find_pass(name: str) -> Callable[[], type[HloModulePass]] | None:
+    """The loader of pass `name`: ours, registered, an entry point, or another xDSL universe's."""
+    from hlopass import plugins
+
+    loader = PASSES.get(name)
+    if loader is None:
+        plugins.discover()
+        loader = PASSES.get(name)
+    if loader is None:
+        loader = plugins.xdsl_universe_pass(name)
+    return loader
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices`, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _option_names(cls: type) -> list[str]:
@@ -131,11 +156,18 @@ class FixpointPass(HloModulePass):
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         return self.iterate(lambda p: p.run(ctx, module, trace))
 
-    def iterate(self, run_one: Callable[[HloModulePass], bool]) -> bool:
-        """Rounds of `run_one` over the inner passes until a round changes nothing."""
+    def iterate(
+        self,
+        run_one: Callable[[HloModulePass], bool],
+        on_round: Callable[[int], None] | None = None,
+    ) -> bool:
+        """Rounds of `run_one` over the inner passes until a round changes nothing;
+        `on_round(n)` is told each round's number (1, 2, ...) before it starts."""
         passes = self.inner()
         changed = False
-        for _ in range(self.max_iterations):
+        for n in range(1, self.max_iterations + 1):
+            if on_round is not None:
+                on_round(n)
             round_changed = False
             for p in passes:
                 round_changed |= run_one(p)
@@ -146,38 +178,55 @@ class FixpointPass(HloModulePass):
 
 
 class Runner:
-    """Runs passes with the CLI's instrumentation (verify, IR dumps, rewrite traces)."""
+    """Runs passes with the CLI's instrumentation: verification, IR dumps (whole or as a diff
+    of the changed computations), rewrite traces with counts, pass timings, progress."""
 
     def __init__(
         self,
         verify_each: bool = False,
         print_after_all: bool = False,
-        print_after_change: bool = False,
+        print_after_change: bool | str = False,
         trace_rewrites: bool = False,
+        time_passes: bool = False,
+        progress: bool = False,
         out: Any = None,
     ):
+        from hlopass import instrument
+
         self.ctx = _context()
         self.verify_each = verify_each
         self.print_after_all = print_after_all
-        self.print_after_change = print_after_change
-        self.trace_rewrites = trace_rewrites
+        self.print_after_change = "full" if print_after_change is True else print_after_change
+        """False, "full" (the whole module) or "diff" (the changed computations)."""
         self.out = out if out is not None else sys.stderr
+        self.rewrites = instrument.RewriteCounter(self.out) if trace_rewrites else None
+        self.timer = instrument.PassTimer() if time_passes else None
+        self.progress = instrument.Progress(self.out) if progress else None
+        self.round = 0
+        """The fixpoint round running now (0 outside fixpoint)."""
         self.log: list[tuple[str, bool]] = []
         """(pass name, changed) for every pass run, in order."""
 
-    def _trace(self, pattern: str, what: str) -> None:
-        print(f"// rewrite {pattern}: {what}", file=self.out)
-
     def run_one(self, p: HloModulePass, module: ModuleOp) -> bool:
         if isinstance(p, FixpointPass):
-            return p.iterate(lambda inner: self.run_one(inner, module))
-        trace = self._trace if self.trace_rewrites else None
+            outer = self.round
+            try:
+                return p.iterate(lambda inner: self.run_one(inner, module), self._next_round)
+            finally:
+                self.round = outer
+        label = p.name + (f" (fixpoint round {self.round})" if self.round else "")
+        if self.progress is not None:
+            self.progress.current = f"pass {label}"
+        before = self._print(module) if self.print_after_change == "diff" else ""
+        t0 = time.perf_counter()
         try:
-            changed = bool(p.run(self.ctx, module, trace))
+            changed = bool(p.run(self.ctx, module, self.rewrites))
         except HloError:
             raise
         except Exception as e:
             raise PipelineError(f"error: pass '{p.name}' failed: {_first_line(e)}") from e
+        if self.timer is not None:
+            self.timer.add(p.name, time.perf_counter() - t0)
         self.log.append((p.name, changed))
         if self.verify_each:
             try:
@@ -186,19 +235,47 @@ class Runner:
                 raise PipelineError(
                     f"error: module does not verify after pass '{p.name}': {_first_line(e)}"
                 ) from None
-        if self.print_after_all or (self.print_after_change and changed):
-            from hlopass.exporter import print_hlo
-
-            note = "" if changed else " (no change)"
-            print(f"// -----// IR Dump After {p.name}{note} //----- //", file=self.out)
-            print(print_hlo(module), file=self.out, end="")
+        self._dump(p, label, module, changed, before)
         return changed
+
+    def _next_round(self, n: int) -> None:
+        self.round = n
+
+    @staticmethod
+    def _print(module: ModuleOp) -> str:
+        from hlopass.exporter import print_hlo
+
+        return print_hlo(module)
+
+    def _dump(self, p: HloModulePass, label: str, module: ModuleOp, changed: bool,
+              before: str) -> None:  # fmt: skip
+        if self.print_after_change == "diff":
+            if changed:
+                from hlopass.instrument import computation_diff
+
+                print(f"// -----// IR Diff After {label} //----- //", file=self.out)
+                print(computation_diff(before, self._print(module), label), file=self.out, end="")
+            return
+        if self.print_after_all or (self.print_after_change and changed):
+            note = "" if changed else " (no change)"
+            print(f"// -----// IR Dump After {label}{note} //----- //", file=self.out)
+            print(self._print(module), file=self.out, end="")
 
     def run(self, passes: list[HloModulePass], module: ModuleOp) -> bool:
         changed = False
-        for p in passes:
-            changed |= self.run_one(p, module)
+        with self.progress if self.progress is not None else contextlib.nullcontext():
+            for p in passes:
+                changed |= self.run_one(p, module)
         return changed
+
+    def report(self) -> str:
+        """What the run ends with: rewrite counts (with --trace-rewrites) and timings."""
+        parts = []
+        if self.rewrites is not None:
+            parts.append(self.rewrites.report())
+        if self.timer is not None:
+            parts.append(self.timer.report())
+        return "".join(parts)
 
 
 def run_pipeline(module: ModuleOp, spec: str, **options: Any) -> bool:
@@ -206,24 +283,56 @@ def run_pipeline(module: ModuleOp, spec: str, **options: Any) -> bool:
     return Runner(**options).run(parse_pass_pipeline(spec), module)
 
 
-def run_pipeline_from_cli(module: ModuleOp, args: Namespace) -> None:
-    runner = Runner(
+def runner_from_cli(args: Namespace) -> Runner:
+    """One Runner for a whole `hlopass-opt` invocation (all --split-input-file chunks)."""
+    for plugin in getattr(args, "load_pass_plugin", None) or ():
+        from hlopass.plugins import load_pass_plugin
+
+        load_pass_plugin(plugin)
+    return Runner(
         verify_each=bool(getattr(args, "verify_each", False)),
         print_after_all=bool(getattr(args, "print_ir_after_all", False)),
-        print_after_change=bool(getattr(args, "print_ir_after_change", False)),
+        print_after_change=getattr(args, "print_ir_after_change", False) or False,
         trace_rewrites=bool(getattr(args, "trace_rewrites", False)),
+        time_passes=bool(getattr(args, "time_passes", False)),
+        progress=True,
     )
+
+
+def run_pipeline_from_cli(module: ModuleOp, args: Namespace, runner: Runner | None = None) -> None:
+    runner = runner if runner is not None else runner_from_cli(args)
     runner.run(parse_pass_pipeline(args.passes), module)
 
 
+def run_pass(module: ModuleOp, what: str | HloModulePass, **options: Any) -> bool:
+    """Run one pass (a pipeline string such as `"algsimp{float-unsafe=true}"`, or a pass
+    object, an xDSL `ModulePass` included) on `module` in place; True when it changed.
+    No xDSL `Context` needed; `options` are `Runner`'s (`verify_each=True`, ...)."""
+    if isinstance(what, str):
+        return run_pipeline(module, what, **options)
+    from hlopass.plugins import as_hlo_pass
+
+    cls = as_hlo_pass(type(what))
+    if cls is not type(what):  # a plain xDSL pass: the same options, change reported by text
+        fields = dataclasses.fields(what) if dataclasses.is_dataclass(what) else ()
+        what = cls(**{f.name: getattr(what, f.name) for f in fields})
+    return Runner(**options).run([what], module)
+
+
 def pass_class(name: str) -> type[HloModulePass]:
-    return PASSES[canonical_name(name)]()
+    loader = find_pass(canonical_name(name))
+    if loader is None:
+        raise PipelineError(f"error: unknown pass '{name}'")
+    return loader()
 
 
 def list_passes_text() -> str:
     """One block per pass: name, summary, then its options with defaults."""
+    from hlopass.plugins import discover
+
+    discover()
     lines: list[str] = []
-    for name, loader in PASSES.items():
+    for name, loader in sorted(PASSES.items()):
         cls = loader()
         doc = (cls.__doc__ or "").strip().splitlines()
         lines.append(f"{name}: {doc[0] if doc else ''}")

@@ -150,7 +150,24 @@ class RewriteContext:
     def note(self, pattern: object, op: HloOp | None, what: str = "") -> None:
         if self.trace is not None:
             label = op.inst_name if op is not None else ""
-            self.trace(type(pattern).__name__, f"{label} {what}".strip())
+            name = type(pattern).__name__
+            if name not in _REWRITE_TEXT:
+                _REWRITE_TEXT[name] = _first_doc_line(type(pattern))
+            self.trace(name, f"{label} {what}".strip())
+
+
+_REWRITE_TEXT: dict[str, str] = {}
+
+
+def _first_doc_line(cls: type) -> str:
+    doc = (cls.__doc__ or "").strip()
+    return doc.splitlines()[0].rstrip(".").replace("`", "") if doc else ""
+
+
+def rewrite_text(pattern_name: str) -> str:
+    """The rewrite a traced pattern performs (its docstring's first line, e.g.
+    `add(x, 0) -> x`), or '' for a pattern not yet traced or without a docstring."""
+    return _REWRITE_TEXT.get(pattern_name, "")
 
 
 # --- building and replacing ---------------------------------------------------------------
