@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hlopass.errors import HloError
+
 T = 1e12
 
 
@@ -259,12 +261,35 @@ DEVICES: dict[str, DeviceSpec] = {
 }
 
 
+class UnknownDeviceError(HloError, KeyError):
+    """A device name that names no DeviceSpec (one line, with the closest known name)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown device"
+
+
+_ALIASES = {"h100": "h100_sxm", "a100": "a100_sxm_80", "a100_80": "a100_sxm_80"}
+
+
+def device_name(device: str) -> str:
+    """The DeviceSpec key for `device`: exact, an alias (`h100`), or a unique prefix."""
+    key = device.lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    if key in DEVICES:
+        return key
+    starts = [name for name in DEVICES if name.startswith(key)]
+    if len(starts) == 1:
+        return starts[0]
+    import difflib
+
+    close = difflib.get_close_matches(key, list(DEVICES) + list(_ALIASES), n=1, cutoff=0.5)
+    hint = f" (did you mean '{_ALIASES.get(close[0], close[0])}'?)" if close else ""
+    which = f"ambiguous device {device!r}: {', '.join(starts)}" if starts else (
+        f"unknown device {device!r}{hint}")  # fmt: skip
+    raise UnknownDeviceError(f"error: {which}; known: {', '.join(DEVICES)}")
+
+
 def get_device(device: str | DeviceSpec) -> DeviceSpec:
     if isinstance(device, DeviceSpec):
         return device
-    key = device.lower().replace("-", "_")
-    aliases = {"h100": "h100_sxm", "a100": "a100_sxm_80", "a100_80": "a100_sxm_80"}
-    key = aliases.get(key, key)
-    if key not in DEVICES:
-        raise KeyError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
-    return DEVICES[key]
+    return DEVICES[device_name(device)]

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.cost.fusion import FlopCounter, Read, analyze
@@ -159,21 +159,47 @@ class Estimate:
         }
 
     def as_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "totals": self.totals,
-                "kernels": [k.as_dict() for k in self.kernels]}  # fmt: skip
+        return {"device": self.device, "totals": self.totals, "kernels": self.rows()}
 
-    def table(self) -> str:
-        head = ("name", "kind", "flops", "bytes", "compute_us", "memory_us", "launch_us",
-                "estimate_us", "bound")  # fmt: skip
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per kernel (name, kind, flops, ..., time_us, bound, count): tabular data
+        for any tool, no pandas needed (`pandas.DataFrame(est.rows())` if you have it)."""
+        return [k.as_dict() for k in self.kernels]
+
+    SORT_KEYS: ClassVar[dict[str, str]] = {
+        "time": "time_us", "flops": "flops", "bytes": "bytes_accessed", "name": "name",
+        "compute": "compute_us", "memory": "memory_us",
+    }  # fmt: skip
+
+    def top(self, n: int = 10, by: str = "time") -> list[KernelRow]:
+        """The `n` kernels with the most total `by` (time, flops, bytes, compute, memory;
+        repeated kernels count times their count), largest first; `by="name"` sorts A-Z."""
+        return self.sorted(by)[:n]
+
+    def sorted(self, by: str = "time") -> list[KernelRow]:
+        key = self.SORT_KEYS.get(by)
+        if key is None:
+            raise ValueError(f"cannot sort by {by!r}; one of: {', '.join(self.SORT_KEYS)}")
+        if key == "name":
+            return sorted(self.kernels, key=lambda k: k.name)
+        return sorted(self.kernels, key=lambda k: -getattr(k, key) * k.count)
+
+    def table(self, kernels: list[KernelRow] | None = None) -> str:
+        """Aligned text: one row per kernel (all, or `kernels`), then the module's totals.
+        `dram_bytes` is the model's DRAM traffic (unique reads, re-reads, writes)."""
+        head = ("name", "kind", "flops", "transcendentals", "dram_bytes", "compute_us",
+                "memory_us", "launch_us", "estimate_us", "bound")  # fmt: skip
         rows = [head]
-        for k in self.kernels:
+        for k in self.kernels if kernels is None else kernels:
             n = f"{k.name} x{k.count}" if k.count != 1 else k.name
-            rows.append((n, k.kind, f"{k.flops:.4g}", f"{k.bytes_accessed:.4g}",
-                         f"{k.compute_us:.3f}", f"{k.memory_us:.3f}", f"{k.launch_us:.3f}",
-                         f"{k.time_us * k.count:.3f}", k.bound))  # fmt: skip
+            rows.append((n, k.kind, f"{k.flops:.4g}", f"{k.transcendentals:.4g}",
+                         f"{k.bytes_accessed:.4g}", f"{k.compute_us:.3f}", f"{k.memory_us:.3f}",
+                         f"{k.launch_us:.3f}", f"{k.time_us * k.count:.3f}", k.bound))  # fmt: skip
+        if kernels is not None and len(kernels) < len(self.kernels):
+            rows.append((f"({len(self.kernels) - len(kernels)} more kernels)",) + ("",) * 9)
         t = self.totals
-        rows.append(("TOTAL", "", f"{t['flops']:.4g}", f"{t['bytes_accessed']:.4g}", "", "",
-                     "", f"{t['time_us']:.3f}", ""))  # fmt: skip
+        rows.append(("TOTAL", "", f"{t['flops']:.4g}", f"{t['transcendentals']:.4g}",
+                     f"{t['bytes_accessed']:.4g}", "", "", "", f"{t['time_us']:.3f}", ""))  # fmt: skip
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = [f"device: {self.device}"]
         for r in rows:
