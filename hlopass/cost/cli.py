@@ -6,7 +6,18 @@ import argparse
 import json
 import sys
 
-from hlopass.cost.devices import DEVICES
+from hlopass.cost.devices import DEVICES, device_name
+
+
+def _device(name: str) -> str:
+    """argparse type: a device by name, alias (`h100`) or unique prefix."""
+    try:
+        return device_name(name)
+    except KeyError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("error: ")) from None
+
+
+DEVICE_HELP = f"GPU to model: {', '.join(DEVICES)} (or an alias: h100, a100; default h100_sxm)"
 
 
 def _estimate_file(path: str, device: str):
@@ -30,16 +41,24 @@ def _estimate_file(path: str, device: str):
 def cost_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hlopass cost", description="Estimated GPU time per kernel.")
     ap.add_argument("file", help="HLO text file ('-' for stdin)")
-    ap.add_argument("--device", default="h100_sxm", choices=sorted(DEVICES))
+    ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("--sort", choices=("time", "flops", "bytes", "compute", "memory", "name"),
+                    help="order kernels by this (largest first; name: A-Z); default: program order")  # fmt: skip
+    ap.add_argument("--top", type=int, metavar="N", help="show only the first N kernels")
     args = ap.parse_args(argv)
     est = _estimate_file(args.file, args.device)
     if est is None:
         return 1
+    kernels = est.sorted(args.sort) if args.sort else list(est.kernels)
+    if args.top is not None:
+        kernels = kernels[: max(args.top, 0)]
     if args.json:
-        print(json.dumps(est.as_dict(), indent=1))
+        out = est.as_dict()
+        out["kernels"] = [k.as_dict() for k in kernels]
+        print(json.dumps(out, indent=1))
     else:
-        print(est.table())
+        print(est.table(kernels))
     return 0
 
 
@@ -47,9 +66,9 @@ def rank_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="hlopass rank", description="Rank HLO alternatives by estimated time."
     )
-    ap.add_argument("files", nargs="+")
-    ap.add_argument("--device", default="h100_sxm", choices=sorted(DEVICES))
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("files", nargs="+", help="HLO text files: the alternatives to rank")
+    ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
+    ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
     results = []
     for f in args.files:
