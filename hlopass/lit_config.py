@@ -54,7 +54,8 @@ def configure(
     cfg_file = sys._getframe(1).f_globals.get("__file__")
     root = getattr(config, "test_source_root", None) or (
         os.path.dirname(os.path.abspath(cfg_file)) if cfg_file else os.getcwd())  # fmt: skip
-    config.name = name or getattr(config, "name", None) or "hlo-passes"
+    if name or getattr(config, "name", None) in (None, "", "<unnamed>"):  # lit's default
+        config.name = name or "hlo-passes"
     config.test_format = lit.formats.ShTest(execute_external=False)
     config.suffixes = list(suffixes)
     config.excludes = list(getattr(config, "excludes", [])) + ["lit.cfg", "lit.cfg.py"]
