@@ -28,6 +28,7 @@ from hlopass.errors import HloParseError, HloShapeError
 from hlopass.gcutil import gc_paused
 from hlopass.lexer import SHAPE_RE, Lexer, find_closing
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
+from hlopass.module import as_hlo_module
 from hlopass.shape import (
     ELEMENT_BITS,
     UNBOUNDED,
@@ -1816,7 +1817,7 @@ def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
     parser = ModuleParser(text, filename)
     try:
         with gc_paused():
-            return parser.parse()
+            return as_hlo_module(parser.parse())
     except RecursionError:
         line, col = parser.lx.line_col(parser.lx.pos)
         raise HloParseError("input nests too deeply", filename, line, col) from None

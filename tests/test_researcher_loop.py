@@ -317,3 +317,19 @@ def test_passes_of_other_xdsl_universes_run_from_hlopass_opt(tmp_path):
     p = run([OPT, str(hlo), "-p", "canonicalize", "--verify-each", "--print-ir-after-change"])
     assert p.returncode == 0, p.stderr
     assert "negate" not in p.stdout and "IR Dump After canonicalize" in p.stderr
+
+
+def test_module_shows_as_hlo_in_a_repl_and_a_notebook():
+    from xdsl.dialects.builtin import ModuleOp
+
+    module = hlopass.parse_hlo(HLO)
+    assert isinstance(module, ModuleOp)
+    assert repr(module) == hlopass.print_hlo(module).rstrip("\n")
+    assert module._repr_html_().startswith("<pre>HloModule m") and "&gt;" in module._repr_html_()
+    big = hlopass.parse_hlo(
+        HLO.replace(
+            "  ROOT r", "".join(f"  e{i} = f32[4] exponential(x)\n" for i in range(80)) + "  ROOT r"
+        )
+    )
+    assert "more lines: print(hlopass.print_hlo(module))" in repr(big)
+    assert type(module.clone()) is type(module)
