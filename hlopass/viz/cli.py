@@ -1,0 +1,128 @@
+"""`hlopass viz`: draw a module (or a module before and after a pipeline) as DOT, SVG,
+a self-contained HTML page or Model Explorer JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from hlopass.errors import HloError
+
+FORMATS = ("dot", "svg", "html", "me-json")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hlopass viz",
+        description="Draw an HLO module: instructions coloured by family, fusions and called "
+        "computations as clusters, kernels with their estimated time.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="HLO file; two files with --diff")
+    p.add_argument("-p", "--passes", default="", help="pipeline to run first (with --diff: "
+                   "draw before vs after it)")  # fmt: skip
+    p.add_argument("--diff", action="store_true", help="mark what changed between two "
+                   "modules (two FILEs, or one FILE and -p)")  # fmt: skip
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="output format (default: from -o's suffix, else dot)")  # fmt: skip
+    p.add_argument("--focus", metavar="NAME", help="draw only what is near this instruction")
+    p.add_argument("--radius", type=int, default=3, help="edges around --focus (default 3)")
+    p.add_argument("--max-nodes", type=int, default=None,
+                   help="node budget (default 400; 20000 for me-json)")  # fmt: skip
+    p.add_argument(
+        "--device", default="h100_sxm", help="GPU for the cost overlay (default h100_sxm)"
+    )
+    p.add_argument("--no-cost", action="store_true", help="no cost estimates on kernels")
+    p.add_argument("--load-pass-plugin", action="append", metavar="FILE.py|MODULE",
+                   help="import a pass plug-in before running -p")  # fmt: skip
+    p.add_argument("--node-data", metavar="OUT.json",
+                   help="with me-json: also write Model Explorer node data (estimated µs)")  # fmt: skip
+    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    return p
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.format:
+        return args.format
+    out = (args.output or "").lower()
+    for suffix, fmt in ((".svg", "svg"), (".html", "html"), (".htm", "html"), (".json", "me-json")):
+        if out.endswith(suffix):
+            return fmt
+    return "dot"
+
+
+def viz_main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
+    try:
+        text = render(args)
+        from hlopass.cli import write_output
+
+        write_output(args.output, text)
+    except HloError as e:
+        print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def render(args: argparse.Namespace) -> str:
+    from hlopass.cli import _read
+    from hlopass.importer import parse_hlo
+    from hlopass.viz.graph import build_graph
+
+    fmt = _format(args)
+    if len(args.files) > 2 or (len(args.files) == 2 and not args.diff):
+        raise HloError("error: two FILEs need --diff (more than two are not drawn together)")
+    if args.diff and len(args.files) == 1 and not args.passes:
+        raise HloError("error: --diff needs two FILEs or one FILE and -p PIPELINE")
+    budget = args.max_nodes or (20000 if fmt == "me-json" else 400)
+    device = None if args.no_cost else args.device
+    if device:
+        from hlopass.cost.devices import device_name
+
+        device = device_name(device)
+    modules = [parse_hlo(_read(f), f) for f in args.files]
+    if args.passes:
+        from hlopass.pipeline import run_pipeline
+
+        for plugin in args.load_pass_plugin or ():
+            from hlopass.plugins import load_pass_plugin
+
+            load_pass_plugin(plugin)
+        if args.diff and len(modules) == 1:
+            modules.insert(0, modules[0].clone())
+        run_pipeline(modules[-1], args.passes)
+
+    def graph(m):  # noqa: ANN001, ANN202
+        return build_graph(m, device, args.focus, args.radius, budget)
+
+    graphs = [graph(m) for m in modules]
+    marks: dict[str, str] | None = None
+    if args.diff:
+        from hlopass.viz.diff import diff_marks
+
+        marks, removed = diff_marks(graphs[0], graphs[1])
+        counts = {k: sum(1 for v in marks.values() if v == k) for k in ("added", "changed")}
+        graphs[1].omitted.append(f"diff: {counts['added']} added, {counts['changed']} changed, "
+                                 f"{len(removed)} removed" + (f" ({', '.join(removed[:12])}"
+                                 f"{', ...' if len(removed) > 12 else ''})" if removed else ""))  # fmt: skip
+    if fmt == "me-json":
+        from hlopass.viz.me_json import node_data, to_me_json
+
+        labelled = [("before", graphs[0]), ("after", graphs[1])] if args.diff else [
+            (graphs[-1].name, graphs[-1])]  # fmt: skip
+        if args.node_data:
+            from hlopass.cli import write_output
+
+            write_output(args.node_data, node_data(labelled))
+        return to_me_json(labelled)
+    g = graphs[-1]
+    if fmt == "html":
+        from hlopass.viz.html import to_html
+
+        return to_html(g, marks)
+    from hlopass.viz.dot import render_svg, to_dot
+
+    dot = to_dot(g, marks)
+    return render_svg(dot) if fmt == "svg" else dot
