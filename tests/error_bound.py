@@ -331,6 +331,16 @@ class _Analysis:
             # the largest error over each reduced set (errors are >= 0; min of -E is -max E)
             sign = 1 if kind == "maximum" else -1
             return np.maximum(sign * ev((sign * ex).astype(x.dtype), zero), einit)
+        if kind == "multiply" and op.opcode == "reduce":
+            # a product of n factors: relative differences add, plus 2 gamma_n of rounding
+            dims = tuple(op.attr("dimensions"))
+            x64, i64 = _f64(x), _f64(init)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel = np.sum(np.where(ex > 0, ex / np.abs(x64), 0.0), axis=dims)
+                rel = rel + np.where(einit > 0, einit / np.abs(i64), 0.0)
+            n = x.size // max(np.size(v), 1) + 1
+            gamma = n * unit_roundoff(x.dtype) / (1 - n * unit_roundoff(x.dtype))
+            return np.abs(_f64(v)) * (rel + 2 * gamma)
         if kind != "add":
             raise NoBound(f"no error rule for a {kind} {op.opcode} ({op.inst_name})")
         u = unit_roundoff(x.dtype)
