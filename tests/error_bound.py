@@ -99,7 +99,7 @@ def unit_roundoff(dtype: np.dtype) -> float:
     return float(ml_dtypes.finfo(dtype).eps) / 2
 
 
-def _is_float(x: Any) -> bool:
+def is_float(x: Any) -> bool:
     return (
         isinstance(x, np.ndarray | np.generic)
         and np.asarray(x).dtype.kind in "fcV"
@@ -186,7 +186,7 @@ class _Analysis:
         vals = [_values(o) for o in operands]
         with np.errstate(all="ignore"):
             v = self.interp.eval(op, vals)
-            if not any(_is_float(leaf) for leaf in _leaves(v)) or opcode in _EXACT_SOURCES:
+            if not any(is_float(leaf) for leaf in _leaves(v)) or opcode in _EXACT_SOURCES:
                 return _exact(v)
             return _pack(v, self._error(op, operands, vals, v))
 
@@ -208,7 +208,7 @@ class _Analysis:
         if opcode in _MOVE:
             return self._moved(op, operands, vals)
         if opcode == "bitcast-convert":  # bits to a float: identical bits, identical value
-            if _is_float(vals[0]) and float(np.max(operands[0].e, initial=0.0)) > 0:
+            if is_float(vals[0]) and float(np.max(operands[0].e, initial=0.0)) > 0:
                 raise NoBound(f"bitcast-convert of an inexact float ({op.inst_name})")
             return np.zeros(np.shape(v))
         if opcode in ("sort", "topk", "custom-call"):
@@ -223,7 +223,7 @@ class _Analysis:
             d = errs[0] + errs[1]
             # FMA: XLA may fuse `a*b + c` into one rounding, dropping the product's rounding
             fma = sum(u * np.abs(x) for x, o in zip(xs, op.operands, strict=True)
-                      if getattr(o.owner, "opcode", "") == "multiply")  # fmt: skip
+                      if _is_product(o))  # fmt: skip
             return d + _rounding(d, u, av) + fma
         if opcode == "multiply":
             a, b = np.abs(xs[0]), np.abs(xs[1])
@@ -274,7 +274,7 @@ class _Analysis:
         """The op applied to the errors (float operands), indices and predicates as they are."""
         args = []
         for o, x in zip(operands, vals, strict=True):
-            if isinstance(o, _Val) and _is_float(x):
+            if isinstance(o, _Val) and is_float(x):
                 e = np.asarray(o.e)
                 args.append(e.astype(np.asarray(x).dtype) if np.asarray(x).dtype.kind != "c"
                             else e.astype(np.asarray(x).dtype))  # fmt: skip
@@ -376,6 +376,18 @@ def _fft_error(op: HloOp, x: np.ndarray, dx: np.ndarray, v: Any, u: float) -> np
     return np.broadcast_to((scale * per_batch).reshape(per_batch.shape + (1,) * k), out_shape)
 
 
+_SHAPE_ONLY = frozenset({"bitcast", "reshape", "broadcast", "transpose", "copy", "slice"})
+
+
+def _is_product(value: Any) -> bool:
+    """A multiply's result, maybe through ops that only move data: XLA fuses across them and
+    may contract the multiply with the add that consumes it."""
+    owner = getattr(value, "owner", None)
+    while getattr(owner, "opcode", None) in _SHAPE_ONLY:
+        owner = getattr(owner.operands[0], "owner", None)
+    return getattr(owner, "opcode", None) == "multiply"
+
+
 def _rounding(d: np.ndarray, u: float, av: np.ndarray) -> np.ndarray:
     """A correctly rounded op gives both sides the same result from the same operands; from
     operands `d` apart, results at most `d` plus one ulp (2u|V|) apart."""
@@ -439,7 +451,7 @@ def within_bound(got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> np.nda
                                  else np.float32).smallest_subnormal)  # fmt: skip
     finite = np.isfinite(g) & np.isfinite(w)
     same_special = ~finite & ((g == w) | (np.isnan(g) & np.isnan(w)))
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         close = np.abs(g - w) <= SAFETY * np.nan_to_num(bound, nan=np.inf) + tiny
     return np.where(finite, close, same_special)
 
