@@ -130,8 +130,8 @@ def _keep_owner(fd: int, old: os.stat_result) -> None:
 
 
 def _umask() -> int:
-    """The process's umask (read by setting it and back: there is no getter before 3.13's
-    /proc parsing; commands are single-threaded where they write)."""
+    """The process's umask. POSIX has no call that only reads it, so it is set and put
+    back at once (the commands write their output from one thread)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
