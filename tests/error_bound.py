@@ -319,9 +319,27 @@ class _Analysis:
         gamma = n * u / np.maximum(1 - n * u, 0.5)
         return moved + 2 * gamma * magnitude
 
+    def _selection(self, op: HloOp, errs: list[Any], v: tuple) -> Any:
+        """A variadic reduce whose combiner only compares and selects (argmax, argmin): each
+        float result is one of its operand's elements, so its difference is at most the
+        largest over the reduced set (an index result is exact unless values tie within
+        their differences: not modelled)."""
+        comp = self.interp.comp(op.attr("to_apply"))
+        allowed = {"parameter", "constant", "compare", "select", "tuple", "and", "or", "not"}
+        if op.opcode != "reduce" or any(i.opcode not in allowed for i in comp.instructions):
+            raise NoBound(f"no error rule for a variadic {op.opcode} ({op.inst_name})")
+        dims = tuple(op.attr("dimensions"))
+        k = len(v)
+        out = []
+        for i in range(k):
+            e = np.asarray(errs[i])
+            worst = np.max(e, axis=dims, initial=0.0) if e.ndim else e
+            out.append(np.maximum(worst, np.asarray(errs[k + i])))
+        return tuple(out)
+
     def _reduction(self, op: HloOp, vals: list[Any], errs: list[Any], v: Any) -> Any:
         if isinstance(v, tuple):
-            raise NoBound(f"no error rule for a variadic {op.opcode} ({op.inst_name})")
+            return self._selection(op, errs, v)
         kind = _combiner(self.interp, op)
         x, init = (np.asarray(t) for t in vals)
         ex, einit = (np.asarray(e) for e in errs)

@@ -26,7 +26,6 @@ _FILES = ("before_optimizations.hlo", "xla_cpu_optimized.hlo")
 # the reason; the test checks this list is exactly the set that needs it.
 NO_BOUND_YET = {
     "cnn_train": "variadic reduce-window / select-and-scatter over inexact values",
-    "control_sort": "variadic reduce (argmax)",
 }
 F32_TOL = (1e-5, 1e-6)
 NARROW_TOL = {"bf16": (2e-2, 2e-2), "f16": (2e-3, 2e-3)}
