@@ -161,11 +161,18 @@ def test_character_device_is_not_replaced(tmp_path):
 
 
 def test_full_device_write_error_is_one_line(tmp_path):
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full on this system")
-    proc = _opt(tmp_path, "-o", "/dev/full")
-    assert "No space left" in _one_line_error(proc, "/dev/full")
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    """A write error on a device (ENOSPC from the full device) is one line. As root the
+    test uses a private node of the full device: a writer that renames over its target
+    (the bug this file guards against) would otherwise replace the machine's /dev/full."""
+    if not os.path.exists("/dev/full") or not stat.S_ISCHR(os.stat("/dev/full").st_mode):
+        pytest.skip("no full device (/dev/full) on this system")
+    full = "/dev/full"
+    if IS_ROOT:
+        full = str(tmp_path / "full")
+        os.mknod(full, stat.S_IFCHR | 0o666, os.stat("/dev/full").st_rdev)
+    proc = _opt(tmp_path, "-o", full)
+    assert "No space left" in _one_line_error(proc, full)
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
 
 
 def test_missing_directory_is_one_line(tmp_path):
