@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from hlopass.lexer import STRING_RE
 from hlopass.literal import Literal
 from hlopass.shape import Shape
 
@@ -235,7 +236,7 @@ def format_metadata(m: Metadata) -> str:
 
 
 # A quoted string (escapes skipped), an unterminated quote, or a brace.
-_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|"|[{}]', re.S)
+_BRACE_TOKENS = re.compile(rf'{STRING_RE}|"|[{{}}]', re.S)
 
 
 def is_json_dict(s: str) -> bool:

@@ -1,20 +1,20 @@
 """Command-line entry points: `hlopass-opt` (parse, run passes, print) and `hlopass`.
 
 Every user error ends as one line on stderr (`file:line:col: error: ...` where a place is
-known) and exit code 1; never a traceback. Output goes to a temporary file renamed over
-`-o`, so a failed run never truncates the input or an existing output.
+known) and exit code 1; never a traceback. `-o` is written by `hlopass.output.write_output`:
+a failed run never truncates the input or an existing output, and a device, FIFO or
+symbolic link at the path is written through, never replaced.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hlopass.errors import HloError
+from hlopass.output import write_output
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -54,28 +54,6 @@ def _not_utf8(path: str) -> str:
         col = len(data[line_start:at].decode("utf-8", "replace")) + 1
         return f"{path}:{line}:{col}: error: file is not UTF-8 text (byte 0x{data[at]:02x})"
     return f"{path}: error: file is not UTF-8 text"
-
-
-def write_output(path: str | None, text: str) -> None:
-    """Write atomically: a temp file beside the target, then rename."""
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hlopass-", suffix=".tmp")
-    except OSError as e:
-        raise UsageError(f"{path}: error: cannot write output: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise UsageError(f"{path}: error: cannot write output: {e.strerror}") from None
-        raise
 
 
 def split_input(text: str) -> list[tuple[int, str]]:

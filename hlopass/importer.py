@@ -26,7 +26,7 @@ from hlopass.dialects.hlo import (
 from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
 from hlopass.errors import HloParseError, HloShapeError
 from hlopass.gcutil import gc_paused
-from hlopass.lexer import SHAPE_RE, Lexer, find_closing
+from hlopass.lexer import SHAPE_RE, STRING_RE, TRIVIA_RE, Lexer, find_closing
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
 from hlopass.module import as_hlo_module
 from hlopass.shape import (
@@ -126,7 +126,7 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
 
 
 _LAYOUT_ITEM = re.compile(
-    r"T((?:\([\d,*]*\))+)|L\((\d+)\)|#\((\w+)\)|\*\((\w+)\)|E\((\d+)\)|S\((\d+)\)"
+    r"T((?:\([\d,*]*+\))++)|L\((\d+)\)|#\((\w+)\)|\*\((\w+)\)|E\((\d+)\)|S\((\d+)\)"
     r"|SC\((\d+):([\d,]*)\)|M\((\d+)\)|D\(([^)]*)\)"
 )
 
@@ -659,7 +659,7 @@ def _squash(text: str) -> str:
     """Whitespace outside strings collapsed the way XLA re-prints braced attributes."""
     if "\n" not in text and "  " not in text:
         return text
-    parts = re.split(r'("(?:[^"\\]|\\.)*")', text)
+    parts = re.split(f"({STRING_RE})", text)
     for i in range(0, len(parts), 2):
         parts[i] = re.sub(r"\s+", " ", parts[i])
     return "".join(parts)
@@ -850,7 +850,7 @@ class ModuleParser(_Parser):
         text = lx.text
         pos = start
         pat = re.compile(
-            r"(FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*\n((?:[ \t]*\d+[^\n]*\n?)*)"
+            r"(FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*\n((?:[ \t]*+\d[^\n]*+\n?)*+)"
         )
         chunks = []
         while True:
@@ -1489,8 +1489,9 @@ class ModuleParser(_Parser):
         return value
 
 
-_FA_KEY = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([\w.\-$]+))\s*=\s*')
-_FA_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_STRING_BODY = r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"'  # STRING_RE, the text between the quotes a group
+_FA_KEY = re.compile(rf"\s*+(?:{_STRING_BODY}|([\w.\-$]++))\s*+=\s*+")
+_FA_STRING = re.compile(_STRING_BODY)
 
 
 def _normalize_frontend_attrs(text: str) -> str:
@@ -1581,7 +1582,12 @@ class _NameUniquer:
 
 # A name whose last `.` part has a leading 0 or a non-ASCII character: `_NameUniquer` may
 # rewrite it (`a.01` -> `a.1`) or give it another name's id (`a.01` and `a.1`).
-_RISKY_SUFFIX = re.compile(r"\.(?:0[^.\n]+|[^.\n]*[^\x00-\x7f][^.\n]*)$", re.M)
+# (The lookahead first checks, possessively, that no `.` follows on the line; then either a
+# `0` and one more character, or a non-ASCII character after a run of ASCII ones: linear.
+# `[^.\n]*[^\x00-\x7f][^.\n]*$` backtracked over every split of a non-ASCII suffix.)
+_RISKY_SUFFIX = re.compile(
+    r"\.(?=[^.\n]*+$)(?:0[^.\n]|[\x00-\x09\x0b-\x2d\x2f-\x7f]*+[^\x00-\x7f])", re.M
+)
 _ZERO_SUFFIX = re.compile(r"^(.*)\.0$", re.M)  # `a.0` has the id of `a`
 
 
@@ -1754,8 +1760,8 @@ _PARAMETER_CLS = OP_CLASSES["parameter"]
 _NAME_RE = r"%?[A-Za-z_$][\w.\-$]*"
 # `[ROOT] name = SHAPE opcode(` on one line: the head of most instructions.
 _HEAD = re.compile(
-    r"(?>(?:\s+|//[^\n]*|/\*.*?\*/)*)"  # atomic: no backtracking into the blanks
-    rf"(ROOT[ \t]+)?({_NAME_RE})[ \t]*=[ \t]*({SHAPE_RE})[ \t]+([A-Za-z_][\w\-]*)\(",
+    TRIVIA_RE  # possessive: no backtracking into the blanks
+    + rf"(ROOT[ \t]+)?({_NAME_RE})[ \t]*=[ \t]*({SHAPE_RE})[ \t]+([A-Za-z_][\w\-]*)\(",
     re.S,
 )
 # One operand of a plain operand list: `[/*index=N*/][SHAPE ]name` and `,` or `)`.
@@ -1763,28 +1769,33 @@ _OPERAND = re.compile(
     rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
 )
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
-_SKIP = r"(?:\s+|//[^\n]*|/\*.*?\*/)*"  # what the lexer skips between tokens
+_SKIP = TRIVIA_RE  # what the lexer skips between tokens
 _PARAM_NUMBER = re.compile(r"[ \t]*(-?\d+)[ \t]*\)")
 # `, name=` (group 1: the name), or else the end of the attributes: no comma comes next.
 _NEXT_ATTR = re.compile(rf"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=|(?>{_SKIP})(?!,)", re.S)
-_INTS = re.compile(r"(\{(?:-?\d+(?:,-?\d+)*)?\})")
+_INTS = re.compile(r"(\{(?:-?\d++(?:,-?\d++)*+)?+\})")
 # A called computation's name, not followed by what would make it another token.
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
 _FIXED_UP = frozenset({"broadcast", "recv-done", "outfeed"})  # `instruction_body` fixes them up
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
-_ELEMENT = rf"(?:/\*index=\d+\*/\s*)?{_SHAPE_ATOM}\s*"  # XLA numbers every 5th element
-_FLAT_TUPLE = re.compile(rf"\(\s*(?:(?:{_ELEMENT},\s*)*{_ELEMENT})?\)")
+_ELEMENT = rf"(?:/\*index=\d++\*/\s*+)?+{_SHAPE_ATOM}\s*+"  # XLA numbers every 5th element
+# Lists as `item(?:,item)*+`, possessive: an item starts where the loop could stop, so giving
+# an item back can never let what follows match, and no backtracking state piles up.
+_ELEMENTS = rf"(?:{_ELEMENT}(?:,\s*+{_ELEMENT})*+)?+"
+_FLAT_TUPLE = re.compile(rf"\(\s*+{_ELEMENTS}\)")
 _SLOW = object()  # `fast_value`: leave this value to `value`
 # Values `fast_value` reads, each directly after `name=`: patterns that match only where
 # the lexer would read the same tokens (else `value` reads them). Group 1 is the value.
-_STRING = r'"(?:[^"\\]|\\.)*"'
-_INT = r"-?\d+(?![\w.])"  # an INT token: not the start of a float, padding, 2x2, ...
+_STRING = STRING_RE
+_INT = r"-?\d++(?![\w.])"  # an INT token: not the start of a float, padding, 2x2, ...
 _WORD_END = r"(?=[\s,})]|\Z)"  # a NAME token ends here (not an attribute name or label)
-_MD_FIELD = re.compile(rf"\s*([A-Za-z_][\w.\-]*)=\s*({_STRING}|{_INT})\s*,?", re.S)
-_BRACED = rf"\{{(?:[^{{}}\"]|{_STRING}|\{{(?:[^{{}}\"]|{_STRING})*\}})*\}}"  # two levels at most
-_SLICE_RANGE = r"\[\s*\d+\s*:\s*\d+\s*(?::\s*\d+\s*)?\]\s*"
+_MD_FIELD = re.compile(rf"\s*+([A-Za-z_][\w.\-]*+)=\s*+({_STRING}|{_INT})\s*+,?+", re.S)
+_BRACED = (
+    rf"\{{(?:[^{{}}\"]++|{_STRING}|\{{(?:[^{{}}\"]++|{_STRING})*+\}})*+\}}"  # two levels at most
+)
+_SLICE_RANGE = r"\[\s*+\d++\s*+:\s*+\d++\s*+(?::\s*+\d++\s*+)?+\]\s*+"
 _SLICE_DIM = re.compile(r"\[\s*(\d+)\s*:\s*(\d+)\s*(?::\s*(\d+)\s*)?\]")
 _BLANKS = re.compile(r"\s+")
 _FAST_VALUES: dict[str, re.Pattern[str]] = {
@@ -1793,13 +1804,13 @@ _FAST_VALUES: dict[str, re.Pattern[str]] = {
     "int": re.compile(rf"\s*({_INT})"),
     "bool": re.compile(rf"\s*(true|false){_WORD_END}"),
     "metadata": re.compile(
-        rf"\s*(\{{(?:\s*[A-Za-z_][\w.\-]*=\s*(?:{_STRING}|{_INT})\s*,?)*\s*\}})", re.S
+        rf"\s*(\{{(?:\s*+[A-Za-z_][\w.\-]*+=\s*+(?:{_STRING}|{_INT})\s*+,?+)*+\s*+\}})", re.S
     ),
     "ident": re.compile(rf"\s*([A-Za-z_]\w*){_WORD_END}"),
     "raw": re.compile(rf"\s*({_BRACED})", re.S),
     "replica_groups": re.compile(rf"\s*(\[[\d,]*\]<=\[[\d,]*\](?:T\([\d,]*\))?|{_BRACED})", re.S),
-    "shapes": re.compile(rf"\s*(\{{\s*(?:(?:{_ELEMENT},\s*)*{_ELEMENT})?\}})"),
-    "slice": re.compile(rf"\s*(\{{\s*(?:{_SLICE_RANGE}(?:,\s*{_SLICE_RANGE})*)?\}})"),
+    "shapes": re.compile(rf"\s*(\{{\s*+{_ELEMENTS}\}})"),
+    "slice": re.compile(rf"\s*(\{{\s*+(?:{_SLICE_RANGE}(?:,\s*+{_SLICE_RANGE})*+)?+\}})"),
 }
 # A computation head, as `fast_computation_head` reads it: name and `(`, then each
 # parameter `label: SHAPE` with its `,` or `)` (or just `)`), then `-> SHAPE {`.

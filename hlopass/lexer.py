@@ -17,13 +17,24 @@ _ELEMENT = (
     r"|f4e2m1fn|[su](?:1|2|4|8|16|32|64)|f(?:16|32|64)|c64|c128|token|opaque_type|opaque)"
 )
 
+# Blanks and comments between tokens. Each loop is possessive and its alternatives start
+# differently (a blank, `//`, `/*`), so a failed match after a long run of blanks is never
+# retried by splitting the run another way (the earlier `(?:\s+|...)*` tried all 2**n splits).
+TRIVIA_RE = r"\s*+(?:(?://[^\n]*+|/\*.*?\*/)\s*+)*+"
+"""What the lexer skips between tokens: linear time, constant memory."""
+
+# A quoted string with C escapes, as an "unrolled loop": runs of plain characters and single
+# escapes. The possessive repeats keep no backtracking state per character: the plain
+# `"(?:[^"\\]|\\.)*"` kept one per character (about 170 bytes of memory per input byte).
+STRING_RE = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+"""One quoted string token: linear time, constant memory."""
+
 SHAPE_RE = rf"{_ELEMENT}\[[^\]\n]*\](?:\{{(?=[\d:}}])[^}}\n]*\}})?"
 """One array shape token (`f32[2,3]{1,0}`), as the lexer reads it."""
 
 _TOKEN = re.compile(
-    r"(?:\s+|//[^\n]*|/\*.*?\*/)*"
-    r"(?:"
-    r'(?P<STRING>"(?:[^"\\]|\\.)*")'
+    TRIVIA_RE + r"(?:"
+    rf"(?P<STRING>{STRING_RE})"
     rf"|(?P<SHAPE>{SHAPE_RE})"
     r"|(?P<DIMLABELS>[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,})"
     r"|(?P<PAD>-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*)"
@@ -39,6 +50,8 @@ _TOKEN = re.compile(
     r")",
     re.S,
 )
+
+_TRIVIA = re.compile(TRIVIA_RE, re.S)
 
 EOF = "EOF"
 
@@ -96,7 +109,7 @@ class Lexer:
         return tok
 
     def _skip_space(self, pos: int) -> int:
-        m = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S).match(self.text, pos)
+        m = _TRIVIA.match(self.text, pos)
         return m.end() if m else pos
 
     def rewind_to_peek(self) -> int:

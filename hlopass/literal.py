@@ -252,6 +252,7 @@ def format_literal(lit: Literal, shape: Shape) -> str:
 # --- parsing ------------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_COMPLEX_PAIR = re.compile(r"\(([^,()]++),([^,()]++)\)")
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
 
@@ -285,7 +286,9 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
     et = shape.element_type
     body = _COMMENT.sub(" ", text) if "/*" in text else text
     if et in ("c64", "c128"):
-        pairs = re.findall(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)", body)
+        # `( re , im )`: the parts taken whole, blanks stripped after (`\s*([^,()]+?)\s*,`
+        # retried every split of a run of blanks: quadratic)
+        pairs = [(a.strip(), b.strip()) for a, b in _COMPLEX_PAIR.findall(body)]
         part = "f32" if et == "c64" else "f64"
         values = [
             complex(float(_parse_float_token(a, part)), float(_parse_float_token(b, part)))

@@ -70,21 +70,56 @@ def _is_foldable_operand(value: SSAValue) -> bool:
     return False
 
 
+class LoopBoundExceeded(Exception):
+    """A while loop ran past `max_loop_iterations`/`max_loop_elements`: not folded."""
+
+
+def _bounded_interpreter(module: ModuleOp, opts: ConstantFoldingPass) -> Any:
+    """The interpreter, with while loops counted against the pass's loop bounds (a loop that
+    never ends would otherwise hang the pass). The budget is per folded instruction
+    (`reset`) and shared by the loops nested in it."""
+    from hlopass.interpreter.core import Interpreter, flatten
+
+    class BoundedInterpreter(Interpreter):
+        iterations_left = 0
+        elements_left = 0
+
+        def reset(self) -> None:
+            self.iterations_left = opts.max_loop_iterations
+            self.elements_left = opts.max_loop_elements
+
+        def eval(self, op: HloOp, operands: list[Any]) -> Any:
+            if op.opcode != "while":
+                return super().eval(op, operands)
+            cond, body = self.comp(op.attr("condition")), self.comp(op.attr("body"))
+            state = operands[0]
+            elements = max(1, sum(np.size(leaf) for leaf in flatten(state)))
+            while bool(self.call(cond, [state])):
+                self.iterations_left -= 1
+                self.elements_left -= elements
+                if self.iterations_left < 0 or self.elements_left < 0:
+                    raise LoopBoundExceeded(op.inst_name)
+                state = self.call(body, [state])
+            return state
+
+    return BoundedInterpreter(module)
+
+
 @dataclass
 class Evaluator:
     """Evaluates one instruction (and the operands it needs) with the interpreter."""
 
     module: ModuleOp
+    opts: ConstantFoldingPass
     _interp: Any = None
 
     def interpreter(self) -> Any:
         if self._interp is None:
             try:
-                from hlopass.interpreter.core import Interpreter
+                # a fresh one per run: earlier passes may have changed called computations
+                self._interp = _bounded_interpreter(self.module, self.opts)
             except ImportError as e:
                 raise HloError(f"error: constant-folding needs hlopass.interpreter: {e}") from None
-            # a fresh one per run: earlier passes may have changed called computations
-            self._interp = Interpreter(self.module)
         return self._interp
 
     def edited(self) -> None:
@@ -119,8 +154,11 @@ class FoldConstantInstruction(RewritePattern):
         if not isinstance(op, HloOp) or not self._foldable(op):
             return
         try:
+            self.evaluator.interpreter().reset()
             operand_values = [self.evaluator.operand_value(v) for v in op.operands]
             result = self.evaluator.value(op, operand_values)
+        except LoopBoundExceeded:
+            return  # a loop too long to fold (maybe endless): left as it is
         except HloError as e:
             if "needs hlopass.interpreter" in str(e):
                 raise
@@ -208,9 +246,21 @@ class ConstantFoldingPass(HloModulePass):
     fold_while: bool = False
     """Also fold while loops with constant operands (XLA's aggressive level)."""
 
+    max_loop_iterations: int = 1000
+    """With `fold-while`: fold an instruction only if the while loops its evaluation runs
+    (nested ones included) end within this many iterations in total. A loop that runs
+    longer, or never ends, stays unfolded."""
+
+    max_loop_elements: int = XLA_MAX_ELEMENTS
+    """With `fold-while`: also leave the loops unfolded once they have carried this many
+    state elements in total (iterations times the elements of the loop state), which
+    bounds the work of loops with few iterations over large states."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
         fused = fusion_computations(module)
         comps = [c for c in computations(module) if c.comp_name not in fused]
-        pattern = FoldConstantInstruction(rctx, self, Evaluator(module), comps_by_name(module), {})
+        pattern = FoldConstantInstruction(
+            rctx, self, Evaluator(module, self), comps_by_name(module), {}
+        )
         return run_patterns(module, [pattern], comps)

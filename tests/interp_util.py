@@ -15,6 +15,7 @@ import numpy as np
 import hlopass
 from hlopass.inputs import random_inputs  # noqa: F401 (the tests import it from here)
 from tests.child_runner import run_batch
+from tests.error_bound import assert_within_bound, error_bounds
 
 
 def assert_same(got, want, rtol=0.0, atol=0.0, what=""):
@@ -37,15 +38,21 @@ def assert_same(got, want, rtol=0.0, atol=0.0, what=""):
                                equal_nan=True, err_msg=what)  # fmt: skip
 
 
-def check_against_xla(xla, text: str, *args, rtol=0.0, atol=0.0):
-    """Run `text` on `args` with the interpreter and with XLA:CPU; assert equal results."""
+def check_against_xla(xla, text: str, *args, derived=False):
+    """Run `text` on `args` with the interpreter and with XLA:CPU; assert equal results:
+    bit for bit, or with `derived` floats within the bound `tests.error_bound` derives from
+    the computation (integers and pred stay exact)."""
     _enable_x64()
     module = hlopass.parse_hlo(text)
     got = hlopass.evaluate(module, *args)
     want = xla.execute(text, list(args))
     assert len(got) == len(want)
+    bounds = error_bounds(module, *args) if derived else None
     for i, (g, w) in enumerate(zip(got, want, strict=False)):
-        assert_same(g, w, rtol, atol, what=f"output {i}")
+        if bounds is not None and np.asarray(g).dtype.kind not in "iub":
+            assert_within_bound(g, w, bounds[i][1], what=f"output {i}")
+        else:
+            assert_same(g, w, what=f"output {i}")
     return got
 
 

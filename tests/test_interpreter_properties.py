@@ -4,7 +4,8 @@ Hypothesis draws a module (HLO text) from elementwise unary/binary ops, compare/
 broadcast, reduce, slice, concatenate, dot and convert over random shapes (rank 0-3, dims
 1-4) and element types, plus a seed for the arguments (`tests.interp_util.random_inputs`:
 floats in [-2, 2)). `hlopass.evaluate` and `oracle.execute` (in a long-lived child process:
-XLA may abort) must agree: integers and pred exactly, floats within `TOLERANCE`.
+XLA may abort) must agree: integers and pred exactly, floats within the bound
+`tests.error_bound` derives from the drawn module and its arguments.
 
 Exactness: a float value is *exact* when both sides must compute it bit for bit (a
 parameter, data movement, maximum/minimum/negate/abs, convert to a wider float, reduce with
@@ -27,15 +28,13 @@ from hypothesis import strategies as st
 
 import hlopass
 from hlopass.interpreter.core import flatten
+from tests.error_bound import assert_within_bound, error_bounds
 from tests.interp_util import XlaWorker, _enable_x64, random_inputs
 
 FLOATS = ("f32", "f64", "f16", "bf16")
 INTS = ("s32", "s8", "u8", "u32", "s64")
 TYPES = FLOATS + INTS + ("pred",)
 NP_NAMES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}
-# rtol, atol by element type (see the module docstring for why floats differ at all).
-TOLERANCE = {"float64": (1e-9, 1e-9), "float32": (1e-4, 1e-4), "float16": (4e-2, 4e-2),
-             "bfloat16": (6e-2, 6e-2)}  # fmt: skip
 
 UNARY_EXACT = ("negate", "abs")
 UNARY_SMOOTH = ("exponential", "tanh", "sine", "cosine", "logistic")  # inexact is fine
@@ -312,7 +311,7 @@ def worker(xla):
     w.close()
 
 
-def _compare(got, want, text):
+def _compare(got, want, text, bounds):
     assert len(got) == len(want), text
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.shape == w.shape and g.dtype == w.dtype, (
@@ -321,9 +320,7 @@ def _compare(got, want, text):
         if g.dtype.kind in "iub":
             assert np.array_equal(g, w), f"out{i} differs\n{text}\nours {g}\nXLA  {w}"
             continue
-        rtol, atol = TOLERANCE[g.dtype.name]
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
-                                   equal_nan=True, err_msg=f"out{i}\n{text}")  # fmt: skip
+        assert_within_bound(g, w, bounds[i], what=f"out{i}\n{text}")
 
 
 # HLOPASS_PROP_EXAMPLES raises the example count for a longer local search.
@@ -338,4 +335,4 @@ def test_random_graphs_match_xla(worker, text, seed):
     args = [a for x in random_inputs(module, seed) for a in flatten(x)]
     got = hlopass.evaluate(module, *args)
     want = worker.execute(text, args)
-    _compare(got, want, text)
+    _compare(got, want, text, [e for _, e in error_bounds(module, *args)])

@@ -84,7 +84,7 @@ def test_integer_binary_wraps(xla, op, t, dt):
 def test_float_binary_specials(xla, op):
     a = np.array([np.nan, 1.0, -0.0, 5.5, -5.5, np.inf, 0.0, 2.0], np.float32)
     b = np.array([1.0, np.nan, 0.0, 2.0, 2.0, 3.0, 0.0, -0.5], np.float32)
-    check_against_xla(xla, _binary(op, "f32"), a, b, rtol=1e-6)
+    check_against_xla(xla, _binary(op, "f32"), a, b, derived=True)
 
 
 @pytest.mark.parametrize(
@@ -166,7 +166,7 @@ def test_float_rounding_unary(xla, op):
 def test_transcendentals(xla, op):
     a = np.array([0.1, 0.5, 1.0, 2.0, 10.0, -0.3, 30.0, -30.0], np.float32)
     text = f"HloModule m\nENTRY e {{\n  a = f32[8] parameter(0)\n  ROOT r = f32[8] {op}(a)\n}}"
-    check_against_xla(xla, text, a, rtol=2e-6, atol=1e-7)
+    check_against_xla(xla, text, a, derived=True)
 
 
 @pytest.mark.parametrize("e,m", [(5, 10), (8, 7), (4, 3), (5, 2), (8, 23), (3, 1)])
@@ -296,7 +296,7 @@ ENTRY e {
   ROOT r = (f32[2,6,4], f32[2,4,3]) tuple(s, m)
 }"""
     x = np.random.default_rng(1).standard_normal((2, 9, 7)).astype(np.float32)
-    check_against_xla(xla, text, x, rtol=1e-6, atol=1e-6)
+    check_against_xla(xla, text, x, derived=True)
 
 
 def test_select_and_scatter(xla):
@@ -320,7 +320,7 @@ ENTRY e {
     rng = np.random.default_rng(2)
     x = rng.integers(0, 4, (6, 7)).astype(np.float32)
     s = rng.standard_normal((3, 4)).astype(np.float32)
-    check_against_xla(xla, text, x, s, rtol=1e-6, atol=1e-6)
+    check_against_xla(xla, text, x, s, derived=True)
 
 
 @pytest.mark.parametrize("window,labels,lhs,rhs,out,extra", [
@@ -342,7 +342,7 @@ ENTRY e {{
 }}"""
     rng = np.random.default_rng(3)
     check_against_xla(xla, text, rng.standard_normal(lhs).astype(np.float32),
-                      rng.standard_normal(rhs).astype(np.float32), rtol=1e-5, atol=1e-5)  # fmt: skip
+                      rng.standard_normal(rhs).astype(np.float32), derived=True)  # fmt: skip
 
 
 def test_dot_general_batch_and_mixed(xla):
@@ -361,7 +361,7 @@ ENTRY e {
     b = rng.standard_normal((5, 3, 6)).astype(ml_dtypes.bfloat16)
     x = rng.integers(-128, 127, (4, 5)).astype(np.int8)
     y = rng.integers(-128, 127, (5, 2)).astype(np.int8)
-    check_against_xla(xla, text, a, b, x, y, rtol=1e-5, atol=1e-5)
+    check_against_xla(xla, text, a, b, x, y, derived=True)
 
 
 def test_gather_with_batching_and_clamping(xla):
@@ -479,7 +479,7 @@ ENTRY e {
 }"""
     x = np.array([1.1, 0.5, -1.2], np.float32)
     for k in (0, 1, 7, -3):
-        check_against_xla(xla, text, x, np.int32(k), rtol=1e-6)
+        check_against_xla(xla, text, x, np.int32(k), derived=True)
 
 
 @pytest.mark.parametrize("kind,in_t,out_t,length", [
@@ -497,7 +497,7 @@ def test_fft(xla, kind, in_t, out_t, length):
         a = (a + 1j * rng.standard_normal(shape.dims)).astype(np.complex64)
     else:
         a = a.astype(np.float32)
-    check_against_xla(xla, text, a, rtol=1e-5, atol=1e-5)
+    check_against_xla(xla, text, a, derived=True)
 
 
 def test_map_and_f16_arithmetic(xla):
@@ -516,7 +516,8 @@ ENTRY e {
     rng = np.random.default_rng(7)
     x = (rng.standard_normal(16) * 100).astype(np.float16)
     y = (rng.standard_normal(16) * 100).astype(np.float16)
-    check_against_xla(xla, text, x, y)
+    # not bit-exact: XLA:CPU may evaluate the f16 map in f32 and round once (an FMA)
+    check_against_xla(xla, text, x, y, derived=True)
 
 
 @pytest.mark.parametrize("algorithm", ["rng_three_fry", "rng_philox", "rng_default"])

@@ -13,9 +13,10 @@ already-fused, layout-assigned modules; those run on XLA after `xla_friendly` (f
 inlined, bitcasts spelled as transpose/reshape/bitcast-convert, layouts dropped), and the
 summary marks them `rewritten`. The interpreter always runs the original module.
 
-Comparison: integers and pred exactly; floats with `np.testing.assert_allclose`, NaNs
-equal, at the tolerances of `TOLERANCE` (by element type), or the module's own
-`--abs_error_bound` / `--rel_error_bound` when larger. Why these tolerances:
+Comparison: integers and pred exactly; floats within the bound `tests.error_bound` derives
+from the module and its arguments (or the module's own `--abs_error_bound` /
+`--rel_error_bound` where looser). Modules with an op the analysis has no rule for fall
+back to the per-type tolerances of `TOLERANCE` (the summary counts them). Why those:
 - f32/c64: rtol 1e-4, atol 1e-4. XLA:CPU contracts a*b+c into FMAs and vectorizes
   reductions (another summation order); the interpreter rounds every op and sums with
   numpy's pairwise summation. Chains with cancellation (loop__mof_reshapes) reach a
@@ -42,6 +43,7 @@ import pytest
 import hlopass
 from hlopass.corpus import corpus_root, modules
 from hlopass.interpreter.core import flatten
+from tests.error_bound import NoBound, error_bounds, is_float, within_bound
 from tests.interp_util import random_inputs, xla_execute_many, xla_friendly
 
 SEED = 0
@@ -74,27 +76,37 @@ def _bounds(text: str) -> tuple[float, float]:
     return max(rel, default=0.0), max(abs_, default=0.0)
 
 
-def _compare(got: list[np.ndarray], want: list[np.ndarray], text: str) -> str | None:
-    """None when equal within tolerance, else a one-line description of the difference."""
+def _compare(
+    got: list[np.ndarray], want: list[np.ndarray], text: str, bounds: list | None = None
+) -> str | None:
+    """None when equal within tolerance, else a one-line description of the difference.
+    With `bounds` (tests.error_bound) floats are compared within the derived bound, or the
+    module's own `--abs/rel_error_bound` where it states a looser one."""
     if len(got) != len(want):
         return f"{len(got)} outputs, XLA has {len(want)}"
     rel, abs_ = _bounds(text)
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if g.shape != w.shape or g.dtype != w.dtype:
             return f"out{i}: {g.dtype}{list(g.shape)} vs XLA {w.dtype}{list(w.shape)}"
-        if g.dtype.kind in "iub":
+        if g.dtype.kind in "iub" or not is_float(g):  # ml_dtypes' int4/uint4 have kind V
             if not np.array_equal(g, w):
                 return f"out{i}: {int((g != w).sum())} of {g.size} elements differ"
             continue
-        rtol, atol = TOLERANCE.get(g.dtype.name, DEFAULT_TOLERANCE)
-        rtol, atol = max(rtol, rel), max(atol, abs_)
         kind = np.complex128 if g.dtype.kind == "c" else np.float64
         gg, ww = g.astype(kind), w.astype(kind)
-        close = np.isclose(gg, ww, rtol=rtol, atol=atol, equal_nan=True)
+        if bounds is not None:
+            rtol, atol = rel, abs_
+            close = within_bound(g, w, bounds[i])
+            if rel or abs_:
+                close |= np.isclose(gg, ww, rtol=rel, atol=abs_, equal_nan=True)
+        else:
+            rtol, atol = TOLERANCE.get(g.dtype.name, DEFAULT_TOLERANCE)
+            rtol, atol = max(rtol, rel), max(atol, abs_)
+            close = np.isclose(gg, ww, rtol=rtol, atol=atol, equal_nan=True)
         if not close.all():
             k = int(np.argmin(close.reshape(-1)))
             return (f"out{i}: {int((~close).sum())} of {g.size} elements differ beyond "
-                    f"rtol {rtol:g} atol {atol:g}, e.g. {gg.reshape(-1)[k]} vs XLA {ww.reshape(-1)[k]}")  # fmt: skip
+                    f"{'the derived bound' if bounds is not None else ''} rtol {rtol:g} atol {atol:g}, e.g. {gg.reshape(-1)[k]} vs XLA {ww.reshape(-1)[k]}")  # fmt: skip
     return None
 
 
@@ -104,6 +116,7 @@ class Row:
         self.status = ""  # "match" | reason it cannot run / mismatch
         self.seconds = 0.0
         self.rewritten = False
+        self.bounds: list | None = None  # derived error bounds (None: per-type tolerances)
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +141,17 @@ def correctness_rows(corpus, xla) -> list[Row]:
             row.status = f"interpreter: {e}"
             continue
         row.seconds = time.perf_counter() - start
+        try:
+            row.bounds = [e for _, e in error_bounds(module, *args)]
+        except NoBound:
+            row.bounds = None
         ours[len(rows) - 1] = got
         cases.append((len(rows) - 1, m.text, [a for x in args for a in flatten(x)]))
     results = xla_execute_many([(text, args) for _, text, args in cases])
     retry = []
     for (k, text, args), r in zip(cases, results, strict=True):
         if "outputs" in r:
-            rows[k].status = _compare(ours[k], r["outputs"], text) or "match"
+            rows[k].status = _compare(ours[k], r["outputs"], text, rows[k].bounds) or "match"
         else:
             retry.append((k, text, args, r.get("error") or r.get("crash")))
     friendly = []
@@ -147,7 +164,9 @@ def correctness_rows(corpus, xla) -> list[Row]:
     for (k, _, _, why), r in zip(friendly, results, strict=True):
         if "outputs" in r:
             rows[k].rewritten = True
-            rows[k].status = _compare(ours[k], r["outputs"], mods[k].text) or "match"
+            rows[k].status = (
+                _compare(ours[k], r["outputs"], mods[k].text, rows[k].bounds) or "match"
+            )
         else:
             rows[k].status = f"XLA:CPU: {why}; after rewrite: {r.get('error') or r.get('crash')}"
     _print_summary(rows)
@@ -157,7 +176,8 @@ def correctness_rows(corpus, xla) -> list[Row]:
 def _print_summary(rows: list[Row]) -> None:
     ok = [r for r in rows if r.status == "match"]
     print(f"\nXLA correctness modules: {len(rows)} total, {len(ok)} run and match "
-          f"({sum(r.rewritten for r in ok)} on XLA after rewrite), {len(rows) - len(ok)} not")  # fmt: skip
+          f"({sum(r.rewritten for r in ok)} on XLA after rewrite), {len(rows) - len(ok)} not; "
+          f"{sum(r.bounds is not None for r in rows)} compared within derived error bounds")  # fmt: skip
     print(f"{'module':<92} {'ours s':>7}  result")
     for r in rows:
         name = r.id.removeprefix("xla_tests/")

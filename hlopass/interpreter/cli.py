@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from hlopass.errors import HloError
+from hlopass.output import write_output
 
 
 def run_main(argv: Sequence[str]) -> int:
@@ -40,7 +42,15 @@ def run_main(argv: Sequence[str]) -> int:
     if args.output:
         # typed as Any: numpy's stubs would match the arrays against `allow_pickle: bool`
         arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
-        np.savez(args.output, **arrays)
+        # to bytes first: `np.savez(path)` appends `.npz` to a path without it and replaces
+        # whatever is there; `write_output` writes exactly the path given, safely
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        try:
+            write_output(args.output, buf.getvalue())
+        except HloError as e:
+            print(str(e), file=sys.stderr)
+            return 1
     else:
         for i, o in enumerate(outputs):
             print(f"out{i}: {o.dtype}{list(o.shape)}")
