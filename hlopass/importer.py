@@ -99,7 +99,7 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
             if part == "?":
                 dims.append(UNBOUNDED)
                 dynamic.append(True)
-            elif part.startswith("<="):
+            elif part.startswith("<=") and part[2:].strip().isdigit():
                 dims.append(int(part[2:]))
                 dynamic.append(True)
             elif part.isdigit():
@@ -1042,8 +1042,12 @@ class ModuleParser(_Parser):
         lx = self.lx
         kind, tok, start = lx.next()
         if kind == "ATTR":  # `name=` without a space
+            if reserved_name(tok):
+                self.error(f"expects name, got {tok!r}, which XLA reads as a keyword", start)
             name = tok
         elif kind == "NAME":
+            if reserved_name(tok):
+                self.error(f"expects name, got {tok!r}, which XLA reads as a keyword", start)
             name = tok[1:] if tok.startswith("%") else tok
             self.expect("=")
         else:
@@ -1191,6 +1195,8 @@ class ModuleParser(_Parser):
         """The common `[ROOT] %name = f32[2]{0} opcode(` head, matched by `_HEAD`; None (and
         nothing consumed) when the slow path must handle it (or report its error)."""
         root_kw, name, shape_tok, opcode = m.group(1, 2, 3, 4)
+        if reserved_name(name):
+            return None  # the slow path reports it
         if name.startswith("%"):
             name = name[1:]
         elif name in _NOT_NAMES and (not root_kw or name != "ROOT"):
@@ -1761,6 +1767,20 @@ _OPERAND = re.compile(
     rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
 )
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
+# Words XLA's lexer reads as keywords, never as an instruction's name ("expects name"):
+# element types even after `%`, the other keywords only without it (checked with jaxlib).
+_TYPE_WORDS = frozenset(ELEMENT_BITS)
+_KEYWORDS = frozenset({
+    "true", "false", "nan", "inf", "maximal", "replicated", "manual", "unknown",
+    "ENTRY", "ROOT", "HloModule", "last_tile_dim_replicate",
+})  # fmt: skip
+
+
+def reserved_name(tok: str) -> bool:
+    """Whether the name token `tok` (with its `%`, if any) is a keyword to XLA."""
+    if tok.startswith("%"):
+        return tok[1:] in _TYPE_WORDS
+    return tok in _TYPE_WORDS or tok in _KEYWORDS
 _SKIP = r"(?:\s+|//[^\n]*|/\*.*?\*/)*"  # what the lexer skips between tokens
 _PARAM_NUMBER = re.compile(r"[ \t]*(-?\d+)[ \t]*\)")
 # `, name=` (group 1: the name), or else the end of the attributes: no comma comes next.
