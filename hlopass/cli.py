@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from hlopass.clirun import OneLineArgumentParser, guard
 from hlopass.errors import HloError
 
 if TYPE_CHECKING:
@@ -108,8 +109,12 @@ def emit_module(module: ModuleOp, emit: str, style: str) -> str:
     return print_hlo(module, style)
 
 
+def _is_xdsl(text: str) -> bool:
+    return text.lstrip().startswith(("builtin.module", '"builtin.module"'))
+
+
 def parse_input(text: str, filename: str, emit_from: str = "hlo") -> ModuleOp:
-    if emit_from == "xdsl" or text.lstrip().startswith(("builtin.module", '"builtin.module"')):
+    if emit_from == "xdsl" or _is_xdsl(text):
         from hlopass.xdsl_io import parse_xdsl
 
         return parse_xdsl(text, filename)
@@ -118,8 +123,18 @@ def parse_input(text: str, filename: str, emit_from: str = "hlo") -> ModuleOp:
     return parse_hlo(text, filename)
 
 
+def parse_inputs(text: str, filename: str) -> list[ModuleOp]:
+    """The modules of one input: one HLO module, or each HLO module of xDSL IR (where
+    `xdsl-opt` wraps the modules of a split input in an outer `builtin.module`)."""
+    if _is_xdsl(text):
+        from hlopass.xdsl_io import parse_xdsl_modules
+
+        return parse_xdsl_modules(text, filename)
+    return [parse_input(text, filename)]
+
+
 def build_opt_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="hlopass-opt",
         description="Parse HLO text, run passes over it, and print it back (HLO or xDSL IR).",
     )
@@ -161,26 +176,24 @@ def _run_pipeline(module: ModuleOp, args: argparse.Namespace) -> None:
 
 def opt_main(argv: Sequence[str] | None = None) -> int:
     args = build_opt_parser().parse_args(argv)
-    try:
-        if args.list_passes:
-            from hlopass.pipeline import list_passes_text
+    return guard(lambda: _opt(args), "<stdin>" if args.input == "-" else args.input)
 
-            sys.stdout.write(list_passes_text())
-            return 0
-        text = _read(args.input)
-        filename = "<stdin>" if args.input == "-" else args.input
-        chunks = split_input(text) if args.split_input_file else [(0, text)]
-        outputs = []
-        for offset, chunk in chunks:
-            module = parse_input("\n" * offset + chunk, filename)
+
+def _opt(args: argparse.Namespace) -> int:
+    if args.list_passes:
+        from hlopass.pipeline import list_passes_text
+
+        sys.stdout.write(list_passes_text())
+        return 0
+    text = _read(args.input)
+    filename = "<stdin>" if args.input == "-" else args.input
+    chunks = split_input(text) if args.split_input_file else [(0, text)]
+    outputs = []
+    for offset, chunk in chunks:
+        for module in parse_inputs("\n" * offset + chunk, filename):
             _run_pipeline(module, args)
             outputs.append(emit_module(module, args.emit, args.style))
-        write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
-    except HloError as e:
-        print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
     return 0
 
 
@@ -193,14 +206,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cost": lambda a: _lazy("hlopass.cost.cli", "cost_main")(a),
         "rank": lambda a: _lazy("hlopass.cost.cli", "rank_main")(a),
     }
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: hlopass {opt,run,cost,rank} ...", file=sys.stderr)
-        return 0 if argv and argv[0] in ("-h", "--help") else 1
-    try:
-        return commands[argv[0]](argv[1:])
-    except ImportError as e:
-        print(f"error: hlopass {argv[0]} is not available: {e}", file=sys.stderr)
-        return 1
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: hlopass {opt,run,cost,rank} ...  (hlopass COMMAND --help for each)")
+        return 0
+    if not argv or argv[0] not in commands:
+        what = f"unknown command {argv[0]!r}" if argv else "missing command"
+        print(f"hlopass: error: {what}; usage: hlopass {{opt,run,cost,rank}} ...", file=sys.stderr)
+        return 2
+    return guard(lambda: commands[argv[0]](argv[1:]), f"hlopass {argv[0]}")
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str]], int]:

@@ -1781,6 +1781,8 @@ def reserved_name(tok: str) -> bool:
     if tok.startswith("%"):
         return tok[1:] in _TYPE_WORDS
     return tok in _TYPE_WORDS or tok in _KEYWORDS
+
+
 _SKIP = r"(?:\s+|//[^\n]*|/\*.*?\*/)*"  # what the lexer skips between tokens
 _PARAM_NUMBER = re.compile(r"[ \t]*(-?\d+)[ \t]*\)")
 # `, name=` (group 1: the name), or else the end of the attributes: no comma comes next.

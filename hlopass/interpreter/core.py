@@ -54,7 +54,11 @@ def element_type(op: HloOp) -> str:
 
 
 def coerce(value: Any, shape: Shape) -> Value:
-    """An argument as the interpreter's value of `shape` (dtype and dims checked)."""
+    """An argument as the interpreter's value of `shape`; ValueError saying what differs.
+
+    One rule for dtypes: a numpy array (or numpy scalar) must have exactly the parameter's
+    dtype (nothing is cast behind the caller's back); a Python number or nested list is
+    converted when that keeps its kind (float -> f32 yes, float -> s32 no)."""
     if isinstance(shape, TupleShape):
         if not isinstance(value, (tuple, list)) or len(value) != len(shape.elements):
             raise ValueError(
@@ -64,15 +68,33 @@ def coerce(value: Any, shape: Shape) -> Value:
     assert isinstance(shape, ArrayShape)
     if shape.element_type in ("token", "opaque"):
         return np.zeros((0,), np.uint8)
-    arr = np.asarray(value)
-    if arr.shape != tuple(shape.dims):
-        raise ValueError(f"has shape {arr.shape}, expected {shape.text(False)}")
     dtype = dtype_of(shape)
-    if arr.dtype != dtype:
-        if arr.dtype.kind == "f" and dtype.kind in "iub":
-            raise ValueError(f"has dtype {arr.dtype}, expected {shape.element_type}")
-        arr = arr.astype(dtype)
+    expected = shape.text(False)
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype != dtype:
+            raise ValueError(f"is {_numpy_name(arr.dtype)}{list(arr.shape)}, expected {expected}")
+    else:
+        try:
+            natural = np.asarray(value)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"is not an array ({e}), expected {expected}") from None
+        if natural.dtype.kind not in "biufc" or not np.can_cast(natural.dtype, dtype, "same_kind"):
+            raise ValueError(f"is a Python {natural.dtype.kind!r}-kind value, expected {expected}")
+        arr = natural.astype(dtype)
+    if arr.shape != tuple(shape.dims):
+        raise ValueError(f"has shape {list(arr.shape)}, expected {expected}")
     return arr
+
+
+def _numpy_name(dtype: np.dtype) -> str:
+    """numpy's dtype in XLA's spelling where there is one (float32 -> f32)."""
+    from hlopass.shape import ELEMENT_BITS
+
+    for et in ELEMENT_BITS:
+        if et not in ("token", "opaque") and numpy_dtype(et) == dtype:
+            return et
+    return str(dtype)
 
 
 def flatten(value: Value) -> list[np.ndarray]:
