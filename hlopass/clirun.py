@@ -11,6 +11,7 @@ line, marked "internal error"; `HLOPASS_TRACEBACK=1` re-raises it for debugging.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -47,10 +48,8 @@ def error_line(e: BaseException, where: str) -> str:
 
 
 def say(line: str) -> None:
-    try:
+    with contextlib.suppress(OSError, ValueError):  # stderr closed too: nothing to tell
         print(line, file=sys.stderr)
-    except (OSError, ValueError):  # stderr closed too: nothing left to tell
-        pass
 
 
 def _silence_stdout() -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
-from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 

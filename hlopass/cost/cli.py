@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from hlopass.clirun import OneLineArgumentParser, guard
 from hlopass.cost.devices import DEVICES
