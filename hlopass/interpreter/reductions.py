@@ -72,9 +72,15 @@ def _tree_reduce(interp, comp, vals):
     return [v[..., 0] for v in vals]
 
 
+def _window_dims(op) -> tuple:
+    """The window's dimensions; a scalar operand's window has none (XLA prints no `window=`)."""
+    window = op.attr("window")
+    return () if window is None else window.dims
+
+
 def _windows(op, padded, out_dims):
     """(offset, strided view) for each window position offset, in row-major order."""
-    window = op.attr("window").dims
+    window = _window_dims(op)
     for k in itertools.product(*(range(w.size) for w in window)):
         index = tuple(
             slice(ki * w.rhs_dilation, ki * w.rhs_dilation + (o - 1) * w.stride + 1, w.stride)
@@ -87,7 +93,7 @@ def _windows(op, padded, out_dims):
 def _reduce_window(interp, op, args):
     n = len(args) // 2
     inputs, inits = args[:n], args[n:]
-    window = op.attr("window").dims
+    window = _window_dims(op)
     comp = op.attr("to_apply")
     out_dts = _out_dtypes(op)
     shape = op.shape
@@ -111,7 +117,7 @@ def _reduce_window(interp, op, args):
 @handler("select-and-scatter")
 def _select_and_scatter(interp, op, args):
     operand, source, init = args
-    window = op.attr("window").dims
+    window = _window_dims(op)
     config = [(w.pad_low, w.pad_high, 0) for w in window]
     padded = pad(operand, np.zeros((), operand.dtype), config)
     valid = pad(np.ones(operand.shape, bool), np.zeros((), bool), config)
