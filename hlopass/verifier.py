@@ -35,7 +35,7 @@ _ELEMENTWISE = frozenset(
 ) - {"select", "clamp"}  # fmt: skip
 CHECKED_OPCODES = _ELEMENTWISE | {
     "select", "broadcast", "reshape", "transpose", "slice", "concatenate",
-    "get-tuple-element", "tuple", "pad", "reduce", "dot",
+    "get-tuple-element", "tuple", "pad", "reduce", "dot", "convolution",
 }  # fmt: skip
 
 
@@ -166,10 +166,66 @@ def _check_dot(name: str, shape: Shape, operands: list[Shape], attr: Callable[[s
         )
 
 
+def _window_size(size: int, dilation: int) -> int:
+    return (size - 1) * dilation + 1 if size > 0 else 0
+
+
+def _check_convolution(
+    name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]
+) -> None:
+    """XLA's InferConvolveShape: feature counts agree (with the group counts), the window
+    matches the kernel, and each output spatial size is that of the strided windows over
+    the dilated, padded input."""
+    lhs, rhs = operands[:2]
+    if not _bounded(shape, lhs, rhs):
+        return
+    assert (
+        isinstance(shape, ArrayShape)
+        and isinstance(lhs, ArrayShape)
+        and isinstance(rhs, ArrayShape)
+    )
+    labels = attr("dim_labels")
+    (ib, if_, isp), (ki, ko, ksp), (ob, of, osp) = labels.input, labels.kernel, labels.output
+    nsp = len(isp)
+    if not (lhs.rank == rhs.rank == shape.rank == nsp + 2):
+        raise VerifyException(
+            f"{name}: convolution dim_labels={labels} need rank {nsp + 2}, operands are "
+            f"{_dims(lhs)} and {_dims(rhs)}, result {_dims(shape)}"
+        )
+    window = attr("window")
+    wdims = window.dims if window is not None else ()
+    if len(wdims) != nsp:
+        raise VerifyException(f"{name}: window has {len(wdims)} dimensions, the convolution {nsp}")
+    fgc = attr("feature_group_count") or 1
+    bgc = attr("batch_group_count") or 1
+    if fgc < 1 or bgc < 1 or lhs.dims[if_] != rhs.dims[ki] * fgc or lhs.dims[ib] % bgc:
+        raise VerifyException(
+            f"{name}: convolution input {_dims(lhs)} and kernel {_dims(rhs)} disagree in "
+            f"features (feature_group_count={fgc}, batch_group_count={bgc})"
+        )
+    want = [0] * shape.rank
+    want[ob], want[of] = lhs.dims[ib] // bgc, rhs.dims[ko]
+    for s, w in enumerate(wdims):
+        if w.size != rhs.dims[ksp[s]] or w.stride < 1 or w.lhs_dilation < 1 or w.rhs_dilation < 1:
+            raise VerifyException(
+                f"{name}: window dimension {s} (size {w.size}, stride {w.stride}) does not fit "
+                f"kernel {_dims(rhs)}"
+            )
+        padded = _window_size(lhs.dims[isp[s]], w.lhs_dilation) + w.pad_low + w.pad_high
+        span = _window_size(w.size, w.rhs_dilation)
+        want[osp[s]] = 0 if padded < span else (padded - span) // w.stride + 1
+    if tuple(want) != shape.dims:
+        raise VerifyException(
+            f"{name}: convolution of {_dims(lhs)} and {_dims(rhs)} gives dimensions {want}, "
+            f"not {_dims(shape)}"
+        )
+
+
 _RULES: dict[str, Callable[[str, Shape, list[Shape], Callable[[str], Any]], None]] = {
     "pad": _check_pad,
     "reduce": _check_reduce,
     "dot": _check_dot,
+    "convolution": _check_convolution,
 }
 
 
