@@ -6,8 +6,8 @@ import numpy as np
 
 from hlopass.errors import HloVerifyError
 from hlopass.interpreter.core import handler, unsupported
-from hlopass.shape import ArrayShape
 from hlopass.interpreter.numeric import widen
+from hlopass.shape import ArrayShape
 
 
 @handler("tuple")
