@@ -1,6 +1,7 @@
 """`hlopass run FILE --inputs in.npz [-o out.npz]`: evaluate a module with the interpreter.
 
-Inputs are the flattened parameters `in0..inN` of an `.npz`, each with exactly the
+Inputs are the flattened parameters `in0..inN` of an `.npz` (`out0..outM` beside them,
+reference outputs, are ignored), each with exactly the
 parameter's dtype (arrays of raw bytes of the same item size, how numpy keeps bf16 and the
 f8 types in an `.npz`, are read as that type). Anything else is one error line naming the
 keys found and the parameters expected.
@@ -9,6 +10,7 @@ keys found and the parameters expected.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -51,6 +53,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+_OUT_KEY = re.compile(r"out\d+")
+
+
 def _load_inputs(path: str | None, module: Any) -> list[np.ndarray]:
     """The arrays `in0..inN` of the `.npz` at `path`, checked against the entry's flattened
     parameters (count and names here; shapes and dtypes in `evaluate`)."""
@@ -80,7 +85,8 @@ def _load_inputs(path: str | None, module: Any) -> list[np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
             found = sorted(data.files)
-            if found != sorted(expected):
+            # out0..outM (reference outputs, as the corpus's io.npz holds) are left alone
+            if sorted(k for k in found if not _OUT_KEY.fullmatch(k)) != sorted(expected):
                 raise HloInputError(
                     f"{path}: error: holds {', '.join(found) or 'no arrays'}; the entry "
                     f"computation takes {describe_parameters(module)}"
