@@ -347,6 +347,9 @@ class _Parser:
                     f"expected dimension labels like b01f_01io->b01f, got {_describe(k, tok)}",
                     start,
                 )
+            why = _dim_labels_problem(tok)
+            if why:
+                self.error(f"invalid dim_labels {tok}: {why}", start)
             return A.ConvDims(tok)
         if kind == "slice":
             return self.slice_()
@@ -607,6 +610,29 @@ class _Parser:
         except LiteralSyntaxError as e:
             self.error(str(e), start)
         raise AssertionError
+
+
+def _dim_labels_problem(tok: str) -> str | None:
+    """What XLA's parser finds wrong with convolution labels `b01f_01io->b01f`, or None:
+    each side names its two special dimensions once and the spatial ones 0..n-1 once,
+    with the same n on every side."""
+    lhs, _, rest = tok.partition("_")
+    rhs, _, out = rest.partition("->")
+    ranks = set()
+    for side, letters in ((lhs, "bf"), (rhs, "io"), (out, "bf")):
+        if any(side.count(c) != 1 for c in letters):
+            return f"{side!r} must name each of {letters[0]} and {letters[1]} once"
+        digits = [c for c in side if c.isdigit()]
+        if "?" in side:
+            return f"{side!r} has an unknown dimension '?'"
+        if sorted(digits) != [str(i) for i in range(len(digits))] or len(digits) > 10:
+            return f"{side!r} must number its spatial dimensions 0..{len(digits) - 1} once each"
+        if len(side) != len(digits) + 2:
+            return f"{side!r} has a letter that is not {letters}"
+        ranks.add(len(side))
+    if len(ranks) != 1:
+        return "the input, kernel and output have different ranks"
+    return None
 
 
 def _describe(kind: str, tok: str) -> str:
