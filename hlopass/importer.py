@@ -1436,6 +1436,11 @@ class ModuleParser(_Parser):
             if rs.is_tuple and len(rs.elements) == 3:
                 shape = TupleShape((rs.elements[0], rs.elements[2]))
                 stype = None  # no longer the declared shape's type
+        elif opcode == "send-done":
+            # XLA gives send-done a token[] whatever shape the text declares.
+            token = _array_shape_from_token("token[]")
+            if shape != token:
+                shape, stype = token, None
         elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
             # XLA's outfeed always carries (and prints) the shape of what it sends.
             attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
@@ -1817,7 +1822,7 @@ _INTS = re.compile(r"(\{(?:-?\d+(?:,-?\d+)*)?\})")
 # A called computation's name, not followed by what would make it another token.
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
-_FIXED_UP = frozenset({"broadcast", "recv-done", "outfeed"})  # `instruction_body` fixes them up
+_FIXED_UP = frozenset({"broadcast", "recv-done", "send-done", "outfeed"})  # `instruction_body` fixes them up
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
 _ELEMENT = rf"(?:/\*index=\d+\*/\s*)?{_SHAPE_ATOM}\s*"  # XLA numbers every 5th element

@@ -368,7 +368,8 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
                 f64[i] = 0.0  # XLA lexes `-0` as an integer: it becomes +0
         with np.errstate(over="ignore", invalid="ignore"):
             arr = f64.astype(dtype)
-        overflow = np.flatnonzero(np.isfinite(f64) & ~np.isfinite(arr.astype(np.float64)))
+        wide = np.complex128 if arr.dtype.kind == "c" else np.float64  # (no ComplexWarning)
+        overflow = np.flatnonzero(np.isfinite(f64) & ~np.isfinite(arr.astype(wide)))
         if overflow.size:  # XLA rejects a finite value that becomes inf (or nan) in `et`
             raise ValueError(f"value {tokens[int(overflow[0])]} is out of range for {et}")
         return arr
