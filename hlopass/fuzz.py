@@ -73,55 +73,58 @@ def _replace_match(text: str, pattern: re.Pattern[str], rng: random.Random, choi
 
 
 def _mutate_once(text: str, rng: random.Random) -> tuple[str, str]:
-    """One mutation: (its kind, the new text)."""
+    """One mutation: (its kind, the new text, never the same as `text`)."""
     kind = rng.choice(_KINDS)
-    toks = _tokens(text)
-    solid = [i for i, t in enumerate(toks) if not t.isspace()]
-    if kind == "delete_token" and solid:
-        del toks[rng.choice(solid)]
-        return kind, "".join(toks)
-    if kind == "duplicate_token" and solid:
-        i = rng.choice(solid)
-        toks.insert(i, toks[i])
-        return kind, "".join(toks)
-    if kind == "swap_tokens" and len(solid) > 1:
-        i, j = rng.sample(solid, 2)
-        toks[i], toks[j] = toks[j], toks[i]
-        return kind, "".join(toks)
-    if kind == "number":
-        new = _replace_match(
-            text, _NUMBER, rng,
-            lambda s: rng.choice((*_INTERESTING_NUMBERS, str(int(s) + 1), str(int(s) - 1), str(int(s) * 2))),
-        )  # fmt: skip
-        if new is not None:
+    for _ in range(10):  # a few tries: a kind can find nothing to change, or change nothing
+        new = _apply(kind, text, rng)
+        if new is not None and new != text:
             return kind, new
-    if kind == "opcode":
-        new = _replace_match(text, _OPCODE, rng, sorted(OPCODES))
-        if new is not None:
-            return kind, new
-    if kind == "element_type":
-        new = _replace_match(text, _ETYPE, rng, sorted(ELEMENT_BITS))
-        if new is not None:
-            return kind, new
-    if kind == "layout":
-        new = _replace_match(text, _LAYOUT, rng, _layout_variant(rng))
-        if new is not None:
-            return kind, new
-    if kind == "truncate" and text:
-        return kind, text[: rng.randrange(len(text))]
-    if kind == "bracket":
-        i = rng.randrange(len(text) + 1)
-        if rng.random() < 0.5:
-            return kind, text[:i] + rng.choice(_BRACKETS) + text[i:]
-        spots = [j for j, c in enumerate(text) if c in _BRACKETS]
-        if spots:
-            j = rng.choice(spots)
-            return kind, text[:j] + text[j + 1 :]
-    # random unicode (also the fallback when a kind found nothing to change)
     i = rng.randrange(len(text) + 1)
     return "unicode", text[:i] + "".join(
         rng.choice(_UNICODE) for _ in range(rng.randint(1, 3))
     ) + text[i:]
+
+
+def _apply(kind: str, text: str, rng: random.Random) -> str | None:
+    """`text` with one mutation of `kind`, or None when it finds nothing to change."""
+    toks = _tokens(text)
+    solid = [i for i, t in enumerate(toks) if not t.isspace()]
+    if kind == "delete_token" and solid:
+        del toks[rng.choice(solid)]
+        return "".join(toks)
+    if kind == "duplicate_token" and solid:
+        i = rng.choice(solid)
+        toks.insert(i, toks[i])
+        return "".join(toks)
+    if kind == "swap_tokens" and len(solid) > 1:
+        i, j = rng.sample(solid, 2)
+        toks[i], toks[j] = toks[j], toks[i]
+        return "".join(toks)
+    if kind == "number":
+        return _replace_match(
+            text, _NUMBER, rng,
+            lambda s: rng.choice((*_INTERESTING_NUMBERS, str(int(s) + 1), str(int(s) - 1), str(int(s) * 2))),
+        )  # fmt: skip
+    if kind == "opcode":
+        return _replace_match(text, _OPCODE, rng, sorted(OPCODES))
+    if kind == "element_type":
+        return _replace_match(text, _ETYPE, rng, sorted(ELEMENT_BITS))
+    if kind == "layout":
+        return _replace_match(text, _LAYOUT, rng, _layout_variant(rng))
+    if kind == "truncate" and text:
+        return text[: rng.randrange(len(text))]
+    if kind == "bracket":
+        i = rng.randrange(len(text) + 1)
+        if rng.random() < 0.5:
+            return text[:i] + rng.choice(_BRACKETS) + text[i:]
+        spots = [j for j, c in enumerate(text) if c in _BRACKETS]
+        if spots:
+            j = rng.choice(spots)
+            return text[:j] + text[j + 1 :]
+    if kind == "unicode":
+        i = rng.randrange(len(text) + 1)
+        return text[:i] + "".join(rng.choice(_UNICODE) for _ in range(rng.randint(1, 3))) + text[i:]
+    return None
 
 
 def _layout_variant(rng: random.Random):
@@ -342,15 +345,17 @@ def campaign(
     return report
 
 
-def seed_texts(root, max_chars: int = 6000) -> list[str]:
-    """Small corpus modules that hlopass accepts: the fuzzer's seeds."""
+def seed_texts(root, max_chars: int = 6000, limit: int | None = None) -> list[str]:
+    """Small corpus modules that hlopass accepts: the fuzzer's seeds (at most `limit`,
+    spread evenly over the corpus)."""
     from hlopass.corpus import modules
     from hlopass.importer import parse_hlo
 
+    small = [m for m in modules(root) if len(m.text) <= max_chars]
+    if limit is not None and len(small) > limit:
+        small = small[:: -(-len(small) // limit)]
     out = []
-    for m in modules(root):
-        if len(m.text) > max_chars:
-            continue
+    for m in small:
         try:
             parse_hlo(m.text)
         except HloError:

@@ -1436,6 +1436,14 @@ class ModuleParser(_Parser):
             if rs.is_tuple and len(rs.elements) == 3:
                 shape = TupleShape((rs.elements[0], rs.elements[2]))
                 stype = None  # no longer the declared shape's type
+        elif opcode == "send" and len(operands) == 2:
+            # XLA gives send (data, u32[], token[]) whatever shape the text declares.
+            data = operands[0].type.data  # type: ignore[attr-defined]
+            sent = TupleShape(
+                (data, _array_shape_from_token("u32[]"), _array_shape_from_token("token[]"))
+            )
+            if shape != sent:
+                shape, stype = sent, None
         elif opcode == "send-done":
             # XLA gives send-done a token[] whatever shape the text declares.
             token = _array_shape_from_token("token[]")
@@ -1822,7 +1830,9 @@ _INTS = re.compile(r"(\{(?:-?\d+(?:,-?\d+)*)?\})")
 # A called computation's name, not followed by what would make it another token.
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
-_FIXED_UP = frozenset({"broadcast", "recv-done", "send-done", "outfeed"})  # `instruction_body` fixes them up
+_FIXED_UP = frozenset(
+    {"broadcast", "recv-done", "send", "send-done", "outfeed"}
+)  # `instruction_body` fixes them up
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
 _ELEMENT = rf"(?:/\*index=\d+\*/\s*)?{_SHAPE_ATOM}\s*"  # XLA numbers every 5th element
