@@ -1007,6 +1007,7 @@ class ModuleParser(_Parser):
         root: HloOp | None = None
         last: HloOp | None = None
         params: dict[int, int] = {}
+        self.params = params  # (nested parameters in operand lists count too)
         head = _HEAD.match
         text = lx.text
         while True:
@@ -1517,6 +1518,8 @@ class ModuleParser(_Parser):
                 name = f"{base}.{i}"
             lx.pos = start
             nested = self.instruction_rhs(name, values, block, start, typed, nested=True)
+            if type(nested) is _PARAMETER_CLS:
+                self._place(nested, False, start, None, self.params)
             return nested.results[0]
         name = tok[1:] if tok.startswith("%") else tok
         value = values.get(name)
