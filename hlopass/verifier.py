@@ -36,6 +36,7 @@ _ELEMENTWISE = frozenset(
 CHECKED_OPCODES = _ELEMENTWISE | {
     "select", "broadcast", "reshape", "transpose", "slice", "concatenate",
     "get-tuple-element", "tuple", "pad", "reduce", "dot", "convolution",
+    "dynamic-slice", "dynamic-update-slice",
 }  # fmt: skip
 
 
@@ -185,6 +186,8 @@ def _check_convolution(
         and isinstance(rhs, ArrayShape)
     )
     labels = attr("dim_labels")
+    if "?" in str(labels):
+        raise VerifyException(f"{name}: convolution dim_labels={labels} leave a dimension unknown")
     (ib, if_, isp), (ki, ko, ksp), (ob, of, osp) = labels.input, labels.kernel, labels.output
     nsp = len(isp)
     if not (lhs.rank == rhs.rank == shape.rank == nsp + 2):
@@ -221,11 +224,68 @@ def _check_convolution(
         )
 
 
+def _check_start_indices(name: str, opcode: str, operand: ArrayShape, indices: list[Shape]) -> None:
+    """One integer scalar per dimension (or XLA's older form: one vector of them)."""
+    ok = (len(indices) == operand.rank and all(s.rank == 0 for s in indices)) or (  # type: ignore[union-attr]
+        len(indices) == 1 and indices[0].rank == 1 and indices[0].dims == (operand.rank,)  # type: ignore[union-attr]
+    )
+    if not ok:
+        raise VerifyException(
+            f"{name}: {opcode} of {_dims(operand)} needs {operand.rank} scalar start "
+            f"indices, got {len(indices)} operand(s)"
+        )
+
+
+def _check_dynamic_slice(
+    name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]
+) -> None:
+    """XLA's InferDynamicSliceShape: the operand, its start indices, and a result of
+    `dynamic_slice_sizes` each within the operand."""
+    if not operands or not _bounded(shape, *operands):
+        return
+    o = operands[0]
+    assert isinstance(o, ArrayShape) and isinstance(shape, ArrayShape)
+    _check_start_indices(name, "dynamic-slice", o, operands[1:])
+    sizes = tuple(attr("dynamic_slice_sizes") or ())
+    if len(sizes) != o.rank or any(not 0 <= z <= d for z, d in zip(sizes, o.dims, strict=True)):
+        raise VerifyException(
+            f"{name}: dynamic_slice_sizes={{{','.join(map(str, sizes))}}} do not fit {_dims(o)}"
+        )
+    if sizes != shape.dims:
+        raise VerifyException(
+            f"{name}: dynamic-slice of sizes {list(sizes)} does not give {_dims(shape)}"
+        )
+
+
+def _check_dynamic_update_slice(
+    name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]
+) -> None:
+    """XLA's InferDynamicUpdateSliceShape: operand, an update of the same rank that fits
+    in it, start indices; the result has the operand's dimensions."""
+    if len(operands) < 2:
+        raise VerifyException(
+            f"{name}: dynamic-update-slice takes an operand, an update and start indices"
+        )
+    if not _bounded(shape, *operands):
+        return
+    o, u = operands[0], operands[1]
+    assert isinstance(o, ArrayShape) and isinstance(u, ArrayShape) and isinstance(shape, ArrayShape)
+    _check_start_indices(name, "dynamic-update-slice", o, operands[2:])
+    if u.rank != o.rank or any(a > b for a, b in zip(u.dims, o.dims, strict=True)):
+        raise VerifyException(f"{name}: update {_dims(u)} does not fit in {_dims(o)}")
+    if shape.dims != o.dims:
+        raise VerifyException(
+            f"{name}: dynamic-update-slice of {_dims(o)} does not give {_dims(shape)}"
+        )
+
+
 _RULES: dict[str, Callable[[str, Shape, list[Shape], Callable[[str], Any]], None]] = {
     "pad": _check_pad,
     "reduce": _check_reduce,
     "dot": _check_dot,
     "convolution": _check_convolution,
+    "dynamic-slice": _check_dynamic_slice,
+    "dynamic-update-slice": _check_dynamic_update_slice,
 }
 
 
