@@ -707,6 +707,18 @@ def _bad_modules() -> dict[str, bytes]:
     out["not_utf8"] = GOOD.replace("parameter", "param\xff\xfeeter").encode("latin-1")
     out["xdsl_empty_module"] = b"builtin.module {}\n"
     out["xdsl_parse_error"] = b'builtin.module {\n  "hlo.computation"() <{sym_name = }> ({\n'
+    # 40 spaces then an unterminated string: xDSL's own lexer would backtrack for ages
+    out["xdsl_unterminated_string"] = (
+        b'builtin.module attributes {sym_name = "m", hlo.x = #hlo.shapes<"{f32[50,49]' + b" " * 40
+    )
+    out["xdsl_undefined_callee"] = (
+        b'builtin.module {\n  "hlo.computation"() <{sym_name = "main", is_entry}> ({\n'
+        b'    %0 = "hlo.parameter"() <{name = "p", number = #hlo.int<"0">}> : () -> !hlo.shape<"f32[4]">\n'
+        b'    %1 = "hlo.constant"() <{name = "c", value = #hlo.constant<"f32[] 0">}> : () -> !hlo.shape<"f32[]">\n'
+        b'    %2 = "hlo.reduce"(%0, %1) <{name = "r", dimensions = #hlo.ints<"{0}">, to_apply = @nope}>'
+        b' : (!hlo.shape<"f32[4]">, !hlo.shape<"f32[]">) -> !hlo.shape<"f32[]">\n'
+        b'    "hlo.return"(%2) : (!hlo.shape<"f32[]">) -> ()\n  }) : () -> ()\n}\n'
+    )
     out["xdsl_parameter_without_number"] = (
         b'builtin.module {\n  "hlo.computation"() <{sym_name = "main", is_entry}> ({\n'
         b'    %0 = "hlo.parameter"() <{name = "p"}> : () -> !hlo.shape<"f32[]">\n'
