@@ -938,3 +938,34 @@ def _many_kernels(n: int) -> str:
         + "\n".join(lines)
         + f"\n  ROOT r = f32[64] negate({prev})\n}}\n"
     )
+
+
+# --- the Python API: only HloError subclasses ----------------------------------------------
+
+
+def test_api_entries_raise_hlo_errors(tmp_path):
+    import numpy as np
+
+    import hlopass
+    from hlopass.cost import estimate
+    from hlopass.pipeline import run_pipeline
+
+    with pytest.raises(HloParseError):
+        hlopass.parse_hlo(EXTRA_MODULES["c64_bad_literal"], "x.hlo")
+    module = hlopass.parse_hlo(_TWO)
+    with pytest.raises(
+        hlopass.HloInputError,
+        match=r"takes 2 argument\(s\) \(in0: f32\[4\], in1: s32\[2\]\), got 1",
+    ):
+        hlopass.evaluate(module, np.zeros(4, np.float32))
+    with pytest.raises(hlopass.HloInputError):
+        hlopass.evaluate(module, np.zeros(4, np.float64), np.zeros(2, np.int32))
+    bad = tmp_path / "bin.hlo"
+    bad.write_bytes(BAD_MODULES["not_utf8"])
+    with pytest.raises(hlopass.HloError, match="not UTF-8"):
+        estimate(bad)
+    with pytest.raises(HloParseError):
+        estimate(EXTRA_MODULES["pad_result_shape"])
+    for spec in ("no-such-pass", "dce{bogus=1}", "fixpoint{passes=}"):
+        with pytest.raises(hlopass.HloError):
+            run_pipeline(hlopass.parse_hlo(_TWO), spec)
