@@ -4,6 +4,8 @@ refused with one `HloError` line naming the instruction."""
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -113,6 +115,18 @@ def test_repro_select_and_scatter_scalar_folds(corpus):
         pytest.skip("repros folder absent")
     out = hlopass.evaluate(hlopass.parse_hlo(path.read_text(), str(path)))
     assert out[0].tolist() == 3.0  # init 2 + the one source value 1: checked by hand
+
+
+def test_scalar_select_and_scatter_constant_folds_to_xlas_value():
+    """The corpus module constant-folding failed on, with the values of the case
+    select_and_scatter_scalar above, where XLA:CPU gives 3.5 (init 2 + source 1.5)."""
+    from hlopass.exporter import print_hlo
+    from hlopass.pipeline import run_pipeline
+
+    text, _ = CASES["select_and_scatter_scalar"]
+    module = hlopass.parse_hlo(text)
+    assert run_pipeline(module, "constant-folding")
+    assert re.search(r"ROOT %[\w.]+ = f32\[\] constant\(3.5\)\n}", print_hlo(module))
 
 
 def test_huge_broadcast_is_a_resource_error_naming_the_instruction():
