@@ -1446,11 +1446,16 @@ class ModuleParser(_Parser):
             )
             if shape != sent:
                 shape, stype = sent, None
-        elif opcode == "send-done":
-            # XLA gives send-done a token[] whatever shape the text declares.
+        elif opcode in ("send-done", "after-all"):
+            # XLA gives these a token[] whatever shape the text declares.
             token = _array_shape_from_token("token[]")
             if shape != token:
                 shape, stype = token, None
+        elif opcode == "add-dependency" and operands:
+            # XLA gives add-dependency its first operand's shape (a declared one is ignored).
+            data = operands[0].type.data  # type: ignore[attr-defined]
+            if shape != data:
+                shape, stype = data, None
         elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
             # XLA's outfeed always carries (and prints) the shape of what it sends.
             attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
@@ -1835,7 +1840,7 @@ _INTS = re.compile(r"(\{(?:-?\d+(?:,-?\d+)*)?\})")
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
 _FIXED_UP = frozenset(
-    {"broadcast", "recv-done", "send", "send-done", "outfeed"}
+    {"broadcast", "recv-done", "send", "send-done", "after-all", "add-dependency", "outfeed"}
 )  # `instruction_body` fixes them up
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)

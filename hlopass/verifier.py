@@ -36,7 +36,7 @@ _ELEMENTWISE = frozenset(
 CHECKED_OPCODES = _ELEMENTWISE | {
     "select", "broadcast", "reshape", "transpose", "slice", "concatenate",
     "get-tuple-element", "tuple", "pad", "reduce", "dot", "convolution",
-    "dynamic-slice", "dynamic-update-slice",
+    "dynamic-slice", "dynamic-update-slice", "partition-id", "replica-id",
 }  # fmt: skip
 
 
@@ -404,6 +404,9 @@ def check_instruction(
             raise VerifyException(
                 f"{name}: slice of {o.text(False)} gives dimensions {want}, not {shape.text(False)}"
             )
+    elif opcode in ("partition-id", "replica-id"):
+        if not isinstance(shape, ArrayShape) or shape.element_type != "u32" or shape.rank:
+            raise VerifyException(f"{name}: {opcode} gives u32[], not {shape.text(False)}")
     elif opcode in _RULES:
         _RULES[opcode](name, shape, operand_shapes, attr)
     elif opcode == "concatenate":

@@ -145,3 +145,28 @@ def test_xla_agrees(rule: str, xla_results):
     got = hlopass.evaluate(hlopass.parse_hlo(good), *_args(good))
     for g, w in zip(got, good_result["outputs"], strict=True):
         assert_same(g, w, what=rule)  # small integers: exact in any summation order
+
+
+# Instructions whose shape XLA's parser derives, whatever the text declares (found by the
+# fuzzer: the declared shape leaked into the computation's signature, which XLA rejects).
+DERIVED = {
+    "after-all": "a = token[] parameter(0)\n  ROOT r = f32[] after-all(a)",
+    "add-dependency": "a = f32[2] parameter(0)\n  t = token[] after-all()\n  ROOT r = s32[] add-dependency(a, t)",
+    "send": "a = f32[4] parameter(0)\n  b = token[] parameter(1)\n  ROOT r = (f32[4], f32[4]) send(a, b), channel_id=1",
+    "send-done": "a = f32[4] parameter(0)\n  b = token[] parameter(1)\n"
+    "  s = (f32[4], u32[], token[]) send(a, b), channel_id=1\n  ROOT r = c64[] send-done(s), channel_id=1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("opcode", list(DERIVED))
+def test_derived_shapes_print_as_xla_does(opcode: str, xla):
+    from hlopass.exporter import print_hlo
+
+    text = "HloModule m\n\nENTRY e {\n  " + DERIVED[opcode] + "\n}\n"
+    assert print_hlo(hlopass.parse_hlo(text)) == xla.reprint(text)
+
+
+def test_partition_id_must_be_u32():
+    """XLA's parser aborts the process (a CHECK failure) on `s32[] partition-id()`."""
+    with pytest.raises(HloShapeError, match=r"partition-id gives u32\[\], not s32\[\]"):
+        hlopass.parse_hlo(_m([], "s32[] partition-id()"))
