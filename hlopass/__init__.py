@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from hlopass.errors import (
     HloError,
+    HloInputError,
     HloParseError,
+    HloResourceError,
     HloShapeError,
     HloVerifyError,
     UnsupportedOpError,
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HloError",
+    "HloInputError",
     "HloParseError",
+    "HloResourceError",
     "HloShapeError",
     "HloVerifyError",
     "UnsupportedOpError",

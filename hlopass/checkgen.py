@@ -32,7 +32,9 @@ def _var(name: str, taken: set[str]) -> str:
 
 def _escape(text: str) -> str:
     """Literal text as FileCheck reads it: `[[`/`{{` would start a variable or regex."""
-    return _FILECHECK_SPECIAL.sub(lambda m: "{{\\" + m.group(1)[0] + "\\" + m.group(1)[0] + "}}", text)
+    return _FILECHECK_SPECIAL.sub(
+        lambda m: "{{\\" + m.group(1)[0] + "\\" + m.group(1)[0] + "}}", text
+    )
 
 
 def generate_checks(output: str, prefix: str = "CHECK") -> str:

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hlopass.clirun import OneLineArgumentParser, guard
 from hlopass.errors import HloError
 from hlopass.output import write_output
 
@@ -86,8 +87,12 @@ def emit_module(module: ModuleOp, emit: str, style: str) -> str:
     return print_hlo(module, style)
 
 
+def _is_xdsl(text: str) -> bool:
+    return text.lstrip().startswith(("builtin.module", '"builtin.module"'))
+
+
 def parse_input(text: str, filename: str, emit_from: str = "hlo") -> ModuleOp:
-    if emit_from == "xdsl" or text.lstrip().startswith(("builtin.module", '"builtin.module"')):
+    if emit_from == "xdsl" or _is_xdsl(text):
         from hlopass.xdsl_io import parse_xdsl
 
         return parse_xdsl(text, filename)
@@ -96,8 +101,18 @@ def parse_input(text: str, filename: str, emit_from: str = "hlo") -> ModuleOp:
     return parse_hlo(text, filename)
 
 
+def parse_inputs(text: str, filename: str) -> list[ModuleOp]:
+    """The modules of one input: one HLO module, or each HLO module of xDSL IR (where
+    `xdsl-opt` wraps the modules of a split input in an outer `builtin.module`)."""
+    if _is_xdsl(text):
+        from hlopass.xdsl_io import parse_xdsl_modules
+
+        return parse_xdsl_modules(text, filename)
+    return [parse_input(text, filename)]
+
+
 def build_opt_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="hlopass-opt",
         description="Parse HLO text, run passes over it, and print it back (HLO or xDSL IR).",
     )
@@ -165,22 +180,25 @@ def _runner(args: argparse.Namespace) -> Any:
 
 def opt_main(argv: Sequence[str] | None = None) -> int:
     args = build_opt_parser().parse_args(argv)
-    try:
-        runner = _runner(args)
-        if args.list_passes:
-            from hlopass.pipeline import list_passes_text
+    return guard(lambda: _opt(args), "<stdin>" if args.input == "-" else args.input)
 
-            sys.stdout.write(list_passes_text())
-            return 0
-        if args.input == "-" and sys.stdin.isatty():
-            print("hlopass-opt: reading HLO from stdin (end with Ctrl-D; --help for usage)",
-                  file=sys.stderr)  # fmt: skip
-        text = _read(args.input)
-        filename = "<stdin>" if args.input == "-" else args.input
-        chunks = split_input(text) if args.split_input_file else [(0, text)]
-        outputs = []
-        for offset, chunk in chunks:
-            module = parse_input("\n" * offset + chunk, filename)
+
+def _opt(args: argparse.Namespace) -> int:
+    runner = _runner(args)
+    if args.list_passes:
+        from hlopass.pipeline import list_passes_text
+
+        sys.stdout.write(list_passes_text())
+        return 0
+    if args.input == "-" and sys.stdin.isatty():
+        print("hlopass-opt: reading HLO from stdin (end with Ctrl-D; --help for usage)",
+              file=sys.stderr)  # fmt: skip
+    text = _read(args.input)
+    filename = "<stdin>" if args.input == "-" else args.input
+    chunks = split_input(text) if args.split_input_file else [(0, text)]
+    outputs = []
+    for offset, chunk in chunks:
+        for module in parse_inputs("\n" * offset + chunk, filename):
             if runner is not None and args.passes:
                 from hlopass.pipeline import run_pipeline_from_cli
 
@@ -191,14 +209,9 @@ def opt_main(argv: Sequence[str] | None = None) -> int:
 
                 out = generate_checks(out)
             outputs.append(out)
-        write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
-        if runner is not None:
-            sys.stderr.write(runner.report())
-    except HloError as e:
-        print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
+    if runner is not None:
+        sys.stderr.write(runner.report())
     return 0
 
 
@@ -232,20 +245,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write(_usage())
         return 0
-    if not argv:
-        sys.stderr.write(_usage())
-        return 2
-    if argv[0] not in commands:
+    if not argv or argv[0] not in commands:
         from hlopass.pipeline import did_you_mean
 
-        print(f"hlopass: error: unknown command '{argv[0]}'{did_you_mean(argv[0], commands)}"
-              f" (commands: {', '.join(commands)})", file=sys.stderr)  # fmt: skip
+        what = (f"unknown command '{argv[0]}'{did_you_mean(argv[0], commands)}" if argv
+                else "missing command")  # fmt: skip
+        print(f"hlopass: error: {what} (commands: {', '.join(commands)}; hlopass --help)",
+              file=sys.stderr)  # fmt: skip
         return 2
-    try:
-        return commands[argv[0]](argv[1:])
-    except ImportError as e:
-        print(f"error: hlopass {argv[0]} is not available: {e}", file=sys.stderr)
-        return 1
+    return guard(lambda: commands[argv[0]](argv[1:]), f"hlopass {argv[0]}")
 
 
 def _lazy(module: str, name: str) -> Callable[[Sequence[str]], int]:

@@ -30,3 +30,11 @@ class HloShapeError(HloParseError, HloVerifyError):
 
 class UnsupportedOpError(HloError):
     """The interpreter cannot run an instruction."""
+
+
+class HloInputError(HloError, ValueError):
+    """Arguments that do not fit the entry computation's parameters (count, shape, dtype)."""
+
+
+class HloResourceError(HloError):
+    """An instruction needs more memory than the interpreter may take (named in the message)."""

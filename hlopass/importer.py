@@ -101,7 +101,7 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
             if part == "?":
                 dims.append(UNBOUNDED)
                 dynamic.append(True)
-            elif part.startswith("<="):
+            elif part.startswith("<=") and part[2:].strip().isdigit():
                 dims.append(int(part[2:]))
                 dynamic.append(True)
             elif part.isdigit():
@@ -349,6 +349,9 @@ class _Parser:
                     f"expected dimension labels like b01f_01io->b01f, got {_describe(k, tok)}",
                     start,
                 )
+            why = _dim_labels_problem(tok)
+            if why:
+                self.error(f"invalid dim_labels {tok}: {why}", start)
             return A.ConvDims(tok)
         if kind == "slice":
             return self.slice_()
@@ -609,6 +612,30 @@ class _Parser:
         except LiteralSyntaxError as e:
             self.error(str(e), start)
         raise AssertionError
+
+
+def _dim_labels_problem(tok: str) -> str | None:
+    """What XLA's parser finds wrong with convolution labels `b01f_01io->b01f`, or None:
+    each side names its two special dimensions once and the spatial ones 0..n-1 once,
+    with the same n on every side."""
+    lhs, _, rest = tok.partition("_")
+    rhs, _, out = rest.partition("->")
+    ranks = set()
+    for side, letters in ((lhs, "bf"), (rhs, "io"), (out, "bf")):
+        # `?` marks a dimension without a role (XLA's parser allows it: custom-calls)
+        if any(side.count(c) != 1 for c in letters) and "?" not in side:
+            return f"{side!r} must name each of {letters[0]} and {letters[1]} once"
+        if any(side.count(c) > 1 for c in letters):
+            return f"{side!r} names {letters[0]} or {letters[1]} twice"
+        digits = [c for c in side if c.isdigit()]
+        if len(set(digits)) != len(digits) or any(int(d) >= len(side) for d in digits):
+            return f"{side!r} must number its spatial dimensions once each"
+        if any(c not in letters and c != "?" and not c.isdigit() for c in side):
+            return f"{side!r} has a letter that is not {letters}"
+        ranks.add(len(side))
+    if len(ranks) != 1:
+        return "the input, kernel and output have different ranks"
+    return None
 
 
 def _describe(kind: str, tok: str) -> str:
@@ -983,6 +1010,7 @@ class ModuleParser(_Parser):
         root: HloOp | None = None
         last: HloOp | None = None
         params: dict[int, int] = {}
+        self.params = params  # (nested parameters in operand lists count too)
         head = _HEAD.match
         text = lx.text
         while True:
@@ -1044,8 +1072,12 @@ class ModuleParser(_Parser):
         lx = self.lx
         kind, tok, start = lx.next()
         if kind == "ATTR":  # `name=` without a space
+            if reserved_name(tok):
+                self.error(f"expects name, got {tok!r}, which XLA reads as a keyword", start)
             name = tok
         elif kind == "NAME":
+            if reserved_name(tok):
+                self.error(f"expects name, got {tok!r}, which XLA reads as a keyword", start)
             name = tok[1:] if tok.startswith("%") else tok
             self.expect("=")
         else:
@@ -1193,6 +1225,8 @@ class ModuleParser(_Parser):
         """The common `[ROOT] %name = f32[2]{0} opcode(` head, matched by `_HEAD`; None (and
         nothing consumed) when the slow path must handle it (or report its error)."""
         root_kw, name, shape_tok, opcode = m.group(1, 2, 3, 4)
+        if reserved_name(name):
+            return None  # the slow path reports it
         if name.startswith("%"):
             name = name[1:]
         elif name in _NOT_NAMES and (not root_kw or name != "ROOT"):
@@ -1406,6 +1440,24 @@ class ModuleParser(_Parser):
             if rs.is_tuple and len(rs.elements) == 3:
                 shape = TupleShape((rs.elements[0], rs.elements[2]))
                 stype = None  # no longer the declared shape's type
+        elif opcode == "send" and len(operands) == 2:
+            # XLA gives send (data, u32[], token[]) whatever shape the text declares.
+            data = operands[0].type.data  # type: ignore[attr-defined]
+            sent = TupleShape(
+                (data, _array_shape_from_token("u32[]"), _array_shape_from_token("token[]"))
+            )
+            if shape != sent:
+                shape, stype = sent, None
+        elif opcode in ("send-done", "after-all"):
+            # XLA gives these a token[] whatever shape the text declares.
+            token = _array_shape_from_token("token[]")
+            if shape != token:
+                shape, stype = token, None
+        elif opcode == "add-dependency" and operands:
+            # XLA gives add-dependency its first operand's shape (a declared one is ignored).
+            data = operands[0].type.data  # type: ignore[attr-defined]
+            if shape != data:
+                shape, stype = data, None
         elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
             # XLA's outfeed always carries (and prints) the shape of what it sends.
             attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
@@ -1474,6 +1526,8 @@ class ModuleParser(_Parser):
                 name = f"{base}.{i}"
             lx.pos = start
             nested = self.instruction_rhs(name, values, block, start, typed, nested=True)
+            if type(nested) is _PARAMETER_CLS:
+                self._place(nested, False, start, None, self.params)
             return nested.results[0]
         name = tok[1:] if tok.startswith("%") else tok
         value = values.get(name)
@@ -1769,6 +1823,22 @@ _OPERAND = re.compile(
     rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
 )
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
+# Words XLA's lexer reads as keywords, never as an instruction's name ("expects name"):
+# element types even after `%`, the other keywords only without it (checked with jaxlib).
+_TYPE_WORDS = frozenset(ELEMENT_BITS)
+_KEYWORDS = frozenset({
+    "true", "false", "nan", "inf", "maximal", "replicated", "manual", "unknown",
+    "ENTRY", "ROOT", "HloModule", "last_tile_dim_replicate",
+})  # fmt: skip
+
+
+def reserved_name(tok: str) -> bool:
+    """Whether the name token `tok` (with its `%`, if any) is a keyword to XLA."""
+    if tok.startswith("%"):
+        return tok[1:] in _TYPE_WORDS
+    return tok in _TYPE_WORDS or tok in _KEYWORDS
+
+
 _SKIP = TRIVIA_RE  # what the lexer skips between tokens
 _PARAM_NUMBER = re.compile(r"[ \t]*(-?\d+)[ \t]*\)")
 # `, name=` (group 1: the name), or else the end of the attributes: no comma comes next.
@@ -1777,7 +1847,9 @@ _INTS = re.compile(r"(\{(?:-?\d++(?:,-?\d++)*+)?+\})")
 # A called computation's name, not followed by what would make it another token.
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
-_FIXED_UP = frozenset({"broadcast", "recv-done", "outfeed"})  # `instruction_body` fixes them up
+_FIXED_UP = frozenset(
+    {"broadcast", "recv-done", "send", "send-done", "after-all", "add-dependency", "outfeed"}
+)  # `instruction_body` fixes them up
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
 _ELEMENT = rf"(?:/\*index=\d++\*/\s*+)?+{_SHAPE_ATOM}\s*+"  # XLA numbers every 5th element

@@ -252,7 +252,6 @@ def format_literal(lit: Literal, shape: Shape) -> str:
 # --- parsing ------------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_COMPLEX_PAIR = re.compile(r"\(([^,()]++),([^,()]++)\)")
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
 
@@ -286,15 +285,7 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
     et = shape.element_type
     body = _COMMENT.sub(" ", text) if "/*" in text else text
     if et in ("c64", "c128"):
-        # `( re , im )`: the parts taken whole, blanks stripped after (`\s*([^,()]+?)\s*,`
-        # retried every split of a run of blanks: quadratic)
-        pairs = [(a.strip(), b.strip()) for a, b in _COMPLEX_PAIR.findall(body)]
-        part = "f32" if et == "c64" else "f64"
-        values = [
-            complex(float(_parse_float_token(a, part)), float(_parse_float_token(b, part)))
-            for a, b in pairs
-        ]
-        arr = np.array(values, dtype=numpy_dtype(et))
+        arr = np.array(_complex_elements(body, et), dtype=numpy_dtype(et))
     else:
         tokens = body.replace("{", ",").replace("}", ",").split(",")
         tokens = [t.strip() for t in tokens]
@@ -309,6 +300,32 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
             f"literal has {arr.size} elements but shape {shape.text()} needs {expected}"
         )
     return arr.reshape(shape.dims)
+
+
+# One piece of a complex array literal: a `(re, im)` pair, a separator, or anything else
+# (group 3), which is an error.
+_COMPLEX_PIECE = re.compile(r"\(\s*([^,(){}\s]+)\s*,\s*([^,(){}\s]+)\s*\)|[\s{},]+|(.)", re.S)
+
+
+def _complex_elements(body: str, et: str) -> list[complex]:
+    """The `(re, im)` elements of a complex literal; every other character must be a brace,
+    comma or blank (a malformed pair is an error, never skipped)."""
+    part = "f32" if et == "c64" else "f64"
+    values = []
+    for m in _COMPLEX_PIECE.finditer(body):
+        if m.group(3) is not None:
+            rest = body[m.start() :].split("\n", 1)[0][:20]
+            raise LiteralSyntaxError(f"invalid {et} literal: expected (real, imag) at {rest!r}")
+        if m.group(1) is None:
+            continue
+        try:
+            re_part, im_part = (float(_parse_float_token(t, part)) for t in m.group(1, 2))
+        except (ValueError, OverflowError):
+            raise LiteralSyntaxError(
+                f"invalid {et} literal element ({m.group(1)}, {m.group(2)})"
+            ) from None
+        values.append(complex(re_part, im_part))
+    return values
 
 
 def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
@@ -351,7 +368,8 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
                 f64[i] = 0.0  # XLA lexes `-0` as an integer: it becomes +0
         with np.errstate(over="ignore", invalid="ignore"):
             arr = f64.astype(dtype)
-        overflow = np.flatnonzero(np.isfinite(f64) & ~np.isfinite(arr.astype(np.float64)))
+        wide = np.complex128 if arr.dtype.kind == "c" else np.float64  # (no ComplexWarning)
+        overflow = np.flatnonzero(np.isfinite(f64) & ~np.isfinite(arr.astype(wide)))
         if overflow.size:  # XLA rejects a finite value that becomes inf (or nan) in `et`
             raise ValueError(f"value {tokens[int(overflow[0])]} is out of range for {et}")
         return arr

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from xdsl.utils.exceptions import VerifyException
 
 from hlopass.dialects.opcodes import OPCODES
-from hlopass.shape import ArrayShape, Shape, TupleShape
+from hlopass.shape import UNBOUNDED, ArrayShape, Shape, TupleShape
 
 if TYPE_CHECKING:
     from hlopass.dialects.hlo import HloOp
@@ -35,8 +35,258 @@ _ELEMENTWISE = frozenset(
 ) - {"select", "clamp"}  # fmt: skip
 CHECKED_OPCODES = _ELEMENTWISE | {
     "select", "broadcast", "reshape", "transpose", "slice", "concatenate",
-    "get-tuple-element", "tuple",
+    "get-tuple-element", "tuple", "pad", "reduce", "dot", "convolution",
+    "dynamic-slice", "dynamic-update-slice", "partition-id", "replica-id",
 }  # fmt: skip
+
+
+def _bounded(*shapes: object) -> bool:
+    """All array shapes whose sizes are known or bounded (`<=N` counts as N, as XLA's
+    `ShapeUtil::Compatible` compares bounds); false when one has an unbounded `?`."""
+    return all(
+        isinstance(s, ArrayShape) and (not s.dynamic or UNBOUNDED not in s.dims) for s in shapes
+    )
+
+
+def _dims(shape: ArrayShape) -> str:
+    return shape.text(False)
+
+
+def _check_pad(name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]) -> None:
+    """XLA's InferPadShape: one (low, high, interior) per dimension, interior >= 0, and
+    `low + high + size + interior * (size - 1)` (never negative) for each result size."""
+    o, v = operands
+    if not _bounded(shape, o, v):
+        return
+    assert isinstance(shape, ArrayShape) and isinstance(o, ArrayShape) and isinstance(v, ArrayShape)
+    padding = attr("padding") or ()
+    if v.rank != 0:
+        raise VerifyException(f"{name}: pad value {_dims(v)} is not a scalar")
+    if len(padding) != o.rank:
+        raise VerifyException(
+            f"{name}: padding has {len(padding)} dimensions but the operand {_dims(o)} has "
+            f"rank {o.rank}"
+        )
+    want = []
+    for i, (p, d) in enumerate(zip(padding, o.dims, strict=True)):
+        if p.interior < 0:
+            raise VerifyException(
+                f"{name}: interior padding {p.interior} of dimension {i} is negative"
+            )
+        size = p.low + p.high + d + p.interior * max(d - 1, 0)
+        if size < 0:
+            raise VerifyException(f"{name}: padding gives dimension {i} a negative size {size}")
+        want.append(size)
+    if tuple(want) != shape.dims or o.element_type != shape.element_type:
+        want_text = f"{o.element_type}[{','.join(map(str, want))}]"
+        raise VerifyException(f"{name}: pad of {_dims(o)} gives {want_text}, not {_dims(shape)}")
+
+
+def _check_reduce(
+    name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]
+) -> None:
+    """XLA's InferReduceShape: N inputs of one shape and N scalar inits, distinct reduced
+    dimensions in range, and each result the input without the reduced dimensions."""
+    if len(operands) % 2 or not operands:
+        raise VerifyException(
+            f"{name}: reduce takes inputs and as many init values, got {len(operands)} operands"
+        )
+    n = len(operands) // 2
+    inputs, inits = operands[:n], operands[n:]
+    dims = attr("dimensions") or ()
+    if not _bounded(shape if n == 1 else inputs[0], *inputs, *inits):
+        return
+    first = inputs[0]
+    assert isinstance(first, ArrayShape)
+    for s in inputs[1:]:
+        if s.dims != first.dims:  # type: ignore[union-attr]
+            raise VerifyException(
+                f"{name}: reduce inputs {_dims(first)} and {s.text(False)} differ in dimensions"
+            )
+    for s in inits:
+        if s.rank != 0:  # type: ignore[union-attr]
+            raise VerifyException(f"{name}: reduce init value {s.text(False)} is not a scalar")
+    if len(set(dims)) != len(dims) or any(not 0 <= d < first.rank for d in dims):
+        raise VerifyException(
+            f"{name}: reduce dimensions={{{','.join(map(str, dims))}}} are not distinct "
+            f"dimensions of {_dims(first)}"
+        )
+    kept = tuple(d for i, d in enumerate(first.dims) if i not in dims)
+    results = shape.elements if isinstance(shape, TupleShape) else (shape,)
+    if len(results) != n or (n > 1 and not isinstance(shape, TupleShape)):
+        raise VerifyException(f"{name}: reduce of {n} input(s) does not give {shape.text(False)}")
+    for r in results:
+        if not isinstance(r, ArrayShape) or (_bounded(r) and r.dims != kept):
+            raise VerifyException(
+                f"{name}: reduce of {_dims(first)} over dimensions={{{','.join(map(str, dims))}}} "
+                f"gives dimensions {list(kept)}, not {r.text(False)}"
+            )
+
+
+def _check_dot(name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]) -> None:
+    """XLA's InferDotOpShape: batch and contracting dimensions in range, distinct, paired
+    with equal sizes; the result is batch, then lhs free, then rhs free dimensions."""
+    lhs, rhs = operands[:2]
+    if not _bounded(shape, lhs, rhs):
+        return
+    assert (
+        isinstance(shape, ArrayShape)
+        and isinstance(lhs, ArrayShape)
+        and isinstance(rhs, ArrayShape)
+    )
+    lb, lc = attr("lhs_batch_dims") or (), attr("lhs_contracting_dims") or ()
+    rb, rc = attr("rhs_batch_dims") or (), attr("rhs_contracting_dims") or ()
+    for side, s, batch, contracting in (("lhs", lhs, lb, lc), ("rhs", rhs, rb, rc)):
+        used = (*batch, *contracting)
+        for d in used:
+            if not 0 <= d < s.rank:
+                raise VerifyException(
+                    f"{name}: dot {side} dimension {d} is out of range for {_dims(s)}"
+                )
+        if len(set(used)) != len(used):
+            raise VerifyException(f"{name}: dot {side} batch and contracting dimensions repeat")
+    for kind, a, b in (("batch", lb, rb), ("contracting", lc, rc)):
+        if len(a) != len(b):
+            raise VerifyException(
+                f"{name}: dot has {len(a)} lhs but {len(b)} rhs {kind} dimensions"
+            )
+        for x, y in zip(a, b, strict=True):
+            if lhs.dims[x] != rhs.dims[y]:
+                raise VerifyException(
+                    f"{name}: dot {kind} dimension {x} of {_dims(lhs)} and {y} of "
+                    f"{_dims(rhs)} differ in size"
+                )
+    want = (
+        *(lhs.dims[d] for d in lb),
+        *(d for i, d in enumerate(lhs.dims) if i not in lb and i not in lc),
+        *(d for i, d in enumerate(rhs.dims) if i not in rb and i not in rc),
+    )
+    if want != shape.dims:
+        raise VerifyException(
+            f"{name}: dot of {_dims(lhs)} and {_dims(rhs)} gives dimensions {list(want)}, not {_dims(shape)}"
+        )
+
+
+def _window_size(size: int, dilation: int) -> int:
+    return (size - 1) * dilation + 1 if size > 0 else 0
+
+
+def _check_convolution(
+    name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]
+) -> None:
+    """XLA's InferConvolveShape: feature counts agree (with the group counts), the window
+    matches the kernel, and each output spatial size is that of the strided windows over
+    the dilated, padded input."""
+    lhs, rhs = operands[:2]
+    if not _bounded(shape, lhs, rhs):
+        return
+    assert (
+        isinstance(shape, ArrayShape)
+        and isinstance(lhs, ArrayShape)
+        and isinstance(rhs, ArrayShape)
+    )
+    labels = attr("dim_labels")
+    if "?" in str(labels):
+        raise VerifyException(f"{name}: convolution dim_labels={labels} leave a dimension unknown")
+    (ib, if_, isp), (ki, ko, ksp), (ob, of, osp) = labels.input, labels.kernel, labels.output
+    nsp = len(isp)
+    if not (lhs.rank == rhs.rank == shape.rank == nsp + 2):
+        raise VerifyException(
+            f"{name}: convolution dim_labels={labels} need rank {nsp + 2}, operands are "
+            f"{_dims(lhs)} and {_dims(rhs)}, result {_dims(shape)}"
+        )
+    window = attr("window")
+    wdims = window.dims if window is not None else ()
+    if len(wdims) != nsp:
+        raise VerifyException(f"{name}: window has {len(wdims)} dimensions, the convolution {nsp}")
+    fgc = attr("feature_group_count") or 1
+    bgc = attr("batch_group_count") or 1
+    if fgc < 1 or bgc < 1 or lhs.dims[if_] != rhs.dims[ki] * fgc or lhs.dims[ib] % bgc:
+        raise VerifyException(
+            f"{name}: convolution input {_dims(lhs)} and kernel {_dims(rhs)} disagree in "
+            f"features (feature_group_count={fgc}, batch_group_count={bgc})"
+        )
+    want = [0] * shape.rank
+    want[ob], want[of] = lhs.dims[ib] // bgc, rhs.dims[ko]
+    for s, w in enumerate(wdims):
+        if w.size != rhs.dims[ksp[s]] or w.stride < 1 or w.lhs_dilation < 1 or w.rhs_dilation < 1:
+            raise VerifyException(
+                f"{name}: window dimension {s} (size {w.size}, stride {w.stride}) does not fit "
+                f"kernel {_dims(rhs)}"
+            )
+        padded = _window_size(lhs.dims[isp[s]], w.lhs_dilation) + w.pad_low + w.pad_high
+        span = _window_size(w.size, w.rhs_dilation)
+        want[osp[s]] = 0 if padded < span else (padded - span) // w.stride + 1
+    if tuple(want) != shape.dims:
+        raise VerifyException(
+            f"{name}: convolution of {_dims(lhs)} and {_dims(rhs)} gives dimensions {want}, "
+            f"not {_dims(shape)}"
+        )
+
+
+def _check_start_indices(name: str, opcode: str, operand: ArrayShape, indices: list[Shape]) -> None:
+    """One integer scalar per dimension (or XLA's older form: one vector of them)."""
+    ok = (len(indices) == operand.rank and all(s.rank == 0 for s in indices)) or (  # type: ignore[union-attr]
+        len(indices) == 1 and indices[0].rank == 1 and indices[0].dims == (operand.rank,)  # type: ignore[union-attr]
+    )
+    if not ok:
+        raise VerifyException(
+            f"{name}: {opcode} of {_dims(operand)} needs {operand.rank} scalar start "
+            f"indices, got {len(indices)} operand(s)"
+        )
+
+
+def _check_dynamic_slice(
+    name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]
+) -> None:
+    """XLA's InferDynamicSliceShape: the operand, its start indices, and a result of
+    `dynamic_slice_sizes` each within the operand."""
+    if not operands or not _bounded(shape, *operands):
+        return
+    o = operands[0]
+    assert isinstance(o, ArrayShape) and isinstance(shape, ArrayShape)
+    _check_start_indices(name, "dynamic-slice", o, operands[1:])
+    sizes = tuple(attr("dynamic_slice_sizes") or ())
+    if len(sizes) != o.rank or any(not 0 <= z <= d for z, d in zip(sizes, o.dims, strict=True)):
+        raise VerifyException(
+            f"{name}: dynamic_slice_sizes={{{','.join(map(str, sizes))}}} do not fit {_dims(o)}"
+        )
+    if sizes != shape.dims:
+        raise VerifyException(
+            f"{name}: dynamic-slice of sizes {list(sizes)} does not give {_dims(shape)}"
+        )
+
+
+def _check_dynamic_update_slice(
+    name: str, shape: Shape, operands: list[Shape], attr: Callable[[str], Any]
+) -> None:
+    """XLA's InferDynamicUpdateSliceShape: operand, an update of the same rank that fits
+    in it, start indices; the result has the operand's dimensions."""
+    if len(operands) < 2:
+        raise VerifyException(
+            f"{name}: dynamic-update-slice takes an operand, an update and start indices"
+        )
+    if not _bounded(shape, *operands):
+        return
+    o, u = operands[0], operands[1]
+    assert isinstance(o, ArrayShape) and isinstance(u, ArrayShape) and isinstance(shape, ArrayShape)
+    _check_start_indices(name, "dynamic-update-slice", o, operands[2:])
+    if u.rank != o.rank or any(a > b for a, b in zip(u.dims, o.dims, strict=True)):
+        raise VerifyException(f"{name}: update {_dims(u)} does not fit in {_dims(o)}")
+    if shape.dims != o.dims:
+        raise VerifyException(
+            f"{name}: dynamic-update-slice of {_dims(o)} does not give {_dims(shape)}"
+        )
+
+
+_RULES: dict[str, Callable[[str, Shape, list[Shape], Callable[[str], Any]], None]] = {
+    "pad": _check_pad,
+    "reduce": _check_reduce,
+    "dot": _check_dot,
+    "convolution": _check_convolution,
+    "dynamic-slice": _check_dynamic_slice,
+    "dynamic-update-slice": _check_dynamic_update_slice,
+}
 
 
 def verify_instruction(op: HloOp) -> None:
@@ -154,8 +404,20 @@ def check_instruction(
             raise VerifyException(
                 f"{name}: slice of {o.text(False)} gives dimensions {want}, not {shape.text(False)}"
             )
-    elif opcode == "concatenate" and _static(shape, *operand_shapes) and operand_shapes:
-        (d,) = attr("dimensions")
+    elif opcode in ("partition-id", "replica-id"):
+        if not isinstance(shape, ArrayShape) or shape.element_type != "u32" or shape.rank:
+            raise VerifyException(f"{name}: {opcode} gives u32[], not {shape.text(False)}")
+    elif opcode in _RULES:
+        _RULES[opcode](name, shape, operand_shapes, attr)
+    elif opcode == "concatenate":
+        dims = attr("dimensions") or ()
+        if len(dims) != 1:
+            raise VerifyException(
+                f"{name}: concatenate takes exactly one dimension, got {len(dims)}"
+            )
+        if not operand_shapes or not _bounded(shape, *operand_shapes):
+            return
+        (d,) = dims
         if not 0 <= d < shape.rank:  # type: ignore[union-attr]
             raise VerifyException(f"{name}: concatenate dimension {d} is out of range")
         total = 0

@@ -651,3 +651,321 @@ def test_subprocess_stdin_not_utf8():
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 1, err
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
+
+
+# --- every command, every bad input: one line, the exit code, no traceback ------------------
+#
+# The same bad modules go through `hlopass-opt`, `hlopass run`, `hlopass cost` and
+# `hlopass rank` (in-process, through `hlopass.cli.main` as the console scripts call it);
+# further rows cover what only some commands read (xDSL IR, .npz inputs, usage).
+
+from pathlib import Path  # noqa: E402
+
+from hlopass.cli import main  # noqa: E402
+
+GOOD = "HloModule ok\n\nENTRY main {\n  ROOT p = f32[4] parameter(0)\n}\n"
+_ONE_LINE = re.compile(r"\S[^\n]*: error: [^\n]+\n")
+
+# Modules found by fuzzing and by new users (issue 12; ../shared/repros has the originals).
+EXTRA_MODULES = {
+    "concat_empty_dims": H + "ENTRY main {\n  a = f32[4,8] parameter(0)\n"
+    "  ROOT c = f32[8,8] concatenate(a, a), dimensions={}\n}\n",
+    "c64_bad_literal": H + "ENTRY main {\n  ROOT c = c64[] constant((0], 1))\n}\n",
+    "c64_bad_literal2": H + "ENTRY main {\n  ROOT c = c64[2] constant({(2.02.0, 0), (0, 2)})\n}\n",
+    "c64_garbage_between": H + "ENTRY main {\n  ROOT c = c64[2] constant({(1, 2) x (3, 4)})\n}\n",
+    "negative_bound": H + "ENTRY main {\n  ROOT c = s8[<=-1] constant(1)\n}\n",
+    "name_is_type": H + "ENTRY e {\n  u2 = s32[2] parameter(0)\n  ROOT r = s32[2] negate(u2)\n}\n",
+    "name_is_type_sigil": H + "ENTRY e {\n  %f32 = s32[2] parameter(0)\n"
+    "  ROOT r = s32[2] negate(%f32)\n}\n",
+    "pad_result_shape": H + "ENTRY e {\n  c = f32[6] parameter(0)\n  z = f32[] constant(-1)\n"
+    "  ROOT a = f32[7] pad(c, z), padding=-1_-2_1\n}\n",
+    "reduce_result_shape": H + ADD + "ENTRY e {\n  p = f32[4,3] parameter(0)\n"
+    "  z = f32[] constant(0)\n  ROOT r = f32[4] reduce(p, z), dimensions={0}, to_apply=add\n}\n",
+    "reduce_dim_out_of_range": H + ADD + "ENTRY e {\n  p = f32[4,3] parameter(0)\n"
+    "  z = f32[] constant(0)\n  ROOT r = f32[4] reduce(p, z), dimensions={2}, to_apply=add\n}\n",
+    "dot_contracting_huge": H
+    + "ENTRY e {\n  a = f32[4,8] parameter(0)\n  b = f32[8,3] parameter(1)\n"
+    "  ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={9223372036854775808}, "
+    "rhs_contracting_dims={0}\n}\n",
+    "dot_contracting_sizes": H
+    + "ENTRY e {\n  a = f32[4,8] parameter(0)\n  b = f32[7,3] parameter(1)\n"
+    "  ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+    "dot_no_contracting": H + "ENTRY e {\n  a = s8[8] parameter(0)\n  b = s16[8] parameter(1)\n"
+    "  ROOT d = s32[8] dot(a, b)\n}\n",
+    "concat_dynamic_operand": H
+    + "ENTRY e {\n  a = f32[200] parameter(0)\n  b = f32[400] parameter(1)\n"
+    "  c = f32[<=0] parameter(2)\n  ROOT r = f32[900] concatenate(a, b, c), dimensions={0}\n}\n",
+    "conv_result_shape": H
+    + "ENTRY e {\n  i = f32[8,4,1] parameter(0)\n  k = f32[3,1,2] parameter(1)\n"
+    "  ROOT c = f32[8,4,2] convolution(i, k), window={size=3}, dim_labels=b0f_0io->b0f\n}\n",
+}
+
+
+def _bad_modules() -> dict[str, bytes]:
+    out = {c.id: _case_text(c).encode("utf-8") for c in CASES}
+    out.update({k: v.encode("utf-8") for k, v in EXTRA_MODULES.items()})
+    out["not_utf8"] = GOOD.replace("parameter", "param\xff\xfeeter").encode("latin-1")
+    out["xdsl_empty_module"] = b"builtin.module {}\n"
+    out["xdsl_parse_error"] = b'builtin.module {\n  "hlo.computation"() <{sym_name = }> ({\n'
+    # 40 spaces then an unterminated string: xDSL's own lexer would backtrack for ages
+    out["xdsl_unterminated_string"] = (
+        b'builtin.module attributes {sym_name = "m", hlo.x = #hlo.shapes<"{f32[50,49]' + b" " * 40
+    )
+    out["xdsl_undefined_callee"] = (
+        b'builtin.module {\n  "hlo.computation"() <{sym_name = "main", is_entry}> ({\n'
+        b'    %0 = "hlo.parameter"() <{name = "p", number = #hlo.int<"0">}> : () -> !hlo.shape<"f32[4]">\n'
+        b'    %1 = "hlo.constant"() <{name = "c", value = #hlo.constant<"f32[] 0">}> : () -> !hlo.shape<"f32[]">\n'
+        b'    %2 = "hlo.reduce"(%0, %1) <{name = "r", dimensions = #hlo.ints<"{0}">, to_apply = @nope}>'
+        b' : (!hlo.shape<"f32[4]">, !hlo.shape<"f32[]">) -> !hlo.shape<"f32[]">\n'
+        b'    "hlo.return"(%2) : (!hlo.shape<"f32[]">) -> ()\n  }) : () -> ()\n}\n'
+    )
+    out["xdsl_parameter_without_number"] = (
+        b'builtin.module {\n  "hlo.computation"() <{sym_name = "main", is_entry}> ({\n'
+        b'    %0 = "hlo.parameter"() <{name = "p"}> : () -> !hlo.shape<"f32[]">\n'
+        b'    "hlo.return"(%0) : (!hlo.shape<"f32[]">) -> ()\n  }) : () -> ()\n}\n'
+    )
+    return out
+
+
+BAD_MODULES = _bad_modules()
+COMMANDS = ("opt", "run", "cost", "rank")
+
+
+def _check_one_line(rc: int, err: str, want_rc: int = 1) -> None:
+    assert rc == want_rc, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert _ONE_LINE.fullmatch(err), repr(err)
+
+
+def test_enough_bad_modules():
+    assert len(BAD_MODULES) >= 40
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("name", sorted(BAD_MODULES))
+def test_every_command_one_line(command: str, name: str, tmp_path, capsys):
+    path = tmp_path / f"{name}.hlo"
+    path.write_bytes(BAD_MODULES[name])
+    good = tmp_path / "good.hlo"
+    good.write_text(GOOD)
+    argv = {
+        "opt": ["opt", str(path)],
+        "run": ["run", str(path)],
+        "cost": ["cost", str(path)],
+        "rank": ["rank", str(good), str(path)],
+    }[command]
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    _check_one_line(rc, err)
+    assert err.startswith(str(path)), err
+    assert out == ""
+
+
+def test_xdsl_error_has_xdsls_own_place(tmp_path, capsys):
+    path = tmp_path / "bad.mlir"
+    path.write_bytes(BAD_MODULES["xdsl_parse_error"])
+    rc = main(["opt", str(path)])
+    _, err = capsys.readouterr()
+    _check_one_line(rc, err)
+    assert err.startswith(f"{path}:2:"), err  # not 1:1
+    assert "  " not in err.split("error:")[1].strip(), err  # no padding from xDSL's context
+
+
+def test_xdsl_opt_wrapped_split_modules(tmp_path, capsys):
+    """`hlopass-opt X --split-input-file --emit xdsl | xdsl-opt | hlopass-opt -`: xdsl-opt
+    wraps the chunks in an outer module; each inner one is a module again."""
+    src = tmp_path / "split.hlo"
+    src.write_text(GOOD + "// -----\n" + GOOD.replace("ok", "ok2"))
+    assert main(["opt", str(src), "--split-input-file", "--emit", "xdsl"]) == 0
+    printed = capsys.readouterr().out
+    chunks = printed.split("// -----\n")
+    wrapped = "builtin.module {\n" + "".join(chunks) + "}\n"
+    path = tmp_path / "wrapped.mlir"
+    path.write_text(wrapped)
+    assert main(["opt", str(path)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert out.count("HloModule ok") == 2 and "HloModule ok2" in out
+
+
+# --- hlopass run: inputs --------------------------------------------------------------------
+
+_TWO = "HloModule m\n\nENTRY e {\n  a = f32[4] parameter(0)\n  b = s32[2] parameter(1)\n  ROOT r = f32[4] negate(a)\n}\n"
+
+
+def _npz(path: Path, **arrays) -> str:
+    import numpy as np
+
+    np.savez(path, **{k: np.asarray(v) for k, v in arrays.items()})
+    return str(path)
+
+
+def _run_input_cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    import numpy as np
+
+    f32, s32 = np.ones(4, np.float32), np.ones(2, np.int32)
+    npy = tmp / "one.npy"
+    np.save(npy, f32)
+    return {
+        "wrong_keys": ([_npz(tmp / "k.npz", x=f32, y=s32)], "holds x, y; the entry computation takes in0: f32[4], in1: s32[2]"),
+        "missing_key": ([_npz(tmp / "m.npz", in0=f32)], "holds in0; the entry computation takes in0: f32[4], in1: s32[2]"),
+        "f64_for_f32": ([_npz(tmp / "d.npz", in0=f32.astype(np.float64), in1=s32)], "argument 0 (parameter a) is f64[4], expected f32[4]"),
+        "f32_for_s32": ([_npz(tmp / "e.npz", in0=f32, in1=s32.astype(np.float32))], "argument 1 (parameter b) is f32[2], expected s32[2]"),
+        "wrong_shape": ([_npz(tmp / "s.npz", in0=np.ones(5, np.float32), in1=s32)], "has shape [5], expected f32[4]"),
+        "npy_not_npz": ([str(npy)], "not an .npz file"),
+        "text_not_npz": ([str(tmp / "two.hlo")], "not an .npz file"),
+        "missing_file": ([str(tmp / "nope.npz")], "cannot read inputs: No such file or directory"),
+        "directory": ([str(tmp)], "cannot read inputs: Is a directory"),
+        "no_inputs_given": ([], "the entry computation takes in0: f32[4], in1: s32[2]"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["wrong_keys", "missing_key", "f64_for_f32", "f32_for_s32", "wrong_shape", "npy_not_npz",
+     "text_not_npz", "missing_file", "directory", "no_inputs_given"],
+)  # fmt: skip
+def test_run_inputs_one_line(case: str, tmp_path, capsys):
+    module = tmp_path / "two.hlo"
+    module.write_text(_TWO)
+    inputs, message = _run_input_cases(tmp_path)[case]
+    argv = ["run", str(module)] + (["--inputs", inputs[0]] if inputs else [])
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    _check_one_line(rc, err)
+    assert message in err, err
+    assert out == ""
+
+
+# --- usage errors: one line, exit 2 --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["frob"], ["opt", "--emit", "json", "x.hlo"], ["run"], ["run", "x", "--bogus"],
+     ["cost"], ["cost", "x.hlo", "--device", "tpu"], ["rank"], ["opt", "-p"]],
+)  # fmt: skip
+def test_usage_errors_one_line_exit_2(argv: list[str], capsys):
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse exits through SystemExit
+        rc = e.code
+    out, err = capsys.readouterr()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "error:" in err and "Traceback" not in err, err
+
+
+# --- a real process: Ctrl-C and a closed pipe ------------------------------------------------
+
+
+def _spawn(args: list[str], **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    code = "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, **kw)
+
+
+_FOREVER = """HloModule m
+
+cond {
+  s = s32[] parameter(0)
+  ROOT c = pred[] constant(true)
+}
+
+body {
+  s = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT n = s32[] add(s, one)
+}
+
+ENTRY e {
+  z = s32[] constant(0)
+  ROOT w = s32[] while(z), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "cost"])
+def test_ctrl_c_exits_130_with_one_line(command: str, tmp_path):
+    import signal
+    import time
+
+    path = tmp_path / "forever.hlo"
+    path.write_text(_FOREVER)
+    # run: a loop that never ends; cost: waiting on stdin that never closes
+    args = [command, str(path)] if command == "run" else [command, "-"]
+    proc = _spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(4)  # past the imports, into the loop / the read
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and text.endswith(": error: interrupted\n"), text
+    assert len(text.splitlines()) == 1, text
+
+
+def _wide_module(n: int) -> str:
+    lines = [f"  k{i} = f32[] constant({i})" for i in range(n)]
+    names = ", ".join(f"k{i}" for i in range(n))
+    shape = ", ".join(["f32[]"] * n)
+    return (
+        "HloModule m\n\nENTRY e {\n"
+        + "\n".join(lines)
+        + f"\n  ROOT t = ({shape}) tuple({names})\n}}\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["run", "cost"])
+def test_closed_pipe_is_quiet(command: str, tmp_path):
+    """`hlopass run|cost ... | head -1`: the reader goes away; no traceback, no noise."""
+    path = tmp_path / "wide.hlo"
+    path.write_text(_wide_module(4000) if command == "run" else _many_kernels(3000))
+    proc = _spawn([command, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    _, err = proc.communicate(timeout=120)
+    assert err.decode() == ""
+    assert proc.returncode == 141  # 128 + SIGPIPE, as a shell reports for `yes | head -1`
+
+
+def _many_kernels(n: int) -> str:
+    lines = ["  p = f32[64] parameter(0)"]
+    prev = "p"
+    for i in range(n):
+        lines.append(f"  e{i} = f32[64] exponential({prev})")
+        prev = f"e{i}"
+    return (
+        "HloModule m\n\nENTRY e {\n"
+        + "\n".join(lines)
+        + f"\n  ROOT r = f32[64] negate({prev})\n}}\n"
+    )
+
+
+# --- the Python API: only HloError subclasses ----------------------------------------------
+
+
+def test_api_entries_raise_hlo_errors(tmp_path):
+    import numpy as np
+
+    import hlopass
+    from hlopass.cost import estimate
+    from hlopass.pipeline import run_pipeline
+
+    with pytest.raises(HloParseError):
+        hlopass.parse_hlo(EXTRA_MODULES["c64_bad_literal"], "x.hlo")
+    module = hlopass.parse_hlo(_TWO)
+    with pytest.raises(
+        hlopass.HloInputError,
+        match=r"takes 2 argument\(s\) \(in0: f32\[4\], in1: s32\[2\]\), got 1",
+    ):
+        hlopass.evaluate(module, np.zeros(4, np.float32))
+    with pytest.raises(hlopass.HloInputError):
+        hlopass.evaluate(module, np.zeros(4, np.float64), np.zeros(2, np.int32))
+    bad = tmp_path / "bin.hlo"
+    bad.write_bytes(BAD_MODULES["not_utf8"])
+    with pytest.raises(hlopass.HloError, match="not UTF-8"):
+        estimate(bad)
+    with pytest.raises(HloParseError):
+        estimate(EXTRA_MODULES["pad_result_shape"])
+    for spec in ("no-such-pass", "dce{bogus=1}", "fixpoint{passes=}"):
+        with pytest.raises(hlopass.HloError):
+            run_pipeline(hlopass.parse_hlo(_TWO), spec)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from hlopass.errors import HloShapeError
 from hlopass.exporter import print_hlo
 from hlopass.importer import parse_hlo
 from hlopass.pipeline import PASSES, run_pipeline
@@ -203,7 +204,10 @@ def run_case(case: Case, tmp: Path) -> tuple[bool, str]:
         "--split-input-file" in c for c in _hlo_opt_commands(text)[case.run : case.run + 1]
     )
     chunk = _chunks(text, split)[case.chunk]
-    module = parse_hlo(chunk, case.file)
+    try:
+        module = parse_hlo(chunk, case.file)
+    except HloShapeError as e:  # invalid for XLA's verifier too (e.g. a wrong conv shape)
+        return False, f"the verifier rejects the input: {e}"
     if case.ours:
         run_pipeline(module, ",".join(case.ours), verify_each=True)
     return _filecheck(chunk, case.prefix, print_hlo(module), tmp)

@@ -68,8 +68,9 @@ def _state(module: Any) -> tuple[_Analyzer, dict[tuple, KernelWork]]:
 def _load(x: Any) -> Any:
     if isinstance(x, Path) or (isinstance(x, str) and "\n" not in x and Path(x).is_file()):
         import hlopass
+        from hlopass.cli import _read  # one line for unreadable or non-UTF-8 files
 
-        return hlopass.parse_hlo(Path(x).read_text(), str(x))
+        return hlopass.parse_hlo(_read(str(x)), str(x))
     if isinstance(x, str):
         import hlopass
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
+from hlopass.clirun import OneLineArgumentParser, guard
 from hlopass.cost.devices import DEVICES, device_name
 
 
@@ -21,25 +21,23 @@ DEVICE_HELP = f"GPU to model: {', '.join(DEVICES)} (or an alias: h100, a100; def
 
 
 def _estimate_file(path: str, device: str):
-    """The estimate of one HLO file, or None after printing a one-line error."""
-    from pathlib import Path
-
-    import hlopass
-    from hlopass.cost import estimate
+    """The estimate of one HLO file (HLO text or xDSL IR); an `HloError` naming the file
+    when it cannot be read, parsed or priced."""
+    import hlopass.cost
+    from hlopass.cli import _read, parse_input
+    from hlopass.clirun import error_line
     from hlopass.errors import HloError
 
+    name = "<stdin>" if path == "-" else path
+    module = parse_input(_read(path), name)
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-        return estimate(hlopass.parse_hlo(text, path), device)
+        return hlopass.cost.estimate(module, device)
     except HloError as e:
-        print(str(e), file=sys.stderr)
-    except OSError as e:
-        print(f"{path}: error: {e.strerror}", file=sys.stderr)
-    return None
+        raise HloError(error_line(e, name)) from None
 
 
 def cost_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="hlopass cost", description="Estimated GPU time per kernel.")
+    ap = OneLineArgumentParser(prog="hlopass cost", description="Estimated GPU time per kernel.")
     ap.add_argument("file", help="HLO text file ('-' for stdin)")
     ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
@@ -47,9 +45,11 @@ def cost_main(argv: list[str] | None = None) -> int:
                     help="order kernels by this (largest first; name: A-Z); default: program order")  # fmt: skip
     ap.add_argument("--top", type=int, metavar="N", help="show only the first N kernels")
     args = ap.parse_args(argv)
+    return guard(lambda: _cost(args), "<stdin>" if args.file == "-" else args.file)
+
+
+def _cost(args: argparse.Namespace) -> int:
     est = _estimate_file(args.file, args.device)
-    if est is None:
-        return 1
     kernels = est.sorted(args.sort) if args.sort else list(est.kernels)
     if args.top is not None:
         kernels = kernels[: max(args.top, 0)]
@@ -63,19 +63,20 @@ def cost_main(argv: list[str] | None = None) -> int:
 
 
 def rank_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = OneLineArgumentParser(
         prog="hlopass rank", description="Rank HLO alternatives by estimated time."
     )
     ap.add_argument("files", nargs="+", help="HLO text files: the alternatives to rank")
     ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
+    return guard(lambda: _rank(args), "hlopass rank")
+
+
+def _rank(args: argparse.Namespace) -> int:
     results = []
     for f in args.files:
-        est = _estimate_file(f, args.device)
-        if est is None:
-            return 1
-        results.append((f, est.time_us))
+        results.append((f, _estimate_file(f, args.device).time_us))
     results.sort(key=lambda r: r[1])
     if args.json:
         print(json.dumps({"device": args.device,

@@ -299,6 +299,8 @@ def _vector_size(minor: int, threads: int, in_bits: int, complex_input: bool) ->
 def reduction_launch(is_row: bool, dims: tuple[int, int, int], in_bits: int, out_bits: int,
                      complex_input: bool, sm_count: int) -> tuple[int, int]:  # fmt: skip
     """(blocks, threads per block) of XLA's reduction emitters."""
+    if 0 in dims:  # an empty reduction: no elements to spread, as for any empty launch
+        return 1, 1
     if is_row:
         _major, kept, minor = dims
         # multi-row: a power-of-two row that fits in one warp

@@ -309,7 +309,8 @@ class XlaCostAnalysis:
             w += self._sub(op.attr("to_apply"), _reduce_window_count(op, shapes[0]))
         elif opc == "select-and-scatter":
             src = elements(shapes[1])
-            wsize = math.prod(d.size for d in op.attr("window").dims)
+            win = op.attr("window")  # none for a scalar operand: a window of one
+            wsize = math.prod(d.size for d in win.dims) if win is not None else 1
             w += self._sub(op.attr("select"), src * (wsize - 1))
             w += self._sub(op.attr("scatter"), src)
         elif opc == "map":

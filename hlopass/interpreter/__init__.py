@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.errors import HloInputError
 from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
     control,
     elementwise,
@@ -48,16 +49,27 @@ def evaluate(module: Any, *args: Any) -> list[np.ndarray]:
         if len(args) == len(leaves):
             args = tuple(_unflatten(list(args), shapes))
         else:
-            raise ValueError(f"entry computation takes {len(params)} argument(s), got {len(args)}")
+            raise HloInputError(
+                f"entry computation takes {len(params)} argument(s) "
+                f"({describe_parameters(module)}), got {len(args)}"
+            )
     values = []
     for i, (a, s) in enumerate(zip(args, shapes, strict=False)):
         try:
             values.append(coerce(a, s))
         except ValueError as e:
-            raise ValueError(f"argument {i}: {e}") from None
+            raise HloInputError(f"argument {i} (parameter {params[i].inst_name}) {e}") from None
     with np.errstate(all="ignore"):
         result = interp.call(entry, values)
     return [np.asarray(v) for v in flatten(result)]
+
+
+def describe_parameters(module: Any) -> str:
+    """`in0: f32[4], in1: s32[]`: the entry's flattened parameters as `hlopass run` names
+    them (a tuple parameter gives one per leaf)."""
+    params = interpreter_for(module).entry().parameters()
+    leaves = [leaf for p in params for leaf in p.shape.leaves()]
+    return ", ".join(f"in{i}: {s.text(False)}" for i, s in enumerate(leaves)) or "none"
 
 
 def _unflatten(leaves: list[Any], shapes: list[Any]) -> list[Any]:

@@ -1,9 +1,17 @@
-"""`hlopass run FILE --inputs in.npz [-o out.npz]`: evaluate a module with the interpreter."""
+"""`hlopass run FILE --inputs in.npz [-o out.npz]`: evaluate a module with the interpreter.
+
+Inputs are the flattened parameters `in0..inN` of an `.npz` (`out0..outM` beside them,
+reference outputs, are ignored), each with exactly the
+parameter's dtype (arrays of raw bytes of the same item size, how numpy keeps bf16 and the
+f8 types in an `.npz`, are read as that type). Anything else is one error line naming the
+keys found and the parameters expected.
+"""
 
 from __future__ import annotations
 
 import argparse
 import io
+import re
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -11,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.errors import HloError
+from hlopass.clirun import OneLineArgumentParser, guard
+from hlopass.errors import HloInputError
 from hlopass.output import write_output
 
 
 def run_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="hlopass run",
         description="Evaluate an HLO module's entry computation on inputs in0..inN of an .npz.",
     )
@@ -24,21 +33,17 @@ def run_main(argv: Sequence[str]) -> int:
     parser.add_argument("--inputs", help=".npz holding in0..inN (omit for no parameters)")
     parser.add_argument("-o", "--output", help="write out0..outM to this .npz (default: print)")
     args = parser.parse_args(list(argv))
-    try:
-        from hlopass import evaluate, parse_hlo
+    return guard(lambda: _run(args), "<stdin>" if args.file == "-" else args.file)
 
-        if args.file == "-":
-            text, name = sys.stdin.read(), "<stdin>"
-        else:
-            with open(args.file) as f:
-                text, name = f.read(), args.file
-        module = parse_hlo(text, name)
-        inputs = _load_inputs(args.inputs)
-        outputs = evaluate(module, *inputs)
-    except (HloError, OSError, ValueError, zipfile.BadZipFile) as e:
-        message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"error: {message}" if not isinstance(e, HloError) else message, file=sys.stderr)
-        return 1
+
+def _run(args: argparse.Namespace) -> int:
+    from hlopass import evaluate
+    from hlopass.cli import _read, parse_input
+
+    name = "<stdin>" if args.file == "-" else args.file
+    module = parse_input(_read(args.file), name)
+    inputs = _load_inputs(args.inputs, module)
+    outputs = evaluate(module, *inputs)
     if args.output:
         # typed as Any: numpy's stubs would match the arrays against `allow_pickle: bool`
         arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
@@ -46,11 +51,7 @@ def run_main(argv: Sequence[str]) -> int:
         # whatever is there; `write_output` writes exactly the path given, safely
         buf = io.BytesIO()
         np.savez(buf, **arrays)
-        try:
-            write_output(args.output, buf.getvalue())
-        except HloError as e:
-            print(str(e), file=sys.stderr)
-            return 1
+        write_output(args.output, buf.getvalue())  # an HloError: one line through guard
     else:
         for i, o in enumerate(outputs):
             print(f"out{i}: {o.dtype}{list(o.shape)}")
@@ -58,21 +59,62 @@ def run_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _load_inputs(path: str | None) -> list[np.ndarray]:
+_OUT_KEY = re.compile(r"out\d+")
+
+
+def _load_inputs(path: str | None, module: Any) -> list[np.ndarray]:
+    """The arrays `in0..inN` of the `.npz` at `path`, checked against the entry's flattened
+    parameters (count and names here; shapes and dtypes in `evaluate`)."""
+    from hlopass.interpreter import describe_parameters
+    from hlopass.interpreter.core import interpreter_for
+    from hlopass.literal import numpy_dtype
+
+    params = interpreter_for(module).entry().parameters()
+    leaves = [leaf for p in params for leaf in p.shape.leaves()]
+    expected = [f"in{i}" for i in range(len(leaves))]
     if path is None:
-        return []
-    with np.load(path, allow_pickle=False) as data:
-        names = set(data.files)
-        inputs = []
-        i = 0
-        while f"in{i}" in names:
-            inputs.append(data[f"in{i}"])
-            i += 1
-        extra = sorted(
-            n for n in names if n.startswith("in") and n not in {f"in{j}" for j in range(i)}
-        )
-        if extra:
-            raise ValueError(
-                f"{path}: inputs must be named in0..inN without gaps; found {extra[0]}"
+        if leaves:
+            raise HloInputError(
+                f"error: the entry computation takes {describe_parameters(module)}: "
+                "give them with --inputs FILE.npz"
             )
-    return inputs
+        return []
+    try:
+        with open(path, "rb") as f:
+            is_zip = zipfile.is_zipfile(f)
+    except OSError as e:
+        raise HloInputError(f"{path}: error: cannot read inputs: {e.strerror}") from None
+    if not is_zip:
+        raise HloInputError(
+            f"{path}: error: not an .npz file (a zip of .npy arrays, as numpy.savez writes)"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            found = sorted(data.files)
+            # out0..outM (reference outputs, as the corpus's io.npz holds) are left alone
+            if sorted(k for k in found if not _OUT_KEY.fullmatch(k)) != sorted(expected):
+                raise HloInputError(
+                    f"{path}: error: holds {', '.join(found) or 'no arrays'}; the entry "
+                    f"computation takes {describe_parameters(module)}"
+                )
+            arrays = [data[k] for k in expected]
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+        if isinstance(e, HloInputError):
+            raise
+        lines = str(e).strip().splitlines()
+        raise HloInputError(
+            f"{path}: error: cannot read inputs: {lines[0] if lines else type(e).__name__}"
+        ) from None
+    out = []
+    for a, leaf in zip(arrays, leaves, strict=True):
+        want = (
+            numpy_dtype(leaf.element_type) if leaf.element_type not in ("token", "opaque") else None
+        )
+        if want is not None and a.dtype.kind == "V" and a.dtype.itemsize == want.itemsize:
+            a = a.view(want)  # raw bytes: how an .npz keeps bf16 and the f8 types
+        out.append(a)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(sys.argv[1:]))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlopass.errors import HloVerifyError
 from hlopass.interpreter.core import handler, unsupported
 from hlopass.interpreter.numeric import widen
+from hlopass.shape import ArrayShape
 
 
 @handler("tuple")
@@ -21,10 +23,28 @@ def _gte(interp, op, args):
 @handler("call", "fusion", "async-start")
 def _call(interp, op, args):
     name = op.attr("to_apply") if op.opcode == "call" else op.attr("calls")
+    _check_arguments(op, interp.comp(name), args)
     result = interp.call(name, args)
     if op.opcode == "async-start":
         return (tuple(args), result, np.zeros((), np.uint32))
     return result
+
+
+def _check_arguments(op, comp, args) -> None:
+    """XLA's verifier: a called computation's parameters match the caller's operands."""
+    params = comp.parameters()
+    if len(params) != len(args):
+        raise HloVerifyError(
+            f"instruction {op.inst_name} passes {len(args)} operand(s) to computation "
+            f"{comp.comp_name}, which takes {len(params)}"
+        )
+    for p, a in zip(params, args, strict=True):
+        shape = p.shape
+        if isinstance(shape, ArrayShape) and getattr(a, "shape", None) != shape.dims:
+            raise HloVerifyError(
+                f"instruction {op.inst_name} passes {np.shape(a)} to parameter "
+                f"{p.inst_name} of computation {comp.comp_name}, a {shape.text(False)}"
+            )
 
 
 @handler("async-done")

@@ -7,6 +7,8 @@ Each op family registers its evaluators in `HANDLERS` with `@handler("opcode", .
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, entry_computation
-from hlopass.errors import UnsupportedOpError
+from hlopass.errors import HloResourceError, UnsupportedOpError
 from hlopass.literal import numpy_dtype
 from hlopass.shape import ArrayShape, Shape, TupleShape
 
@@ -54,7 +56,11 @@ def element_type(op: HloOp) -> str:
 
 
 def coerce(value: Any, shape: Shape) -> Value:
-    """An argument as the interpreter's value of `shape` (dtype and dims checked)."""
+    """An argument as the interpreter's value of `shape`; ValueError saying what differs.
+
+    One rule for dtypes: a numpy array (or numpy scalar) must have exactly the parameter's
+    dtype (nothing is cast behind the caller's back); a Python number or nested list is
+    converted when that keeps its kind (float -> f32 yes, float -> s32 no)."""
     if isinstance(shape, TupleShape):
         if not isinstance(value, (tuple, list)) or len(value) != len(shape.elements):
             raise ValueError(
@@ -64,21 +70,76 @@ def coerce(value: Any, shape: Shape) -> Value:
     assert isinstance(shape, ArrayShape)
     if shape.element_type in ("token", "opaque"):
         return np.zeros((0,), np.uint8)
-    arr = np.asarray(value)
-    if arr.shape != tuple(shape.dims):
-        raise ValueError(f"has shape {arr.shape}, expected {shape.text(False)}")
     dtype = dtype_of(shape)
-    if arr.dtype != dtype:
-        if arr.dtype.kind == "f" and dtype.kind in "iub":
-            raise ValueError(f"has dtype {arr.dtype}, expected {shape.element_type}")
-        arr = arr.astype(dtype)
+    expected = shape.text(False)
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype != dtype:
+            raise ValueError(f"is {_numpy_name(arr.dtype)}{list(arr.shape)}, expected {expected}")
+    else:
+        try:
+            natural = np.asarray(value)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"is not an array ({e}), expected {expected}") from None
+        if natural.dtype.kind not in "biufc" or not np.can_cast(natural.dtype, dtype, "same_kind"):
+            raise ValueError(f"is a Python {natural.dtype.kind!r}-kind value, expected {expected}")
+        arr = natural.astype(dtype)
+    if arr.shape != tuple(shape.dims):
+        raise ValueError(f"has shape {list(arr.shape)}, expected {expected}")
     return arr
+
+
+def _numpy_name(dtype: np.dtype) -> str:
+    """numpy's dtype in XLA's spelling where there is one (float32 -> f32)."""
+    from hlopass.shape import ELEMENT_BITS
+
+    for et in ELEMENT_BITS:
+        if et not in ("token", "opaque") and numpy_dtype(et) == dtype:
+            return et
+    return str(dtype)
 
 
 def flatten(value: Value) -> list[np.ndarray]:
     if isinstance(value, tuple):
         return [leaf for v in value for leaf in flatten(v)]
     return [value]
+
+
+def memory_limit() -> int:
+    """Bytes one instruction's result may take: `$HLOPASS_INTERP_MAX_BYTES`, else half the
+    machine's memory (a bigger array could only end in MemoryError or the OOM killer)."""
+    env = os.environ.get("HLOPASS_INTERP_MAX_BYTES")
+    if env:
+        return int(env)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 1 << 34
+
+
+def _check_size(op: HloOp) -> None:
+    """Refuse, naming the instruction, a result bigger than `memory_limit()`."""
+    shape = op.shape
+    leaves = shape.leaves() if isinstance(shape, TupleShape) else [shape]
+    size = 0
+    for leaf in leaves:
+        if isinstance(leaf, ArrayShape) and leaf.element_type not in ("token", "opaque"):
+            size += math.prod(max(d, 0) for d in leaf.dims) * dtype_of(leaf).itemsize
+    limit = memory_limit()
+    if size > limit:
+        raise HloResourceError(
+            f"instruction {op.inst_name} ({op.opcode} giving {shape.text(False)}) needs "
+            f"{_bytes_text(size)}, more than the interpreter's limit of {_bytes_text(limit)} "
+            "(HLOPASS_INTERP_MAX_BYTES)"
+        )
+
+
+def _bytes_text(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.3g} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n:.3g} TiB"
 
 
 class Interpreter:
@@ -109,6 +170,8 @@ class Interpreter:
                     for v in op.operands:
                         live.add(id(v.owner))
             cached = ([op for op in instrs if id(op) in live], root)
+            for op in cached[0]:
+                _check_size(op)
             self._schedules[key] = cached
         return cached
 
@@ -122,7 +185,13 @@ class Interpreter:
                 env[op.result] = args[op.attr("number")]
                 continue
             operands = [env[v] for v in op.operands]
-            env[op.result] = self.eval(op, operands)
+            try:
+                env[op.result] = self.eval(op, operands)
+            except MemoryError:
+                raise HloResourceError(
+                    f"out of memory evaluating instruction {op.inst_name} ({op.opcode} "
+                    f"giving {op.shape.text(False)})"
+                ) from None
         return env[root.result]
 
     def eval(self, op: HloOp, operands: list[Value]) -> Value:

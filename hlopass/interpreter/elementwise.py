@@ -18,6 +18,7 @@ from hlopass.interpreter.numeric import (
     uint_view_dtype,
     widen,
 )
+from hlopass.shape import ELEMENT_BITS
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -282,10 +283,32 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
 def _bitcast_convert(interp, op, args):
     (x,) = args
     out = dtype_of(op.shape)
+    in_bits = ELEMENT_BITS[op.operands[0].type.data.element_type]
+    out_bits = ELEMENT_BITS[op.shape.element_type]
     x = np.ascontiguousarray(x)
-    if x.dtype.itemsize == out.itemsize:
+    if in_bits % 8 == 0 and out_bits % 8 == 0:  # whole bytes: numpy's view is XLA's bitcast
         return x.view(out).reshape(op.shape.dims)
-    return x.view(out).reshape(op.shape.dims)
+    return _bitcast_sub_byte(x, in_bits, out, out_bits).reshape(op.shape.dims)
+
+
+def _bitcast_sub_byte(x: np.ndarray, in_bits: int, out: np.dtype, out_bits: int) -> np.ndarray:
+    """Bitcast where a side is narrower than a byte (s4, u2, f4e2m1fn...; numpy keeps
+    them one per byte): the narrow elements along the last dimension make up one wide
+    element, the first in the lowest bits (XLA's little-endian packing)."""
+    raw = x.view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64) & np.uint64((1 << in_bits) - 1)
+    if in_bits < out_bits:  # s4[..., 2] -> s8[...]
+        shifts = np.arange(out_bits // in_bits, dtype=np.uint64) * np.uint64(in_bits)
+        raw = np.bitwise_or.reduce(raw << shifts, axis=-1)
+    elif in_bits > out_bits:  # s8[...] -> s4[..., 2]
+        shifts = np.arange(in_bits // out_bits, dtype=np.uint64) * np.uint64(out_bits)
+        raw = (raw[..., None] >> shifts) & np.uint64((1 << out_bits) - 1)
+    if out.kind == "i":  # sign-extend the narrow value, then store it in numpy's type
+        signed = raw.astype(np.int64)
+        signed -= (signed >> (out_bits - 1) & 1) << out_bits
+        return signed.astype(out)
+    if out.kind in "ub":
+        return raw.astype(out)
+    return raw.astype(np.dtype(f"u{out.itemsize}")).view(out)  # sub-byte floats: low bits
 
 
 _FLOAT_LAYOUT = {2: (5, 10), 4: (8, 23), 8: (11, 52)}

@@ -48,6 +48,8 @@ def _dot(interp, op, args):
 def _convolution(interp, op, args):
     lhs, rhs = args[:2]
     out = dtype_of(op.shape)
+    if 0 in op.shape.dims:  # no window fits (or nothing to compute): an empty result
+        return np.zeros(op.shape.dims, out)
     acc = _acc_dtype(lhs.dtype, rhs.dtype, out)
     labels = op.attr("dim_labels")
     ib, if_, isp = labels.input

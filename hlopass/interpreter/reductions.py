@@ -72,9 +72,15 @@ def _tree_reduce(interp, comp, vals):
     return [v[..., 0] for v in vals]
 
 
+def _window_dims(op) -> tuple:
+    """The window's dimensions; a scalar operand's window has none (XLA prints no `window=`)."""
+    window = op.attr("window")
+    return () if window is None else window.dims
+
+
 def _windows(op, padded, out_dims):
     """(offset, strided view) for each window position offset, in row-major order."""
-    window = op.attr("window").dims
+    window = _window_dims(op)
     for k in itertools.product(*(range(w.size) for w in window)):
         index = tuple(
             slice(ki * w.rhs_dilation, ki * w.rhs_dilation + (o - 1) * w.stride + 1, w.stride)
@@ -87,9 +93,13 @@ def _windows(op, padded, out_dims):
 def _reduce_window(interp, op, args):
     n = len(args) // 2
     inputs, inits = args[:n], args[n:]
-    window = op.attr("window").dims
+    window = _window_dims(op)
     comp = op.attr("to_apply")
     out_dts = _out_dtypes(op)
+    if not window and inputs and np.ndim(inputs[0]) == 0:
+        # A scalar operand: XLA:CPU returns the operand, init unused (checked with jaxlib
+        # 0.10.2, tests/test_interpreter_trust.py), unlike a 1-wide window (init + x).
+        return _pack(op, [np.asarray(x).astype(dt) for x, dt in zip(inputs, out_dts, strict=False)])
     shape = op.shape
     out_shape = shape.elements[0] if isinstance(shape, TupleShape) else shape
     out_dims = cast(ArrayShape, out_shape).dims
@@ -111,7 +121,7 @@ def _reduce_window(interp, op, args):
 @handler("select-and-scatter")
 def _select_and_scatter(interp, op, args):
     operand, source, init = args
-    window = op.attr("window").dims
+    window = _window_dims(op)
     config = [(w.pad_low, w.pad_high, 0) for w in window]
     padded = pad(operand, np.zeros((), operand.dtype), config)
     valid = pad(np.ones(operand.shape, bool), np.zeros((), bool), config)

@@ -1,0 +1,172 @@
+"""The verifier's shape rules (pad, reduce, dot, concatenate, convolution, dynamic-slice,
+dynamic-update-slice) against XLA: each bad module is rejected by hlopass while reading
+(`HloShapeError` at the instruction) and by XLA:CPU (its shape inference, run in a child
+process); the corrected module is accepted by both and evaluates to XLA:CPU's values."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import hlopass
+from hlopass.errors import HloShapeError
+from hlopass.literal import numpy_dtype
+from tests.interp_util import assert_same, xla_execute_many
+
+ADD = "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
+
+
+def _m(params: list[str], root: str, extra: str = "") -> str:
+    lines = [f"  p{i} = {s} parameter({i})" for i, s in enumerate(params)]
+    return (
+        "HloModule m\n\n" + extra + "ENTRY e {\n" + "\n".join(lines) + f"\n  ROOT r = {root}\n}}\n"
+    )
+
+
+# (bad module, message, corrected module)
+RULES = {
+    "pad_result": (
+        _m(["f32[6]", "f32[]"], "f32[7] pad(p0, p1), padding=-1_-2_1"), "gives f32[8], not f32[7]",
+        _m(["f32[6]", "f32[]"], "f32[8] pad(p0, p1), padding=-1_-2_1"),
+    ),
+    "pad_rank": (
+        _m(["f32[6]", "f32[]"], "f32[8] pad(p0, p1), padding=1_1x0_0"), "padding has 2 dimensions",
+        _m(["f32[6]", "f32[]"], "f32[8] pad(p0, p1), padding=1_1"),
+    ),
+    "reduce_result": (
+        _m(["f32[4,3]", "f32[]"], "f32[4] reduce(p0, p1), dimensions={0}, to_apply=add", ADD),
+        "gives dimensions [3], not f32[4]",
+        _m(["f32[4,3]", "f32[]"], "f32[3] reduce(p0, p1), dimensions={0}, to_apply=add", ADD),
+    ),
+    "reduce_init_not_scalar": (
+        _m(["f32[4,4]", "f32[4]"], "f32[4] reduce(p0, p1), dimensions={0}, to_apply=add", ADD),
+        "init value f32[4] is not a scalar",
+        _m(["f32[4,4]", "f32[]"], "f32[4] reduce(p0, p1), dimensions={0}, to_apply=add", ADD),
+    ),
+    "dot_contracting_out_of_range": (
+        _m(["f32[4,8]", "f32[8,3]"], "f32[4,3] dot(p0, p1), lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
+        "dot lhs dimension 2 is out of range",
+        _m(["f32[4,8]", "f32[8,3]"], "f32[4,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ),
+    "dot_sizes": (
+        _m(["f32[4,8]", "f32[7,3]"], "f32[4,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+        "differ in size",
+        _m(["f32[4,7]", "f32[7,3]"], "f32[4,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ),
+    "dot_outer_product": (
+        _m(["s32[8]", "s32[8]"], "s32[8] dot(p0, p1)"), "gives dimensions [8, 8]",
+        _m(["s32[8]", "s32[8]"], "s32[8,8] dot(p0, p1)"),
+    ),
+    "concatenate_bounded_operand": (
+        _m(["f32[2]", "f32[4]", "f32[<=1]"], "f32[9] concatenate(p0, p1, p2), dimensions={0}"),
+        "have 7 along dimension 0",
+        _m(["f32[2]", "f32[4]", "f32[3]"], "f32[9] concatenate(p0, p1, p2), dimensions={0}"),
+    ),
+    "convolution_result": (
+        _m(["f32[2,6,1]", "f32[3,1,2]"], "f32[2,6,2] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"),
+        "gives dimensions [2, 4, 2]",
+        _m(["f32[2,6,1]", "f32[3,1,2]"], "f32[2,4,2] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"),
+    ),
+    "convolution_features": (
+        _m(["f32[2,6,3]", "f32[3,1,2]"], "f32[2,4,2] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"),
+        "disagree in features",
+        _m(["f32[2,6,3]", "f32[3,3,2]"], "f32[2,4,2] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"),
+    ),
+    "dynamic_slice_sizes": (
+        _m(["f32[8]", "s32[]"], "f32[9] dynamic-slice(p0, p1), dynamic_slice_sizes={9}"),
+        "do not fit f32[8]",
+        _m(["f32[8]", "s32[]"], "f32[3] dynamic-slice(p0, p1), dynamic_slice_sizes={3}"),
+    ),
+    "dynamic_update_slice_too_big": (
+        _m(["f32[4]", "f32[5]", "s32[]"], "f32[4] dynamic-update-slice(p0, p1, p2)"),
+        "update f32[5] does not fit in f32[4]",
+        _m(["f32[4]", "f32[2]", "s32[]"], "f32[4] dynamic-update-slice(p0, p1, p2)"),
+    ),
+}  # fmt: skip
+
+
+def _args(text: str) -> list[np.ndarray]:
+    module = hlopass.parse_hlo(text)
+    from hlopass.interpreter.core import interpreter_for
+
+    rng = np.random.default_rng(5)
+    out = []
+    for p in interpreter_for(module).entry().parameters():
+        dt = numpy_dtype(p.shape.element_type)
+        if dt.kind in "iu":
+            out.append(rng.integers(0, 3, p.shape.dims).astype(dt))
+        else:  # small integers in floats: sums and products are exact in any order
+            out.append(rng.integers(-4, 5, p.shape.dims).astype(dt))
+    return out
+
+
+def _bad_args(text: str) -> list[np.ndarray]:
+    """Arguments for the bad module (the parameters as written)."""
+    shapes = [
+        line.split("= ")[1].split(" parameter")[0]
+        for line in text.splitlines()
+        if "parameter(" in line
+    ]
+    out = []
+    for s in shapes:
+        et, dims = s.split("[")
+        sizes = [int(d.replace("<=", "")) for d in dims.rstrip("]").split(",") if d]
+        out.append(np.zeros(sizes, numpy_dtype(et)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def xla_results(xla):
+    cases = []
+    for bad, _, good in RULES.values():
+        cases.append((bad, _bad_args(bad)))
+        cases.append((good, _args(good)))
+    return xla_execute_many(cases)
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_hlopass_rejects_and_accepts(rule: str):
+    bad, message, good = RULES[rule]
+    with pytest.raises(HloShapeError, match=re.escape(message)) as info:
+        hlopass.parse_hlo(bad, "bad.hlo")
+    assert info.value.line == bad.count("\n") - 1  # the ROOT line
+    hlopass.parse_hlo(good, "good.hlo")
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_xla_agrees(rule: str, xla_results):
+    i = list(RULES).index(rule)
+    bad_result, good_result = xla_results[2 * i], xla_results[2 * i + 1]
+    assert "outputs" not in bad_result, f"XLA:CPU accepts the bad module of {rule}"
+    assert "outputs" in good_result, good_result
+    _, _, good = RULES[rule]
+    got = hlopass.evaluate(hlopass.parse_hlo(good), *_args(good))
+    for g, w in zip(got, good_result["outputs"], strict=True):
+        assert_same(g, w, what=rule)  # small integers: exact in any summation order
+
+
+# Instructions whose shape XLA's parser derives, whatever the text declares (found by the
+# fuzzer: the declared shape leaked into the computation's signature, which XLA rejects).
+DERIVED = {
+    "after-all": "a = token[] parameter(0)\n  ROOT r = f32[] after-all(a)",
+    "add-dependency": "a = f32[2] parameter(0)\n  t = token[] after-all()\n  ROOT r = s32[] add-dependency(a, t)",
+    "send": "a = f32[4] parameter(0)\n  b = token[] parameter(1)\n  ROOT r = (f32[4], f32[4]) send(a, b), channel_id=1",
+    "send-done": "a = f32[4] parameter(0)\n  b = token[] parameter(1)\n"
+    "  s = (f32[4], u32[], token[]) send(a, b), channel_id=1\n  ROOT r = c64[] send-done(s), channel_id=1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("opcode", list(DERIVED))
+def test_derived_shapes_print_as_xla_does(opcode: str, xla):
+    from hlopass.exporter import print_hlo
+
+    text = "HloModule m\n\nENTRY e {\n  " + DERIVED[opcode] + "\n}\n"
+    assert print_hlo(hlopass.parse_hlo(text)) == xla.reprint(text)
+
+
+def test_partition_id_must_be_u32():
+    """XLA's parser aborts the process (a CHECK failure) on `s32[] partition-id()`."""
+    with pytest.raises(HloShapeError, match=r"partition-id gives u32\[\], not s32\[\]"):
+        hlopass.parse_hlo(_m([], "s32[] partition-id()"))
