@@ -303,7 +303,10 @@ class _Parser:
         if kind == "comp":
             k, tok, start = lx.peek()
             if tok == "{":
-                self.error("inline computations are not supported; name a computation instead")
+                inline = getattr(self, "inline_computation", None)
+                if inline is None:
+                    self.error("an inline computation needs a module around it")
+                return inline()
             return self.name()
         if kind in ("comps", "names"):
             self.expect("{")
@@ -698,6 +701,16 @@ _ASYNC_SUFFIXES = ("-start", "-update", "-done")
 _SUGAR_SPECS: dict[str, Any] = {}
 
 
+# Attributes XLA's parser reads but does not keep (when the test on opcode and value says
+# so): the rolled-back collective `mode`, an empty convolution `sparsity_config`, and the
+# `dimensions` of ragged-all-to-all.
+_DROPPED: dict[str, Any] = {
+    "mode": lambda opcode, v: True,
+    "sparsity_config": lambda opcode, v: v.text == "{}",
+    "dimensions": lambda opcode, v: opcode == "ragged-all-to-all",
+}
+
+
 def _async_sugar(opcode: str) -> tuple[str, str] | None:
     """(wrapped opcode, start|update|done) for XLA's async shorthand like `custom-call-start`."""
     for suffix in _ASYNC_SUFFIXES:
@@ -728,6 +741,7 @@ class ModuleParser(_Parser):
     def __init__(self, text: str, filename: str | None = None):
         super().__init__(Lexer(text, filename))
         self.computation_names: dict[str, int] = {}
+        self.root_shapes: dict[str, Shape] = {}
         self.saw_stack_frame_id = False
         self.pending_computations: list[ComputationOp] = []
         self.pending_seen = False
@@ -919,6 +933,7 @@ class ModuleParser(_Parser):
         block = Block()
         comp = new_computation_op(name, block, is_entry)
         root_shape = self.instructions(comp, block)
+        self.root_shapes[name] = root_shape  # for the shapes of callers left unwritten
         if self.accept(","):
             k, key, kstart = lx.next()
             if key != "execution_thread":
@@ -931,6 +946,25 @@ class ModuleParser(_Parser):
                 result_start,
             )
         return comp
+
+    def inline_computation(self) -> str:
+        """`{ instructions }` written in place of a computation name (XLA names it `_`,
+        `_.1`, ... and defines it before the computation using it); returns its name."""
+        lx = self.lx
+        start = lx.next()[2]  # `{`
+        name, i = "_", 0
+        while name in self.computation_names:
+            i += 1
+            name = f"_.{i}"
+        self.computation_names[name] = start
+        saved = (self.values, self.block, getattr(self, "current_computation", None))
+        block = Block()
+        comp = new_computation_op(name, block)
+        self.root_shapes[name] = self.instructions(comp, block)
+        self.values, self.block, self.current_computation = saved
+        self.pending_computations.append(comp)
+        self.pending_seen = True  # XLA renames instructions module-wide: see `parse`
+        return name
 
     def declare_computation(self, name: str, start: int) -> None:
         """The computation being read is `name` (at offset `start`), defined once."""
@@ -1358,7 +1392,16 @@ class ModuleParser(_Parser):
                     self.error(f"expected an attribute, got {_describe(k, key)}", kstart)
             aspec: AttrSpec | None = spec.by_name.get(key) or COMMON_BY_NAME.get(key)
             if aspec is None:
-                self.error(f"unknown attribute {key!r} for {opcode}", kstart)
+                if key == "parameter_replication":
+                    self.error(
+                        "parameter_replication is valid on a parameter only (XLA's parser "
+                        "aborts on it elsewhere)",
+                        kstart,
+                    )
+                takes = sorted({*spec.by_name, *COMMON_BY_NAME})
+                self.error(
+                    f"unknown attribute {key!r} for {opcode}; it takes {', '.join(takes)}", kstart
+                )
                 raise AssertionError
             if key in attrs:
                 self.error(f"attribute {key!r} given twice", kstart)
@@ -1383,6 +1426,9 @@ class ModuleParser(_Parser):
             elif akind == "result_accuracy" and attrs[key].is_default:
                 del attrs[key]  # XLA keeps no trace of the default mode
                 continue
+            elif key in _DROPPED and _DROPPED[key](opcode, attrs[key]):
+                del attrs[key]  # read and dropped as XLA's parser does
+                continue
             if aspec.kind == "comp":
                 if attrs[key] == getattr(self, "current_computation", None):
                     self.error(f"computation {attrs[key]!r} cannot call itself", vstart)
@@ -1404,6 +1450,9 @@ class ModuleParser(_Parser):
             if rs.is_tuple and len(rs.elements) == 3:
                 shape = TupleShape((rs.elements[0], rs.elements[2]))
                 stype = None  # no longer the declared shape's type
+        elif opcode == "custom-call" and "to_apply" in attrs and "called_computations" not in attrs:
+            # XLA keeps a custom-call's to_apply as its one called computation.
+            attrs["called_computations"] = (attrs.pop("to_apply"),)
         elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
             # XLA's outfeed always carries (and prints) the shape of what it sends.
             attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
@@ -1420,9 +1469,14 @@ class ModuleParser(_Parser):
             from hlopass.shape_inference import infer_shape
 
             try:
-                shape = infer_shape(opcode, [v.type.data for v in operands], attrs)  # type: ignore[attr-defined]
+                shape = infer_shape(
+                    opcode,
+                    [v.type.data for v in operands],  # type: ignore[attr-defined]
+                    attrs,
+                    getattr(self, "root_shapes", {}).get,
+                )
             except ValueError as e:
-                self.error(f"cannot infer the shape of {opcode}: {e}", ostart)
+                self.error(f"cannot infer the shape of {name}: {e}", ostart)
                 raise AssertionError from None
         if "async_execution_thread" in attrs and not opcode.startswith("async-"):  # shorthand
             self.sugar_thread = attrs.pop("async_execution_thread")
@@ -1769,7 +1823,9 @@ _INTS = re.compile(r"(\{(?:-?\d+(?:,-?\d+)*)?\})")
 # A called computation's name, not followed by what would make it another token.
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
-_FIXED_UP = frozenset({"broadcast", "recv-done", "outfeed"})  # `instruction_body` fixes them up
+_FIXED_UP = frozenset(
+    {"broadcast", "recv-done", "outfeed", "custom-call"}
+)  # `instruction_body` fixes them up
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
 _ELEMENT = rf"(?:/\*index=\d+\*/\s*)?{_SHAPE_ATOM}\s*"  # XLA numbers every 5th element
