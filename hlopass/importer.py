@@ -102,6 +102,9 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
             elif part.startswith("<="):
                 dims.append(int(part[2:]))
                 dynamic.append(True)
+            elif part.startswith("-") and part[1:].isdigit() and not int(part[1:]):
+                dims.append(0)  # XLA reads `-0` as a dimension of size 0
+                dynamic.append(False)
             elif part.isdigit():
                 if len(part) > 18 and int(part) >= 2**63:
                     raise ValueError(f"dimension {part} is too large in shape {tok}")
@@ -123,16 +126,23 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
     return shape
 
 
+# XLA's lexer lets the closing `)` of the last item go (`{1,0:E(4}` reads as E(4)).
 _LAYOUT_ITEM = re.compile(
-    r"T((?:\([\d,*]*\))+)|L\((\d+)\)|#\((\w+)\)|\*\((\w+)\)|E\((\d+)\)|S\((\d+)\)"
-    r"|SC\((\d+):([\d,]*)\)|M\((\d+)\)|D\(([^)]*)\)"
+    r"T((?:\([\d,*]*(?:\)|$))+)|L\((\d+)(?:\)|$)|#\((\w+)(?:\)|$)|\*\((\w+)(?:\)|$)"
+    r"|E\((\d+)(?:\)|$)|S\((\d+)(?:\)|$)|SC\((\d+):([\d,]*)(?:\)|$)|M\((\d+)(?:\)|$)"
+    r"|D\(([^)]*)(?:\)|$)"
 )
 
 
 def _parse_layout(text: str, rank: int) -> Layout:
     body = text[1:-1]
     m2m_text, _, extras = body.partition(":")
-    m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip()) if m2m_text.strip() else ()
+    if rank and not m2m_text.strip():
+        raise ValueError(f"layout {text} of a rank-{rank} shape lists no dimensions")
+    items = m2m_text.split(",") if m2m_text.strip() else []
+    if any(not x.strip() for x in items):
+        raise ValueError(f"layout {text} has an empty dimension")
+    m2m = tuple(int(x) for x in items)
     if (m2m_text.strip() or rank == 0) and sorted(m2m) != list(range(rank)):
         raise ValueError(f"layout {{{m2m_text}}} is not a permutation of the {rank} dimensions")
     kw: dict[str, Any] = {}
@@ -145,7 +155,7 @@ def _parse_layout(text: str, rank: int) -> Layout:
             raise ValueError(f"bad layout attribute at {extras[pos:]!r}")
         pos = m.end()
         if m.group(1):
-            for t in re.findall(r"\(([\d,*]*)\)", m.group(1)):
+            for t in re.findall(r"\(([\d,*]*)(?:\)|$)", m.group(1)):
                 tiles.append(Tile(tuple(None if x == "*" else int(x) for x in t.split(",") if x)))
         elif m.group(2):
             kw["tail_padding_alignment"] = int(m.group(2))
@@ -163,8 +173,6 @@ def _parse_layout(text: str, rank: int) -> Layout:
             kw["dynamic_metadata_prefix_bytes"] = int(m.group(9))
         elif m.group(10) is not None:
             kw["dim_level_types"] = tuple(x.strip() for x in m.group(10).split(","))
-    if not m2m_text.strip() and rank > 0:
-        m2m = default_layout(rank).minor_to_major
     return Layout(m2m, tuple(tiles), split_configs=tuple(splits), **kw)
 
 
@@ -1465,6 +1473,16 @@ class ModuleParser(_Parser):
         for a in required:
             if a not in attrs:
                 self.error(f"{opcode} {name} is missing attribute {a}", ostart)
+        if (
+            opcode == "conditional"
+            and "branch_computations" not in attrs
+            and not ("true_computation" in attrs and "false_computation" in attrs)
+        ):
+            self.error(
+                f"conditional {name} needs branch_computations={{...}} or true_computation= "
+                "and false_computation=",
+                ostart,
+            )
         if shape is None:
             from hlopass.shape_inference import infer_shape
 

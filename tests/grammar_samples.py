@@ -525,3 +525,43 @@ def async_module(opcode: str, update: bool) -> str:
     else:
         body += f"ROOT d = {shape} async-done(s)"
     return _module(body, comps + "\n" + wrapped)
+
+
+# Whole-module forms (issue 13's fidelity list): a scheduled module keeps the text order of
+# every computation but fusion bodies, which print in post order; inline computations.
+SAMPLES["module/scheduled-fusion"] = """HloModule scheduled, is_scheduled=true
+
+add {
+  b = f32[] parameter(1)
+  a = f32[] parameter(0)
+  ROOT r = f32[] add(a, b)
+}
+
+fused {
+  q = f32[] parameter(1)
+  p = f32[4] parameter(0)
+  n = f32[4] negate(p)
+  ROOT s = f32[] reduce(n, q), dimensions={0}, to_apply=add
+}
+
+ENTRY main {
+  z = f32[] constant(0)
+  x = f32[4] parameter(0)
+  ROOT f = f32[] fusion(x, z), kind=kLoop, calls=fused
+}
+"""
+SAMPLES["module/inline-computations"] = """HloModule inline
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  z = f32[] constant(0)
+  r = f32[] reduce(x, z), dimensions={0}, to_apply={
+    a = f32[] parameter(0)
+    b = f32[] parameter(1)
+    ROOT r = f32[] add(a, b)
+  }
+  ROOT t = f32[] reduce(x, z), dimensions={0}, to_apply={a = f32[] parameter(0)
+    b = f32[] parameter(1)
+    ROOT m = f32[] maximum(a, b) }
+}
+"""
