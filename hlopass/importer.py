@@ -556,7 +556,7 @@ class _Parser:
             else:
                 self.lx.next()
                 if tok != '""' and tok != "0":  # XLA drops fields at their default
-                    fields.append((key, tok))
+                    fields.append((key, tok if tok.isascii() else _escaped(tok)))
                 if key == "stack_frame_id":
                     self.saw_stack_frame_id = True
             self.accept(",")
@@ -584,9 +584,12 @@ class _Parser:
             if shape.rank == 0:
                 self.error("a scalar literal has no braces", start)
             try:
-                return Literal(parse_array_text(raw, shape))
+                arr = parse_array_text(raw, shape)
             except LiteralSyntaxError as e:
                 self.error(str(e), start)
+                raise AssertionError from None
+            self.check_float_range(arr, raw, shape, start)
+            return Literal(arr)
         if shape.rank != 0 and k in ("INT", "FLOAT", "NANINF", "NAME") and tok not in ("(", "{"):
             # XLA takes a bare scalar for an array: it sets the first element, zeroes the rest.
             lx.next()
@@ -607,17 +610,45 @@ class _Parser:
         if tok == "(" and shape.element_type in ("c64", "c128"):
             raw, start = lx.take_balanced("(", ")")
             try:
-                return Literal(parse_array_text(raw, shape))
+                arr = parse_array_text(raw, shape)
             except LiteralSyntaxError as e:
                 self.error(str(e), start)
+                raise AssertionError from None
+            self.check_float_range(arr, raw, shape, start)
+            return Literal(arr)
         lx.next()
         if k not in ("INT", "FLOAT", "NANINF", "NAME"):
             self.error(f"expected a literal value, got {_describe(k, tok)}", start)
         try:
-            return Literal(parse_scalar_token(tok, shape))
+            arr = parse_scalar_token(tok, shape)
         except LiteralSyntaxError as e:
             self.error(str(e), start)
-        raise AssertionError
+            raise AssertionError from None
+        self.check_float_range(arr, tok, shape, start)
+        return Literal(arr)
+
+    def check_float_range(self, arr: Any, raw: str, shape: ArrayShape, start: int) -> None:
+        """XLA rejects a finite number written beyond its type's range (`f32 1e400`), which
+        numpy reads as inf: on an inf, find the number that made it."""
+        import numpy as np
+
+        if arr.dtype.kind not in "fc" or not np.isinf(arr).any():
+            return
+        top = float(np.finfo(arr.real.dtype).max)
+        for num in _FINITE_NUMBER.findall(raw):
+            if abs(float(num)) > top:
+                self.error(f"literal value {num} is out of range for {shape.element_type}", start)
+
+
+def _escaped(tok: str) -> str:
+    """A quoted metadata string as XLA prints it (non-ASCII as octal UTF-8 bytes)."""
+    if not tok.startswith('"'):
+        return tok
+    return '"' + A.c_escape(_unescape(tok)) + '"'
+
+
+# A decimal number in a literal's text (inf, nan and hex payloads are not).
+_FINITE_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.(])")
 
 
 def _describe(kind: str, tok: str) -> str:
@@ -1271,7 +1302,7 @@ class ModuleParser(_Parser):
                 if key == "inf" or key == "nan":
                     return _SLOW  # these lex as numbers, not as `key=`
                 if tok != '""' and tok != "0":  # XLA drops fields at their default
-                    fields.append((key, tok))
+                    fields.append((key, tok if tok.isascii() else _escaped(tok)))
                 if key == "stack_frame_id":
                     self.saw_stack_frame_id = True
             return A.Metadata(tuple(fields))
@@ -1591,8 +1622,10 @@ def _normalize_frontend_attrs(text: str) -> str:
             value = _unescape('"' + raw + '"')
             if value.startswith("{") and value.endswith("}"):
                 pairs[key] = value
-            else:
+            elif raw.isascii():
                 pairs[key] = '"' + raw + '"'
+            else:  # XLA writes non-ASCII as octal UTF-8 bytes
+                pairs[key] = '"' + A.c_escape(value) + '"'
         elif pos < n and body[pos] == "{":
             i = find_closing(body, pos)
             if i < 0:
@@ -1881,12 +1914,28 @@ _PARAM_HEAD = re.compile(rf"\s*([A-Za-z_][\w.\-]*):\s*({_SHAPE_ATOM})\s*([,)])")
 _RESULT_HEAD = re.compile(rf"\s*->\s*({_SHAPE_ATOM})\s*\{{")
 
 
+# A string, a comment, or a non-ASCII character (which XLA's lexer takes for neither a
+# name character nor white space: `pé` or a no-break space is an error there).
+_NON_ASCII = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/|([^\x00-\x7f])', re.S)
+
+
+def _check_ascii(lx: Lexer) -> None:
+    for m in _NON_ASCII.finditer(lx.text):
+        if m.group(1) is not None:
+            lx.error_at(
+                m.start(1),
+                f"unexpected non-ASCII character {m.group(1)!r} (U+{ord(m.group(1)):04X})",
+            )
+
+
 def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
     """Parse HLO module text (either print style) into an xDSL module of `hlo` ops.
 
     Raises `HloParseError` (with `.line`, `.col`) on malformed input.
     """
     parser = ModuleParser(text, filename)
+    if not text.isascii():
+        _check_ascii(parser.lx)
     try:
         return parser.parse()
     except RecursionError:

@@ -515,7 +515,28 @@ ASYNC_WRAPPED: dict[str, tuple[str, str, str]] = {
 }  # fmt: skip
 
 
+# send and recv take a token: whole modules.
+ASYNC_MODULES: dict[str, str] = {
+    "send": _module(
+        "p0 = f32[4] parameter(0)\nt = token[] after-all()\n"
+        "s = ((f32[4], token[]), (f32[4], u32[], token[]), u32[]) async-start(p0, t), calls=wrapped\n"
+        "ROOT d = (f32[4], u32[], token[]) async-done(s)",
+        "wrapped {\n  x = f32[4] parameter(0)\n  t = token[] parameter(1)\n"
+        "  ROOT s = (f32[4], u32[], token[]) send(x, t), channel_id=1\n}\n",
+    ),
+    "recv": _module(
+        "t = token[] after-all()\n"
+        "s = ((token[]), (f32[4], u32[], token[]), u32[]) async-start(t), calls=wrapped\n"
+        "ROOT d = (f32[4], u32[], token[]) async-done(s)",
+        "wrapped {\n  t = token[] parameter(0)\n"
+        "  ROOT s = (f32[4], u32[], token[]) recv(t), channel_id=1\n}\n",
+    ),
+}
+
+
 def async_module(opcode: str, update: bool) -> str:
+    if opcode in ASYNC_MODULES:
+        return ASYNC_MODULES[opcode]
     inst, shape, comps = ASYNC_WRAPPED[opcode]
     wrapped = f"wrapped {{\n  x = f32[4] parameter(0)\n  ROOT {inst}\n}}\n"
     t = f"((f32[4]), {shape}, u32[])"
@@ -563,5 +584,13 @@ ENTRY main {
   ROOT t = f32[] reduce(x, z), dimensions={0}, to_apply={a = f32[] parameter(0)
     b = f32[] parameter(1)
     ROOT m = f32[] maximum(a, b) }
+}
+"""
+# Non-ASCII text in strings prints as XLA's CEscape writes it (octal UTF-8 bytes).
+SAMPLES["module/non-ascii-strings"] = """HloModule text, frontend_attributes={k="\u00e9"}
+
+ENTRY main {
+  p = f32[3] parameter(0), metadata={op_name="\u00e9" source_file="\u00fc.py"}
+  ROOT c = f32[3] custom-call(p), custom_call_target="tg\u00e9", backend_config="b\u00e9", frontend_attributes={a="\u00f1"}
 }
 """

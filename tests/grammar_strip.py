@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import re
 
-from hlopass.shape_inference import INFERRED
+from hlopass.dialects.opcodes import OPCODES
+
+# Every opcode whose result shape the text may try to leave out (parameters and constants
+# always need theirs: XLA reads the number or literal by it).
+LEAVABLE = frozenset(OPCODES) - {"parameter", "constant"}
 
 # `[ROOT] name = shape opcode(`: the shape is everything between ` = ` and the opcode.
 _INSTRUCTION = re.compile(r"^(\s*(?:ROOT\s+)?[%\w.\-]+\s*=\s*)(.+?)\s([a-z][a-z0-9\-]*)\(", re.M)
 
 
-def strip_shapes(text: str, opcodes: frozenset[str] = INFERRED) -> str:
+def strip_shapes(text: str, opcodes: frozenset[str] = LEAVABLE) -> str:
     """`text` with the result shape of every instruction whose opcode is in `opcodes` left
     out (computation signatures and other instructions untouched)."""
 

@@ -41,16 +41,13 @@ CASES = {
     "f16 constant beyond range": _root("ROOT c = f16[] constant(65520)"),
     "non-ASCII name": _root("ROOT p\u00e9 = f32[3] parameter(0)"),
     "unicode whitespace": _root("ROOT p\u00a0= f32[3] parameter(0)"),
+    "non-ASCII in a string": _root('ROOT p = f32[3] parameter(0), metadata={op_name="\u00e9"}'),
+    "non-ASCII in a comment": _root("ROOT p = f32[3] parameter(0) // \u00e9"),
     "newline inside a shape": _root("ROOT p = f32[3,\n4] parameter(0)"),
     "literal without commas": _root("ROOT c = f32[3] constant({1 2 3})"),
 }
 
 KNOWN_DIFFERENCES = {
-    "f32 constant beyond range": "out-of-range float literals read as inf: literal.py "
-    "(another helper's area this round) does not check the range yet",
-    "f64 constant beyond range": "as above",
-    "non-ASCII name": "the lexer's name pattern uses Python's Unicode \\w",
-    "unicode whitespace": "the lexer's trivia pattern uses Python's Unicode \\s (kept as is)",
     "newline inside a shape": "the lexer's shape pattern stops at a newline",
     "literal without commas": "the literal reader splits elements at commas",
     "scalar empty layout": "XLA rejects `{}` on a scalar; we read it as the scalar layout",

@@ -90,6 +90,7 @@ def _clamp(ctx: Ctx) -> Shape:
 
 RULES: dict[str, Callable[[Ctx], Shape]] = {
     **dict.fromkeys(_SAME_TYPE_UNARY, _unary),
+    "copy": _unary,
     **dict.fromkeys(("abs", "real", "imag"), _real_part),
     "is-finite": _is_finite,
     **dict.fromkeys(_BINARY, _binary),
