@@ -137,6 +137,8 @@ _LAYOUT_ITEM = re.compile(
 def _parse_layout(text: str, rank: int) -> Layout:
     body = text[1:-1]
     m2m_text, _, extras = body.partition(":")
+    if not body.strip():
+        raise ValueError("an empty layout {} (XLA's parser rejects it, scalar or not)")
     if rank and not m2m_text.strip():
         raise ValueError(f"layout {text} of a rank-{rank} shape lists no dimensions")
     items = m2m_text.split(",") if m2m_text.strip() else []
@@ -1915,8 +1917,9 @@ _RESULT_HEAD = re.compile(rf"\s*->\s*({_SHAPE_ATOM})\s*\{{")
 
 
 # A string, a comment, or a non-ASCII character (which XLA's lexer takes for neither a
-# name character nor white space: `pé` or a no-break space is an error there).
-_NON_ASCII = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/|([^\x00-\x7f])', re.S)
+# name character nor white space: `pé` or a no-break space is an error there). An
+# unterminated string or comment runs to the end (one linear pass whatever the input).
+_NON_ASCII = re.compile(r'"(?:[^"\\]|\\.)*+"?|//[^\n]*|/\*(?:.*?\*/|.*)|([^\x00-\x7f])', re.S)
 
 
 def _check_ascii(lx: Lexer) -> None:

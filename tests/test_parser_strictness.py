@@ -36,6 +36,8 @@ CASES = {
     "unclosed E(": _root("ROOT p = f32[3,2]{1,0:E(4} parameter(0)"),
     "unclosed T(": _root("ROOT p = f32[3]{0:T(2} parameter(0)"),
     "scalar empty layout": _root("ROOT p = f32[]{} parameter(0)"),
+    "scalar memory space": _root("ROOT p = f32[]{:S(1)} parameter(0)"),
+    "layout with empty extras": _root("ROOT p = f32[3]{0:} parameter(0)"),
     "f32 constant beyond range": _root("ROOT c = f32[] constant(1e400)"),
     "f64 constant beyond range": _root("ROOT c = f64[] constant(1e400)"),
     "f16 constant beyond range": _root("ROOT c = f16[] constant(65520)"),
@@ -50,7 +52,6 @@ CASES = {
 KNOWN_DIFFERENCES = {
     "newline inside a shape": "the lexer's shape pattern stops at a newline",
     "literal without commas": "the literal reader splits elements at commas",
-    "scalar empty layout": "XLA rejects `{}` on a scalar; we read it as the scalar layout",
 }
 
 
