@@ -594,3 +594,22 @@ ENTRY main {
   ROOT c = f32[3] custom-call(p), custom_call_target="tg\u00e9", backend_config="b\u00e9", frontend_attributes={a="\u00f1"}
 }
 """
+
+# Column-major operands: which inferred shapes keep the operand's layout (XLA's answer).
+_CM = "f32[4,6]{0,1}"
+for _key, _body, _comps in (
+    ("reduce", "ROOT r = f32[4] reduce(p0, p1), dimensions={1}, to_apply=add", _ADD),
+    ("pad", "ROOT r = f32[6,7] pad(p0, p1), padding=1_1x0_1", ""),
+    ("concatenate", "ROOT r = f32[8,6] concatenate(p0, p0), dimensions={0}", ""),
+    ("reverse", "ROOT r = f32[4,6]{0,1} reverse(p0), dimensions={1}", ""),
+    ("map", "ROOT r = f32[4,6] map(p0, p0), dimensions={0,1}, to_apply=add", _ADD),
+    ("sort", "ROOT r = f32[4,6]{0,1} sort(p0), dimensions={0}, to_apply=lt", _LT),
+    ("reduce-window", "ROOT r = f32[2,3] reduce-window(p0, p1), window={size=2x2 stride=2x2}, to_apply=add", _ADD),
+    ("select-and-scatter", "s = f32[2,3] parameter(2)\nROOT r = f32[4,6]{0,1} select-and-scatter(p0, s, p1), window={size=2x2 stride=2x2}, select=ge, scatter=add", _ADD + "\n" + _GE),
+    ("dot", "ROOT r = f32[6,6] dot(p0, p0), lhs_contracting_dims={0}, rhs_contracting_dims={0}", ""),
+    ("clamp", "ROOT r = f32[4,6]{0,1} clamp(p1, p0, p1)", ""),
+    ("is-finite", "ROOT r = pred[4,6]{0,1} is-finite(p0)", ""),
+    ("copy", "ROOT r = f32[4,6]{0,1} copy(p0)", ""),
+    ("tuple", "ROOT r = (f32[4,6]{0,1}, f32[]) tuple(p0, p1)", ""),
+):  # fmt: skip
+    _add(f"{_key}/column-major", _params(_CM, "f32[]") + "\n" + _body, _comps)

@@ -245,3 +245,12 @@ def test_cannot_infer_is_one_line(inst, why):
 def test_grammar_page_is_current():
     page = (ROOT / "docs" / "GRAMMAR.md").read_text()
     assert page == render(), "run `python -m hlopass.grammar > docs/GRAMMAR.md`"
+
+
+def test_interpreter_knows_every_opcode():
+    """Each opcode runs in the interpreter or is listed as unsupported with its reason."""
+    from hlopass.interpreter import HANDLERS
+    from hlopass.interpreter.coverage import BUILT_IN, UNSUPPORTED
+
+    unknown = sorted(o for o in OPCODES if o not in HANDLERS and o not in BUILT_IN)
+    assert [o for o in unknown if not UNSUPPORTED.get(o)] == []
