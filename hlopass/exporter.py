@@ -75,8 +75,9 @@ _ALWAYS_PRINTED: dict[str, dict[str, str]] = {
     "scan": {"is_associative": "false"},
     "topk": {"largest": "true"},
 }
-# Attributes left out when false / empty.
+# Attributes XLA prints on an async-start only, never on its update or done.
 _FROM_START = frozenset({"calls", "async_execution_thread"})
+# Attributes left out when false / empty.
 _OMIT_FALSE = frozenset({"unique_indices", "indices_are_sorted", "is_stable", "is_reverse"})
 _OMIT_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims"})
 

@@ -99,3 +99,23 @@ def test_mulhi_by_hand(t, a, b, want):
     module = hlopass.parse_hlo(_MULHI.replace("ELT", t))
     (got,) = hlopass.evaluate(module, np.array(a, dt), np.array(b, dt))
     assert_same(got, np.array(want, dt))
+
+
+def test_async_update_passes_the_async_value_through():
+    text = """HloModule a
+wrapped {
+  x = f32[3] parameter(0)
+  n = f32[3] negate(x)
+  ROOT e = f32[3] multiply(n, x)
+}
+
+ENTRY main {
+  p = f32[3] parameter(0)
+  s = ((f32[3]), f32[3], u32[]) async-start(p), calls=wrapped
+  u = ((f32[3]), f32[3], u32[]) async-update(s)
+  ROOT d = f32[3] async-done(u)
+}
+"""
+    x = np.array([1.5, -2, 0], np.float32)
+    (got,) = hlopass.evaluate(hlopass.parse_hlo(text), x)
+    assert_same(got, -x * x)  # one rounding per element: exact in float32

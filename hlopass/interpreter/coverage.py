@@ -22,8 +22,6 @@ UNSUPPORTED: dict[str, str] = {
     "ragged-all-to-all": "collectives across replicas: no multi-replica runtime yet",
     "reduce-scatter": "collectives across replicas: no multi-replica runtime yet",
     "collective-permute": "collectives across replicas: no multi-replica runtime yet",
-    "async-update": "only async-start/-done pairs run (the update has no effect of its own "
-    "but the interpreter does not track async state through it yet)",
     "batch-norm-training": "not implemented (XLA expands it with BatchNormExpander first)",
     "batch-norm-inference": "not implemented (XLA expands it with BatchNormExpander first)",
     "batch-norm-grad": "not implemented (XLA expands it with BatchNormExpander first)",
