@@ -254,3 +254,28 @@ def test_interpreter_knows_every_opcode():
 
     unknown = sorted(o for o in OPCODES if o not in HANDLERS and o not in BUILT_IN)
     assert [o for o in unknown if not UNSUPPORTED.get(o)] == []
+
+
+def test_inference_on_mangled_attributes_is_one_line():
+    """Integer lists and integers of every sample, with the shapes left out, replaced by
+    seeded random ones: the parse succeeds or fails with one `file:line:col: error:` line,
+    never another exception."""
+    import random
+
+    rng = random.Random(17)
+    ints = re.compile(r"(?<==)\{(-?\d+(?:,-?\d+)*)\}|(?<==)(-?\d+)\b")
+
+    def mangle(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            n = rng.randint(0, 3)
+            return "{" + ",".join(str(rng.randint(-1, 4)) for _ in range(n)) + "}"
+        return str(rng.randint(-1, 9))
+
+    for key, text in SAMPLES.items():
+        for _ in range(4):
+            mangled = ints.sub(mangle, strip_shapes(text))
+            try:
+                parse_hlo(mangled, "m.hlo")
+            except HloError as e:
+                msg = str(e)
+                assert msg.startswith("m.hlo:") and "\n" not in msg, (key, msg)

@@ -53,4 +53,12 @@ def infer_shape(
     rule = _RULES.get(opcode)
     if rule is None:
         raise CannotInfer(f"XLA's parser needs the result shape of {opcode} written")
-    return rule(Ctx(opcode, operands, attrs, callee_root))
+    try:
+        return rule(Ctx(opcode, operands, attrs, callee_root))
+    except CannotInfer:
+        raise
+    except (IndexError, KeyError, TypeError, AttributeError, ValueError) as e:
+        # attributes that disagree with the operands in a way no rule names: still one line
+        raise CannotInfer(
+            f"its attributes do not fit its operands ({type(e).__name__}: {e})"
+        ) from None
