@@ -54,9 +54,11 @@ TRANSC = UNARY | {"transcendental"}
 COMM = BINARY | {"commutative"}
 
 _COLLECTIVE_GATHER = "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool dimensions:ints use_global_device_ids?:bool"
-_COLLECTIVE_REDUCE = "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool use_global_device_ids?:bool"
+# `mode=` is read and dropped, as XLA's parser does (the feature was rolled back).
+_COLLECTIVE_REDUCE = "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool use_global_device_ids?:bool mode?:ident"
 _DOT = "lhs_batch_dims?:ints lhs_contracting_dims?:ints rhs_batch_dims?:ints rhs_contracting_dims?:ints"
-_CONV = "window?:window dim_labels:dim_labels feature_group_count?:int batch_group_count?:int operand_precision?:precision"
+# The kind is printed before the precision; `sparsity_config={}` (empty) is dropped.
+_CONV = "window?:window dim_labels:dim_labels feature_group_count?:int batch_group_count?:int convolution_kind?:ident operand_precision?:precision sparsity_config?:raw"
 _RESULT_ACCURACY = "result_accuracy?:result_accuracy"
 
 _ROWS: list[OpcodeSpec] = []
@@ -71,11 +73,11 @@ for _name in ("abs", "ceil", "floor", "negate", "not", "sign", "round-nearest-af
               "round-nearest-even", "real", "imag", "is-finite", "count-leading-zeros",
               "popcnt"):  # fmt: skip
     op(_name, 1, UNARY)
-for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "cosine", "cosh", "erf",
+for _name in ("acos", "acosh", "asin", "asinh", "atanh", "cbrt", "cosine", "cosh", "erf",
               "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "rsqrt",
               "sine", "sinh", "sqrt", "tan", "tanh"):  # fmt: skip
     op(_name, 1, TRANSC, _RESULT_ACCURACY)
-for _name in ("add", "multiply", "maximum", "minimum", "and", "or", "xor"):
+for _name in ("add", "multiply", "maximum", "minimum", "and", "or", "xor", "mulhi"):
     op(_name, 2, COMM)
 for _name in ("subtract", "divide", "remainder", "power", "atan2", "complex", "shift-left",
               "shift-right-arithmetic", "shift-right-logical", "stochastic-convert"):  # fmt: skip
@@ -126,6 +128,8 @@ op("scatter", VARIADIC, _T({"pure"}),
    "update_window_dims:ints inserted_window_dims:ints scatter_dims_to_operand_dims:ints "
    "input_batching_dims?:ints scatter_indices_batching_dims?:ints index_vector_dim:int "
    "indices_are_sorted?:bool unique_indices?:bool", "to_apply:comp")  # fmt: skip
+op("scan", VARIADIC, _T({"pure"}),
+   "dimensions:ints num_carries:int is_reverse?:bool is_associative?:bool", "to_apply:comp")  # fmt: skip
 op("sort", VARIADIC, _T({"pure"}), "dimensions:ints is_stable?:bool", "to_apply:comp")
 op("topk", 1, _T({"pure"}), "k:int largest?:bool")
 op("tuple", VARIADIC, _T({"pure"}))
@@ -182,7 +186,7 @@ op("all-reduce-start", VARIADIC, _T({"side_effect", "collective", "async"}), _CO
 op("all-reduce-done", 1, _T({"side_effect", "collective", "async"}))
 op("reduce-scatter", VARIADIC, _T({"side_effect", "collective"}),
    "channel_id?:int replica_groups?:replica_groups constrain_layout?:bool "
-   "use_global_device_ids?:bool dimensions:ints", "to_apply:comp")  # fmt: skip
+   "use_global_device_ids?:bool dimensions:ints mode?:ident", "to_apply:comp")  # fmt: skip
 op(
     "all-to-all",
     VARIADIC,
@@ -214,7 +218,8 @@ op(
     "channel_id?:int source_target_pairs:intss slice_sizes?:intss",
 )
 op("collective-permute-done", 1, _T({"side_effect", "collective", "async"}))
-op("async-start", VARIADIC, _T({"async"}), "async_execution_thread?:str", "calls:comp")
+op("async-start", VARIADIC, _T({"async"}),
+   "async_execution_thread?:str output_to_operand_aliasing?:raw", "calls:comp")  # fmt: skip
 op("async-update", VARIADIC, _T({"async"}), "async_execution_thread?:str", "calls?:comp")
 op("async-done", 1, _T({"async"}), "async_execution_thread?:str", "calls?:comp")
 op("copy-start", 1, _T({"async"}), "cross_program_prefetch_index?:int")
@@ -245,4 +250,7 @@ IDENT_VALUES: dict[str, frozenset[str]] = {
                        "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"}),
     "padding_type": _T({"PADDING_INVALID", "PADDING_VALID", "PADDING_SAME"}),
     "transpose_a": _T({"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT", "TRANSPOSE_INVALID"}),
+    "convolution_kind": _T({"fprop", "dgrad", "wgrad"}),
+    "mode": _T({"cross_replica", "cross_partition", "cross_replica_and_partition",
+                "flattened_id"}),
 }  # fmt: skip

@@ -163,7 +163,7 @@ class ShapedLiteral:
     literal: Literal
 
 
-_NEEDS_ESCAPE = re.compile(r"[\x00-\x1f\x7f\"'\\]")
+_NEEDS_ESCAPE = re.compile(r"[\x00-\x1f\x7f-\U0010ffff\"'\\]")
 
 
 def c_escape(s: str) -> str:
@@ -187,6 +187,8 @@ def c_escape(s: str) -> str:
             out.append("\\\\")
         elif o < 32 or o == 127:
             out.append(f"\\{o:03o}")
+        elif o > 127:  # CEscape writes each UTF-8 byte in octal
+            out.extend(f"\\{b:03o}" for b in ch.encode("utf-8", "surrogatepass"))
         else:
             out.append(ch)
     return "".join(out)

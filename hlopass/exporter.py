@@ -72,9 +72,13 @@ _ALWAYS_PRINTED: dict[str, dict[str, str]] = {
     "all-reduce": {"replica_groups": "{}"},
     "all-reduce-start": {"replica_groups": "{}"},
     "reduce-scatter": {"replica_groups": "{}"},
+    "scan": {"is_associative": "false"},
+    "topk": {"largest": "true"},
 }
+# Attributes XLA prints on an async-start only, never on its update or done.
+_FROM_START = frozenset({"calls", "async_execution_thread"})
 # Attributes left out when false / empty.
-_OMIT_FALSE = frozenset({"unique_indices", "indices_are_sorted", "is_stable"})
+_OMIT_FALSE = frozenset({"unique_indices", "indices_are_sorted", "is_stable", "is_reverse"})
 _OMIT_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims"})
 
 
@@ -317,6 +321,7 @@ def _computation_post_order(
 
 
 _WHILE = OP_CLASSES["while"]
+_FUSION = OP_CLASSES["fusion"]
 _PARAMETER = OP_CLASSES["parameter"]
 _CONSTANT = OP_CLASSES["constant"]
 _HLO_CLASSES = frozenset(OP_CLASSES.values())
@@ -327,6 +332,9 @@ _COMP_SPECS: dict[type, tuple[tuple[str, str], ...]] = {
 }
 _ALWAYS_CLASSES = frozenset(OP_CLASSES[o] for o in _ALWAYS_PRINTED)
 _ASYNC_CLASSES = frozenset(OP_CLASSES[o] for o in ("async-start", "async-update", "async-done"))
+# Classes scanned for attributes and extras even with no property but their name: an
+# async-update/-done without `calls=` still prints with its start's sugar.
+_SCANNED_CLASSES = _ALWAYS_CLASSES | _ASYNC_CLASSES
 
 # Why an attribute present on an op may still be left out (see `_Printer._omitted`).
 _R_DEFAULT, _R_FALSE, _R_EMPTY_DOT, _R_METADATA, _R_BACKEND, _R_CONTROL = 1, 2, 3, 4, 5, 6
@@ -436,6 +444,17 @@ def _split_call(text: str, opcode: str) -> tuple[str, str]:
     return text[:i], text[i:]
 
 
+def _fusion_bodies(scans: list[Any]) -> set[str]:
+    """Names of the computations fusion instructions call."""
+    out: set[str] = set()
+    for sc in scans:
+        if sc.called:
+            for op in _instructions(sc.comp):
+                if type(op) is _FUSION:
+                    out.add(op.properties["calls"].root_reference.data)  # type: ignore[attr-defined]
+    return out
+
+
 class _Scanned:
     """One computation's instructions as text, with what ordering them needs (the rarer
     parts default to empty tuples, replaced by lists when the scan finds some)."""
@@ -527,8 +546,11 @@ class _Printer:
         scheduled = module.attributes.get("hlo.is_scheduled")
         is_scheduled = bool(scheduled is not None and scheduled.data)  # type: ignore[attr-defined]
         computation = self.computation
+        # XLA's parser schedules every computation but fusion bodies in text order; those
+        # print in post order like an unscheduled module's.
+        fused = _fusion_bodies(scans) if is_scheduled else set()
         for sc in scans:
-            computation(sc, sc is entry_sc, is_scheduled, out)
+            computation(sc, sc is entry_sc, is_scheduled and sc.name not in fused, out)
         out.append("")
         return "\n\n".join(out)
 
@@ -659,7 +681,7 @@ class _Printer:
         add_kids = kids.append
         hlo_classes = _HLO_CLASSES
         plans = self._plan_by_names
-        always_classes = _ALWAYS_CLASSES
+        always_classes = _SCANNED_CLASSES
         n = -1
         # (`Region.block`, which checks there is one block, costs ~1% on many tiny
         # computations; a computation has one block.)
@@ -821,6 +843,8 @@ class _Printer:
             name, kind = spec.name, spec.kind
             if name in ("number", "value") or (name not in props and name not in always):
                 continue
+            if name in _FROM_START and opcode in ("async-update", "async-done"):
+                continue  # XLA prints these on the async-start only
             key = _text_key(kind, self.o.percent)
             skey = "_hlo_sfx_" + name + key + self._sfx_tag
             plan.append((name, kind, _rule(opcode, name), always.get(name), key, skey))

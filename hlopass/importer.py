@@ -104,6 +104,9 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
             elif part.startswith("<=") and part[2:].strip().isdigit():
                 dims.append(int(part[2:]))
                 dynamic.append(True)
+            elif part.startswith("-") and part[1:].isdigit() and not int(part[1:]):
+                dims.append(0)  # XLA reads `-0` as a dimension of size 0
+                dynamic.append(False)
             elif part.isdigit():
                 if len(part) > 18 and int(part) >= 2**63:
                     raise ValueError(f"dimension {part} is too large in shape {tok}")
@@ -125,16 +128,25 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
     return shape
 
 
+# XLA's lexer lets the closing `)` of the last item go (`{1,0:E(4}` reads as E(4)).
 _LAYOUT_ITEM = re.compile(
-    r"T((?:\([\d,*]*+\))++)|L\((\d+)\)|#\((\w+)\)|\*\((\w+)\)|E\((\d+)\)|S\((\d+)\)"
-    r"|SC\((\d+):([\d,]*)\)|M\((\d+)\)|D\(([^)]*)\)"
+    r"T((?:\([\d,*]*+(?:\)|$))++)|L\((\d+)(?:\)|$)|#\((\w+)(?:\)|$)|\*\((\w+)(?:\)|$)"
+    r"|E\((\d+)(?:\)|$)|S\((\d+)(?:\)|$)|SC\((\d+):([\d,]*)(?:\)|$)|M\((\d+)(?:\)|$)"
+    r"|D\(([^)]*)(?:\)|$)"
 )
 
 
 def _parse_layout(text: str, rank: int) -> Layout:
     body = text[1:-1]
     m2m_text, _, extras = body.partition(":")
-    m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip()) if m2m_text.strip() else ()
+    if not body.strip():
+        raise ValueError("an empty layout {} (XLA's parser rejects it, scalar or not)")
+    if rank and not m2m_text.strip():
+        raise ValueError(f"layout {text} of a rank-{rank} shape lists no dimensions")
+    items = m2m_text.split(",") if m2m_text.strip() else []
+    if any(not x.strip() for x in items):
+        raise ValueError(f"layout {text} has an empty dimension")
+    m2m = tuple(int(x) for x in items)
     if (m2m_text.strip() or rank == 0) and sorted(m2m) != list(range(rank)):
         raise ValueError(f"layout {{{m2m_text}}} is not a permutation of the {rank} dimensions")
     kw: dict[str, Any] = {}
@@ -147,7 +159,7 @@ def _parse_layout(text: str, rank: int) -> Layout:
             raise ValueError(f"bad layout attribute at {extras[pos:]!r}")
         pos = m.end()
         if m.group(1):
-            for t in re.findall(r"\(([\d,*]*)\)", m.group(1)):
+            for t in re.findall(r"\(([\d,*]*)(?:\)|$)", m.group(1)):
                 tiles.append(Tile(tuple(None if x == "*" else int(x) for x in t.split(",") if x)))
         elif m.group(2):
             kw["tail_padding_alignment"] = int(m.group(2))
@@ -165,8 +177,6 @@ def _parse_layout(text: str, rank: int) -> Layout:
             kw["dynamic_metadata_prefix_bytes"] = int(m.group(9))
         elif m.group(10) is not None:
             kw["dim_level_types"] = tuple(x.strip() for x in m.group(10).split(","))
-    if not m2m_text.strip() and rank > 0:
-        m2m = default_layout(rank).minor_to_major
     return Layout(m2m, tuple(tiles), split_configs=tuple(splits), **kw)
 
 
@@ -305,7 +315,10 @@ class _Parser:
         if kind == "comp":
             k, tok, start = lx.peek()
             if tok == "{":
-                self.error("inline computations are not supported; name a computation instead")
+                inline = getattr(self, "inline_computation", None)
+                if inline is None:
+                    self.error("an inline computation needs a module around it")
+                return inline()
             return self.name()
         if kind in ("comps", "names"):
             self.expect("{")
@@ -550,7 +563,7 @@ class _Parser:
             else:
                 self.lx.next()
                 if tok != '""' and tok != "0":  # XLA drops fields at their default
-                    fields.append((key, tok))
+                    fields.append((key, tok if tok.isascii() else _escaped(tok)))
                 if key == "stack_frame_id":
                     self.saw_stack_frame_id = True
             self.accept(",")
@@ -578,9 +591,12 @@ class _Parser:
             if shape.rank == 0:
                 self.error("a scalar literal has no braces", start)
             try:
-                return Literal(parse_array_text(raw, shape))
+                arr = parse_array_text(raw, shape)
             except LiteralSyntaxError as e:
                 self.error(str(e), start)
+                raise AssertionError from None
+            self.check_float_range(arr, raw, shape, start)
+            return Literal(arr)
         if shape.rank != 0 and k in ("INT", "FLOAT", "NANINF", "NAME") and tok not in ("(", "{"):
             # XLA takes a bare scalar for an array: it sets the first element, zeroes the rest.
             lx.next()
@@ -601,17 +617,47 @@ class _Parser:
         if tok == "(" and shape.element_type in ("c64", "c128"):
             raw, start = lx.take_balanced("(", ")")
             try:
-                return Literal(parse_array_text(raw, shape))
+                arr = parse_array_text(raw, shape)
             except LiteralSyntaxError as e:
                 self.error(str(e), start)
+                raise AssertionError from None
+            self.check_float_range(arr, raw, shape, start)
+            return Literal(arr)
         lx.next()
         if k not in ("INT", "FLOAT", "NANINF", "NAME"):
             self.error(f"expected a literal value, got {_describe(k, tok)}", start)
         try:
-            return Literal(parse_scalar_token(tok, shape))
+            arr = parse_scalar_token(tok, shape)
         except LiteralSyntaxError as e:
             self.error(str(e), start)
-        raise AssertionError
+            raise AssertionError from None
+        self.check_float_range(arr, tok, shape, start)
+        return Literal(arr)
+
+    def check_float_range(self, arr: Any, raw: str, shape: ArrayShape, start: int) -> None:
+        """XLA rejects a finite number written beyond its type's range (`f32 1e400`), which
+        numpy reads as inf: on an inf, find the number that made it."""
+        if "e" not in raw and "E" not in raw and len(raw) < 300:
+            return  # (the common case, without numpy) no float64 overflow without an exponent
+        import numpy as np
+
+        if arr.dtype.kind not in "fc" or not np.isinf(arr).any():
+            return
+        top = float(np.finfo(arr.real.dtype).max)
+        for num in _FINITE_NUMBER.findall(raw):
+            if abs(float(num)) > top:
+                self.error(f"literal value {num} is out of range for {shape.element_type}", start)
+
+
+def _escaped(tok: str) -> str:
+    """A quoted metadata string as XLA prints it (non-ASCII as octal UTF-8 bytes)."""
+    if not tok.startswith('"'):
+        return tok
+    return '"' + A.c_escape(_unescape(tok)) + '"'
+
+
+# A decimal number in a literal's text (inf, nan and hex payloads are not).
+_FINITE_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.(])")
 
 
 def _dim_labels_problem(tok: str) -> str | None:
@@ -727,6 +773,16 @@ _ASYNC_SUFFIXES = ("-start", "-update", "-done")
 _SUGAR_SPECS: dict[str, Any] = {}
 
 
+# Attributes XLA's parser reads but does not keep (when the test on opcode and value says
+# so): the rolled-back collective `mode`, an empty convolution `sparsity_config`, and the
+# `dimensions` of ragged-all-to-all.
+_DROPPED: dict[str, Any] = {
+    "mode": lambda opcode, v: True,
+    "sparsity_config": lambda opcode, v: v.text == "{}",
+    "dimensions": lambda opcode, v: opcode == "ragged-all-to-all",
+}
+
+
 def _async_sugar(opcode: str) -> tuple[str, str] | None:
     """(wrapped opcode, start|update|done) for XLA's async shorthand like `custom-call-start`."""
     for suffix in _ASYNC_SUFFIXES:
@@ -757,6 +813,7 @@ class ModuleParser(_Parser):
     def __init__(self, text: str, filename: str | None = None):
         super().__init__(Lexer(text, filename))
         self.computation_names: dict[str, int] = {}
+        self.root_shapes: dict[str, Shape] = {}
         self.saw_stack_frame_id = False
         self.pending_computations: list[ComputationOp] = []
         self.pending_seen = False
@@ -948,6 +1005,7 @@ class ModuleParser(_Parser):
         block = Block()
         comp = new_computation_op(name, block, is_entry)
         root_shape = self.instructions(comp, block)
+        self.root_shapes[name] = root_shape  # for the shapes of callers left unwritten
         if self.accept(","):
             k, key, kstart = lx.next()
             if key != "execution_thread":
@@ -960,6 +1018,25 @@ class ModuleParser(_Parser):
                 result_start,
             )
         return comp
+
+    def inline_computation(self) -> str:
+        """`{ instructions }` written in place of a computation name (XLA names it `_`,
+        `_.1`, ... and defines it before the computation using it); returns its name."""
+        lx = self.lx
+        start = lx.next()[2]  # `{`
+        name, i = "_", 0
+        while name in self.computation_names:
+            i += 1
+            name = f"_.{i}"
+        self.computation_names[name] = start
+        saved = (self.values, self.block, getattr(self, "current_computation", None))
+        block = Block()
+        comp = new_computation_op(name, block)
+        self.root_shapes[name] = self.instructions(comp, block)
+        self.values, self.block, self.current_computation = saved
+        self.pending_computations.append(comp)
+        self.pending_seen = True  # XLA renames instructions module-wide: see `parse`
+        return name
 
     def declare_computation(self, name: str, start: int) -> None:
         """The computation being read is `name` (at offset `start`), defined once."""
@@ -1265,7 +1342,7 @@ class ModuleParser(_Parser):
                 if key == "inf" or key == "nan":
                     return _SLOW  # these lex as numbers, not as `key=`
                 if tok != '""' and tok != "0":  # XLA drops fields at their default
-                    fields.append((key, tok))
+                    fields.append((key, tok if tok.isascii() else _escaped(tok)))
                 if key == "stack_frame_id":
                     self.saw_stack_frame_id = True
             return A.Metadata(tuple(fields))
@@ -1394,7 +1471,16 @@ class ModuleParser(_Parser):
                     self.error(f"expected an attribute, got {_describe(k, key)}", kstart)
             aspec: AttrSpec | None = spec.by_name.get(key) or COMMON_BY_NAME.get(key)
             if aspec is None:
-                self.error(f"unknown attribute {key!r} for {opcode}", kstart)
+                if key == "parameter_replication":
+                    self.error(
+                        "parameter_replication is valid on a parameter only (XLA's parser "
+                        "aborts on it elsewhere)",
+                        kstart,
+                    )
+                takes = sorted({*spec.by_name, *COMMON_BY_NAME})
+                self.error(
+                    f"unknown attribute {key!r} for {opcode}; it takes {', '.join(takes)}", kstart
+                )
                 raise AssertionError
             if key in attrs:
                 self.error(f"attribute {key!r} given twice", kstart)
@@ -1418,6 +1504,9 @@ class ModuleParser(_Parser):
                 attrs[key] = A.Raw(_normalize_tuple_sharding(attrs[key].text))
             elif akind == "result_accuracy" and attrs[key].is_default:
                 del attrs[key]  # XLA keeps no trace of the default mode
+                continue
+            elif key in _DROPPED and _DROPPED[key](opcode, attrs[key]):
+                del attrs[key]  # read and dropped as XLA's parser does
                 continue
             if aspec.kind == "comp":
                 if attrs[key] == getattr(self, "current_computation", None):
@@ -1458,6 +1547,9 @@ class ModuleParser(_Parser):
             data = operands[0].type.data  # type: ignore[attr-defined]
             if shape != data:
                 shape, stype = data, None
+        elif opcode == "custom-call" and "to_apply" in attrs and "called_computations" not in attrs:
+            # XLA keeps a custom-call's to_apply as its one called computation.
+            attrs["called_computations"] = (attrs.pop("to_apply"),)
         elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
             # XLA's outfeed always carries (and prints) the shape of what it sends.
             attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
@@ -1470,13 +1562,28 @@ class ModuleParser(_Parser):
         for a in required:
             if a not in attrs:
                 self.error(f"{opcode} {name} is missing attribute {a}", ostart)
+        if (
+            opcode == "conditional"
+            and "branch_computations" not in attrs
+            and not ("true_computation" in attrs and "false_computation" in attrs)
+        ):
+            self.error(
+                f"conditional {name} needs branch_computations={{...}} or true_computation= "
+                "and false_computation=",
+                ostart,
+            )
         if shape is None:
             from hlopass.shape_inference import infer_shape
 
             try:
-                shape = infer_shape(opcode, [v.type.data for v in operands], attrs)  # type: ignore[attr-defined]
+                shape = infer_shape(
+                    opcode,
+                    [v.type.data for v in operands],  # type: ignore[attr-defined]
+                    attrs,
+                    getattr(self, "root_shapes", {}).get,
+                )
             except ValueError as e:
-                self.error(f"cannot infer the shape of {opcode}: {e}", ostart)
+                self.error(f"cannot infer the shape of {name}: {e}", ostart)
                 raise AssertionError from None
         if "async_execution_thread" in attrs and not opcode.startswith("async-"):  # shorthand
             self.sugar_thread = attrs.pop("async_execution_thread")
@@ -1576,8 +1683,10 @@ def _normalize_frontend_attrs(text: str) -> str:
             value = _unescape('"' + raw + '"')
             if value.startswith("{") and value.endswith("}"):
                 pairs[key] = value
-            else:
+            elif raw.isascii():
                 pairs[key] = '"' + raw + '"'
+            else:  # XLA writes non-ASCII as octal UTF-8 bytes
+                pairs[key] = '"' + A.c_escape(value) + '"'
         elif pos < n and body[pos] == "{":
             i = find_closing(body, pos)
             if i < 0:
@@ -1848,7 +1957,16 @@ _INTS = re.compile(r"(\{(?:-?\d++(?:,-?\d++)*+)?+\})")
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
 _REQUIRED: dict[str, tuple[str, ...]] = {}
 _FIXED_UP = frozenset(
-    {"broadcast", "recv-done", "send", "send-done", "after-all", "add-dependency", "outfeed"}
+    {
+        "broadcast",
+        "recv-done",
+        "send",
+        "send-done",
+        "after-all",
+        "add-dependency",
+        "outfeed",
+        "custom-call",
+    }
 )  # `instruction_body` fixes them up
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
@@ -1892,12 +2010,29 @@ _PARAM_HEAD = re.compile(rf"\s*([A-Za-z_][\w.\-]*):\s*({_SHAPE_ATOM})\s*([,)])")
 _RESULT_HEAD = re.compile(rf"\s*->\s*({_SHAPE_ATOM})\s*\{{")
 
 
+# A string, a comment, or a non-ASCII character (which XLA's lexer takes for neither a
+# name character nor white space: `pé` or a no-break space is an error there). An
+# unterminated string or comment runs to the end (one linear pass whatever the input).
+_NON_ASCII = re.compile(r'"(?:[^"\\]|\\.)*+"?|//[^\n]*|/\*(?:.*?\*/|.*)|([^\x00-\x7f])', re.S)
+
+
+def _check_ascii(lx: Lexer) -> None:
+    for m in _NON_ASCII.finditer(lx.text):
+        if m.group(1) is not None:
+            lx.error_at(
+                m.start(1),
+                f"unexpected non-ASCII character {m.group(1)!r} (U+{ord(m.group(1)):04X})",
+            )
+
+
 def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
     """Parse HLO module text (either print style) into an xDSL module of `hlo` ops.
 
     Raises `HloParseError` (with `.line`, `.col`) on malformed input.
     """
     parser = ModuleParser(text, filename)
+    if not text.isascii():
+        _check_ascii(parser.lx)
     try:
         with gc_paused():
             return as_hlo_module(parser.parse())

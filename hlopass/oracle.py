@@ -83,3 +83,8 @@ def compile(text: str) -> Any:
 def execute(text: str, args: list[Any]) -> list[Any]:
     """Compile and run an HLO module on XLA:CPU; returns flattened outputs as numpy arrays."""
     return compile(text)(args)
+
+
+def opcode_enum_names() -> list[str]:
+    """The members of XLA's HloOpcode enum (`kAdd`, ...), as jaxlib exposes them."""
+    return list(_xc().hlo.HloOpcode.__members__)

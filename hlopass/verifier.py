@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _SAME_TYPE_BINARY = frozenset({
     "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power",
     "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical",
+    "shift-right-logical", "mulhi",
 })  # fmt: skip
 
 

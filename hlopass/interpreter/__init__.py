@@ -20,6 +20,7 @@ from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
     elementwise,
     indexing,
     linalg,
+    newer_ops,
     reductions,
     rng,
     shaping,
