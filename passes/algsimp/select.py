@@ -1,0 +1,68 @@
+"""`algsimp` family: select."""
+
+from __future__ import annotations
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import (
+    et,
+    splat_is,
+    src,
+)
+from hlopass.rewriting import (
+    same_shape,
+    splat_value,
+    value_shape,
+)
+
+
+class SelectSameBranches(Simplification):
+    """`select(p, x, x) -> x`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        _p, a, b = op.operands
+        return a if a is b else None
+
+
+class SelectConstantPredicate(Simplification):
+    """`select(true, a, b) -> a`; `select(false, a, b) -> b`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        v = splat_value(p)
+        if v is None:
+            return None
+        return a if bool(v) else b
+
+
+class SelectOfNot(Simplification):
+    """`select(not(p), a, b) -> select(p, b, a)`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        n = src(p, "not")
+        if n is None:
+            return None
+        return self.new("select", [n.operands[0], b, a], op.shape, like=op)
+
+
+class SelectBooleans(Simplification):
+    """`select(p, true, false) -> p`; `select(p, false, true) -> not(p)`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        if et(op) != "pred" or not same_shape(value_shape(p), op.shape):
+            return None
+        if splat_is(a, True) and splat_is(b, False):
+            return p
+        if splat_is(a, False) and splat_is(b, True):
+            return self.new("not", [p], op.shape, like=op)
+        return None
