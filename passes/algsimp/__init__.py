@@ -133,7 +133,7 @@ PATTERNS: tuple[type[Simplification], ...] = (
     pad.PadNoop,
     dynamic_slice.DynamicSliceFull, dynamic_slice.DynamicUpdateSliceFull,
     reduce.ReduceTrivial, reduce.ReduceOfEmpty, reduce_window.ReduceWindowTrivial,
-    dot.DotOfEmpty, dot.DotOfScalars, convolution.ConvolutionOfEmpty,
+    dot.DotOfEmpty, dot.DotOfScalars, dot.DotToMultiply, convolution.ConvolutionOfEmpty,
     convert.ConvertNoop, convert.ConvertRoundTrip, complex.RealOfComplex,
     complex.ComplexOfRealImag,
 )  # fmt: skip
