@@ -20,6 +20,7 @@ from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWal
 
 from hlopass.dialects.hlo import computations
 from hlopass.passes.algsimp import (
+    barriers,
     bitcast,
     broadcast,
     compare,
@@ -93,6 +94,7 @@ class AlgebraicSimplifierPass(HloModulePass):
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
         patterns = [cls(rctx, self) for cls in PATTERNS]
+        patterns.append(barriers.OptBarrierDropUnusedElements(rctx, self))
         fused = set() if self.include_fusions else fusion_computations(module)
         comps = [c for c in computations(module) if c.comp_name not in fused]
         applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
@@ -103,7 +105,7 @@ class AlgebraicSimplifierPass(HloModulePass):
         return changed
 
 
-PATTERNS: tuple[type[Simplification], ...] = (
+PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replacements
     identities.AddZero, reassociation.AddConstantReassociation,
     reassociation.AddFactorCommonMultiplicand,
     identities.SubtractZero, integer.SubtractSelf,

@@ -4,7 +4,7 @@ A pattern names its opcodes, says whether it may change float results (`FLOAT_UN
 returns the value that replaces the matched instruction (or None). The guards every
 replacement keeps (as XLA's `ReplaceInstructionIfCompatible` does) live here, once:
 the shape and layout must be equal, control predecessors stay, and a sharding is never
-dropped (a replacement with a different sharding is refused; one without gets the old one).
+dropped (a replacement with a different sharding is refused; one without takes the old one).
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ class Simplification(RewritePattern):
         replace_op(rewriter, op, value)
 
     def _keeps_sharding(self, op: HloOp, value: SSAValue) -> bool:
-        """A sharded `op` is replaced only by a value of the same sharding; a new instruction
-        without one takes `op`'s (an existing one without one would change its other users)."""
+        """A sharded `op` is replaced only by a value of the same sharding or of none, which
+        then takes `op`'s (as XLA's `ReplaceInstruction` with `preserve_sharding` does)."""
         old = sharding_text(op)
         if old is None:
             return True
@@ -94,7 +94,7 @@ class Simplification(RewritePattern):
         have = sharding_text(new)
         if have == old:
             return True
-        if have is None and new is not None and new in self._created:
+        if have is None and new is not None:
             new.set_attr("sharding", op.attr("sharding"))
             return True
         return False
