@@ -16,9 +16,13 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+)
 
-from hlopass.dialects.hlo import computations
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.passes.algsimp import (
     barriers,
     bitcast,
@@ -100,9 +104,24 @@ class AlgebraicSimplifierPass(HloModulePass):
         applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
         changed = False
         for comp in comps:
-            walker = PatternRewriteWalker(applier, apply_recursively=self.run_to_fixed_point)
-            changed |= walker.rewrite_region(comp.body)
+            if self.run_to_fixed_point:
+                changed |= PatternRewriteWalker(applier).rewrite_region(comp.body)
+            else:
+                changed |= _one_sweep(applier, comp)
         return changed
+
+
+def _one_sweep(applier: GreedyRewritePatternApplier, comp: ComputationOp) -> bool:
+    """Offer each instruction of `comp` (as it was before the sweep) to the patterns once,
+    in order; what a rewrite creates or changes is not revisited."""
+    changed = False
+    for op in list(comp.body.block.ops):
+        if op.parent is None or not isinstance(op, HloOp):
+            continue  # erased by an earlier rewrite, or the return
+        rewriter = PatternRewriter(op)
+        applier.match_and_rewrite(op, rewriter)
+        changed |= rewriter.has_done_action
+    return changed
 
 
 PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replacements

@@ -54,6 +54,9 @@ class Simplification(RewritePattern):
     OPCODES: ClassVar[tuple[str, ...]] = ()
     FLOAT_UNSAFE: ClassVar[bool] = False
     """The rewrite may change float results: for floats it needs `enable-floats-are-real`."""
+    LAYOUT_CHANGING: ClassVar[bool] = False
+    """The rewrite builds a reshape/transpose whose layout XLA would have to choose: it does
+    not run with `is-layout-sensitive` (layouts fixed)."""
     OPTION: ClassVar[str] = ""
     """The pass option (field name) that must be true for this pattern to run ("" = always)."""
     _rw: PatternRewriter | None = field(default=None, init=False, repr=False)
@@ -65,6 +68,8 @@ class Simplification(RewritePattern):
         if self.FLOAT_UNSAFE and not self.opts.floats_are_real and is_float_op(op):
             return
         if self.OPTION and not getattr(self.opts, self.OPTION):
+            return
+        if self.LAYOUT_CHANGING and self.opts.is_layout_sensitive:
             return
         if is_control_predecessor(op):
             return  # another instruction names it in control-predecessors: it must stay

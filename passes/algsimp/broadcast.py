@@ -48,6 +48,7 @@ class BroadcastToReshape(Simplification):
     """`broadcast(x)` adding only size-1 dims, order kept -> `reshape(x)`."""
 
     OPCODES = ("broadcast",)
+    LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
         x = op.operands[0]

@@ -16,6 +16,7 @@ class ReduceTrivial(Simplification):
     unlike reduce-window's, this rewrite keeps XLA-CPU's values."""
 
     OPCODES = ("reduce",)
+    LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
         if len(op.operands) != 2:
