@@ -24,6 +24,7 @@ from xdsl.pattern_rewriter import (
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.passes.algsimp import (
+    abs,
     barriers,
     bitcast,
     broadcast,
@@ -35,6 +36,7 @@ from hlopass.passes.algsimp import (
     convolution,
     dot,
     dynamic_slice,
+    gather_scatter,
     identities,
     integer,
     minmax,
@@ -43,6 +45,7 @@ from hlopass.passes.algsimp import (
     reassociation,
     reduce,
     reduce_window,
+    reverse,
     select,
     slice,
     transpose_reshape,
@@ -157,6 +160,25 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     dot.DotOfEmpty, dot.DotOfScalars, dot.DotToMultiply, convolution.ConvolutionOfEmpty,
     convert.ConvertNoop, convert.ConvertRoundTrip, complex.RealOfComplex,
     complex.ComplexOfRealImag,
+    # families added after the split (each with XLA's guards)
+    abs.AbsOfNonNegative,
+    complex.RealOfReal, complex.ImagOfReal,
+    power.PowerHalfToSqrt, power.ExpOfZero,
+    select.SelectToOrAnd,
+    minmax.MinMaxToClamp,
+    reverse.ReverseOfReverse, reverse.ReverseDegenerate, reverse.ReverseOfScalarBroadcast,
+    compare.CompareAgainstTypeBound, compare.CompareAbsLessThanZero,
+    integer.XorSelf, integer.AddOfSubtractCancel, integer.RemainderOfIota,
+    slice.SliceOfScalarBroadcast, slice.SliceOfConcatenate, slice.SliceOfPad,
+    slice.SliceOfReverse,
+    dynamic_slice.DynamicSliceConstantIndices, dynamic_slice.DynamicSliceOfScalarBroadcast,
+    dynamic_slice.DynamicUpdateSliceEmptyUpdate,
+    gather_scatter.GatherOfEffectiveScalar, gather_scatter.GatherOfEmpty,
+    gather_scatter.ScatterEmptyUpdates,
+    convert.ConvertNarrowing, convert.BitcastConvertChain,
+    transpose_reshape.TransposeIsReshape,
+    concatenate.ConcatenateOfSameScalarBroadcast,
+    reduce.ReduceOfScalarBroadcast,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

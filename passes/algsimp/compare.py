@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import (
-    array,
-    commuted,
-    et,
-    splat_is,
-)
+from hlopass.passes.algsimp.helpers import array, commuted, et, highest, lowest, splat_is, src
 from hlopass.rewriting import (
     is_zero,
 )
-from hlopass.shape import is_integral
+from hlopass.shape import is_float, is_integral
 
 
 class CompareSelf(Simplification):
@@ -68,3 +63,45 @@ class ComparePredicateConstant(Simplification):
             ):
                 return a
         return None
+
+
+_FLIP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+
+
+class CompareAgainstTypeBound(Simplification):
+    """`compare(x, MIN, GE) -> true`, `compare(x, MIN, LT) -> false`,
+    `compare(x, MAX, LE) -> true`, `compare(x, MAX, GT) -> false` (integer x; the
+    constant on either side)."""
+
+    OPCODES = ("compare",)
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        direction = op.attr("direction")
+        if shape is None or direction not in _FLIP:
+            return None
+        for (x, c), d in zip(commuted(op), (direction, _FLIP[direction]), strict=True):
+            t = et(x)
+            if not is_integral(t):
+                return None
+            if splat_is(c, lowest(t)) and d in ("GE", "LT"):
+                return self.const(d == "GE", shape)
+            if splat_is(c, highest(t)) and d in ("LE", "GT"):
+                return self.const(d == "LE", shape)
+        return None
+
+
+class CompareAbsLessThanZero(Simplification):
+    """`compare(abs(x), 0, LT) -> false` (floats: abs is never negative, nan compares false;
+    not integers: abs(INT_MIN) is negative)."""
+
+    OPCODES = ("compare",)
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        a, c = op.operands
+        if shape is None or op.attr("direction") != "LT" or src(a, "abs") is None:
+            return None
+        if not is_float(et(a)) or not is_zero(c):
+            return None
+        return self.const(False, shape)

@@ -7,6 +7,7 @@ from xdsl.ir import SSAValue
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
+    is_scalar_broadcast,
     single_use,
     src,
 )
@@ -58,3 +59,20 @@ class ConcatenateFlatten(Simplification):
         if not found:
             return None
         return self.new("concatenate", flat, op.shape, {"dimensions": dims}, like=op)
+
+
+class ConcatenateOfSameScalarBroadcast(Simplification):
+    """`concatenate(broadcast(s), broadcast(s), ...) -> broadcast(s)` (one scalar s)."""
+
+    OPCODES = ("concatenate",)
+
+    def rewrite(self, op: HloOp):
+        scalars = set()
+        for v in op.operands:
+            b = is_scalar_broadcast(v)
+            if b is None:
+                return None
+            scalars.add(b.operands[0])
+        if len(scalars) != 1 or len(op.operands) < 2:
+            return None
+        return self.new("broadcast", [scalars.pop()], op.shape, {"dimensions": ()}, like=op)

@@ -48,4 +48,6 @@ class IotaConstantToIota(Simplification):
             return None
         if not np.array_equal(arr.astype(np.float64), np.arange(arr.size, dtype=np.float64)):
             return None
+        if arr.dtype.kind == "f" and bool(np.signbit(arr).any()):
+            return None  # a -0.0 element: iota's 0 is +0.0
         return self.new("iota", [], shape, {"iota_dimension": 0}, like=op)

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import (
-    array,
-    splat_is,
-    src,
-)
+from hlopass.passes.algsimp.helpers import array, et, is_non_negative, splat_is, src
 from hlopass.rewriting import (
     is_one,
     is_zero,
@@ -88,3 +84,28 @@ class PowerMinusOne(Simplification):
         if shape is None or not is_float(shape.element_type) or not splat_is(c, -1):
             return None
         return self.new("divide", [self.const(1, shape).result, x], shape, like=op)
+
+
+class PowerHalfToSqrt(Simplification):
+    """`power(x, 0.5) -> sqrt(x)` for x known to be >= 0 (pow(-0, 0.5) is +0 and
+    pow(-inf, 0.5) is inf, where sqrt gives -0 and nan)."""
+
+    OPCODES = ("power",)
+
+    def rewrite(self, op: HloOp):
+        x, c = op.operands
+        if not is_float(et(op)) or not splat_is(c, 0.5) or not is_non_negative(x):
+            return None
+        return self.new("sqrt", [x], op.shape, like=op)
+
+
+class ExpOfZero(Simplification):
+    """`exponential(0) -> 1` (a splat zero, either sign)."""
+
+    OPCODES = ("exponential",)
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        if shape is None or not is_float(shape.element_type) or not is_zero(op.operands[0]):
+            return None
+        return self.const(1, shape)

@@ -66,3 +66,26 @@ class SelectBooleans(Simplification):
         if splat_is(a, False) and splat_is(b, True):
             return self.new("not", [p], op.shape, like=op)
         return None
+
+
+class SelectToOrAnd(Simplification):
+    """`select(p, true, q) -> or(p, q)`; `select(p, q, false) -> and(p, q)` (pred;
+    `select(p, false, q) -> and(not(p), q)`, `select(p, q, true) -> or(not(p), q)`)."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        if et(op) != "pred" or not same_shape(value_shape(p), op.shape):
+            return None
+        if splat_is(a, True):
+            return self.new("or", [p, b], op.shape, like=op)
+        if splat_is(b, False):
+            return self.new("and", [p, a], op.shape, like=op)
+        if splat_is(a, False):
+            n = self.new("not", [p], op.shape, like=op)
+            return self.new("and", [n.result, b], op.shape, like=op)
+        if splat_is(b, True):
+            n = self.new("not", [p], op.shape, like=op)
+            return self.new("or", [n.result, a], op.shape, like=op)
+        return None

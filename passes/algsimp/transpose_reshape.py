@@ -73,3 +73,24 @@ class TransposeOfTranspose(Simplification):
         p2 = op.attr("dimensions")
         perm = tuple(p1[i] for i in p2)
         return self.new("transpose", [inner.operands[0]], op.shape, {"dimensions": perm}, like=op)
+
+
+class TransposeIsReshape(Simplification):
+    """`transpose(x, perm) -> reshape(x)` when perm moves only size-1 dimensions (the other
+    dimensions keep their order, so the elements keep theirs)."""
+
+    OPCODES = ("transpose",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s = array(value_shape(x))
+        if s is None or s.is_dynamic:
+            return None
+        perm = tuple(op.attr("dimensions") or ())
+        if perm == tuple(range(len(perm))):
+            return None  # TransposeIdentity
+        big = [p for p in perm if s.dims[p] != 1]
+        if big != sorted(big):
+            return None
+        return self.new("reshape", [x], op.shape, like=op)
