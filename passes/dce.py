@@ -105,9 +105,12 @@ class RemoveUnusedFusionOutput(RewritePattern):
         root.erase()
         inner = PatternRewriter(new_root)
         erase_dead(inner, old_operands)
+        # XLA's verifier wants every non-root fused instruction used: drop the parameters
+        # only the removed outputs read, and the fusion operands that fed them
+        operands = _drop_unused_parameters(comp, list(op.operands))
         # the fusion itself, renumbering its GTEs
         attrs = {s.name: v for s, v in op.hlo_attrs()}
-        new_fusion = create_op("fusion", list(op.operands), new_shape, op.inst_name, attrs)
+        new_fusion = create_op("fusion", operands, new_shape, op.inst_name, attrs)
         rewriter.insert(new_fusion)
         remap = {old: new for new, old in enumerate(used)}
         for u in users:
@@ -117,6 +120,21 @@ class RemoveUnusedFusionOutput(RewritePattern):
             rewriter.notify_op_modified(u)
         rewriter.erase(op)
         self.ctx.note(self, new_fusion, f"kept outputs {used}")
+
+
+def _drop_unused_parameters(comp: ComputationOp, operands: list) -> list:
+    """Erase `comp`'s unused parameters, renumber the rest; the operands that remain."""
+    kept = []
+    for param in comp.parameters():
+        number = param.attr("number")
+        if param.result.uses:
+            if number != len(kept):
+                param.set_attr("number", len(kept))
+            kept.append(operands[number])
+        else:
+            param.detach()
+            param.erase()
+    return kept
 
 
 def Rewriter_insert_before(new: Operation, anchor: Operation) -> None:  # noqa: N802

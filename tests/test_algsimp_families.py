@@ -1,4 +1,5 @@
-"""Every case of `lit_tests/passes/algsimp/*.hlo` keeps XLA-CPU's values.
+"""Every case of `lit_tests/passes/algsimp/*.hlo` and `lit_tests/passes/core/*.hlo` keeps
+XLA-CPU's values.
 
 Each case (one `// -----` chunk) is run through the pipeline of its file's RUN line, then the
 module before and the module after run on XLA-CPU (in child processes: XLA may abort) on
@@ -27,6 +28,8 @@ from hlopass.shape import ArrayShape, is_float, is_integral
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = ROOT / "lit_tests" / "passes" / "algsimp"
+CORE = ROOT / "lit_tests" / "passes" / "core"
+"""Cases of constant-folding, cse and dce at XLA's depth (same value checks)."""
 
 FLOAT_SPECIALS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -2.5, 3.0, 7.0, -0.125]
 
@@ -76,7 +79,7 @@ def _spec(text: str) -> str:
 def _cases() -> list[tuple[str, str, str]]:
     """(id, pipeline, module text) for every case of the family files."""
     out = []
-    for path in sorted(FAMILIES.glob("*.hlo")):
+    for path in sorted([*FAMILIES.glob("*.hlo"), *CORE.glob("*.hlo")]):
         text = path.read_text()
         spec = _spec(text)
         for i, chunk in enumerate(text.split("\n// -----\n")):
@@ -151,7 +154,7 @@ def test_family_case_keeps_xla_cpu_values(cid: str, spec: str, text: str, xla) -
 
 def test_every_family_file_has_fire_and_kept_cases() -> None:
     """Each family file has cases that fire and cases (`*_kept`) that must not."""
-    files = sorted(FAMILIES.glob("*.hlo"))
+    files = sorted([*FAMILIES.glob("*.hlo"), *CORE.glob("*.hlo")])
     assert len(files) >= 10
     for path in files:
         text = path.read_text()
