@@ -23,6 +23,7 @@ from hlopass.rewriting import (
     calls_side_effect,
     comps_by_name,
     erase_dead,
+    has_side_effect,
     is_control_predecessor,
     is_removable,
     reachable_computations,
@@ -137,6 +138,39 @@ def _drop_unused_parameters(comp: ComputationOp, operands: list) -> list:
     return kept
 
 
+def _drop_unused_call_parameters(module: ModuleOp, ctx: RewriteContext) -> bool:
+    """Unused parameters of computations referenced only by `call` instructions go, with
+    the matching operand of every call site (the operands are then dead code)."""
+    sites: dict[str, list[HloOp] | None] = {}
+    for comp in computations(module):
+        for op in comp.instructions:
+            for name in op.callees():
+                if op.opcode != "call" or has_side_effect(op):
+                    sites[name] = None
+                elif sites.get(name, []) is not None:
+                    sites.setdefault(name, []).append(op)  # type: ignore[union-attr]
+    by_name = comps_by_name(module)
+    changed = False
+    for name, calls in sites.items():
+        comp = by_name.get(name)
+        if not calls or comp is None or comp.is_entry is not None:
+            continue
+        params = comp.parameters()
+        if all(p.result.uses for p in params):
+            continue
+        keep = [p.attr("number") for p in params if p.result.uses]
+        for call in calls:
+            call.operands = [call.operands[k] for k in keep]
+        _drop_unused_parameters(comp, list(range(len(params))))
+        ctx.note(_CallParameters(), None, f"{name}: kept parameters {keep}")
+        changed = True
+    return changed
+
+
+class _CallParameters:
+    """Trace label: unused parameters of a called computation removed."""
+
+
 def Rewriter_insert_before(new: Operation, anchor: Operation) -> None:  # noqa: N802
     block = anchor.parent_block()
     assert block is not None
@@ -152,6 +186,10 @@ class DCEPass(HloModulePass):
     remove_dead_computations: bool = True
     """Also delete computations not reachable from the entry computation."""
 
+    remove_unused_call_parameters: bool = True
+    """Drop parameters a computation never reads when only `call`s reference it (the
+    operands go from every call site)."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
         comps = comps_by_name(module)
@@ -160,7 +198,10 @@ class DCEPass(HloModulePass):
             for op in c.instructions:
                 for name in op.callees():
                     callers[name] = callers.get(name, 0) + 1
-        changed = run_patterns(
+        changed = False
+        if self.remove_unused_call_parameters:
+            changed = _drop_unused_call_parameters(module, rctx)
+        changed |= run_patterns(
             module,
             [RemoveDeadInstruction(rctx, comps), RemoveUnusedFusionOutput(rctx, comps, callers)],
         )
