@@ -179,6 +179,8 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     transpose_reshape.TransposeIsReshape,
     concatenate.ConcatenateOfSameScalarBroadcast,
     reduce.ReduceOfScalarBroadcast,
+    broadcast.BroadcastSinkBinary, select.SelectNestedSamePredicate, bitcast.BitcastOfBitcast,
+    compare.CompareIotaAgainstBound,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -33,3 +33,18 @@ class CopyOfCopy(Simplification):
         if inner is None:
             return None
         return self.new("copy", [inner.operands[0]], op.shape, like=op)
+
+
+class BitcastOfBitcast(Simplification):
+    """`bitcast(bitcast(x)) -> bitcast(x)` (x itself when the shapes and layouts agree)."""
+
+    OPCODES = ("bitcast",)
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "bitcast")
+        if inner is None:
+            return None
+        x = inner.operands[0]
+        if same_shape(value_shape(x), op.shape):
+            return x
+        return self.new("bitcast", [x], op.shape, like=op)

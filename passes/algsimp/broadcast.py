@@ -11,6 +11,7 @@ from hlopass.passes.algsimp.helpers import (
 from hlopass.rewriting import (
     value_shape,
 )
+from hlopass.shape import array as shape_array
 
 
 class BroadcastOfBroadcast(Simplification):
@@ -62,3 +63,32 @@ class BroadcastToReshape(Simplification):
         if s.rank == 0:
             return None  # a scalar broadcast is already canonical
         return self.new("reshape", [x], shape, like=op)
+
+
+class BroadcastSinkBinary(Simplification):
+    """`f(broadcast(a, dims), broadcast(b, dims)) -> broadcast(f(a, b), dims)` for an
+    elementwise binary f (a and b of one shape; the op runs on the smaller arrays)."""
+
+    OPCODES = (
+        "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power",
+        "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
+        "shift-right-logical", "compare", "complex",
+    )  # fmt: skip
+
+    def rewrite(self, op: HloOp):
+        ba, bb = (src(v, "broadcast") for v in op.operands)
+        if ba is None or bb is None or ba is bb:
+            return None
+        a, b = ba.operands[0], bb.operands[0]
+        sa, sb, shape = array(value_shape(a)), array(value_shape(b)), array(op.shape)
+        if sa is None or sb is None or shape is None or sa.dims != sb.dims:
+            return None
+        dims = tuple(ba.attr("dimensions") or ())
+        if dims != tuple(bb.attr("dimensions") or ()) or sa.num_elements >= shape.num_elements:
+            return None
+        small = shape_array(shape.element_type, list(sa.dims))
+        attrs = {"direction": op.attr("direction")} if op.opcode == "compare" else None
+        if op.opcode == "compare" and op.attr("type") is not None:
+            attrs["type"] = op.attr("type")  # type: ignore[index]
+        inner = self.new(op.opcode, [a, b], small, attrs, like=op)
+        return self.new("broadcast", [inner.result], shape, {"dimensions": dims}, like=op)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, commuted, et, highest, lowest, splat_is, src
-from hlopass.rewriting import (
-    is_zero,
-)
+from hlopass.rewriting import is_zero, splat_value, value_shape
 from hlopass.shape import is_float, is_integral
 
 
@@ -105,3 +103,29 @@ class CompareAbsLessThanZero(Simplification):
         if not is_float(et(a)) or not is_zero(c):
             return None
         return self.const(False, shape)
+
+
+class CompareIotaAgainstBound(Simplification):
+    """`compare(iota, c) -> true/false` when the iota's range [0, n) decides it: `LT c`,
+    `NE c` with c >= n and `GE c` with c <= 0 are true; `GE c`, `EQ c` with c >= n and
+    `LT c` with c <= 0 are false (integer iota whose n - 1 fits its type)."""
+
+    OPCODES = ("compare",)
+
+    def rewrite(self, op: HloOp):
+        i_v, c = op.operands
+        iota = src(i_v, "iota")
+        shape, s = array(op.shape), array(value_shape(i_v))
+        if iota is None or shape is None or s is None or not is_integral(s.element_type):
+            return None
+        v = splat_value(c)
+        if v is None or s.is_dynamic:
+            return None
+        n, v, d = s.dims[iota.attr("iota_dimension")], int(v), op.attr("direction")
+        if n == 0 or n - 1 > highest(s.element_type):
+            return None  # (an iota longer than its type's range wraps)
+        if (d in ("LT", "NE") and v >= n) or (d == "GE" and v <= 0):
+            return self.const(True, shape)
+        if (d in ("GE", "EQ") and v >= n) or (d == "LT" and v <= 0):
+            return self.const(False, shape)
+        return None

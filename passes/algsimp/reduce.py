@@ -51,8 +51,8 @@ _IDEMPOTENT = ("maximum", "minimum", "and", "or")
 
 
 class ReduceOfScalarBroadcast(Simplification):
-    """`reduce(broadcast(s), init)` with an idempotent reducer f (maximum, minimum, and, or)
-    over a non-empty set of elements -> `broadcast(f(init, s))`."""
+    """`reduce(broadcast(s), init) -> broadcast(f(init, s))` for an idempotent reducer f
+    (maximum, minimum, and, or) over a non-empty set of elements."""
 
     OPCODES = ("reduce",)
 

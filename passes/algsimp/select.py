@@ -89,3 +89,20 @@ class SelectToOrAnd(Simplification):
             n = self.new("not", [p], op.shape, like=op)
             return self.new("or", [n.result, a], op.shape, like=op)
         return None
+
+
+class SelectNestedSamePredicate(Simplification):
+    """`select(p, select(p, a, b), c) -> select(p, a, c)`;
+    `select(p, a, select(p, b, c)) -> select(p, a, c)`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        inner = src(a, "select")
+        if inner is not None and inner.operands[0] is p:
+            return self.new("select", [p, inner.operands[1], b], op.shape, like=op)
+        inner = src(b, "select")
+        if inner is not None and inner.operands[0] is p:
+            return self.new("select", [p, a, inner.operands[2]], op.shape, like=op)
+        return None
