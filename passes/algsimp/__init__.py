@@ -180,7 +180,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     concatenate.ConcatenateOfSameScalarBroadcast,
     reduce.ReduceOfScalarBroadcast,
     broadcast.BroadcastSinkBinary, select.SelectNestedSamePredicate, bitcast.BitcastOfBitcast,
-    compare.CompareIotaAgainstBound,
+    compare.CompareIotaAgainstBound, dynamic_slice.DynamicUpdateSliceOfBroadcastToPad,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -80,3 +80,27 @@ class DynamicUpdateSliceEmptyUpdate(Simplification):
     def rewrite(self, op: HloOp):
         u = array(value_shape(op.operands[1]))
         return op.operands[0] if u is not None and u.num_elements == 0 else None
+
+
+class DynamicUpdateSliceOfBroadcastToPad(Simplification):
+    """`dynamic-update-slice(broadcast(s), u, c0, c1, ...) -> pad(u, s)` with constant
+    indices (clamped as dynamic-update-slice clamps them) as the low edge padding."""
+
+    OPCODES = ("dynamic-update-slice",)
+
+    def rewrite(self, op: HloOp):
+        b = is_scalar_broadcast(op.operands[0])
+        u, *idx = op.operands[1:]
+        su, shape = array(value_shape(u)), array(op.shape)
+        if b is None or su is None or shape is None or shape.is_dynamic or su.is_dynamic:
+            return None
+        if len(idx) != shape.rank or not idx or su.element_type != shape.element_type:
+            return None
+        pads = []
+        for v, size, dim in zip(idx, su.dims, shape.dims, strict=True):
+            c = const_array(v)
+            if c is None or c.size != 1:
+                return None
+            low = min(max(int(c.reshape(-1)[0]), 0), dim - size)
+            pads.append(A.PadDim(low, dim - size - low, 0))
+        return self.new("pad", [u, b.operands[0]], shape, {"padding": tuple(pads)}, like=op)
