@@ -162,12 +162,12 @@ def _drop_unused_call_parameters(module: ModuleOp, ctx: RewriteContext) -> bool:
         for call in calls:
             call.operands = [call.operands[k] for k in keep]
         _drop_unused_parameters(comp, list(range(len(params))))
-        ctx.note(_CallParameters(), None, f"{name}: kept parameters {keep}")
+        ctx.note(RemoveUnusedCallParameters(), None, f"{name}: kept parameters {keep}")
         changed = True
     return changed
 
 
-class _CallParameters:
+class RemoveUnusedCallParameters:
     """Trace label: unused parameters of a called computation removed."""
 
 
