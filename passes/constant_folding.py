@@ -187,7 +187,7 @@ class FoldConstantInstruction(RewritePattern):
         opcode = op.opcode
         if opcode in _NEVER_FOLD or has_side_effect(op) or is_random(op):
             return False
-        if opcode == "while" and not self.opts.fold_while:
+        if opcode == "while" and not self.opts.folds_while:
             return False
         if not isinstance(op.shape, ArrayShape) or op.shape.is_dynamic:
             return False
@@ -224,8 +224,9 @@ class FoldConstantInstruction(RewritePattern):
                 if (
                     has_side_effect(inner)
                     or is_random(inner)
-                    or inner.opcode in ("after-all", "custom-call", "infeed", "outfeed")
-                    or (inner.opcode == "while" and not self.opts.fold_while)
+                    or inner.opcode
+                    in ("after-all", "custom-call", "infeed", "outfeed", "opt-barrier")
+                    or (inner.opcode == "while" and not self.opts.folds_while)
                     or not all(self._comp_foldable(c) for c in inner.callees())
                 ):
                     ok = False
@@ -244,7 +245,22 @@ class ConstantFoldingPass(HloModulePass):
     """Fold only when the result and every operand have at most this many elements."""
 
     fold_while: bool = False
-    """Also fold while loops with constant operands (XLA's aggressive level)."""
+    """Also fold while loops with constant operands (what XLA's aggressive level does)."""
+
+    level: str = "default"
+    """XLA's `HloConstantFolding::Level`: `default`, or `aggressive` (folds while loops too)."""
+
+    propagate_into_calls: bool = True
+    """Interprocedural: a `call` parameter that every call site passes the same constant
+    becomes that constant inside the callee (then folded there)."""
+
+    def __post_init__(self) -> None:
+        if self.level not in ("default", "aggressive"):
+            raise ValueError(f"level must be 'default' or 'aggressive', not {self.level!r}")
+
+    @property
+    def folds_while(self) -> bool:
+        return self.fold_while or self.level == "aggressive"
 
     max_loop_iterations: int = 1000
     """With `fold-while`: fold an instruction only if the while loops its evaluation runs
@@ -257,10 +273,13 @@ class ConstantFoldingPass(HloModulePass):
     bounds the work of loops with few iterations over large states."""
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        from hlopass.passes.constant_propagation import propagate_call_constants
+
         rctx = RewriteContext.of(module, trace)
+        changed = self.propagate_into_calls and propagate_call_constants(module, rctx)
         fused = fusion_computations(module)
         comps = [c for c in computations(module) if c.comp_name not in fused]
         pattern = FoldConstantInstruction(
             rctx, self, Evaluator(module, self), comps_by_name(module), {}
         )
-        return run_patterns(module, [pattern], comps)
+        return run_patterns(module, [pattern], comps) or changed

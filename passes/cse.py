@@ -29,9 +29,15 @@ from hlopass.rewriting import (
     has_side_effect,
     is_control_predecessor,
     is_random,
+    is_root,
 )
 
 _NEVER_KEYED = frozenset({"name", "metadata", "control-predecessors"})
+
+
+_EFFECT_FREE_WHEN_CALLEES_ARE = frozenset({"while", "conditional", "call", "custom-call"})
+"""Not marked pure, but identical ones compute the same value when they (and everything
+they call) have no side effect and draw no random numbers: XLA's HloCSE merges them."""
 
 
 def _eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
@@ -40,7 +46,11 @@ def _eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
         return False
     if op.attr("control-predecessors"):
         return False
-    if not ("pure" in op.spec.traits or op.opcode in ("replica-id", "partition-id")):
+    if not (
+        "pure" in op.spec.traits
+        or op.opcode in ("replica-id", "partition-id")
+        or op.opcode in _EFFECT_FREE_WHEN_CALLEES_ARE
+    ):
         return False
     return not op.callees() or not calls_side_effect(op, comps, random=True)
 
@@ -51,6 +61,7 @@ class Fingerprints:
 
     comps: dict[str, ComputationOp]
     ignore_metadata: bool
+    layout_sensitive: bool = True
     memo: dict[str, object] = field(default_factory=dict)
 
     def of(self, name: str) -> object:
@@ -83,7 +94,8 @@ class Fingerprints:
         props.sort(key=lambda kv: kv[0])
         callees = tuple(self.of(c) for c in op.callees())
         extra = (op.attr("number"),) if op.opcode == "parameter" else ()
-        return (op.opcode, op.shape, operands, tuple(props), callees, extra)
+        shape = op.shape if self.layout_sensitive else op.shape.without_layout()
+        return (op.opcode, shape, operands, tuple(props), callees, extra)
 
 
 @dataclass
@@ -114,6 +126,11 @@ class EliminateCommonSubexpression(RewritePattern):
             return
         if is_control_predecessor(op):
             return  # named in another instruction's control-predecessors: keep it
+        if op.shape != rep.shape and (
+            is_root(op) or any(isinstance(u.operation, HloOp) and is_root(u.operation)
+                               for u in op.result.uses)
+        ):  # fmt: skip
+            return  # layout-insensitive match: the root's layout is the signature's
         self.ctx.note(self, op, f"-> {rep.inst_name}")
         rewriter.replace_all_uses_with(op.result, rep.result)
         rewriter.erase(op)
@@ -128,9 +145,15 @@ class CSEPass(HloModulePass):
     ignore_metadata: bool = True
     """Treat instructions that differ only in `metadata={...}` as identical (XLA does)."""
 
+    is_layout_sensitive: bool = True
+    """XLA's option: instructions whose results differ only in layout are distinct. False
+    merges them too (not into a computation's root or the root's operands, whose layouts
+    are part of the computation's signature)."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        prints = Fingerprints(comps_by_name(module), self.ignore_metadata)
+        prints = Fingerprints(comps_by_name(module), self.ignore_metadata,
+                              self.is_layout_sensitive)  # fmt: skip
         changed = False
         for comp in computations(module):
             pattern = EliminateCommonSubexpression(rctx, prints)

@@ -23,6 +23,7 @@ from hlopass.rewriting import (
     calls_side_effect,
     comps_by_name,
     erase_dead,
+    has_side_effect,
     is_control_predecessor,
     is_removable,
     reachable_computations,
@@ -105,9 +106,12 @@ class RemoveUnusedFusionOutput(RewritePattern):
         root.erase()
         inner = PatternRewriter(new_root)
         erase_dead(inner, old_operands)
+        # XLA's verifier wants every non-root fused instruction used: drop the parameters
+        # only the removed outputs read, and the fusion operands that fed them
+        operands = _drop_unused_parameters(comp, list(op.operands))
         # the fusion itself, renumbering its GTEs
         attrs = {s.name: v for s, v in op.hlo_attrs()}
-        new_fusion = create_op("fusion", list(op.operands), new_shape, op.inst_name, attrs)
+        new_fusion = create_op("fusion", operands, new_shape, op.inst_name, attrs)
         rewriter.insert(new_fusion)
         remap = {old: new for new, old in enumerate(used)}
         for u in users:
@@ -117,6 +121,54 @@ class RemoveUnusedFusionOutput(RewritePattern):
             rewriter.notify_op_modified(u)
         rewriter.erase(op)
         self.ctx.note(self, new_fusion, f"kept outputs {used}")
+
+
+def _drop_unused_parameters(comp: ComputationOp, operands: list) -> list:
+    """Erase `comp`'s unused parameters, renumber the rest; the operands that remain."""
+    kept = []
+    for param in comp.parameters():
+        number = param.attr("number")
+        if param.result.uses:
+            if number != len(kept):
+                param.set_attr("number", len(kept))
+            kept.append(operands[number])
+        else:
+            param.detach()
+            param.erase()
+    return kept
+
+
+def _drop_unused_call_parameters(module: ModuleOp, ctx: RewriteContext) -> bool:
+    """Unused parameters of computations referenced only by `call` instructions go, with
+    the matching operand of every call site (the operands are then dead code)."""
+    sites: dict[str, list[HloOp] | None] = {}
+    for comp in computations(module):
+        for op in comp.instructions:
+            for name in op.callees():
+                if op.opcode != "call" or has_side_effect(op):
+                    sites[name] = None
+                elif sites.get(name, []) is not None:
+                    sites.setdefault(name, []).append(op)  # type: ignore[union-attr]
+    by_name = comps_by_name(module)
+    changed = False
+    for name, calls in sites.items():
+        comp = by_name.get(name)
+        if not calls or comp is None or comp.is_entry is not None:
+            continue
+        params = comp.parameters()
+        if all(p.result.uses for p in params):
+            continue
+        keep = [p.attr("number") for p in params if p.result.uses]
+        for call in calls:
+            call.operands = [call.operands[k] for k in keep]
+        _drop_unused_parameters(comp, list(range(len(params))))
+        ctx.note(RemoveUnusedCallParameters(), None, f"{name}: kept parameters {keep}")
+        changed = True
+    return changed
+
+
+class RemoveUnusedCallParameters:
+    """Trace label: unused parameters of a called computation removed."""
 
 
 def Rewriter_insert_before(new: Operation, anchor: Operation) -> None:  # noqa: N802
@@ -134,6 +186,10 @@ class DCEPass(HloModulePass):
     remove_dead_computations: bool = True
     """Also delete computations not reachable from the entry computation."""
 
+    remove_unused_call_parameters: bool = True
+    """Drop parameters a computation never reads when only `call`s reference it (the
+    operands go from every call site)."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
         comps = comps_by_name(module)
@@ -142,7 +198,10 @@ class DCEPass(HloModulePass):
             for op in c.instructions:
                 for name in op.callees():
                     callers[name] = callers.get(name, 0) + 1
-        changed = run_patterns(
+        changed = False
+        if self.remove_unused_call_parameters:
+            changed = _drop_unused_call_parameters(module, rctx)
+        changed |= run_patterns(
             module,
             [RemoveDeadInstruction(rctx, comps), RemoveUnusedFusionOutput(rctx, comps, callers)],
         )

@@ -1,0 +1,187 @@
+"""`algsimp`: algebraic simplification (XLA's AlgebraicSimplifier), one pattern per rewrite.
+
+One module per rewrite family (`identities`, `reassociation`, `reduce`, `slice`, ...), each
+pattern's docstring starting with its rewrite; shared predicates in `helpers`, the common
+guards (shape, sharding, control predecessors) in `base`. The options carry the names of
+XLA's `AlgebraicSimplifierOptions` where they change what a researcher would toggle.
+Rewrites that can change floating-point results (reassociation, `x * 0 -> 0`,
+`a / c -> a * (1/c)` for a `c` that is not a power of two, `log(exp(x)) -> x`, ...) run only
+with `enable-floats-are-real` (or its older name `float-unsafe`); for integers they always run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+)
+
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.passes.algsimp import (
+    abs,
+    barriers,
+    bitcast,
+    broadcast,
+    compare,
+    complex,
+    concatenate,
+    constants,
+    convert,
+    convolution,
+    dot,
+    dynamic_slice,
+    gather_scatter,
+    identities,
+    integer,
+    minmax,
+    pad,
+    power,
+    reassociation,
+    reduce,
+    reduce_window,
+    reverse,
+    select,
+    slice,
+    transpose_reshape,
+    tuples,
+)
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, fusion_computations
+
+
+@dataclass(frozen=True)
+class AlgebraicSimplifierPass(HloModulePass):
+    """Algebraic simplifications (XLA's algsimp), run to a fixed point per computation."""
+
+    name: ClassVar[str] = "algsimp"
+
+    float_unsafe: bool = False
+    """Also apply rewrites that may change floating-point results (the older name of
+    `enable-floats-are-real`; either one turns them on)."""
+
+    include_fusions: bool = False
+    """Also simplify fused computations (XLA skips them)."""
+
+    enable_floats_are_real: bool = False
+    """XLA's fast-math switch: treat floats as real numbers (no inf, nan or rounding), which
+    allows reassociation, `x * 0 -> 0`, `x - x -> 0`, `log(exp(x)) -> x`, ..."""
+
+    is_layout_sensitive: bool = False
+    """Layouts are fixed (after layout assignment): no rewrite may change a layout, and
+    rewrites that would need a new layout (e.g. transpose -> reshape) do not fire."""
+
+    enable_dot_strength_reduction: bool = True
+    """Rewrite dots with a degenerate (vector or size-1) side into multiply + reduce."""
+
+    enable_dot_to_multiply_rewrite: bool = True
+    """Rewrite a dot that contracts nothing (an outer product) or of scalars into a multiply."""
+
+    enable_conv_simplification: bool = True
+    """Simplify convolutions (swap operands, 1x1 convolutions, empty convolutions)."""
+
+    use_associative_reordering: bool = False
+    """Reorder dot chains `(A B) C <-> A (B C)` when it saves flops (XLA's option)."""
+
+    associative_reordering_threshold: float = 2.0
+    """Reorder a dot chain only when the other order needs this many times fewer flops."""
+
+    run_to_fixed_point: bool = True
+    """Reapply the patterns until nothing changes; false: one sweep over each computation."""
+
+    @property
+    def floats_are_real(self) -> bool:
+        return self.enable_floats_are_real or self.float_unsafe
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        rctx = RewriteContext.of(module, trace)
+        patterns = [cls(rctx, self) for cls in PATTERNS]
+        patterns.append(barriers.OptBarrierDropUnusedElements(rctx, self))
+        fused = set() if self.include_fusions else fusion_computations(module)
+        comps = [c for c in computations(module) if c.comp_name not in fused]
+        applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+        changed = False
+        for comp in comps:
+            if self.run_to_fixed_point:
+                changed |= PatternRewriteWalker(applier).rewrite_region(comp.body)
+            else:
+                changed |= _one_sweep(applier, comp)
+        return changed
+
+
+def _one_sweep(applier: GreedyRewritePatternApplier, comp: ComputationOp) -> bool:
+    """Offer each instruction of `comp` (as it was before the sweep) to the patterns once,
+    in order; what a rewrite creates or changes is not revisited."""
+    changed = False
+    for op in list(comp.body.block.ops):
+        if op.parent is None or not isinstance(op, HloOp):
+            continue  # erased by an earlier rewrite, or the return
+        rewriter = PatternRewriter(op)
+        applier.match_and_rewrite(op, rewriter)
+        changed |= rewriter.has_done_action
+    return changed
+
+
+PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replacements
+    identities.AddZero, reassociation.AddConstantReassociation,
+    reassociation.AddFactorCommonMultiplicand,
+    identities.SubtractZero, integer.SubtractSelf,
+    identities.MultiplyOne, integer.MultiplyZero, reassociation.MultiplyNegNeg,
+    reassociation.MultiplyConstantReassociation,
+    identities.DivideOne, integer.DivideUnsignedPowerOfTwo, reassociation.DivideByConstant,
+    power.DivideBySqrt, reassociation.DivideOfDivide,
+    integer.RemainderUnsignedPowerOfTwo,
+    identities.AndTrue, identities.OrFalse, identities.AndOrSelf,
+    identities.NegateNegate, identities.NotNot,
+    power.LogOfExp, power.PowerOne, power.PowerZero, power.PowerTwo, power.PowerMinusOne,
+    minmax.MaxMinSelf, minmax.MaxOfLowest, minmax.MinOfHighest, minmax.MaxMinAbsorb,
+    minmax.ClampOfClamp,
+    compare.CompareSelf, compare.CompareUnsignedZero, compare.ComparePredicateConstant,
+    select.SelectSameBranches, select.SelectConstantPredicate, select.SelectOfNot,
+    select.SelectBooleans,
+    tuples.GetTupleElementOfTuple,
+    constants.SplatConstantToBroadcast, constants.IotaConstantToIota,
+    broadcast.BroadcastOfBroadcast, broadcast.BroadcastNoop, broadcast.BroadcastToReshape,
+    transpose_reshape.ReshapeNoop, transpose_reshape.ReshapeOfReshape,
+    transpose_reshape.ReshapeOfScalarBroadcast,
+    transpose_reshape.TransposeIdentity, transpose_reshape.TransposeOfTranspose,
+    bitcast.CopyNoop, bitcast.CopyOfCopy,
+    slice.SliceNoop, slice.SliceOfSlice,
+    concatenate.ConcatenateSingle, concatenate.ConcatenateDropEmpty,
+    concatenate.ConcatenateFlatten,
+    pad.PadNoop,
+    dynamic_slice.DynamicSliceFull, dynamic_slice.DynamicUpdateSliceFull,
+    reduce.ReduceTrivial, reduce.ReduceOfEmpty, reduce_window.ReduceWindowTrivial,
+    dot.DotOfEmpty, dot.DotOfScalars, dot.DotToMultiply, convolution.ConvolutionOfEmpty,
+    convert.ConvertNoop, convert.ConvertRoundTrip, complex.RealOfComplex,
+    complex.ComplexOfRealImag,
+    # families added after the split (each with XLA's guards)
+    abs.AbsOfNonNegative,
+    complex.RealOfReal, complex.ImagOfReal,
+    power.PowerHalfToSqrt, power.ExpOfZero,
+    select.SelectToOrAnd,
+    minmax.MinMaxToClamp,
+    reverse.ReverseOfReverse, reverse.ReverseDegenerate, reverse.ReverseOfScalarBroadcast,
+    compare.CompareAgainstTypeBound, compare.CompareAbsLessThanZero,
+    integer.XorSelf, integer.AddOfSubtractCancel, integer.RemainderOfIota,
+    slice.SliceOfScalarBroadcast, slice.SliceOfConcatenate, slice.SliceOfPad,
+    slice.SliceOfReverse,
+    dynamic_slice.DynamicSliceConstantIndices, dynamic_slice.DynamicSliceOfScalarBroadcast,
+    dynamic_slice.DynamicUpdateSliceEmptyUpdate,
+    gather_scatter.GatherOfEffectiveScalar, gather_scatter.GatherOfEmpty,
+    gather_scatter.ScatterEmptyUpdates,
+    convert.ConvertNarrowing, convert.BitcastConvertChain,
+    transpose_reshape.TransposeIsReshape,
+    concatenate.ConcatenateOfSameScalarBroadcast,
+    reduce.ReduceOfScalarBroadcast,
+    broadcast.BroadcastSinkBinary, select.SelectNestedSamePredicate, bitcast.BitcastOfBitcast,
+    compare.CompareIotaAgainstBound, dynamic_slice.DynamicUpdateSliceOfBroadcastToPad,
+)  # fmt: skip
+"""Every pattern, in the order the greedy applier tries them on an instruction."""
+
+__all__ = ["PATTERNS", "AlgebraicSimplifierPass", "Simplification"]

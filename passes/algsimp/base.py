@@ -1,0 +1,131 @@
+"""The base class of every algsimp pattern: matching, guards common to all rewrites, builders.
+
+A pattern names its opcodes, says whether it may change float results (`FLOAT_UNSAFE`), and
+returns the value that replaces the matched instruction (or None). The guards every
+replacement keeps (as XLA's `ReplaceInstructionIfCompatible` does) live here, once:
+the shape and layout must be equal, control predecessors stay, and a sharding is never
+dropped (a replacement with a different sharding is refused; one without takes the old one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.helpers import is_float_op
+from hlopass.rewriting import (
+    RewriteContext,
+    constant_from_numpy,
+    erase_dead,
+    is_control_predecessor,
+    new_op,
+    owner,
+    replace_op,
+    same_shape,
+    scalar_constant,
+    value_shape,
+)
+from hlopass.shape import ArrayShape, Shape
+
+if TYPE_CHECKING:
+    from hlopass.passes.algsimp import AlgebraicSimplifierPass
+
+
+def sharding_text(op: HloOp | None) -> str | None:
+    """The sharding of `op` as text (None when it has none)."""
+    if op is None:
+        return None
+    s = op.attr("sharding")
+    return None if s is None else str(getattr(s, "text", s))
+
+
+@dataclass
+class Simplification(RewritePattern):
+    """Base: match `OPCODES`, call `rewrite`, replace the op with the value it returns."""
+
+    ctx: RewriteContext
+    opts: AlgebraicSimplifierPass
+    OPCODES: ClassVar[tuple[str, ...]] = ()
+    FLOAT_UNSAFE: ClassVar[bool] = False
+    """The rewrite may change float results: for floats it needs `enable-floats-are-real`."""
+    LAYOUT_CHANGING: ClassVar[bool] = False
+    """The rewrite builds a reshape/transpose whose layout XLA would have to choose: it does
+    not run with `is-layout-sensitive` (layouts fixed)."""
+    OPTION: ClassVar[str] = ""
+    """The pass option (field name) that must be true for this pattern to run ("" = always)."""
+    _rw: PatternRewriter | None = field(default=None, init=False, repr=False)
+    _created: list[HloOp] = field(default_factory=list, init=False, repr=False)
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
+            return
+        if self.FLOAT_UNSAFE and not self.opts.floats_are_real and is_float_op(op):
+            return
+        if self.OPTION and not getattr(self.opts, self.OPTION):
+            return
+        if self.LAYOUT_CHANGING and self.opts.is_layout_sensitive:
+            return
+        if is_control_predecessor(op):
+            return  # another instruction names it in control-predecessors: it must stay
+        self._rw = rewriter
+        self._created = []
+        result = self.rewrite(op)
+        if result is None:
+            assert not self._created, f"{type(self).__name__} created ops without rewriting"
+            return
+        value = result.result if isinstance(result, HloOp) else result
+        if value is op.result:
+            return
+        if not same_shape(value_shape(value), op.shape) or not self._keeps_sharding(op, value):
+            # e.g. a layout or a sharding differs: undo what this rewrite built, keep the op
+            erase_dead(rewriter, [value])
+            return
+        self.ctx.note(self, op, "-> " + (owner(value).inst_name if owner(value) else "?"))  # type: ignore[union-attr]
+        replace_op(rewriter, op, value)
+
+    def _keeps_sharding(self, op: HloOp, value: SSAValue) -> bool:
+        """A sharded `op` is replaced only by a value of the same sharding or of none, which
+        then takes `op`'s (as XLA's `ReplaceInstruction` with `preserve_sharding` does)."""
+        old = sharding_text(op)
+        if old is None:
+            return True
+        new = owner(value)
+        have = sharding_text(new)
+        if have == old:
+            return True
+        if have is None and new is not None:
+            new.set_attr("sharding", op.attr("sharding"))
+            return True
+        return False
+
+    def rewrite(self, op: HloOp) -> HloOp | SSAValue | None:
+        raise NotImplementedError
+
+    # builders (insert before the matched op)
+    def new(self, opcode: str, operands: Sequence[SSAValue], shape: Shape,
+            attrs: dict[str, Any] | None = None, like: HloOp | None = None) -> HloOp:  # fmt: skip
+        assert self._rw is not None
+        op = new_op(self._rw, self.ctx, opcode, operands, shape, attrs, like)
+        self._created.append(op)
+        return op
+
+    def const(self, value: object, shape: ArrayShape) -> HloOp:
+        """A scalar constant, broadcast to `shape` when `shape` is not a scalar."""
+        assert self._rw is not None
+        c = scalar_constant(self._rw, self.ctx, value, shape.element_type)
+        self._created.append(c)
+        if not shape.dims:
+            return c
+        return self.new("broadcast", [c.result], shape, {"dimensions": ()})
+
+    def array_const(self, arr: np.ndarray, shape: ArrayShape) -> HloOp:
+        assert self._rw is not None
+        c = constant_from_numpy(self._rw, self.ctx, arr, shape)
+        self._created.append(c)
+        return c

@@ -1,0 +1,94 @@
+"""`algsimp` family: broadcast."""
+
+from __future__ import annotations
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import (
+    array,
+    src,
+)
+from hlopass.rewriting import (
+    value_shape,
+)
+from hlopass.shape import array as shape_array
+
+
+class BroadcastOfBroadcast(Simplification):
+    """`broadcast(broadcast(x, dims=d1), dims=d2) -> broadcast(x, dims=d2[d1])`."""
+
+    OPCODES = ("broadcast",)
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "broadcast")
+        if inner is None:
+            return None
+        d1 = inner.attr("dimensions") or ()
+        d2 = op.attr("dimensions") or ()
+        dims = tuple(d2[i] for i in d1)
+        return self.new("broadcast", [inner.operands[0]], op.shape, {"dimensions": dims}, like=op)
+
+
+class BroadcastNoop(Simplification):
+    """`broadcast(x, dims={0,..,n-1})` of x's own shape -> x."""
+
+    OPCODES = ("broadcast",)
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s = array(value_shape(x))
+        shape = array(op.shape)
+        if s is None or shape is None or s.dims != shape.dims:
+            return None
+        if tuple(op.attr("dimensions") or ()) != tuple(range(s.rank)):
+            return None
+        return x
+
+
+class BroadcastToReshape(Simplification):
+    """`broadcast(x)` adding only size-1 dims, order kept -> `reshape(x)`."""
+
+    OPCODES = ("broadcast",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s = array(value_shape(x))
+        shape = array(op.shape)
+        dims = tuple(op.attr("dimensions") or ())
+        if s is None or shape is None or s.dims == shape.dims or s.is_dynamic or shape.is_dynamic:
+            return None
+        if s.num_elements != shape.num_elements or list(dims) != sorted(dims):
+            return None
+        if s.rank == 0:
+            return None  # a scalar broadcast is already canonical
+        return self.new("reshape", [x], shape, like=op)
+
+
+class BroadcastSinkBinary(Simplification):
+    """`f(broadcast(a, dims), broadcast(b, dims)) -> broadcast(f(a, b), dims)` for an
+    elementwise binary f (a and b of one shape; the op runs on the smaller arrays)."""
+
+    OPCODES = (
+        "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power",
+        "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
+        "shift-right-logical", "compare", "complex",
+    )  # fmt: skip
+
+    def rewrite(self, op: HloOp):
+        ba, bb = (src(v, "broadcast") for v in op.operands)
+        if ba is None or bb is None or ba is bb:
+            return None
+        a, b = ba.operands[0], bb.operands[0]
+        sa, sb, shape = array(value_shape(a)), array(value_shape(b)), array(op.shape)
+        if sa is None or sb is None or shape is None or sa.dims != sb.dims:
+            return None
+        dims = tuple(ba.attr("dimensions") or ())
+        if dims != tuple(bb.attr("dimensions") or ()) or sa.num_elements >= shape.num_elements:
+            return None
+        small = shape_array(shape.element_type, list(sa.dims))
+        attrs = {"direction": op.attr("direction")} if op.opcode == "compare" else None
+        if op.opcode == "compare" and op.attr("type") is not None:
+            attrs["type"] = op.attr("type")  # type: ignore[index]
+        inner = self.new(op.opcode, [a, b], small, attrs, like=op)
+        return self.new("broadcast", [inner.result], shape, {"dimensions": dims}, like=op)

@@ -1,0 +1,104 @@
+"""`algsimp` family: dot.
+
+Guards kept from XLA: a dot with a precision algorithm (other than plain f32) or a non-default
+operand precision stays a dot (its rounding is part of what the user asked for), no dot
+rewrite runs when layouts are fixed (`is-layout-sensitive`), and the rewrites into a
+multiply need `enable-dot-to-multiply-rewrite`.
+"""
+
+from __future__ import annotations
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import array, et
+from hlopass.rewriting import value_shape
+from hlopass.shape import ArrayShape
+from hlopass.shape import array as shape_array
+
+_PLAIN_ALGORITHMS = (None, "unset", "dot_f32_f32_f32")
+
+
+def plain_precision(op: HloOp) -> bool:
+    """No precision algorithm (or plain f32) and default precision for both operands."""
+    if op.attr("algorithm") not in _PLAIN_ALGORITHMS:
+        return False
+    return all(p == "default" for p in (op.attr("operand_precision") or ()))
+
+
+class DotOfEmpty(Simplification):
+    """`dot(a, b)` contracting zero elements -> `broadcast(0)`."""
+
+    OPCODES = ("dot",)
+
+    def rewrite(self, op: HloOp):
+        if self.opts.is_layout_sensitive:
+            return None
+        a = array(value_shape(op.operands[0]))
+        shape = array(op.shape)
+        if a is None or shape is None:
+            return None
+        contracting = op.attr("lhs_contracting_dims") or ()
+        n = 1
+        for d in contracting:
+            n *= a.dims[d]
+        if n != 0 and a.num_elements != 0:
+            return None
+        return self.const(0, shape)
+
+
+class DotOfScalars(Simplification):
+    """`dot(a, b)` of two scalars -> `multiply(a, b)` (plain precision)."""
+
+    OPCODES = ("dot",)
+    OPTION = "enable_dot_to_multiply_rewrite"
+
+    def rewrite(self, op: HloOp):
+        a, b = op.operands
+        sa, sb, shape = array(value_shape(a)), array(value_shape(b)), array(op.shape)
+        if sa is None or sb is None or shape is None or sa.rank or sb.rank:
+            return None
+        if self.opts.is_layout_sensitive or not plain_precision(op):
+            return None
+        if sa.element_type != shape.element_type or sb.element_type != shape.element_type:
+            return None
+        return self.new("multiply", [a, b], shape, like=op)
+
+
+class DotToMultiply(Simplification):
+    """`dot(a, b)` contracting no dimension -> `multiply(broadcast(a'), broadcast(b'))`,
+    a' and b' transposed to batch dims first (an outer product; plain precision, operands
+    of the result's element type)."""
+
+    OPCODES = ("dot",)
+    OPTION = "enable_dot_to_multiply_rewrite"
+
+    def rewrite(self, op: HloOp):
+        if op.attr("lhs_contracting_dims") or op.attr("rhs_contracting_dims"):
+            return None
+        if self.opts.is_layout_sensitive or not plain_precision(op):
+            return None
+        a, b = op.operands
+        sa, sb, shape = array(value_shape(a)), array(value_shape(b)), array(op.shape)
+        if sa is None or sb is None or shape is None or shape.is_dynamic:
+            return None
+        if not sa.rank and not sb.rank:
+            return None  # DotOfScalars
+        if et(a) != shape.element_type or et(b) != shape.element_type:
+            return None
+        lb = tuple(op.attr("lhs_batch_dims") or ())
+        rb = tuple(op.attr("rhs_batch_dims") or ())
+        nb = len(lb)
+        lf = [d for d in range(sa.rank) if d not in lb]
+        rf = [d for d in range(sb.rank) if d not in rb]
+        a2 = self._batch_major(a, sa, list(lb) + lf)
+        b2 = self._batch_major(b, sb, list(rb) + rf)
+        ba = self.new("broadcast", [a2], shape, {"dimensions": tuple(range(nb + len(lf)))})
+        bdims = tuple(range(nb)) + tuple(range(nb + len(lf), nb + len(lf) + len(rf)))
+        bb = self.new("broadcast", [b2], shape, {"dimensions": bdims})
+        return self.new("multiply", [ba.result, bb.result], shape, like=op)
+
+    def _batch_major(self, v, s: ArrayShape, perm: list[int]):
+        if perm == list(range(s.rank)):
+            return v
+        t = shape_array(s.element_type, [s.dims[p] for p in perm])
+        return self.new("transpose", [v], t, {"dimensions": tuple(perm)}).result

@@ -1,0 +1,106 @@
+"""`algsimp` family: dynamic-slice and dynamic-update-slice."""
+
+from __future__ import annotations
+
+from hlopass import attrs as A
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import array, is_scalar_broadcast
+from hlopass.rewriting import const_array, value_shape
+
+
+class DynamicSliceFull(Simplification):
+    """`dynamic-slice(x, i...)` of all of x -> x (offsets clamp to 0)."""
+
+    OPCODES = ("dynamic-slice",)
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s = array(value_shape(x))
+        if s is None or s.is_dynamic or tuple(op.attr("dynamic_slice_sizes")) != s.dims:
+            return None
+        return x
+
+
+class DynamicUpdateSliceFull(Simplification):
+    """`dynamic-update-slice(x, u, i...)` with u as big as x -> u."""
+
+    OPCODES = ("dynamic-update-slice",)
+
+    def rewrite(self, op: HloOp):
+        x, u = op.operands[0], op.operands[1]
+        su, sx = array(value_shape(u)), array(value_shape(x))
+        if su is None or sx is None or su.dims != sx.dims or su.is_dynamic:
+            return None
+        return u
+
+
+class DynamicSliceConstantIndices(Simplification):
+    """`dynamic-slice(x, c0, c1, ...)` with constant indices -> `slice(x)` at the indices
+    clamped into `[0, dim - size]` (as dynamic-slice clamps them)."""
+
+    OPCODES = ("dynamic-slice",)
+
+    def rewrite(self, op: HloOp):
+        x, *idx = op.operands
+        s, shape = array(value_shape(x)), array(op.shape)
+        if s is None or shape is None or s.is_dynamic or len(idx) != s.rank or not idx:
+            return None
+        starts = []
+        for v in idx:
+            c = const_array(v)
+            if c is None or c.size != 1:
+                return None
+            starts.append(int(c.reshape(-1)[0]))
+        sizes = op.attr("dynamic_slice_sizes")
+        sl = []
+        for start, size, dim in zip(starts, sizes, s.dims, strict=True):
+            b = min(max(start, 0), dim - size)
+            sl.append(A.SliceDim(b, b + size, 1))
+        return self.new("slice", [x], shape, {"slice": tuple(sl)}, like=op)
+
+
+class DynamicSliceOfScalarBroadcast(Simplification):
+    """`dynamic-slice(broadcast(s), i...) -> broadcast(s)` of the slice's shape (s scalar)."""
+
+    OPCODES = ("dynamic-slice",)
+
+    def rewrite(self, op: HloOp):
+        b = is_scalar_broadcast(op.operands[0])
+        if b is None:
+            return None
+        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+
+
+class DynamicUpdateSliceEmptyUpdate(Simplification):
+    """`dynamic-update-slice(x, u, i...) -> x` when u has no elements."""
+
+    OPCODES = ("dynamic-update-slice",)
+
+    def rewrite(self, op: HloOp):
+        u = array(value_shape(op.operands[1]))
+        return op.operands[0] if u is not None and u.num_elements == 0 else None
+
+
+class DynamicUpdateSliceOfBroadcastToPad(Simplification):
+    """`dynamic-update-slice(broadcast(s), u, c0, c1, ...) -> pad(u, s)` with constant
+    indices (clamped as dynamic-update-slice clamps them) as the low edge padding."""
+
+    OPCODES = ("dynamic-update-slice",)
+
+    def rewrite(self, op: HloOp):
+        b = is_scalar_broadcast(op.operands[0])
+        u, *idx = op.operands[1:]
+        su, shape = array(value_shape(u)), array(op.shape)
+        if b is None or su is None or shape is None or shape.is_dynamic or su.is_dynamic:
+            return None
+        if len(idx) != shape.rank or not idx or su.element_type != shape.element_type:
+            return None
+        pads = []
+        for v, size, dim in zip(idx, su.dims, shape.dims, strict=True):
+            c = const_array(v)
+            if c is None or c.size != 1:
+                return None
+            low = min(max(int(c.reshape(-1)[0]), 0), dim - size)
+            pads.append(A.PadDim(low, dim - size - low, 0))
+        return self.new("pad", [u, b.operands[0]], shape, {"padding": tuple(pads)}, like=op)

@@ -1,0 +1,237 @@
+"""Predicates and small helpers shared by the algsimp pattern families."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.rewriting import (
+    const_array,
+    is_constant_like,
+    module_of,
+    owner,
+    splat_value,
+    value_shape,
+)
+from hlopass.shape import ArrayShape, Shape, is_float, is_integral
+
+
+def et(op_or_value: HloOp | SSAValue) -> str:
+    s = op_or_value.shape if isinstance(op_or_value, HloOp) else value_shape(op_or_value)
+    return s.element_type if isinstance(s, ArrayShape) else ""
+
+
+def is_float_op(op: HloOp) -> bool:
+    ets = {et(op)} | {et(v) for v in op.operands}
+    return any(is_float(t) or t in ("c64", "c128") for t in ets)
+
+
+def src(value: SSAValue, opcode: str) -> HloOp | None:
+    """The defining op of `value` when it is an `opcode` instruction."""
+    o = owner(value)
+    return o if o is not None and o.opcode == opcode else None
+
+
+def single_use(value: SSAValue) -> bool:
+    return value.has_one_use()
+
+
+def array(s: Shape) -> ArrayShape | None:
+    return s if isinstance(s, ArrayShape) else None
+
+
+def commuted(op: HloOp) -> list[tuple[SSAValue, SSAValue]]:
+    a, b = op.operands
+    return [(a, b), (b, a)]
+
+
+def splat_is(value: SSAValue, target: float) -> bool:
+    v = splat_value(value)
+    if v is None:
+        return False
+    try:
+        return bool(v == target)
+    except (TypeError, ValueError):
+        return False
+
+
+def split_const(op: HloOp) -> tuple[SSAValue, SSAValue] | None:
+    """(non-constant operand, constant operand) of a binary op with one constant side."""
+    a, b = op.operands
+    if is_constant_like(b) and not is_constant_like(a):
+        return a, b
+    if is_constant_like(a) and not is_constant_like(b):
+        return b, a
+    return None
+
+
+def power_of_two_exponent(v: Any) -> int | None:
+    try:
+        iv = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if iv != v or iv <= 0 or iv & (iv - 1):
+        return None
+    return iv.bit_length() - 1
+
+
+def lowest(et: str) -> float | int | None:
+    if is_float(et):
+        return -math.inf
+    if is_integral(et):
+        from hlopass.literal import numpy_dtype
+
+        return int(np.iinfo(numpy_dtype(et)).min)
+    return None
+
+
+def highest(et: str) -> float | int | None:
+    if is_float(et):
+        return math.inf
+    if is_integral(et):
+        from hlopass.literal import numpy_dtype
+
+        return int(np.iinfo(numpy_dtype(et)).max)
+    return None
+
+
+def widens_exactly(src: str, dst: str) -> bool:
+    """Every `src` value is exactly representable in `dst`."""
+    from hlopass.shape import ELEMENT_BITS
+
+    if is_float(src) and is_float(dst):
+        order = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+        if src in order and dst in order:
+            return order[dst] > order[src] or src == dst
+        return False
+    if src == "pred":
+        return is_integral(dst) or is_float(dst)
+    if is_integral(src) and is_integral(dst):
+        if src[0] == dst[0]:
+            return ELEMENT_BITS[dst] >= ELEMENT_BITS[src]
+        return src[0] == "u" and dst[0] == "s" and ELEMENT_BITS[dst] > ELEMENT_BITS[src]
+    return False
+
+
+# --- reducers and their identities --------------------------------------------------------
+
+REDUCER_OPCODES = ("add", "multiply", "maximum", "minimum", "and", "or")
+"""Reducers whose identity is known (and which are associative and commutative on ints)."""
+
+
+def callee(op: HloOp, attr: str = "to_apply") -> ComputationOp | None:
+    """The computation `op` names in `attr` (None when it cannot be found)."""
+    name = op.attr(attr)
+    module = module_of(op)
+    if not isinstance(name, str) or module is None:
+        return None
+    for c in computations(module):
+        if c.comp_name == name:
+            return c
+    return None
+
+
+def reducer_opcode(op: HloOp) -> str | None:
+    """`add` when `op`'s `to_apply` is `(a, b) -> add(a, b)` over scalars (in either operand
+    order), likewise for the other `REDUCER_OPCODES`; None for any other reducer."""
+    comp = callee(op)
+    if comp is None:
+        return None
+    params = comp.parameters()
+    root = comp.root
+    if len(params) != 2 or root.opcode not in REDUCER_OPCODES or len(list(comp.instructions)) != 3:
+        return None
+    if {o for o in root.operands} != {p.result for p in params}:
+        return None
+    shape = array(root.shape)
+    return root.opcode if shape is not None and shape.rank == 0 else None
+
+
+def identity_of(opcode: str, element_type: str) -> Any:
+    """The identity element of reducer `opcode` over `element_type` (None when there is none).
+    Float addition's exact identity is -0.0: `+0.0 + -0.0` is +0.0."""
+    if opcode == "add":
+        return -0.0 if is_float(element_type) else (False if element_type == "pred" else 0)
+    if opcode == "multiply":
+        return 1 if element_type != "pred" else True
+    if opcode == "maximum":
+        return lowest(element_type) if element_type != "pred" else False
+    if opcode == "minimum":
+        return highest(element_type) if element_type != "pred" else True
+    if opcode == "and" and (element_type == "pred" or is_integral(element_type)):
+        return True if element_type == "pred" else -1 if element_type[0] == "s" else None
+    if opcode == "or" and (element_type == "pred" or is_integral(element_type)):
+        return False if element_type == "pred" else 0
+    return None
+
+
+def is_identity_init(op: HloOp, init: SSAValue) -> bool:
+    """`init` is a constant equal (bitwise for floats: -0.0 for add) to the identity of
+    `op`'s reducer: a reduction may then drop it, as XLA assumes it always may."""
+    kind = reducer_opcode(op)
+    if kind is None:
+        return False
+    t = et(init)
+    ident = identity_of(kind, t)
+    arr = const_array(init)
+    if ident is None or arr is None or arr.size != 1 or t in ("c64", "c128"):
+        return False
+    if kind == "and" and t[0] == "u":
+        return bool(arr.reshape(-1)[0] == np.iinfo(arr.dtype).max)
+    want = np.asarray(ident).astype(arr.dtype)
+    return arr.reshape(-1)[:1].tobytes() == want.reshape(-1)[:1].tobytes()
+
+
+# --- value predicates ---------------------------------------------------------------------
+
+
+def is_scalar_broadcast(value: SSAValue) -> HloOp | None:
+    """The `broadcast` defining `value` when it broadcasts a scalar, else None."""
+    b = src(value, "broadcast")
+    if b is None:
+        return None
+    s = array(value_shape(b.operands[0]))
+    return b if s is not None and s.rank == 0 else None
+
+
+def scalar_constant_value(value: SSAValue) -> Any:
+    """The value of a scalar (or splat, or broadcast-of-scalar) constant, else None."""
+    return splat_value(value)
+
+
+def is_non_negative(value: SSAValue, depth: int = 4) -> bool:
+    """Every element of `value` is >= 0 or nan-free-nonnegative by construction: unsigned
+    and pred types, `abs`, `exponential`, `sqrt`-like ops of non-negatives, `x * x` (floats),
+    non-negative constants, and ops that keep non-negativity of non-negative operands."""
+    t = et(value)
+    if t == "pred" or t.startswith("u"):
+        return True
+    if t in ("c64", "c128") or not t:
+        return False
+    o = owner(value)
+    if o is None or depth == 0:
+        return False
+    if o.opcode in ("abs", "exponential"):
+        return True
+    if o.opcode == "constant":
+        arr = const_array(value)
+        # -0.0 counts as negative here: abs(-0.0) is +0.0
+        return (
+            arr is not None
+            and bool(np.all(np.signbit(arr) == 0))
+            and not (arr.dtype.kind == "f" and bool(np.any(np.isnan(arr))))
+        )
+    if o.opcode == "multiply" and o.operands[0] is o.operands[1] and is_float(t):
+        return True  # x * x: never negative (nan stays nan, and abs(nan) is nan too)
+    if o.opcode in ("broadcast", "reshape", "transpose", "copy", "slice", "reverse"):
+        return is_non_negative(o.operands[0], depth - 1)
+    if o.opcode in ("add", "maximum", "minimum", "multiply", "select"):
+        vals = list(o.operands)[1:] if o.opcode == "select" else list(o.operands)
+        if o.opcode in ("add", "multiply") and not is_float(t):
+            return False  # integer overflow wraps to negative
+        return all(is_non_negative(v, depth - 1) for v in vals)
+    return False

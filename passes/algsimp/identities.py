@@ -1,0 +1,122 @@
+"""`algsimp` family: Identities: an operand that is the identity element of the op."""
+
+from __future__ import annotations
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import (
+    commuted,
+    et,
+    splat_is,
+    src,
+)
+from hlopass.rewriting import (
+    is_one,
+    is_zero,
+)
+
+
+class AddZero(Simplification):
+    """`add(x, 0) -> x` (and `add(0, x)`)."""
+
+    OPCODES = ("add",)
+
+    def rewrite(self, op: HloOp):
+        for x, c in commuted(op):
+            if is_zero(c):
+                return x
+        return None
+
+
+class SubtractZero(Simplification):
+    """`subtract(x, 0) -> x`."""
+
+    OPCODES = ("subtract",)
+
+    def rewrite(self, op: HloOp):
+        x, c = op.operands
+        return x if is_zero(c) else None
+
+
+class MultiplyOne(Simplification):
+    """`multiply(x, 1) -> x` (and `multiply(1, x)`)."""
+
+    OPCODES = ("multiply",)
+
+    def rewrite(self, op: HloOp):
+        for x, c in commuted(op):
+            if is_one(c):
+                return x
+        return None
+
+
+class DivideOne(Simplification):
+    """`divide(x, 1) -> x`."""
+
+    OPCODES = ("divide",)
+
+    def rewrite(self, op: HloOp):
+        x, c = op.operands
+        return x if is_one(c) else None
+
+
+class AndTrue(Simplification):
+    """`and(a, true) -> a`; `and(a, false) -> false` (pred)."""
+
+    OPCODES = ("and",)
+
+    def rewrite(self, op: HloOp):
+        if et(op) != "pred":
+            return None
+        for x, c in commuted(op):
+            if splat_is(c, True):
+                return x
+            if splat_is(c, False):
+                return c
+        return None
+
+
+class OrFalse(Simplification):
+    """`or(a, false) -> a`; `or(a, true) -> true` (pred)."""
+
+    OPCODES = ("or",)
+
+    def rewrite(self, op: HloOp):
+        if et(op) != "pred":
+            return None
+        for x, c in commuted(op):
+            if splat_is(c, False):
+                return x
+            if splat_is(c, True):
+                return c
+        return None
+
+
+class AndOrSelf(Simplification):
+    """`and(a, a) -> a`; `or(a, a) -> a`."""
+
+    OPCODES = ("and", "or")
+
+    def rewrite(self, op: HloOp):
+        a, b = op.operands
+        return a if a is b else None
+
+
+class NegateNegate(Simplification):
+    """`negate(negate(x)) -> x`."""
+
+    OPCODES = ("negate",)
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "negate")
+        return inner.operands[0] if inner is not None else None
+
+
+class NotNot(Simplification):
+    """`not(not(x)) -> x`."""
+
+    OPCODES = ("not",)
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "not")
+        return inner.operands[0] if inner is not None else None

@@ -1,0 +1,127 @@
+"""`algsimp` family: maximum / minimum / clamp."""
+
+from __future__ import annotations
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import (
+    array,
+    commuted,
+    et,
+    highest,
+    lowest,
+    splat_is,
+    src,
+)
+from hlopass.rewriting import owner, splat_value, value_shape
+
+
+class MaxMinSelf(Simplification):
+    """`maximum(x, x) -> x`; `minimum(x, x) -> x`."""
+
+    OPCODES = ("maximum", "minimum")
+
+    def rewrite(self, op: HloOp):
+        a, b = op.operands
+        return a if a is b else None
+
+
+class MaxOfLowest(Simplification):
+    """`maximum(x, -inf) -> x` (the lowest value of integer types too)."""
+
+    OPCODES = ("maximum",)
+
+    def rewrite(self, op: HloOp):
+        low = lowest(et(op))
+        if low is None:
+            return None
+        for x, c in commuted(op):
+            if splat_is(c, low):
+                return x
+        return None
+
+
+class MinOfHighest(Simplification):
+    """`minimum(x, +inf) -> x` (the highest value of integer types too)."""
+
+    OPCODES = ("minimum",)
+
+    def rewrite(self, op: HloOp):
+        high = highest(et(op))
+        if high is None:
+            return None
+        for x, c in commuted(op):
+            if splat_is(c, high):
+                return x
+        return None
+
+
+class MaxMinAbsorb(Simplification):
+    """`maximum(maximum(x, y), y) -> maximum(x, y)` (and the same for minimum)."""
+
+    OPCODES = ("maximum", "minimum")
+
+    def rewrite(self, op: HloOp):
+        for inner_v, y in commuted(op):
+            inner = src(inner_v, op.opcode)
+            if inner is not None and y in tuple(inner.operands):
+                return inner_v
+        return None
+
+
+class ClampOfClamp(Simplification):
+    """`clamp(lo, clamp(lo, x, hi), hi) -> clamp(lo, x, hi)`."""
+
+    OPCODES = ("clamp",)
+
+    def rewrite(self, op: HloOp):
+        lo, x, hi = op.operands
+        inner = src(x, "clamp")
+        if inner is None or inner.operands[0] is not lo or inner.operands[2] is not hi:
+            return None
+        return x
+
+
+class MinMaxToClamp(Simplification):
+    """`maximum(minimum(x, hi), lo) -> clamp(lo, x, hi)` and
+    `minimum(maximum(x, lo), hi) -> clamp(lo, x, hi)` (lo, hi scalar constants, lo <= hi)."""
+
+    OPCODES = ("maximum", "minimum")
+
+    def rewrite(self, op: HloOp):
+        inner_opcode = "minimum" if op.opcode == "maximum" else "maximum"
+        shape = array(op.shape)
+        if shape is None or et(op) in ("c64", "c128", "pred"):
+            return None
+        for inner_v, outer_c in commuted(op):
+            inner = src(inner_v, inner_opcode)
+            if inner is None:
+                continue
+            for x, inner_c in commuted(inner):
+                lo, hi = (outer_c, inner_c) if op.opcode == "maximum" else (inner_c, outer_c)
+                lo_s, hi_s = scalar_of(lo), scalar_of(hi)
+                if lo_s is None or hi_s is None:
+                    continue
+                lv, hv = splat_value(lo), splat_value(hi)
+                try:
+                    ordered = bool(lv <= hv)
+                except TypeError:
+                    ordered = False
+                if not ordered:
+                    continue
+                return self.new("clamp", [lo_s, x, hi_s], shape, like=op)
+        return None
+
+
+def scalar_of(value):
+    """The scalar constant `value` is, or broadcasts (None otherwise)."""
+    o = owner(value)
+    if o is None:
+        return None
+    if o.opcode == "broadcast":
+        value = o.operands[0]
+        o = owner(value)
+    s = array(value_shape(value))
+    if o is None or o.opcode != "constant" or s is None or s.rank != 0:
+        return None
+    return value

@@ -1,0 +1,108 @@
+"""`algsimp` family: select."""
+
+from __future__ import annotations
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import (
+    et,
+    splat_is,
+    src,
+)
+from hlopass.rewriting import (
+    same_shape,
+    splat_value,
+    value_shape,
+)
+
+
+class SelectSameBranches(Simplification):
+    """`select(p, x, x) -> x`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        _p, a, b = op.operands
+        return a if a is b else None
+
+
+class SelectConstantPredicate(Simplification):
+    """`select(true, a, b) -> a`; `select(false, a, b) -> b`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        v = splat_value(p)
+        if v is None:
+            return None
+        return a if bool(v) else b
+
+
+class SelectOfNot(Simplification):
+    """`select(not(p), a, b) -> select(p, b, a)`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        n = src(p, "not")
+        if n is None:
+            return None
+        return self.new("select", [n.operands[0], b, a], op.shape, like=op)
+
+
+class SelectBooleans(Simplification):
+    """`select(p, true, false) -> p`; `select(p, false, true) -> not(p)`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        if et(op) != "pred" or not same_shape(value_shape(p), op.shape):
+            return None
+        if splat_is(a, True) and splat_is(b, False):
+            return p
+        if splat_is(a, False) and splat_is(b, True):
+            return self.new("not", [p], op.shape, like=op)
+        return None
+
+
+class SelectToOrAnd(Simplification):
+    """`select(p, true, q) -> or(p, q)`; `select(p, q, false) -> and(p, q)` (pred;
+    `select(p, false, q) -> and(not(p), q)`, `select(p, q, true) -> or(not(p), q)`)."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        if et(op) != "pred" or not same_shape(value_shape(p), op.shape):
+            return None
+        if splat_is(a, True):
+            return self.new("or", [p, b], op.shape, like=op)
+        if splat_is(b, False):
+            return self.new("and", [p, a], op.shape, like=op)
+        if splat_is(a, False):
+            n = self.new("not", [p], op.shape, like=op)
+            return self.new("and", [n.result, b], op.shape, like=op)
+        if splat_is(b, True):
+            n = self.new("not", [p], op.shape, like=op)
+            return self.new("or", [n.result, a], op.shape, like=op)
+        return None
+
+
+class SelectNestedSamePredicate(Simplification):
+    """`select(p, select(p, a, b), c) -> select(p, a, c)`;
+    `select(p, a, select(p, b, c)) -> select(p, a, c)`."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        inner = src(a, "select")
+        if inner is not None and inner.operands[0] is p:
+            return self.new("select", [p, inner.operands[1], b], op.shape, like=op)
+        inner = src(b, "select")
+        if inner is not None and inner.operands[0] is p:
+            return self.new("select", [p, a, inner.operands[2]], op.shape, like=op)
+        return None

@@ -1,0 +1,145 @@
+"""`algsimp` family: slice."""
+
+from __future__ import annotations
+
+from hlopass import attrs as A
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import array, is_scalar_broadcast, single_use, src
+from hlopass.rewriting import (
+    value_shape,
+)
+
+
+class SliceNoop(Simplification):
+    """`slice(x, [0:n] per dim)` covering all of x -> x."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s = array(value_shape(x))
+        if s is None:
+            return None
+        sl = op.attr("slice")
+        if all(
+            d.start == 0 and d.limit == n and d.stride == 1
+            for d, n in zip(sl, s.dims, strict=False)
+        ):
+            return x
+        return None
+
+
+class SliceOfSlice(Simplification):
+    """`slice(slice(x, a), b) -> slice(x, a∘b)`."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "slice")
+        shape = array(op.shape)
+        if inner is None or shape is None:
+            return None
+        out = []
+        for a, b, n in zip(inner.attr("slice"), op.attr("slice"), shape.dims, strict=False):
+            start = a.start + b.start * a.stride
+            stride = a.stride * b.stride
+            limit = start + (n - 1) * stride + 1 if n > 0 else start
+            out.append(A.SliceDim(start, limit, stride))
+        return self.new("slice", [inner.operands[0]], shape, {"slice": tuple(out)}, like=op)
+
+
+def _last(d: A.SliceDim, n: int) -> int:
+    """The last index a slice dimension with `n` output elements reads."""
+    return d.start + (n - 1) * d.stride
+
+
+class SliceOfScalarBroadcast(Simplification):
+    """`slice(broadcast(s)) -> broadcast(s)` of the slice's shape (s a scalar)."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        b = is_scalar_broadcast(op.operands[0])
+        if b is None:
+            return None
+        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+
+
+class SliceOfConcatenate(Simplification):
+    """`slice(concatenate(a, b, ...))` reading only from one operand -> `slice(that operand)`
+    (offsets shifted; the operand itself when the slice covers it exactly)."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        cat = src(op.operands[0], "concatenate")
+        shape = array(op.shape)
+        if cat is None or shape is None or shape.num_elements == 0:
+            return None
+        (k,) = cat.attr("dimensions")
+        sl = list(op.attr("slice"))
+        first, last = sl[k].start, _last(sl[k], shape.dims[k])
+        offset = 0
+        for v in cat.operands:
+            size = value_shape(v).dims[k]  # type: ignore[attr-defined]
+            if offset <= first and last < offset + size:
+                sl[k] = A.SliceDim(first - offset, last - offset + 1, sl[k].stride)
+                return self.new("slice", [v], shape, {"slice": tuple(sl)}, like=op)
+            offset += size
+        return None
+
+
+class SliceOfPad(Simplification):
+    """`slice(pad(x, v))` reading only x's elements -> `slice(x)` (no interior padding,
+    non-negative edge padding)."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        pad = src(op.operands[0], "pad")
+        shape = array(op.shape)
+        if pad is None or shape is None or shape.num_elements == 0:
+            return None
+        x = pad.operands[0]
+        xs = array(value_shape(x))
+        if xs is None:
+            return None
+        out = []
+        for d, p, n, size in zip(op.attr("slice"), pad.attr("padding"), shape.dims, xs.dims,
+                                 strict=True):  # fmt: skip
+            if p.interior or p.low < 0 or p.high < 0:
+                return None
+            if d.start < p.low or _last(d, n) >= p.low + size:
+                return None
+            out.append(A.SliceDim(d.start - p.low, _last(d, n) - p.low + 1, d.stride))
+        return self.new("slice", [x], shape, {"slice": tuple(out)}, like=op)
+
+
+class SliceOfReverse(Simplification):
+    """`slice(reverse(x, dims)) -> reverse(slice(x, mirrored), dims)`."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        rev = src(op.operands[0], "reverse")
+        shape = array(op.shape)
+        if rev is None or shape is None or shape.num_elements == 0:
+            return None
+        if not single_use(op.operands[0]):
+            return None  # the reverse stays for its other users: no gain
+        x = rev.operands[0]
+        xs = array(value_shape(x))
+        if xs is None or xs.is_dynamic:
+            return None
+        rdims = set(rev.attr("dimensions") or ())
+        out = []
+        for i, (d, n) in enumerate(zip(op.attr("slice"), shape.dims, strict=True)):
+            if i in rdims:
+                start = xs.dims[i] - 1 - _last(d, n)
+                out.append(A.SliceDim(start, start + (n - 1) * d.stride + 1, d.stride))
+            else:
+                out.append(d)
+        s = self.new("slice", [x], shape, {"slice": tuple(out)}, like=op)
+        return self.new("reverse", [s.result], shape, {"dimensions": tuple(sorted(rdims))},
+                        like=rev)  # fmt: skip

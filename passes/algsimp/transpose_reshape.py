@@ -1,0 +1,96 @@
+"""`algsimp` family: transpose and reshape."""
+
+from __future__ import annotations
+
+from hlopass.dialects.hlo import HloOp
+from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.helpers import (
+    array,
+    src,
+)
+from hlopass.rewriting import (
+    value_shape,
+)
+
+
+class ReshapeNoop(Simplification):
+    """`reshape(x)` to x's own dims -> x."""
+
+    OPCODES = ("reshape",)
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s = array(value_shape(x))
+        return x if s is not None and not s.is_dynamic and s.dims == op.shape.dims else None  # type: ignore[attr-defined]
+
+
+class ReshapeOfReshape(Simplification):
+    """`reshape(reshape(x)) -> reshape(x)`."""
+
+    OPCODES = ("reshape",)
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "reshape")
+        if inner is None or array(op.shape) is None or op.shape.is_dynamic:  # type: ignore[union-attr]
+            return None
+        return self.new("reshape", [inner.operands[0]], op.shape, like=op)
+
+
+class ReshapeOfScalarBroadcast(Simplification):
+    """`reshape(broadcast(scalar)) -> broadcast(scalar)`."""
+
+    OPCODES = ("reshape",)
+
+    def rewrite(self, op: HloOp):
+        b = src(op.operands[0], "broadcast")
+        if b is None or array(value_shape(b.operands[0])) is None:
+            return None
+        if value_shape(b.operands[0]).rank != 0:  # type: ignore[attr-defined]
+            return None
+        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+
+
+class TransposeIdentity(Simplification):
+    """`transpose(x, dimensions={0,1,..})` -> x."""
+
+    OPCODES = ("transpose",)
+
+    def rewrite(self, op: HloOp):
+        perm = tuple(op.attr("dimensions") or ())
+        return op.operands[0] if perm == tuple(range(len(perm))) else None
+
+
+class TransposeOfTranspose(Simplification):
+    """`transpose(transpose(x, p1), p2) -> transpose(x, p1[p2])`."""
+
+    OPCODES = ("transpose",)
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "transpose")
+        if inner is None:
+            return None
+        p1 = inner.attr("dimensions")
+        p2 = op.attr("dimensions")
+        perm = tuple(p1[i] for i in p2)
+        return self.new("transpose", [inner.operands[0]], op.shape, {"dimensions": perm}, like=op)
+
+
+class TransposeIsReshape(Simplification):
+    """`transpose(x, perm) -> reshape(x)` when perm moves only size-1 dimensions (the other
+    dimensions keep their order, so the elements keep theirs)."""
+
+    OPCODES = ("transpose",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s = array(value_shape(x))
+        if s is None or s.is_dynamic:
+            return None
+        perm = tuple(op.attr("dimensions") or ())
+        if perm == tuple(range(len(perm))):
+            return None  # TransposeIdentity
+        big = [p for p in perm if s.dims[p] != 1]
+        if big != sorted(big):
+            return None
+        return self.new("reshape", [x], op.shape, like=op)
