@@ -109,8 +109,15 @@ def _nan_text(x: np.generic, element_type: str) -> str:
     return text
 
 
+_NEG_ZERO = "-0.0"
+"""How we print negative zero. XLA prints `-0`, which its parser reads back as +0.0; `-0.0`
+reads back as -0.0 in both parsers (the one intended difference from XLA's printer)."""
+
+
 def format_float_element(x: object, element_type: str) -> str:
     v = float(x)  # type: ignore[arg-type]
+    if v == 0 and math.copysign(1.0, v) < 0:
+        return _NEG_ZERO
     if v != v:
         return _nan_text(x, element_type)  # type: ignore[arg-type]
     if math.isinf(v):
@@ -173,6 +180,8 @@ def _float_text(v: float, element_type: str) -> str | None:
     type, without numpy scalars; None for NaN and infinities."""
     if v != v or math.isinf(v):
         return None
+    if v == 0 and math.copysign(1.0, v) < 0:
+        return _NEG_ZERO
     d10, dmax = _float_digits(element_type)
     if element_type == "f16":
         return "%.*g" % (dmax, v)  # narrow floats: max_digits10 digits
@@ -268,8 +277,7 @@ def _parse_float_token(tok: str, element_type: str) -> np.generic:
         return np.array(bits, dtype=np.dtype(f"u{dtype.itemsize}")).view(dtype)[()]
     if tok in ("-nan",):
         return np.array(-np.float64("nan")).astype(dtype)[()]
-    if _is_int_token(tok):
-        return np.array(float(int(tok))).astype(dtype)[()]
+    # `-0` is -0.0 here (XLA reads +0: see _convert_tokens)
     return np.array(float(tok)).astype(dtype)[()]
 
 
@@ -287,11 +295,13 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
     if et in ("c64", "c128"):
         pairs = re.findall(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)", body)
         part = "f32" if et == "c64" else "f64"
-        values = [
-            complex(float(_parse_float_token(a, part)), float(_parse_float_token(b, part)))
-            for a, b in pairs
-        ]
-        arr = np.array(values, dtype=numpy_dtype(et))
+        re_ = np.array([_parse_float_token(a, part) for a, _ in pairs], numpy_dtype(part))
+        im = np.array([_parse_float_token(b, part) for _, b in pairs], numpy_dtype(part))
+        # XLA's parser reads `(nan, x)` as `(nan, nan)`: a NaN real part (sign and payload
+        # included) is copied into the imaginary part.
+        im = np.where(np.isnan(re_), re_, im)
+        arr = np.empty(len(pairs), numpy_dtype(et))
+        arr.real, arr.imag = re_, im
     else:
         tokens = body.replace("{", ",").replace("}", ",").split(",")
         tokens = [t.strip() for t in tokens]
@@ -341,11 +351,10 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
         return np.array(ints, dtype=np.int64 if et[0] == "s" else np.uint64).astype(dtype)
     simple = all(not t.startswith(("nan(", "-nan")) for t in tokens)
     if simple:
+        # `-0` is -0.0. XLA lexes it as the integer 0 (+0.0); we keep the sign, because XLA's
+        # printer writes -0.0 as `-0`, so a `-0` in XLA's output meant -0.0 (our printer
+        # writes `-0.0`, which both parsers read as -0.0).
         f64 = np.array([float(t) for t in tokens], dtype=np.float64)
-        neg_zero = np.flatnonzero((f64 == 0) & np.signbit(f64))
-        for i in neg_zero.tolist():
-            if _is_int_token(tokens[i]):
-                f64[i] = 0.0  # XLA lexes `-0` as an integer: it becomes +0
         with np.errstate(over="ignore", invalid="ignore"):
             arr = f64.astype(dtype)
         overflow = np.flatnonzero(np.isfinite(f64) & ~np.isfinite(arr.astype(np.float64)))

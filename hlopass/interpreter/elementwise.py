@@ -99,49 +99,60 @@ def _unary(interp, op, args):
     return as_dtype(clz, out)
 
 
+def _signed(x: np.ndarray, bits: int) -> np.ndarray:
+    """Integer values (int64/uint64) as the int64 of their `bits`-wide two's-complement pattern."""
+    v = x.astype(np.uint64).view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
+    if bits < 64:
+        v = v & ((1 << bits) - 1)
+        v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
+    return v
+
+
 def _int_divide(a, b, signed, lo):
+    """Truncating division; XLA: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN."""
     zero = b == 0
     safe_b = np.where(zero, 1, b)
     if signed:
         overflow = (a == lo) & (b == -1)
         safe_b = np.where(overflow, 1, safe_b)
-        q = np.abs(a) // np.abs(safe_b)
-        q = np.where((a < 0) != (safe_b < 0), -q, q)
+        # floor division never overflows here (np.abs(INT64_MIN) would); round toward zero
+        q = a // safe_b
+        q = q + ((a - q * safe_b != 0) & ((a < 0) != (safe_b < 0)))
         q = np.where(overflow, lo, q)
         return np.where(zero, -1, q)
     return np.where(zero, np.uint64(0xFFFFFFFFFFFFFFFF), a // safe_b)
 
 
 def _int_remainder(a, b, signed, lo):
+    """Remainder with the dividend's sign; XLA: x % 0 = x, INT_MIN % -1 = 0."""
     zero = b == 0
     safe_b = np.where(zero, 1, b)
     if signed:
         overflow = (a == lo) & (b == -1)
         safe_b = np.where(overflow, 1, safe_b)
-        r = np.abs(a) % np.abs(safe_b)
-        r = np.where(a < 0, -r, r)
+        r = a % safe_b  # the divisor's sign: move it to the dividend's
+        r = np.where((r != 0) & ((r < 0) != (a < 0)), r - safe_b, r)
         return np.where(zero, a, np.where(overflow, 0, r))
     return np.where(zero, a, a % safe_b)
 
 
-def _int_power(a, b, signed):
-    result = np.ones(np.broadcast(a, b).shape, a.dtype)
-    base = np.broadcast_to(a, result.shape).copy()
-    exp = np.broadcast_to(b, result.shape).copy()
-    if signed:
-        neg = exp < 0
-        exp = np.where(neg, 0, exp)
-    for _ in range(64):
-        if not np.any(exp):
-            break
-        result = np.where(exp & 1 == 1, result * base, result)
+def _int_power(a, b, bits):
+    """XLA-CPU's integer power: both operands read as signed `bits`-wide values (an
+    all-ones unsigned base is -1); a negative exponent gives 1 for base 1, +-1 for base -1
+    and 0 otherwise; else squaring over the exponent's low 6 bits only (s32 3^100 = 3^36)."""
+    sa = np.broadcast_to(_signed(a, bits), np.broadcast(a, b).shape)
+    exp = np.broadcast_to(_signed(b, bits), sa.shape)
+    base = sa
+    neg = exp < 0
+    e = np.where(neg, 0, exp) & 63
+    result = np.ones(base.shape, np.int64)
+    for _ in range(6):  # products wrap around in int64, as in the element type's width
+        result = np.where(e & 1 == 1, result * base, result)
         base = base * base
-        exp = exp >> 1
-    if signed:
-        # x ** negative: 1 for x == 1, +-1 for x == -1, else 0
-        inv = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
-        result = np.where(neg, inv, result)
-    return result
+        e = e >> 1
+    odd = (exp & 1) == 1
+    inv = np.where(sa == 1, 1, np.where(sa == -1, np.where(odd, -1, 1), 0))
+    return np.where(neg, inv, result)
 
 
 def _shift(code, a, b, dt):
@@ -193,11 +204,7 @@ def _binary(interp, op, args):
         if code == "remainder":
             return as_dtype(_int_remainder(wa, wb, signed, lo), out)
         if code == "power":
-            if not signed:  # XLA reads an unsigned exponent with its top bit set as negative
-                neg = wb >= np.uint64(1 << (int_bits(dt) - 1))
-                r = _int_power(wa, np.where(neg, np.uint64(0), wb), False)
-                return as_dtype(np.where(neg, (wa == 1).astype(wa.dtype), r), out)
-            return as_dtype(_int_power(wa, wb, signed), out)
+            return as_dtype(_int_power(wa, wb, int_bits(dt)), out)
     fn = _BINARY[code]
     return as_dtype(fn(wa, wb), out)
 
