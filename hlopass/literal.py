@@ -132,6 +132,19 @@ def format_float_element(x: object, element_type: str) -> str:
     return _g(v, dmax)
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _c64_part(x: object, part: str) -> str:
+    """A complex part. XLA's parser reads c64 parts as doubles and rejects one beyond the f32
+    range, so the shortest text of +-FLT_MAX (3.40282347e+38, above it) is written with 17
+    digits instead, which reads back exactly (XLA prints the shorter, unreadable one)."""
+    text = format_float_element(x, part)
+    if part == "f32" and math.isfinite(float(x)) and abs(float(text)) > _F32_MAX:  # type: ignore[arg-type]
+        return "%.17g" % float(x)  # type: ignore[arg-type]
+    return text
+
+
 def _format_element(x: object, element_type: str, in_array: bool) -> str:
     if element_type == "pred":
         if in_array:
@@ -142,7 +155,7 @@ def _format_element(x: object, element_type: str, in_array: bool) -> str:
         c = complex(x)  # type: ignore[arg-type]
         re_ = np.float32(c.real) if part == "f32" else c.real
         im = np.float32(c.imag) if part == "f32" else c.imag
-        return f"({format_float_element(re_, part)}, {format_float_element(im, part)})"
+        return f"({_c64_part(re_, part)}, {_c64_part(im, part)})"
     if element_type[0] in "su":
         return str(int(x))  # type: ignore[call-overload]
     return format_float_element(x, element_type)

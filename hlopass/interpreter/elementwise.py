@@ -9,6 +9,7 @@ import numpy as np
 from hlopass.interpreter.core import dtype_of, handler, unsupported
 from hlopass.interpreter.numeric import (
     as_dtype,
+    daz,
     int_bits,
     int_range,
     is_float_dtype,
@@ -58,10 +59,18 @@ def _float_unary(interp, op, args):
     (x,) = args
     out = dtype_of(op.shape)
     fn = _FLOAT_UNARY[op.opcode]
+    if op.opcode in _NO_FLUSH and not (op.opcode == "tanh" and x.dtype == np.float64):
+        return as_dtype(fn(widen(x)), out)  # (f64 tanh flushes its result)
+    w = daz(widen(x))
     if op.opcode == "logistic" and x.dtype.kind != "c":
-        w = widen(x)
-        return as_dtype(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w))), out)
-    return as_dtype(fn(widen(x)), out)
+        return as_dtype(daz(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w)))), out)
+    return as_dtype(daz(fn(w)), out)
+
+
+# XLA-CPU evaluates these without flushing denormal operands: sin, tan, f32 tanh and expm1
+# return a tiny argument itself; remainder, power and atan2 see `_binary`.
+_NO_FLUSH = frozenset({"sine", "tan", "tanh", "exponential-minus-one", "remainder", "power",
+                       "atan2"})  # fmt: skip
 
 
 @handler("abs", "negate", "sign", "not", "real", "imag", "popcnt", "count-leading-zeros", "copy")
@@ -81,6 +90,7 @@ def _unary(interp, op, args):
     if code == "negate":
         return as_dtype(-w if w.dtype.kind != "b" else w, out)
     if code == "sign":
+        w = daz(w)
         if x.dtype.kind == "c":
             mag = np.abs(w)
             return as_dtype(np.where(mag == 0, w, w / np.where(mag == 0, 1, mag)), out)
@@ -183,8 +193,10 @@ def _binary(interp, op, args):
     a, b = args
     out = dtype_of(op.shape)
     code = op.opcode
-    if code == "complex":
-        return (widen(a) + 1j * widen(b)).astype(out)
+    if code == "complex":  # parts as they are (w + 1j * v would lose -0.0 real parts)
+        c = np.empty(np.broadcast_shapes(a.shape, b.shape), out)
+        c.real, c.imag = a, b
+        return c
     dt = a.dtype
     if dt.kind == "b":
         fn = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
@@ -206,7 +218,28 @@ def _binary(interp, op, args):
         if code == "power":
             return as_dtype(_int_power(wa, wb, int_bits(dt)), out)
     fn = _BINARY[code]
-    return as_dtype(fn(wa, wb), out)
+    if code == "remainder":  # libm's fmod with the divisor flushed
+        return as_dtype(fn(wa, daz(wb)), out)
+    if code in _NO_FLUSH:  # power, atan2: operands as they are, the result flushed
+        return as_dtype(daz(fn(wa, wb)), out)
+    wa, wb = daz(wa), daz(wb)
+    if code in ("maximum", "minimum"):
+        return as_dtype(_float_max_min(code, wa, wb), out)
+    return as_dtype(daz(fn(wa, wb)), out)
+
+
+def _float_max_min(code, a, b):
+    """XLA-CPU's float max/min (IEEE 754-2019 maximum/minimum): NaN if either is NaN, and
+    -0 < +0 (max(-0, +0) = +0, min(+0, -0) = -0, in either order)."""
+    r = np.maximum(a, b) if code == "maximum" else np.minimum(a, b)
+    if a.dtype.kind == "c":  # complex max/min is rejected by XLA's verifier
+        return r
+    zeros = (a == 0) & (b == 0)
+    if not zeros.any():
+        return r
+    a_neg = np.signbit(a)
+    pick = np.where(a_neg, b, a) if code == "maximum" else np.where(a_neg, a, b)
+    return np.where(zeros, pick, r)
 
 
 _BINARY = {
@@ -227,7 +260,7 @@ def _compare(interp, op, args):
     if op.attr("type") == "TOTALORDER" and is_float_dtype(a.dtype):
         a, b = total_order_key(a), total_order_key(b)
     elif a.dtype.kind != "b":
-        a, b = widen(a), widen(b)
+        a, b = daz(widen(a)), daz(widen(b))
     return np.asarray(_COMPARE[direction](a, b))
 
 
@@ -243,7 +276,9 @@ def _clamp(interp, op, args):
     out = dtype_of(op.shape)
     if x.dtype.kind == "b":
         return np.logical_and(np.logical_or(x, lo), hi)
-    wl, wx, wh = widen(lo), widen(x), widen(hi)
+    wl, wx, wh = daz(widen(lo)), daz(widen(x)), daz(widen(hi))
+    if is_float_dtype(x.dtype):
+        return as_dtype(_float_max_min("minimum", _float_max_min("maximum", wx, wl), wh), out)
     return as_dtype(np.minimum(np.maximum(wx, wl), wh), out)
 
 
@@ -257,6 +292,8 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
     src = x.dtype
     if src == out:
         return x.copy()
+    x = _convert_daz(x, out)
+    src = x.dtype
     if out.kind == "b":
         return np.asarray(x != 0)
     if src.kind == "c":
@@ -283,6 +320,22 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
             return widen(x).astype(out)
         return widen(x).astype(np.float64).astype(out)
     return x.astype(out)
+
+
+def _convert_daz(x: np.ndarray, out: np.dtype) -> np.ndarray:
+    """Flush what XLA-CPU's conversion instructions flush: an f32/f64 (c64/c128) source
+    converted to anything but a complex of its own part width; a narrow float only on its
+    way to f64/c128 (through f32); narrow floats otherwise convert by bit manipulation."""
+    src = x.dtype
+    wide_out = out in (np.dtype(np.float64), np.dtype(np.complex128))
+    if src.kind == "f" and src.itemsize >= 4:
+        same_part = out.kind == "c" and out.itemsize == 2 * src.itemsize
+        return x if same_part else daz(x)
+    if src.kind == "c":
+        return daz(x) if out.kind == "c" and out.itemsize != src.itemsize else x
+    if is_float_dtype(src) and wide_out:
+        return daz(x.astype(np.float32))
+    return x
 
 
 @handler("bitcast-convert")

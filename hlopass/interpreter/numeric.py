@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import ml_dtypes
 import numpy as np
 import numpy.typing as npt
@@ -100,3 +103,54 @@ def total_order_key(x: np.ndarray) -> np.ndarray:
     nbits = dt.itemsize * 8
     mag = (1 << (nbits - 1)) - 1
     return np.where(bits < 0, bits ^ mag, bits)
+
+
+# --- XLA-CPU's float environment ---------------------------------------------------------
+#
+# XLA-CPU runs with the x86 FTZ and DAZ flags set: an f32/f64 denormal operand of an
+# arithmetic instruction reads as zero of its sign, and a denormal result becomes zero of
+# its sign. Narrow floats (bf16, f16, f8) compute in f32, so a bf16 denormal (an f32
+# denormal) flushes while an f16 denormal (an f32 normal) does not. Bit operations (negate,
+# abs, copy, select, bitcast-convert, TOTALORDER compares) never flush. `evaluate(...,
+# float_mode="ieee")` turns this off (IEEE 754 gradual underflow, numpy's behaviour).
+
+FLOAT_MODES = ("xla-cpu", "ieee")
+_STATE = {"flush": True}
+
+
+@contextlib.contextmanager
+def float_mode(mode: str) -> Iterator[None]:
+    """Evaluate with XLA-CPU's denormal flushing ("xla-cpu", the default) or IEEE's."""
+    if mode not in FLOAT_MODES:
+        raise ValueError(f"float_mode must be one of {', '.join(FLOAT_MODES)}, got {mode!r}")
+    saved = _STATE["flush"]
+    _STATE["flush"] = mode == "xla-cpu"
+    try:
+        yield
+    finally:
+        _STATE["flush"] = saved
+
+
+def flushing() -> bool:
+    return _STATE["flush"]
+
+
+def daz(x: np.ndarray) -> np.ndarray:
+    """`x` (an f32/f64/c64/c128 compute value) with denormals as zeros of their sign, when
+    flushing; anything else unchanged."""
+    if not _STATE["flush"]:
+        return x
+    dt = x.dtype
+    if dt.kind == "c":
+        part = daz(np.ascontiguousarray(x.real)), daz(np.ascontiguousarray(x.imag))
+        if part[0] is x.real and part[1] is x.imag:
+            return x
+        out = np.empty(x.shape, dt)
+        out.real, out.imag = part
+        return out
+    if dt.kind != "f" or dt.itemsize < 4:
+        return x
+    small = np.abs(x) < np.finfo(dt).tiny
+    if not small.any():
+        return x
+    return np.where(small, np.copysign(np.zeros((), dt), x), x)
