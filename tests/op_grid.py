@@ -76,7 +76,9 @@ def special_values(et: str) -> np.ndarray:
         if lo < 0:
             vals |= {-1, -2, -3, -7, -bits, -64}
         vals = sorted(v for v in vals if lo <= v <= hi)
-        return np.array(vals, dtype=object).astype(np.int64).astype(dt)
+        if dt == np.uint64:
+            return np.array(vals, dtype=np.uint64)
+        return np.array(vals, dtype=np.int64).astype(dt)
     if et in COMPLEX_TYPES:
         part = special_parts(np.float32 if et == "c64" else np.float64)
         re_, im = np.meshgrid(part, part)

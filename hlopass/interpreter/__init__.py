@@ -76,9 +76,7 @@ def _unflatten(leaves: list[Any], shapes: list[Any]) -> list[Any]:
     return [build(s) for s in shapes]
 
 
-def eval_instruction(
-    op: HloOp, operand_values: list[Value], float_mode: str = "xla-cpu"
-) -> Value:
+def eval_instruction(op: HloOp, operand_values: list[Value], float_mode: str = "xla-cpu") -> Value:
     """Evaluate one instruction on operand values (arrays or tuples of arrays).
 
     Instructions calling computations (reduce, while, fusion, ...) look them up in the

@@ -34,11 +34,11 @@ def _async_done(interp, op, args):
 
 @handler("while")
 def _while(interp, op, args):
-    cond = interp.comp(op.attr("condition"))
-    body = interp.comp(op.attr("body"))
+    cond = interp.plan(interp.comp(op.attr("condition")))
+    body = interp.plan(interp.comp(op.attr("body")))
     state = args[0]
-    while bool(interp.call(cond, [state])):
-        state = interp.call(body, [state])
+    while cond((state,)):
+        state = body((state,))
     return state
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, entry_computation
 from hlopass.errors import UnsupportedOpError
+from hlopass.interpreter.numeric import flushing
 from hlopass.literal import numpy_dtype
 from hlopass.shape import ArrayShape, Shape, TupleShape
 
@@ -89,6 +90,7 @@ class Interpreter:
         comps = computations(module) if module is not None else []
         self.comps: dict[str, ComputationOp] = {c.comp_name: c for c in comps}
         self._schedules: dict[int, tuple[list[HloOp], HloOp]] = {}
+        self._plans: dict[tuple[int, bool], Callable[[Sequence[Value]], Value]] = {}
 
     def entry(self) -> ComputationOp:
         return entry_computation(self.module)
@@ -115,15 +117,28 @@ class Interpreter:
     def call(self, comp: ComputationOp | str, args: Sequence[Value]) -> Value:
         if isinstance(comp, str):
             comp = self.comp(comp)
-        ops, root = self.schedule(comp)
-        env: dict[Any, Value] = {}
-        for op in ops:
-            if op.opcode == "parameter":
-                env[op.result] = args[op.attr("number")]
-                continue
-            operands = [env[v] for v in op.operands]
-            env[op.result] = self.eval(op, operands)
-        return env[root.result]
+        return self.plan(comp)(args)
+
+    def plan(self, comp: ComputationOp) -> Callable[[Sequence[Value]], Value]:
+        """The computation prepared once per float mode (`hlopass.interpreter.plan`)."""
+        key = (id(comp), flushing())
+        run = self._plans.get(key)
+        if run is None:
+            from hlopass.interpreter.plan import build_plan
+
+            run = self._plans[key] = build_plan(self, comp)
+        return run
+
+    def handler_of(self, op: HloOp) -> Handler:
+        fn = HANDLERS.get(op.opcode)
+        if fn is None:
+            # raised when the instruction runs: a plan of a computation holding an
+            # unsupported op is fine as long as that op is never reached
+            def fail(interp: Interpreter, op: HloOp, operands: list[Value]) -> Value:
+                raise unsupported(op)
+
+            return fail
+        return fn
 
     def eval(self, op: HloOp, operands: list[Value]) -> Value:
         fn = HANDLERS.get(op.opcode)

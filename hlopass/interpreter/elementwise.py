@@ -63,7 +63,9 @@ def _float_unary(interp, op, args):
         return as_dtype(fn(widen(x)), out)  # (f64 tanh flushes its result)
     w = daz(widen(x))
     if op.opcode == "logistic" and x.dtype.kind != "c":
-        return as_dtype(daz(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w)))), out)
+        return as_dtype(
+            daz(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w)))), out
+        )
     return as_dtype(daz(fn(w)), out)
 
 
@@ -224,11 +226,11 @@ def _binary(interp, op, args):
         return as_dtype(daz(fn(wa, wb)), out)
     wa, wb = daz(wa), daz(wb)
     if code in ("maximum", "minimum"):
-        return as_dtype(_float_max_min(code, wa, wb), out)
+        return as_dtype(float_max_min(code, wa, wb), out)
     return as_dtype(daz(fn(wa, wb)), out)
 
 
-def _float_max_min(code, a, b):
+def float_max_min(code, a, b):
     """XLA-CPU's float max/min (IEEE 754-2019 maximum/minimum): NaN if either is NaN, and
     -0 < +0 (max(-0, +0) = +0, min(+0, -0) = -0, in either order)."""
     r = np.maximum(a, b) if code == "maximum" else np.minimum(a, b)
@@ -278,7 +280,7 @@ def _clamp(interp, op, args):
         return np.logical_and(np.logical_or(x, lo), hi)
     wl, wx, wh = daz(widen(lo)), daz(widen(x)), daz(widen(hi))
     if is_float_dtype(x.dtype):
-        return as_dtype(_float_max_min("minimum", _float_max_min("maximum", wx, wl), wh), out)
+        return as_dtype(float_max_min("minimum", float_max_min("maximum", wx, wl), wh), out)
     return as_dtype(np.minimum(np.maximum(wx, wl), wh), out)
 
 

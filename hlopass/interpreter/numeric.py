@@ -141,16 +141,19 @@ def daz(x: np.ndarray) -> np.ndarray:
     if not _STATE["flush"]:
         return x
     dt = x.dtype
+    tiny = _TINY.get(dt)
+    if tiny is not None:
+        small = np.abs(x) < tiny
+        if not np.count_nonzero(small):
+            return x
+        return np.where(small, np.copysign(_ZERO[dt], x), x)
     if dt.kind == "c":
         part = daz(np.ascontiguousarray(x.real)), daz(np.ascontiguousarray(x.imag))
-        if part[0] is x.real and part[1] is x.imag:
-            return x
         out = np.empty(x.shape, dt)
         out.real, out.imag = part
         return out
-    if dt.kind != "f" or dt.itemsize < 4:
-        return x
-    small = np.abs(x) < np.finfo(dt).tiny
-    if not small.any():
-        return x
-    return np.where(small, np.copysign(np.zeros((), dt), x), x)
+    return x
+
+
+_TINY = {np.dtype(t): np.finfo(t).tiny for t in (np.float32, np.float64)}
+_ZERO = {dt: np.zeros((), dt) for dt in _TINY}
