@@ -60,8 +60,11 @@ DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 ULP_BOUND = {"exponential": 4, "exponential-minus-one": 4, "log": 4, "log-plus-one": 4,
              "logistic": 4, "sqrt": 0, "rsqrt": 2, "cbrt": 4, "sine": 4, "cosine": 4, "tan": 8,
              "tanh": 8, "erf": 8, "power": 8, "atan2": 4}  # fmt: skip
-# Complex transcendentals are formulas of real ones: bound relative to the larger part.
+# Complex transcendentals, multiply (XLA-CPU contracts it into FMAs) and divide (XLA's
+# formula is not correctly rounded: (-1.5+1j)/(-1.5+1j) = 1+1.4e-8j in c64) are formulas of
+# real ops: finite parts may differ by COMPLEX_REL relative to the larger part.
 COMPLEX_REL = 1e-5
+COMPLEX_FORMULAS = ("multiply", "divide")
 
 
 def special_values(et: str) -> np.ndarray:
@@ -303,6 +306,8 @@ def _float_mismatch(label: str, got: np.ndarray, want: np.ndarray, complex_=Fals
     bad = ~(same_bits | (gn & wn))
     op = _opcode(label)
     bound = ULP_BOUND.get(op)
+    if complex_ and op in COMPLEX_FORMULAS:
+        bound = 0
     if bound is None or not bad.any():
         return bad
     # transcendental: finite, nonzero, same-signed results may differ by the bound
@@ -356,6 +361,17 @@ def _interpret(case: Case) -> list[np.ndarray] | str:
         return f"{type(e).__name__}: {str(e)[:200]}"
 
 
+def _unprintable(args: list[np.ndarray]) -> np.ndarray:
+    """Elements with a complex input whose real part is NaN and imaginary part is not: XLA's
+    parser (and ours, to agree) reads `(nan, x)` as (nan, nan), so the folding path never
+    sees these inputs."""
+    out = np.zeros(args[0].size, bool)
+    for a in args:
+        if a.dtype.kind == "c":
+            out |= np.isnan(a.real) & ~np.isnan(a.imag)
+    return out
+
+
 def _example(case: Case, k: int, idx: np.ndarray, got, want) -> str:
     i = int(idx[0])
     ins = ", ".join(repr(a.reshape(-1)[i]) for a in case.args)
@@ -397,10 +413,13 @@ def run_grid(grid: list[Case], timeout: float = 1800) -> tuple[list[Finding], in
             text, left = _fold(case.text(constants=True))
         except Exception as e:
             text, left = None, [f"{type(e).__name__}: {str(e)[:160]}"]
+        unfolded = set()
         for name in left:
             k = int(name[1:]) if name[1:].isdigit() else None
             op = case.ops[k][0] if k is not None else name
+            unfolded.add(op)
             findings.append(Finding(case.name, op, "folding", 0, "not folded"))
+        case.unfolded = unfolded  # type: ignore[attr-defined]
         folded.append(text)
     fold_runs = xla_execute_many([(t, []) for t in folded if t is not None], timeout)
     fold_iter = iter(fold_runs)
@@ -419,7 +438,11 @@ def run_grid(grid: list[Case], timeout: float = 1800) -> tuple[list[Finding], in
             for path, got in (("interpreter", got_i), ("folding", got_f.get("outputs"))):
                 if got is None or isinstance(got, str):
                     continue
+                if path == "folding" and label in case.unfolded:  # type: ignore[attr-defined]
+                    continue  # XLA computed it itself (from its reading of the constants)
                 bad = mismatches(label, got[k], want[k])
+                if path == "folding" and bad.size:  # inputs the constant's text cannot hold
+                    bad = bad[~_unprintable(case.args)[bad]]
                 if bad.size:
                     findings.append(Finding(case.name, label, path, int(bad.size),
                                             _example(case, k, bad, got[k], want[k])))  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from hlopass.interpreter.core import dtype_of, handler, unsupported
@@ -22,12 +23,20 @@ from hlopass.interpreter.numeric import (
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
+
+def _no_neg_zero_imag(x):
+    """XLA's complex sqrt ignores the sign of a zero imaginary part: sqrt(-1.5 - 0j) = +1.22j."""
+    if x.dtype.kind != "c":
+        return x
+    return np.where(x.imag == 0, x.real + 0j, x).astype(x.dtype)
+
+
 _FLOAT_UNARY = {
     "exponential": np.exp,
     "exponential-minus-one": np.expm1,
     "log": np.log,
     "log-plus-one": np.log1p,
-    "sqrt": np.sqrt,
+    "sqrt": lambda x: np.sqrt(_no_neg_zero_imag(x)),
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "cbrt": np.cbrt,
     "sine": np.sin,
@@ -59,7 +68,8 @@ def _float_unary(interp, op, args):
     (x,) = args
     out = dtype_of(op.shape)
     fn = _FLOAT_UNARY[op.opcode]
-    if op.opcode in _NO_FLUSH and not (op.opcode == "tanh" and x.dtype == np.float64):
+    real = x.dtype.kind != "c"  # complex formulas flush like any arithmetic
+    if op.opcode in _NO_FLUSH and real and not (op.opcode == "tanh" and x.dtype == np.float64):
         return as_dtype(fn(widen(x)), out)  # (f64 tanh flushes its result)
     w = daz(widen(x))
     if op.opcode == "logistic" and x.dtype.kind != "c":
@@ -88,18 +98,25 @@ def _unary(interp, op, args):
         return np.imag(x).astype(out)
     w = widen(x)
     if code == "abs":
+        if w.dtype.kind == "c":  # XLA: NaN when a part is NaN, even if the other is inf
+            f = daz(w)
+            mag = np.where(np.isnan(f.real) | np.isnan(f.imag), np.nan, np.abs(f))
+            return as_dtype(daz(mag.astype(f.real.dtype)), out)
         return as_dtype(np.abs(w), out)
     if code == "negate":
         return as_dtype(-w if w.dtype.kind != "b" else w, out)
     if code == "sign":
+        if x.dtype.kind == "c":  # x / |x|, and x itself (unflushed) where |x| reads as 0
+            f = daz(w)
+            mag = np.abs(f)
+            return as_dtype(np.where(mag == 0, w, f / np.where(mag == 0, 1, mag)), out)
         w = daz(w)
-        if x.dtype.kind == "c":
-            mag = np.abs(w)
-            return as_dtype(np.where(mag == 0, w, w / np.where(mag == 0, 1, mag)), out)
         return as_dtype(np.where(w == 0, w, np.sign(w)), out)
     if code == "not":
         return np.logical_not(x) if x.dtype.kind == "b" else as_dtype(~w, out)
     bits = int_bits(x.dtype)
+    if code == "popcnt" and bits < 8 and is_signed_int(x.dtype):
+        bits = 8  # XLA-CPU counts the byte holding a sub-byte signed value (sign-extended)
     u = w.astype(np.uint64) & np.uint64((1 << bits) - 1)
     bit_set = [((u >> np.uint64(i)) & np.uint64(1)).astype(bool) for i in range(bits)]
     if code == "popcnt":
@@ -225,9 +242,46 @@ def _binary(interp, op, args):
     if code in _NO_FLUSH:  # power, atan2: operands as they are, the result flushed
         return as_dtype(daz(fn(wa, wb)), out)
     wa, wb = daz(wa), daz(wb)
+    if code == "divide" and wa.dtype.kind == "c":
+        return as_dtype(daz(complex_divide(wa, wb)), out)
     if code in ("maximum", "minimum"):
         return as_dtype(float_max_min(code, wa, wb), out)
     return as_dtype(daz(fn(wa, wb)), out)
+
+
+def complex_divide(x, y):
+    """(a+bi)/(c+di) as XLA-CPU computes it: Smith's range reduction, then C99 Annex G's
+    recovery of the special cases (x/0 = inf of the numerator's direction, inf/finite =
+    inf, finite/inf = 0)."""
+    a, b = np.real(x), np.imag(x)
+    c, d = np.real(y), np.imag(y)
+    big_c = np.abs(c) >= np.abs(d)
+    r = np.where(big_c, d / c, c / d)
+    den = np.where(big_c, c + d * r, d + c * r)
+    re = np.where(big_c, (a + b * r) / den, (a * r + b) / den)
+    im = np.where(big_c, (b - a * r) / den, (b * r - a) / den)
+    nan_out = np.isnan(re) & np.isnan(im)
+    one = np.ones((), a.dtype)
+    inf = np.array(np.inf, a.dtype)
+    # x / 0 with x not NaN
+    zero_den = (c == 0) & (d == 0) & ~(np.isnan(a) & np.isnan(b))
+    z_re, z_im = np.copysign(inf, c) * a, np.copysign(inf, c) * b
+    # inf / finite
+    x_inf = (np.isinf(a) | np.isinf(b)) & np.isfinite(c) & np.isfinite(d)
+    a1 = np.copysign(np.where(np.isinf(a), one, 0 * one), a)
+    b1 = np.copysign(np.where(np.isinf(b), one, 0 * one), b)
+    i_re, i_im = inf * (a1 * c + b1 * d), inf * (b1 * c - a1 * d)
+    # finite / inf
+    y_inf = (np.isinf(c) | np.isinf(d)) & np.isfinite(a) & np.isfinite(b)
+    c1 = np.copysign(np.where(np.isinf(c), one, 0 * one), c)
+    d1 = np.copysign(np.where(np.isinf(d), one, 0 * one), d)
+    f_re, f_im = 0 * (a * c1 + b * d1), 0 * (b * c1 - a * d1)
+    for cond, vr, vi in ((y_inf, f_re, f_im), (x_inf, i_re, i_im), (zero_den, z_re, z_im)):
+        pick = nan_out & cond
+        re, im = np.where(pick, vr, re), np.where(pick, vi, im)
+    out = np.empty(np.shape(re), x.dtype)
+    out.real, out.imag = re, im
+    return out
 
 
 def float_max_min(code, a, b):
@@ -263,7 +317,18 @@ def _compare(interp, op, args):
         a, b = total_order_key(a), total_order_key(b)
     elif a.dtype.kind != "b":
         a, b = daz(widen(a)), daz(widen(b))
+        if a.dtype.kind == "c" and direction not in ("EQ", "NE"):
+            return _complex_order(direction, a, b)
     return np.asarray(_COMPARE[direction](a, b))
+
+
+def _complex_order(direction, a, b):
+    """XLA-CPU's ordered complex compares: LT/GT by the real parts, then the imaginary
+    parts on a tie; LE/GE by the real parts alone."""
+    fn = _COMPARE[direction]
+    if direction in ("LE", "GE"):
+        return np.asarray(fn(a.real, b.real))
+    return np.asarray(fn(a.real, b.real) | ((a.real == b.real) & fn(a.imag, b.imag)))
 
 
 @handler("select")
@@ -298,6 +363,9 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
     src = x.dtype
     if out.kind == "b":
         return np.asarray(x != 0)
+    if out == _F4 and is_float_dtype(src):  # no NaN in f4e2m1fn: XLA-CPU makes it -0
+        r = x.astype(out)
+        return np.where(np.isnan(x.astype(np.float32)), np.array(-0.0, out), r)
     if src.kind == "c":
         if out.kind == "c":
             return x.astype(out)
@@ -322,6 +390,9 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
             return widen(x).astype(out)
         return widen(x).astype(np.float64).astype(out)
     return x.astype(out)
+
+
+_F4 = np.dtype(ml_dtypes.float4_e2m1fn)
 
 
 def _convert_daz(x: np.ndarray, out: np.dtype) -> np.ndarray:

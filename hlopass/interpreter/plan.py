@@ -75,6 +75,7 @@ def build_plan(interp: Any, comp: Any) -> Callable[[Sequence[Any]], Any]:
     names: dict[Any, str] = {}
     clean: dict[Any, bool] = {}
     known: dict[Any, Any] = {}  # value -> planning-time value
+    flushed: dict[Any, str] = {}  # value -> the name of its flushed copy (for flushing steps)
     ns: dict[str, Any] = {"_daz": daz, "_np": np, "_asarray": np.asarray}
     lines = ["def run(args):"]
 
@@ -110,11 +111,11 @@ def build_plan(interp: Any, comp: Any) -> Callable[[Sequence[Any]], Any]:
         step = _fast(op, args, [clean.get(v, False) for v in op.operands], flush, bind)
         if step is not None and step.flushes:  # flush each unflushed operand once
             for v in op.operands:
-                if not clean.get(v, False):
-                    lines.append(f"    {names[v]}_f = _daz({names[v]})")
-                    names[v] = f"{names[v]}_f"
-                    clean[v] = True
-            step = _fast(op, [names[v] for v in op.operands], [True] * len(args), flush, bind)
+                if not clean.get(v, False) and v not in flushed:
+                    flushed[v] = f"{names[v]}_f"
+                    lines.append(f"    {flushed[v]} = _daz({names[v]})")
+            fargs = [names[v] if clean.get(v, False) else flushed[v] for v in op.operands]
+            step = _fast(op, fargs, [True] * len(args), flush, bind)
             assert step is not None
         if step is None:
             fn = interp.handler_of(op)
