@@ -274,6 +274,8 @@ def format_literal(lit: Literal, shape: Shape) -> str:
 # --- parsing ------------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_PART = r"(-?nan\(0x[0-9a-fA-F]+\)|[^,()]+?)"
+_COMPLEX_PAIR = re.compile(rf"\(\s*{_PART}\s*,\s*{_PART}\s*\)")
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
 
@@ -306,7 +308,7 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
     et = shape.element_type
     body = _COMMENT.sub(" ", text) if "/*" in text else text
     if et in ("c64", "c128"):
-        pairs = re.findall(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)", body)
+        pairs = _COMPLEX_PAIR.findall(body)
         part = "f32" if et == "c64" else "f64"
         re_ = np.array([_parse_float_token(a, part) for a, _ in pairs], numpy_dtype(part))
         im = np.array([_parse_float_token(b, part) for _, b in pairs], numpy_dtype(part))
