@@ -15,7 +15,9 @@ import numpy as np
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
+    collectives,
     control,
+    custom_calls,
     elementwise,
     indexing,
     linalg,
@@ -60,6 +62,7 @@ def evaluate(module: Any, *args: Any, float_mode: str = "xla-cpu") -> list[np.nd
             values.append(coerce(a, s))
         except ValueError as e:
             raise ValueError(f"argument {i}: {e}") from None
+    interp.__dict__.pop("_rng", None)  # `rng` restarts from its seed on each run
     with np.errstate(all="ignore"), float_mode_of(float_mode):
         result = interp.call(entry, values)
     return [np.asarray(v) for v in flatten(result)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlopass.interpreter.core import handler, unsupported
+from hlopass.interpreter.core import handler
 from hlopass.interpreter.numeric import widen
 
 
@@ -56,7 +56,7 @@ def _conditional(interp, op, args):
     return interp.call(branches[index], [operands[index]])
 
 
-@handler("opt-barrier", "domain", "all-reduce", "all-gather", "collective-broadcast", "copy-done")
+@handler("opt-barrier", "domain", "copy-done")
 def _identity(interp, op, args):
     if op.opcode == "copy-done":
         return args[0][0]
@@ -83,13 +83,3 @@ def _after_all(interp, op, args):
 @handler("replica-id", "partition-id")
 def _replica_id(interp, op, args):
     return np.zeros((), np.uint32)
-
-
-@handler("custom-call")
-def _custom_call(interp, op, args):
-    from hlopass.interpreter.sorting import custom_call_topk
-
-    target = op.attr("custom_call_target")
-    if target == "TopK":
-        return custom_call_topk(interp, op, args)
-    raise unsupported(op)
