@@ -1,5 +1,7 @@
 """custom-call targets with a meaning on one device: TopK, sharding and host-offloading
-annotations (identity), XLA's `xla_builder.math.*` functions, dynamic reshape."""
+annotations (identity), XLA's `xla_builder.*` functions (their attached decomposition when
+they have one, else numpy for the math ones; XLA-CPU itself has no implementation of these
+targets), dynamic reshape."""
 
 from __future__ import annotations
 
@@ -34,6 +36,9 @@ def _custom_call(interp, op, args):
         if len(args) != 1 or op.shape.is_tuple or args[0].shape != tuple(op.shape.dims):
             raise unsupported(op, "operand and result shapes differ (more than one device)")
         return args[0]
+    callees = op.callees()
+    if target.startswith("xla_builder.") and len(callees) == 1:
+        return interp.call(callees[0], args)  # the decomposition XLA's builder attached
     if target in _MATH:
         out = dtype_of(op.shape)
         return as_dtype(daz(_MATH[target](*(daz(widen(a)) for a in args))), out)
