@@ -115,8 +115,8 @@ def _unary(interp, op, args):
     if code == "not":
         return np.logical_not(x) if x.dtype.kind == "b" else as_dtype(~w, out)
     bits = int_bits(x.dtype)
-    if code == "popcnt" and bits < 8 and is_signed_int(x.dtype):
-        bits = 8  # XLA-CPU counts the byte holding a sub-byte signed value (sign-extended)
+    if code == "popcnt" and bits == 4 and is_signed_int(x.dtype):
+        bits = 8  # XLA-CPU counts the byte holding an s4 (sign-extended; not for s2)
     u = w.astype(np.uint64) & np.uint64((1 << bits) - 1)
     bit_set = [((u >> np.uint64(i)) & np.uint64(1)).astype(bool) for i in range(bits)]
     if code == "popcnt":
@@ -235,7 +235,8 @@ def _binary(interp, op, args):
         if code == "remainder":
             return as_dtype(_int_remainder(wa, wb, signed, lo), out)
         if code == "power":
-            return as_dtype(_int_power(wa, wb, int_bits(dt)), out)
+            # sub-byte values are read at their byte's width (u4 14 is 14, not -2)
+            return as_dtype(_int_power(wa, wb, max(8, int_bits(dt))), out)
     fn = _BINARY[code]
     if code == "remainder":  # libm's fmod with the divisor flushed
         return as_dtype(fn(wa, daz(wb)), out)
@@ -372,6 +373,10 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
         x = np.real(x)
         src = x.dtype
     if is_int_dtype(out):
+        if src == _F4:  # XLA-CPU saturates f4e2m1fn's largest value (+-6) as if infinite
+            x = x.astype(np.float32)
+            x = np.where(np.abs(x) == 6, np.copysign(np.float32(np.inf), x), x)
+            src = x.dtype
         if is_float_dtype(src):
             lo, hi = int_range(out)
             w = x.astype(np.float64)

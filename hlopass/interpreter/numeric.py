@@ -87,6 +87,8 @@ def as_dtype(x: npt.ArrayLike, dt: np.dtype) -> np.ndarray:
         return x
     if is_int_dtype(dt) and x.dtype.kind in "iub":
         return wrap(x, dt)
+    if dt == _F4 and x.dtype.kind in "fc":  # no NaN in f4e2m1fn: XLA-CPU makes it -0
+        return np.where(np.isnan(x), np.array(-0.0, dt), x.astype(dt))
     return x.astype(dt)
 
 
@@ -99,10 +101,20 @@ def total_order_key(x: np.ndarray) -> np.ndarray:
     dt = x.dtype
     if not is_float_dtype(dt):
         return widen(x)
-    bits = np.ascontiguousarray(x).view(np.dtype(f"i{dt.itemsize}")).astype(np.int64)
-    nbits = dt.itemsize * 8
+    raw = np.ascontiguousarray(x).view(np.dtype(f"u{dt.itemsize}")).astype(np.int64)
+    nbits = 4 if dt == _F4 else dt.itemsize * 8  # f4e2m1fn: 4 bits in a byte
+    raw &= (1 << nbits) - 1
+    bits = np.where(raw >= 1 << (nbits - 1), raw - (1 << nbits), raw)
     mag = (1 << (nbits - 1)) - 1
-    return np.where(bits < 0, bits ^ mag, bits)
+    key = np.where(bits < 0, bits ^ mag, bits)
+    if dt in _FNUZ:  # their one NaN is the -0 pattern; XLA orders it below everything
+        key = np.where(raw == 1 << (nbits - 1), -(1 << (nbits - 1)) - 1, key)
+    return key
+
+
+_F4 = np.dtype(ml_dtypes.float4_e2m1fn)
+_FNUZ = frozenset(np.dtype(t) for t in (ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz,
+                                        ml_dtypes.float8_e4m3b11fnuz))  # fmt: skip
 
 
 # --- XLA-CPU's float environment ---------------------------------------------------------
