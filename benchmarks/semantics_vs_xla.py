@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.op_grid import ALL_TYPES, cases, run_grid  # noqa: E402
 from tests.test_semantics_vs_xla import KNOWN  # noqa: E402
 
-
 # Types outside the CI test's list: their differences with the reason.
 EXTRA_KNOWN = {
     ("f8e3m4/unary", "sqrt", path): "XLA-CPU computes f8e3m4 in f16, then rounds again "
@@ -29,18 +28,19 @@ EXTRA_KNOWN = {
 
 
 def _reason(case: str, op: str, path: str) -> str:
+    """The reason listed for this finding, or for the same finding of the type standing for
+    it in the CI list (c64 for c128, u8 for unsigned, f8e4m3fn for 8/4-bit floats)."""
     et, family = case.split("/")
-    for key in ((case, op, path), (case.replace("c128", "c64"), op.replace("c128", "c64"), path)):
-        if key in KNOWN:
-            return KNOWN[key] if key[0] == case else f"(as for c64) {KNOWN[key]}"
-    if key in EXTRA_KNOWN:
-        return EXTRA_KNOWN[key]
-    if et[0] == "u" and (f"u8/{family}", op, path) in KNOWN:
-        return KNOWN[(f"u8/{family}", op, path)]
-    if et.startswith(("f8", "f4")) and (f"f8e4m3fn/{family}", op, path) in KNOWN:
-        return f"(as for f8e4m3fn) {KNOWN[(f'f8e4m3fn/{family}', op, path)]}"
+    if (case, op, path) in KNOWN:
+        return KNOWN[(case, op, path)]
     if (case, op, path) in EXTRA_KNOWN:
         return EXTRA_KNOWN[(case, op, path)]
+    stand_in = "c64" if et == "c128" else "u8" if et[0] == "u" else "f8e4m3fn" if (
+        et.startswith(("f8", "f4"))) else None  # fmt: skip
+    if stand_in is not None:
+        key = (f"{stand_in}/{family}", op.replace("c128", "c64"), path)
+        if key in KNOWN:
+            return f"(as for {stand_in}) {KNOWN[key]}"
     return "UNEXPLAINED"
 
 
