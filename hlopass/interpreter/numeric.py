@@ -101,10 +101,11 @@ def total_order_key(x: np.ndarray) -> np.ndarray:
     dt = x.dtype
     if not is_float_dtype(dt):
         return widen(x)
-    raw = np.ascontiguousarray(x).view(np.dtype(f"u{dt.itemsize}")).astype(np.int64)
     nbits = 4 if dt == _F4 else dt.itemsize * 8  # f4e2m1fn: 4 bits in a byte
-    raw &= (1 << nbits) - 1
-    bits = np.where(raw >= 1 << (nbits - 1), raw - (1 << nbits), raw)
+    raw = np.ascontiguousarray(x).view(np.dtype(f"i{dt.itemsize}")).astype(np.int64)
+    if nbits < 64:
+        raw &= (1 << nbits) - 1
+    bits = np.where(raw >= 1 << (nbits - 1), raw - (1 << nbits), raw) if nbits < 64 else raw
     mag = (1 << (nbits - 1)) - 1
     key = np.where(bits < 0, bits ^ mag, bits)
     if dt in _FNUZ:  # their one NaN is the -0 pattern; XLA orders it below everything
