@@ -37,6 +37,7 @@ _ZERO = re.compile(r"(?<=[({ ,])-0(?:\.0)?(?=[)}, ])")
 def _zero_sign_blind(m, text: str) -> str:
     return _ZERO.sub("0", text) if m.id in NEGATIVE_ZERO_MODULES else text
 
+
 # XLA's parser accepts these but XLA's verifier rejects them; we verify while parsing.
 VERIFIER_REJECTS = {
     "xla_tests/tools__tests__invalid_concat.hlo": "concatenate operands disagree in a non-concatenated dimension",
