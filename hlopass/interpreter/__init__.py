@@ -63,6 +63,7 @@ def evaluate(module: Any, *args: Any, float_mode: str = "xla-cpu") -> list[np.nd
         except ValueError as e:
             raise ValueError(f"argument {i}: {e}") from None
     interp.__dict__.pop("_rng", None)  # `rng` restarts from its seed on each run
+    interp.__dict__.pop("_rng_counter", None)
     with np.errstate(all="ignore"), float_mode_of(float_mode):
         result = interp.call(entry, values)
     return [np.asarray(v) for v in flatten(result)]

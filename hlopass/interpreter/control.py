@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlopass.interpreter.core import handler
+from hlopass.interpreter.core import handler, unsupported
 from hlopass.interpreter.numeric import widen
 
 
@@ -25,6 +25,16 @@ def _call(interp, op, args):
     if op.opcode == "async-start":
         return (tuple(args), result, np.zeros((), np.uint32))
     return result
+
+
+@handler("async-update")
+def _async_update(interp, op, args):
+    return args[0]  # the async state passes through unchanged
+
+
+@handler("send", "recv", "send-done", "recv-done", "infeed", "outfeed")
+def _host_io(interp, op, args):
+    raise unsupported(op, "needs a peer or the host to exchange data with")
 
 
 @handler("async-done")

@@ -151,3 +151,12 @@ def _rng(interp, op, args):
         return as_dtype(gen.integers(lo, max(hi, lo + 1), size=dims), out)
     r = a + (b - a) * gen.random(size=dims)
     return as_dtype(np.minimum(r, np.nextafter(b, a)) if (b > a).all() else r, out)
+
+
+@handler("rng-get-and-update-state")
+def _rng_state(interp, op, args):
+    """The state before the update, then the counter advances by `delta`. XLA's initial state
+    is implementation-defined; here it is (RNG_SEED, 0) at the start of each run."""
+    counter = interp.__dict__.get("_rng_counter", 0)
+    interp.__dict__["_rng_counter"] = counter + int(op.attr("delta"))
+    return np.array([RNG_SEED, counter], np.uint64).astype(dtype_of(op.shape))
