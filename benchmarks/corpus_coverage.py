@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import resource
 import signal
 import sys
 import time
@@ -41,12 +42,15 @@ def main() -> int:
     ap.add_argument("--max-kb", type=int, default=300)
     ap.add_argument("--limit-s", type=int, default=60, help="interpreter time per module")
     ap.add_argument("--no-xla", action="store_true", help="only whether evaluate runs them")
+    ap.add_argument("--max-gb", type=int, default=6, help="address-space limit (GB)")
     args = ap.parse_args()
     root = corpus_root()
     if root is None or not oracle.available():
         print("needs the corpus and jax")
         return 0
     signal.signal(signal.SIGALRM, _alarm)
+    # a module needing more memory fails with MemoryError instead of the OOM killer
+    resource.setrlimit(resource.RLIMIT_AS, (args.max_gb << 30, args.max_gb << 30))
     status: dict[str, str] = {}
     ours, cases = {}, []
     t0 = time.perf_counter()
@@ -71,6 +75,7 @@ def main() -> int:
             status[m.id] = f"interpreter error: {type(e).__name__}: {str(e)[:120]}"
         finally:
             signal.alarm(0)
+        print(f"{m.id:90} {status.get(m.id, 'runs')}", file=sys.stderr, flush=True)
     ran = len(ours)
     if args.no_xla:
         for mid, _, _ in cases:
