@@ -140,7 +140,7 @@ def _rng(interp, op, args):
     """`rng(a, b)`: uniform in [a, b) or normal(mean a, stddev b), from a numpy generator
     seeded with RNG_SEED per interpreter. XLA's values come from its own generator (an
     implementation-defined stream): only the distribution and the bounds are XLA's."""
-    a, b = (widen(x) for x in args)
+    a, b = (widen(x) for x in args[:2])  # a third operand (a shape) may follow
     out = dtype_of(op.shape)
     gen = interp.__dict__.setdefault("_rng", np.random.default_rng(RNG_SEED))
     dims = tuple(op.shape.dims)
