@@ -92,13 +92,15 @@ def _collective_permute_start(interp, op, args):
         raise unsupported(op, "in-place (buffer) form")
     x = args[0]
     shape = op.shape
+    if not isinstance(shape, TupleShape):  # the start's result is the permuted value itself
+        return _permute(op, x)
     extra = [np.zeros(s.dims, np.uint32) for s in shape.elements[2:]]
     return (x, _permute(op, x), *extra)
 
 
 @handler("collective-permute-done")
 def _collective_permute_done(interp, op, args):
-    return args[0][1]
+    return args[0][1] if isinstance(args[0], tuple) else args[0]
 
 
 @handler("ragged-all-to-all")
