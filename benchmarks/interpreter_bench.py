@@ -1,6 +1,10 @@
 """Interpreter speed against XLA:CPU on the JAX corpus, measured in the same run.
 
-    python3 benchmarks/interpreter_bench.py [--repeat N]
+    python3 benchmarks/interpreter_bench.py [--repeat N] [--loop-only]
+
+First a long `while` loop (LOOP_ITERATIONS iterations of a 10-instruction body; target:
+under LOOP_TARGET_S seconds), timed as users get it: `hlopass.evaluate` in a fresh
+process, median of N runs, XLA:CPU's run of the same module in the same run.
 
 For each jax/<program>/before_optimizations.hlo: interpreter time (best of N), XLA:CPU
 time for the same module (`oracle.compile` once, then run, best of N; jax needed,
@@ -29,10 +33,99 @@ def _best(fn, repeat):
     return best
 
 
+LOOP_ITERATIONS = 100_000
+LOOP_TARGET_S = 5.0
+LOOP = (
+    """HloModule loop
+
+cond {
+  s = (s32[], f32[4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(%d)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  y = f32[4] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  h = f32[4] constant({0.5, 0.25, 0.125, 1})
+  xy = f32[4] multiply(x, h)
+  x1 = f32[4] subtract(y, xy)
+  y1 = f32[4] maximum(x1, y)
+  ROOT t = (s32[], f32[4], f32[4]) tuple(i1, x1, y1)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  z = s32[] constant(0)
+  t = (s32[], f32[4], f32[4]) tuple(z, x, y)
+  w = (s32[], f32[4], f32[4]) while(t), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}
+"""
+    % LOOP_ITERATIONS
+)
+
+_LOOP_CHILD = """
+import sys, time
+import numpy as np
+import hlopass
+t, c = time.perf_counter(), time.process_time()
+m = hlopass.parse_hlo(sys.stdin.read())
+x = np.array([1, 2, 3, 4], np.float32)
+out = hlopass.evaluate(m, x, x + 1)[0]
+print(time.perf_counter() - t, time.process_time() - c, *out.tolist())
+"""
+
+
+def _loop(repeat: int) -> None:
+    import statistics
+    import subprocess
+    import sys
+
+    runs, cpu = [], []
+    for _ in range(repeat):
+        proc = subprocess.run([sys.executable, "-c", _LOOP_CHILD], input=LOOP, text=True,
+                              capture_output=True, check=True)  # fmt: skip
+        secs, cpu_secs, *out = proc.stdout.split()
+        runs.append(float(secs))
+        cpu.append(float(cpu_secs))
+    t_interp = statistics.median(runs)
+    t_xla = float("nan")
+    same = "no XLA"
+    if oracle.available():
+        run = oracle.compile(LOOP)
+        x = np.array([1, 2, 3, 4], np.float32)
+        want = run([x, x + 1])[0]
+        same = "ok" if np.array_equal(np.array(out, np.float32), want) else "MISMATCH"
+        t_xla = statistics.median(_time(lambda: run([x, x + 1])) for _ in range(repeat))
+    verdict = "meets" if t_interp < LOOP_TARGET_S else "MISSES"
+    print(f"while loop, {LOOP_ITERATIONS} iterations x 10 instructions: interpreter "
+          f"{t_interp:.2f} s, CPU {statistics.median(cpu):.2f} s (median of {repeat} fresh "
+          f"processes, parse included; {verdict} "
+          f"the {LOOP_TARGET_S:.0f} s target), XLA:CPU {t_xla * 1e3:.2f} ms, ratio "
+          f"{t_interp / t_xla:.0f}x, outputs {same}")  # fmt: skip
+
+
+def _time(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--loop-only", action="store_true", help="only the while-loop benchmark")
     args = ap.parse_args()
+    _loop(args.repeat)
+    if args.loop_only:
+        return 0
     root = corpus_root()
     if root is None:
         print("corpus not present")

@@ -109,8 +109,15 @@ def _nan_text(x: np.generic, element_type: str) -> str:
     return text
 
 
+_NEG_ZERO = "-0.0"
+"""How we print negative zero. XLA prints `-0`, which its parser reads back as +0.0; `-0.0`
+reads back as -0.0 in both parsers (the one intended difference from XLA's printer)."""
+
+
 def format_float_element(x: object, element_type: str) -> str:
     v = float(x)  # type: ignore[arg-type]
+    if v == 0 and math.copysign(1.0, v) < 0:
+        return _NEG_ZERO
     if v != v:
         return _nan_text(x, element_type)  # type: ignore[arg-type]
     if math.isinf(v):
@@ -125,6 +132,19 @@ def format_float_element(x: object, element_type: str) -> str:
     return _g(v, dmax)
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _c64_part(x: object, part: str) -> str:
+    """A complex part. XLA's parser reads c64 parts as doubles and rejects one beyond the f32
+    range, so the shortest text of +-FLT_MAX (3.40282347e+38, above it) is written with 17
+    digits instead, which reads back exactly (XLA prints the shorter, unreadable one)."""
+    text = format_float_element(x, part)
+    if part == "f32" and math.isfinite(float(x)) and abs(float(text)) > _F32_MAX:  # type: ignore[arg-type]
+        return "%.17g" % float(x)  # type: ignore[arg-type]
+    return text
+
+
 def _format_element(x: object, element_type: str, in_array: bool) -> str:
     if element_type == "pred":
         if in_array:
@@ -135,7 +155,7 @@ def _format_element(x: object, element_type: str, in_array: bool) -> str:
         c = complex(x)  # type: ignore[arg-type]
         re_ = np.float32(c.real) if part == "f32" else c.real
         im = np.float32(c.imag) if part == "f32" else c.imag
-        return f"({format_float_element(re_, part)}, {format_float_element(im, part)})"
+        return f"({_c64_part(re_, part)}, {_c64_part(im, part)})"
     if element_type[0] in "su":
         return str(int(x))  # type: ignore[call-overload]
     return format_float_element(x, element_type)
@@ -173,6 +193,8 @@ def _float_text(v: float, element_type: str) -> str | None:
     type, without numpy scalars; None for NaN and infinities."""
     if v != v or math.isinf(v):
         return None
+    if v == 0 and math.copysign(1.0, v) < 0:
+        return _NEG_ZERO
     d10, dmax = _float_digits(element_type)
     if element_type == "f16":
         return "%.*g" % (dmax, v)  # narrow floats: max_digits10 digits
@@ -252,6 +274,7 @@ def format_literal(lit: Literal, shape: Shape) -> str:
 # --- parsing ------------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_PART = r"(-?nan\(0x[0-9a-fA-F]+\)|[^,()]+?)"
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
 
@@ -268,8 +291,7 @@ def _parse_float_token(tok: str, element_type: str) -> np.generic:
         return np.array(bits, dtype=np.dtype(f"u{dtype.itemsize}")).view(dtype)[()]
     if tok in ("-nan",):
         return np.array(-np.float64("nan")).astype(dtype)[()]
-    if _is_int_token(tok):
-        return np.array(float(int(tok))).astype(dtype)[()]
+    # `-0` is -0.0 here (XLA reads +0: see _convert_tokens)
     return np.array(float(tok)).astype(dtype)[()]
 
 
@@ -285,7 +307,7 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
     et = shape.element_type
     body = _COMMENT.sub(" ", text) if "/*" in text else text
     if et in ("c64", "c128"):
-        arr = np.array(_complex_elements(body, et), dtype=numpy_dtype(et))
+        arr = _complex_elements(body, et)
     else:
         tokens = body.replace("{", ",").replace("}", ",").split(",")
         tokens = [t.strip() for t in tokens]
@@ -307,11 +329,13 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
 _COMPLEX_PIECE = re.compile(r"\(\s*([^,(){}\s]+)\s*,\s*([^,(){}\s]+)\s*\)|[\s{},]+|(.)", re.S)
 
 
-def _complex_elements(body: str, et: str) -> list[complex]:
+def _complex_elements(body: str, et: str) -> np.ndarray:
     """The `(re, im)` elements of a complex literal; every other character must be a brace,
-    comma or blank (a malformed pair is an error, never skipped)."""
+    comma or blank (a malformed pair is an error, never skipped). As XLA's parser, `(nan, x)`
+    reads as `(nan, nan)`: a NaN real part (sign and payload included) is copied into the
+    imaginary part."""
     part = "f32" if et == "c64" else "f64"
-    values = []
+    reals, imags = [], []
     for m in _COMPLEX_PIECE.finditer(body):
         if m.group(3) is not None:
             rest = body[m.start() :].split("\n", 1)[0][:20]
@@ -319,13 +343,17 @@ def _complex_elements(body: str, et: str) -> list[complex]:
         if m.group(1) is None:
             continue
         try:
-            re_part, im_part = (float(_parse_float_token(t, part)) for t in m.group(1, 2))
+            reals.append(_parse_float_token(m.group(1), part))
+            imags.append(_parse_float_token(m.group(2), part))
         except (ValueError, OverflowError):
             raise LiteralSyntaxError(
                 f"invalid {et} literal element ({m.group(1)}, {m.group(2)})"
             ) from None
-        values.append(complex(re_part, im_part))
-    return values
+    re_ = np.array(reals, numpy_dtype(part))
+    im = np.where(np.isnan(re_), re_, np.array(imags, numpy_dtype(part)))
+    arr = np.empty(len(reals), numpy_dtype(et))
+    arr.real, arr.imag = re_, im
+    return arr
 
 
 def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
@@ -361,11 +389,10 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
         return np.array(ints, dtype=np.int64 if et[0] == "s" else np.uint64).astype(dtype)
     simple = all(not t.startswith(("nan(", "-nan")) for t in tokens)
     if simple:
+        # `-0` is -0.0. XLA lexes it as the integer 0 (+0.0); we keep the sign, because XLA's
+        # printer writes -0.0 as `-0`, so a `-0` in XLA's output meant -0.0 (our printer
+        # writes `-0.0`, which both parsers read as -0.0).
         f64 = np.array([float(t) for t in tokens], dtype=np.float64)
-        neg_zero = np.flatnonzero((f64 == 0) & np.signbit(f64))
-        for i in neg_zero.tolist():
-            if _is_int_token(tokens[i]):
-                f64[i] = 0.0  # XLA lexes `-0` as an integer: it becomes +0
         with np.errstate(over="ignore", invalid="ignore"):
             arr = f64.astype(dtype)
         wide = np.complex128 if arr.dtype.kind == "c" else np.float64  # (no ComplexWarning)

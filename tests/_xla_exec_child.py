@@ -18,8 +18,17 @@ def save_arrays(path, prefix, arrays) -> None:
     import numpy as np
 
     names = [np.asarray(a).dtype.name for a in arrays]
-    data = {f"{prefix}{k}": np.asarray(a) for k, a in enumerate(arrays)}
+    # ml_dtypes arrays are stored as their raw bytes (npz cannot name float8 types)
+    data = {f"{prefix}{k}": _raw(np.asarray(a)) for k, a in enumerate(arrays)}
     np.savez(path, dtypes=np.array(names, dtype="U32"), **data)
+
+
+def _raw(a):
+    import ml_dtypes
+
+    if hasattr(ml_dtypes, a.dtype.name):
+        return a.view(f"u{a.dtype.itemsize}")
+    return a
 
 
 def load_arrays(path, prefix):
@@ -31,7 +40,7 @@ def load_arrays(path, prefix):
         out = []
         for k, name in enumerate(names):
             a = d[f"{prefix}{k}"]
-            if a.dtype.kind == "V":
+            if hasattr(ml_dtypes, name):
                 a = a.view(np.dtype(getattr(ml_dtypes, name)))
             out.append(a)
     return out

@@ -7,6 +7,7 @@ strict xfails, so a fix shows up as XPASS (and fails the run until the entry is 
 from __future__ import annotations
 
 import difflib
+import re
 
 import pytest
 
@@ -20,6 +21,22 @@ from tests.conftest import CORPUS, CORPUS_MISSING, ORACLE_MISSING
 MODULES = modules(CORPUS) if CORPUS is not None else []
 
 KNOWN_DIFFERENCES: dict[str, str] = {}
+
+# The one intended difference from XLA's printer: negative zero. XLA prints -0.0 as `-0`,
+# which both XLA's parser and (before) ours read back as +0.0, so its print changes values.
+# We read `-0` as -0.0 and print `-0.0` (XLA reads that as -0.0). In these modules only the
+# sign of zero constants differs; compared with zero signs ignored (tests/test_negative_zero.py
+# checks the values).
+NEGATIVE_ZERO_MODULES = {
+    "seeds/000_887393ea171d6a40.hlo": "BiasAddGrad reductions start from constant(-0)",
+}
+
+_ZERO = re.compile(r"(?<=[({ ,])-0(?:\.0)?(?=[)}, ])")
+
+
+def _zero_sign_blind(m, text: str) -> str:
+    return _ZERO.sub("0", text) if m.id in NEGATIVE_ZERO_MODULES else text
+
 
 # XLA's parser accepts these but XLA's verifier rejects them; we verify while parsing.
 VERIFIER_REJECTS = {
@@ -67,8 +84,9 @@ def test_byte_identical_to_xla(m):
             parse_hlo(m.text, str(m.path))
         return
     module = parse_hlo(m.text, str(m.path))
-    got = print_hlo(module)
-    assert got == elide_like(module, want), _diff(elide_like(module, want), got)
+    got = _zero_sign_blind(m, print_hlo(module))
+    want = _zero_sign_blind(m, elide_like(module, want))
+    assert got == want, _diff(want, got)
 
 
 @needs_corpus
@@ -90,4 +108,5 @@ def test_second_round_matches_xla(m):
     want2 = elide_like(module, xla_second)
     if want1 == xla_second:
         assert second == first, _diff(first, second)
+    second, want2 = _zero_sign_blind(m, second), _zero_sign_blind(m, want2)
     assert second == want2, _diff(want2, second)

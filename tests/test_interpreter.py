@@ -175,6 +175,9 @@ def test_interpreter_bench_runs_cleanly(corpus, xla):
     r = subprocess.run([sys.executable, str(bench), "--repeat", "1"], capture_output=True, text=True,
                        cwd=bench.parent.parent, timeout=600)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    rows = [ln for ln in r.stdout.splitlines()[1:] if not ln.startswith("total")]
+    lines = r.stdout.splitlines()
+    loop = [ln for ln in lines if ln.startswith("while loop")]
+    assert len(loop) == 1 and loop[0].endswith("outputs ok"), r.stdout
+    rows = [ln for ln in lines if not ln.startswith(("total", "while loop", "program"))]
     assert len(rows) == len(_PROGRAMS)
     assert all(ln.endswith(" ok") for ln in rows), r.stdout

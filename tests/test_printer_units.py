@@ -15,14 +15,19 @@ def test_slice_prints_every_stride_once_one_is_not_one():
     assert "slice={[0:3:1], [0:3:1], [0:4:2], [0:4:1]}" in out
 
 
-def test_narrow_floats_use_max_digits10_and_integer_minus_zero_is_zero():
+def test_narrow_floats_use_max_digits10_and_negative_zero_keeps_its_sign():
+    """XLA prints these as `{..., 0, -0, ...}` and `constant(0)`: it reads `-0` as +0.0 and
+    prints -0.0 as `-0`. We read `-0` as -0.0 and print `-0.0` (which XLA reads back as
+    -0.0): the one intended difference from XLA's printer."""
     out = _print(
         "  a = bf16[9] constant({0.1, 65504, -0, -0.0, 1e-5, 3.14159265, 1.5, 100000, 0.3333333333})\n"
         "  ROOT b = f16[] constant(0.1)\n  c = f32[] constant(-0)"
     )
-    assert "constant({0.1001, 6.554e+04, 0, -0, 1.001e-05, 3.141, 1.5, 9.984e+04, 0.334})" in out
+    assert (
+        "constant({0.1001, 6.554e+04, -0.0, -0.0, 1.001e-05, 3.141, 1.5, 9.984e+04, 0.334})" in out
+    )
     assert "f16[] constant(0.099976)" in out
-    assert "%c = f32[] constant(0)" in out
+    assert "%c = f32[] constant(-0.0)" in out
 
 
 def test_scalar_literal_for_array_sets_first_element():

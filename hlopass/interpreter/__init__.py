@@ -16,7 +16,9 @@ import numpy as np
 from hlopass.dialects.hlo import HloOp
 from hlopass.errors import HloInputError
 from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
+    collectives,
     control,
+    custom_calls,
     elementwise,
     indexing,
     linalg,
@@ -35,12 +37,17 @@ from hlopass.interpreter.core import (
     interpreter_for,
     module_of,
 )
+from hlopass.interpreter.numeric import float_mode as float_mode_of
 
 __all__ = ["HANDLERS", "Interpreter", "eval_instruction", "evaluate", "supported_opcodes"]
 
 
-def evaluate(module: Any, *args: Any) -> list[np.ndarray]:
-    """Run the entry computation on `args` (one per parameter, or the flattened leaves)."""
+def evaluate(module: Any, *args: Any, float_mode: str = "xla-cpu") -> list[np.ndarray]:
+    """Run the entry computation on `args` (one per parameter, or the flattened leaves).
+
+    `float_mode`: "xla-cpu" (default) flushes f32/f64 denormal operands and results to
+    zero as XLA-CPU does (FTZ/DAZ); "ieee" keeps them (gradual underflow).
+    """
     interp = interpreter_for(module)
     entry = interp.entry()
     params = entry.parameters()
@@ -60,7 +67,9 @@ def evaluate(module: Any, *args: Any) -> list[np.ndarray]:
             values.append(coerce(a, s))
         except ValueError as e:
             raise HloInputError(f"argument {i} (parameter {params[i].inst_name}) {e}") from None
-    with np.errstate(all="ignore"):
+    interp.__dict__.pop("_rng", None)  # `rng` restarts from its seed on each run
+    interp.__dict__.pop("_rng_counter", None)
+    with np.errstate(all="ignore"), float_mode_of(float_mode):
         result = interp.call(entry, values)
     return [np.asarray(v) for v in flatten(result)]
 
@@ -84,7 +93,7 @@ def _unflatten(leaves: list[Any], shapes: list[Any]) -> list[Any]:
     return [build(s) for s in shapes]
 
 
-def eval_instruction(op: HloOp, operand_values: list[Value]) -> Value:
+def eval_instruction(op: HloOp, operand_values: list[Value], float_mode: str = "xla-cpu") -> Value:
     """Evaluate one instruction on operand values (arrays or tuples of arrays).
 
     Instructions calling computations (reduce, while, fusion, ...) look them up in the
@@ -92,7 +101,7 @@ def eval_instruction(op: HloOp, operand_values: list[Value]) -> Value:
     """
     module = module_of(op)
     interp = interpreter_for(module) if module is not None else Interpreter(None)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), float_mode_of(float_mode):
         return interp.eval(op, list(operand_values))
 
 

@@ -47,6 +47,16 @@ def _check_arguments(op, comp, args) -> None:
             )
 
 
+@handler("async-update")
+def _async_update(interp, op, args):
+    return args[0]  # the async state passes through unchanged
+
+
+@handler("send", "recv", "send-done", "recv-done", "infeed", "outfeed")
+def _host_io(interp, op, args):
+    raise unsupported(op, "needs a peer or the host to exchange data with")
+
+
 @handler("async-done")
 def _async_done(interp, op, args):
     return args[0][1]
@@ -54,11 +64,11 @@ def _async_done(interp, op, args):
 
 @handler("while")
 def _while(interp, op, args):
-    cond = interp.comp(op.attr("condition"))
-    body = interp.comp(op.attr("body"))
+    cond = interp.plan(interp.comp(op.attr("condition")))
+    body = interp.plan(interp.comp(op.attr("body")))
     state = args[0]
-    while bool(interp.call(cond, [state])):
-        state = interp.call(body, [state])
+    while cond((state,)):
+        state = body((state,))
     return state
 
 
@@ -76,7 +86,7 @@ def _conditional(interp, op, args):
     return interp.call(branches[index], [operands[index]])
 
 
-@handler("opt-barrier", "domain", "all-reduce", "all-gather", "collective-broadcast", "copy-done")
+@handler("opt-barrier", "domain", "copy-done")
 def _identity(interp, op, args):
     if op.opcode == "copy-done":
         return args[0][0]
@@ -103,13 +113,3 @@ def _after_all(interp, op, args):
 @handler("replica-id", "partition-id")
 def _replica_id(interp, op, args):
     return np.zeros((), np.uint32)
-
-
-@handler("custom-call")
-def _custom_call(interp, op, args):
-    from hlopass.interpreter.sorting import custom_call_topk
-
-    target = op.attr("custom_call_target")
-    if target == "TopK":
-        return custom_call_topk(interp, op, args)
-    raise unsupported(op)

@@ -17,6 +17,7 @@ import numpy as np
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, entry_computation
 from hlopass.errors import HloResourceError, UnsupportedOpError
+from hlopass.interpreter.numeric import flushing
 from hlopass.literal import numpy_dtype
 from hlopass.shape import ArrayShape, Shape, TupleShape
 
@@ -150,6 +151,7 @@ class Interpreter:
         comps = computations(module) if module is not None else []
         self.comps: dict[str, ComputationOp] = {c.comp_name: c for c in comps}
         self._schedules: dict[int, tuple[list[HloOp], HloOp]] = {}
+        self._plans: dict[tuple[int, bool], Callable[[Sequence[Value]], Value]] = {}
 
     def entry(self) -> ComputationOp:
         return entry_computation(self.module)
@@ -178,21 +180,34 @@ class Interpreter:
     def call(self, comp: ComputationOp | str, args: Sequence[Value]) -> Value:
         if isinstance(comp, str):
             comp = self.comp(comp)
-        ops, root = self.schedule(comp)
-        env: dict[Any, Value] = {}
-        for op in ops:
-            if op.opcode == "parameter":
-                env[op.result] = args[op.attr("number")]
-                continue
-            operands = [env[v] for v in op.operands]
-            try:
-                env[op.result] = self.eval(op, operands)
-            except MemoryError:
-                raise HloResourceError(
-                    f"out of memory evaluating instruction {op.inst_name} ({op.opcode} "
-                    f"giving {op.shape.text(False)})"
-                ) from None
-        return env[root.result]
+        try:
+            return self.plan(comp)(args)
+        except MemoryError:
+            raise HloResourceError(
+                f"out of memory evaluating computation {comp.comp_name} (set "
+                "HLOPASS_INTERP_MAX_BYTES lower to be told which instruction is too big)"
+            ) from None
+
+    def plan(self, comp: ComputationOp) -> Callable[[Sequence[Value]], Value]:
+        """The computation prepared once per float mode (`hlopass.interpreter.plan`)."""
+        key = (id(comp), flushing())
+        run = self._plans.get(key)
+        if run is None:
+            from hlopass.interpreter.plan import build_plan
+
+            run = self._plans[key] = build_plan(self, comp)
+        return run
+
+    def handler_of(self, op: HloOp) -> Handler:
+        fn = HANDLERS.get(op.opcode)
+        if fn is None:
+            # raised when the instruction runs: a plan of a computation holding an
+            # unsupported op is fine as long as that op is never reached
+            def fail(interp: Interpreter, op: HloOp, operands: list[Value]) -> Value:
+                raise unsupported(op)
+
+            return fail
+        return fn
 
     def eval(self, op: HloOp, operands: list[Value]) -> Value:
         fn = HANDLERS.get(op.opcode)

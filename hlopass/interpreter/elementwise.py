@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from hlopass.interpreter.core import dtype_of, handler, unsupported
 from hlopass.interpreter.numeric import (
     as_dtype,
+    daz,
     int_bits,
     int_range,
     is_float_dtype,
@@ -22,12 +24,20 @@ from hlopass.shape import ELEMENT_BITS
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
+
+def _no_neg_zero_imag(x):
+    """XLA's complex sqrt ignores the sign of a zero imaginary part: sqrt(-1.5 - 0j) = +1.22j."""
+    if x.dtype.kind != "c":
+        return x
+    return np.where(x.imag == 0, x.real + 0j, x).astype(x.dtype)
+
+
 _FLOAT_UNARY = {
     "exponential": np.exp,
     "exponential-minus-one": np.expm1,
     "log": np.log,
     "log-plus-one": np.log1p,
-    "sqrt": np.sqrt,
+    "sqrt": lambda x: np.sqrt(_no_neg_zero_imag(x)),
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "cbrt": np.cbrt,
     "sine": np.sin,
@@ -59,10 +69,21 @@ def _float_unary(interp, op, args):
     (x,) = args
     out = dtype_of(op.shape)
     fn = _FLOAT_UNARY[op.opcode]
+    real = x.dtype.kind != "c"  # complex formulas flush like any arithmetic
+    if op.opcode in _NO_FLUSH and real and not (op.opcode == "tanh" and x.dtype == np.float64):
+        return as_dtype(fn(widen(x)), out)  # (f64 tanh flushes its result)
+    w = daz(widen(x))
     if op.opcode == "logistic" and x.dtype.kind != "c":
-        w = widen(x)
-        return as_dtype(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w))), out)
-    return as_dtype(fn(widen(x)), out)
+        return as_dtype(
+            daz(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w)))), out
+        )
+    return as_dtype(daz(fn(w)), out)
+
+
+# XLA-CPU evaluates these without flushing denormal operands: sin, tan, f32 tanh and expm1
+# return a tiny argument itself; remainder, power and atan2 see `_binary`.
+_NO_FLUSH = frozenset({"sine", "tan", "tanh", "exponential-minus-one", "remainder", "power",
+                       "atan2"})  # fmt: skip
 
 
 @handler("abs", "negate", "sign", "not", "real", "imag", "popcnt", "count-leading-zeros", "copy")
@@ -78,17 +99,25 @@ def _unary(interp, op, args):
         return np.imag(x).astype(out)
     w = widen(x)
     if code == "abs":
+        if w.dtype.kind == "c":  # XLA: NaN when a part is NaN, even if the other is inf
+            f = daz(w)
+            mag = np.where(np.isnan(f.real) | np.isnan(f.imag), np.nan, np.abs(f))
+            return as_dtype(daz(mag.astype(f.real.dtype)), out)
         return as_dtype(np.abs(w), out)
     if code == "negate":
         return as_dtype(-w if w.dtype.kind != "b" else w, out)
     if code == "sign":
-        if x.dtype.kind == "c":
-            mag = np.abs(w)
-            return as_dtype(np.where(mag == 0, w, w / np.where(mag == 0, 1, mag)), out)
+        if x.dtype.kind == "c":  # x / |x|, and x itself (unflushed) where |x| reads as 0
+            f = daz(w)
+            mag = np.abs(f)
+            return as_dtype(np.where(mag == 0, w, f / np.where(mag == 0, 1, mag)), out)
+        w = daz(w)
         return as_dtype(np.where(w == 0, w, np.sign(w)), out)
     if code == "not":
         return np.logical_not(x) if x.dtype.kind == "b" else as_dtype(~w, out)
     bits = int_bits(x.dtype)
+    if code == "popcnt" and bits == 4 and is_signed_int(x.dtype):
+        bits = 8  # XLA-CPU counts the byte holding an s4 (sign-extended; not for s2)
     u = w.astype(np.uint64) & np.uint64((1 << bits) - 1)
     bit_set = [((u >> np.uint64(i)) & np.uint64(1)).astype(bool) for i in range(bits)]
     if code == "popcnt":
@@ -100,49 +129,60 @@ def _unary(interp, op, args):
     return as_dtype(clz, out)
 
 
+def _signed(x: np.ndarray, bits: int) -> np.ndarray:
+    """Integer values (int64/uint64) as the int64 of their `bits`-wide two's-complement pattern."""
+    v = x.astype(np.uint64).view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
+    if bits < 64:
+        v = v & ((1 << bits) - 1)
+        v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
+    return v
+
+
 def _int_divide(a, b, signed, lo):
+    """Truncating division; XLA: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN."""
     zero = b == 0
     safe_b = np.where(zero, 1, b)
     if signed:
         overflow = (a == lo) & (b == -1)
         safe_b = np.where(overflow, 1, safe_b)
-        q = np.abs(a) // np.abs(safe_b)
-        q = np.where((a < 0) != (safe_b < 0), -q, q)
+        # floor division never overflows here (np.abs(INT64_MIN) would); round toward zero
+        q = a // safe_b
+        q = q + ((a - q * safe_b != 0) & ((a < 0) != (safe_b < 0)))
         q = np.where(overflow, lo, q)
         return np.where(zero, -1, q)
     return np.where(zero, np.uint64(0xFFFFFFFFFFFFFFFF), a // safe_b)
 
 
 def _int_remainder(a, b, signed, lo):
+    """Remainder with the dividend's sign; XLA: x % 0 = x, INT_MIN % -1 = 0."""
     zero = b == 0
     safe_b = np.where(zero, 1, b)
     if signed:
         overflow = (a == lo) & (b == -1)
         safe_b = np.where(overflow, 1, safe_b)
-        r = np.abs(a) % np.abs(safe_b)
-        r = np.where(a < 0, -r, r)
+        r = a % safe_b  # the divisor's sign: move it to the dividend's
+        r = np.where((r != 0) & ((r < 0) != (a < 0)), r - safe_b, r)
         return np.where(zero, a, np.where(overflow, 0, r))
     return np.where(zero, a, a % safe_b)
 
 
-def _int_power(a, b, signed):
-    result = np.ones(np.broadcast(a, b).shape, a.dtype)
-    base = np.broadcast_to(a, result.shape).copy()
-    exp = np.broadcast_to(b, result.shape).copy()
-    if signed:
-        neg = exp < 0
-        exp = np.where(neg, 0, exp)
-    for _ in range(64):
-        if not np.any(exp):
-            break
-        result = np.where(exp & 1 == 1, result * base, result)
+def _int_power(a, b, bits):
+    """XLA-CPU's integer power: both operands read as signed `bits`-wide values (an
+    all-ones unsigned base is -1); a negative exponent gives 1 for base 1, +-1 for base -1
+    and 0 otherwise; else squaring over the exponent's low 6 bits only (s32 3^100 = 3^36)."""
+    sa = np.broadcast_to(_signed(a, bits), np.broadcast(a, b).shape)
+    exp = np.broadcast_to(_signed(b, bits), sa.shape)
+    base = sa
+    neg = exp < 0
+    e = np.where(neg, 0, exp) & 63
+    result = np.ones(base.shape, np.int64)
+    for _ in range(6):  # products wrap around in int64, as in the element type's width
+        result = np.where(e & 1 == 1, result * base, result)
         base = base * base
-        exp = exp >> 1
-    if signed:
-        # x ** negative: 1 for x == 1, +-1 for x == -1, else 0
-        inv = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
-        result = np.where(neg, inv, result)
-    return result
+        e = e >> 1
+    odd = (exp & 1) == 1
+    inv = np.where(sa == 1, 1, np.where(sa == -1, np.where(odd, -1, 1), 0))
+    return np.where(neg, inv, result)
 
 
 def _shift(code, a, b, dt):
@@ -173,8 +213,10 @@ def _binary(interp, op, args):
     a, b = args
     out = dtype_of(op.shape)
     code = op.opcode
-    if code == "complex":
-        return (widen(a) + 1j * widen(b)).astype(out)
+    if code == "complex":  # parts as they are (w + 1j * v would lose -0.0 real parts)
+        c = np.empty(np.broadcast_shapes(a.shape, b.shape), out)
+        c.real, c.imag = a, b
+        return c
     dt = a.dtype
     if dt.kind == "b":
         fn = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
@@ -194,13 +236,68 @@ def _binary(interp, op, args):
         if code == "remainder":
             return as_dtype(_int_remainder(wa, wb, signed, lo), out)
         if code == "power":
-            if not signed:  # XLA reads an unsigned exponent with its top bit set as negative
-                neg = wb >= np.uint64(1 << (int_bits(dt) - 1))
-                r = _int_power(wa, np.where(neg, np.uint64(0), wb), False)
-                return as_dtype(np.where(neg, (wa == 1).astype(wa.dtype), r), out)
-            return as_dtype(_int_power(wa, wb, signed), out)
+            # sub-byte values are read at their byte's width (u4 14 is 14, not -2)
+            return as_dtype(_int_power(wa, wb, max(8, int_bits(dt))), out)
     fn = _BINARY[code]
-    return as_dtype(fn(wa, wb), out)
+    if code == "remainder":  # libm's fmod with the divisor flushed
+        return as_dtype(fn(wa, daz(wb)), out)
+    if code in _NO_FLUSH:  # power, atan2: operands as they are, the result flushed
+        return as_dtype(daz(fn(wa, wb)), out)
+    wa, wb = daz(wa), daz(wb)
+    if code == "divide" and wa.dtype.kind == "c":
+        return as_dtype(daz(complex_divide(wa, wb)), out)
+    if code in ("maximum", "minimum"):
+        return as_dtype(float_max_min(code, wa, wb), out)
+    return as_dtype(daz(fn(wa, wb)), out)
+
+
+def complex_divide(x, y):
+    """(a+bi)/(c+di) as XLA-CPU computes it: Smith's range reduction, then C99 Annex G's
+    recovery of the special cases (x/0 = inf of the numerator's direction, inf/finite =
+    inf, finite/inf = 0)."""
+    a, b = np.real(x), np.imag(x)
+    c, d = np.real(y), np.imag(y)
+    big_c = np.abs(c) >= np.abs(d)
+    r = np.where(big_c, d / c, c / d)
+    den = np.where(big_c, c + d * r, d + c * r)
+    re = np.where(big_c, (a + b * r) / den, (a * r + b) / den)
+    im = np.where(big_c, (b - a * r) / den, (b * r - a) / den)
+    nan_out = np.isnan(re) & np.isnan(im)
+    one = np.ones((), a.dtype)
+    inf = np.array(np.inf, a.dtype)
+    # x / 0 with x not NaN
+    zero_den = (c == 0) & (d == 0) & ~(np.isnan(a) & np.isnan(b))
+    z_re, z_im = np.copysign(inf, c) * a, np.copysign(inf, c) * b
+    # inf / finite
+    x_inf = (np.isinf(a) | np.isinf(b)) & np.isfinite(c) & np.isfinite(d)
+    a1 = np.copysign(np.where(np.isinf(a), one, 0 * one), a)
+    b1 = np.copysign(np.where(np.isinf(b), one, 0 * one), b)
+    i_re, i_im = inf * (a1 * c + b1 * d), inf * (b1 * c - a1 * d)
+    # finite / inf
+    y_inf = (np.isinf(c) | np.isinf(d)) & np.isfinite(a) & np.isfinite(b)
+    c1 = np.copysign(np.where(np.isinf(c), one, 0 * one), c)
+    d1 = np.copysign(np.where(np.isinf(d), one, 0 * one), d)
+    f_re, f_im = 0 * (a * c1 + b * d1), 0 * (b * c1 - a * d1)
+    for cond, vr, vi in ((y_inf, f_re, f_im), (x_inf, i_re, i_im), (zero_den, z_re, z_im)):
+        pick = nan_out & cond
+        re, im = np.where(pick, vr, re), np.where(pick, vi, im)
+    out = np.empty(np.shape(re), x.dtype)
+    out.real, out.imag = re, im
+    return out
+
+
+def float_max_min(code, a, b):
+    """XLA-CPU's float max/min (IEEE 754-2019 maximum/minimum): NaN if either is NaN, and
+    -0 < +0 (max(-0, +0) = +0, min(+0, -0) = -0, in either order)."""
+    r = np.maximum(a, b) if code == "maximum" else np.minimum(a, b)
+    if a.dtype.kind == "c":  # complex max/min is rejected by XLA's verifier
+        return r
+    zeros = (a == 0) & (b == 0)
+    if not zeros.any():
+        return r
+    a_neg = np.signbit(a)
+    pick = np.where(a_neg, b, a) if code == "maximum" else np.where(a_neg, a, b)
+    return np.where(zeros, pick, r)
 
 
 _BINARY = {
@@ -221,8 +318,19 @@ def _compare(interp, op, args):
     if op.attr("type") == "TOTALORDER" and is_float_dtype(a.dtype):
         a, b = total_order_key(a), total_order_key(b)
     elif a.dtype.kind != "b":
-        a, b = widen(a), widen(b)
+        a, b = daz(widen(a)), daz(widen(b))
+        if a.dtype.kind == "c" and direction not in ("EQ", "NE"):
+            return _complex_order(direction, a, b)
     return np.asarray(_COMPARE[direction](a, b))
+
+
+def _complex_order(direction, a, b):
+    """XLA-CPU's ordered complex compares: LT/GT by the real parts, then the imaginary
+    parts on a tie; LE/GE by the real parts alone."""
+    fn = _COMPARE[direction]
+    if direction in ("LE", "GE"):
+        return np.asarray(fn(a.real, b.real))
+    return np.asarray(fn(a.real, b.real) | ((a.real == b.real) & fn(a.imag, b.imag)))
 
 
 @handler("select")
@@ -237,7 +345,9 @@ def _clamp(interp, op, args):
     out = dtype_of(op.shape)
     if x.dtype.kind == "b":
         return np.logical_and(np.logical_or(x, lo), hi)
-    wl, wx, wh = widen(lo), widen(x), widen(hi)
+    wl, wx, wh = daz(widen(lo)), daz(widen(x)), daz(widen(hi))
+    if is_float_dtype(x.dtype):
+        return as_dtype(float_max_min("minimum", float_max_min("maximum", wx, wl), wh), out)
     return as_dtype(np.minimum(np.maximum(wx, wl), wh), out)
 
 
@@ -251,14 +361,23 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
     src = x.dtype
     if src == out:
         return x.copy()
+    x = _convert_daz(x, out)
+    src = x.dtype
     if out.kind == "b":
         return np.asarray(x != 0)
+    if out == _F4 and is_float_dtype(src):  # no NaN in f4e2m1fn: XLA-CPU makes it -0
+        r = x.astype(out)
+        return np.where(np.isnan(x.astype(np.float32)), np.array(-0.0, out), r)
     if src.kind == "c":
         if out.kind == "c":
             return x.astype(out)
         x = np.real(x)
         src = x.dtype
     if is_int_dtype(out):
+        if src == _F4:  # XLA-CPU saturates f4e2m1fn's largest value (+-6) as if infinite
+            x = x.astype(np.float32)
+            x = np.where(np.abs(x) == 6, np.copysign(np.float32(np.inf), x), x)
+            src = x.dtype
         if is_float_dtype(src):
             lo, hi = int_range(out)
             w = x.astype(np.float64)
@@ -277,6 +396,25 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
             return widen(x).astype(out)
         return widen(x).astype(np.float64).astype(out)
     return x.astype(out)
+
+
+_F4 = np.dtype(ml_dtypes.float4_e2m1fn)
+
+
+def _convert_daz(x: np.ndarray, out: np.dtype) -> np.ndarray:
+    """Flush what XLA-CPU's conversion instructions flush: an f32/f64 (c64/c128) source
+    converted to anything but a complex of its own part width; a narrow float only on its
+    way to f64/c128 (through f32); narrow floats otherwise convert by bit manipulation."""
+    src = x.dtype
+    wide_out = out in (np.dtype(np.float64), np.dtype(np.complex128))
+    if src.kind == "f" and src.itemsize >= 4:
+        same_part = out.kind == "c" and out.itemsize == 2 * src.itemsize
+        return x if same_part else daz(x)
+    if src.kind == "c":
+        return daz(x) if out.kind == "c" and out.itemsize != src.itemsize else x
+    if is_float_dtype(src) and wide_out:
+        return daz(x.astype(np.float32))
+    return x
 
 
 @handler("bitcast-convert")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlopass.interpreter.core import dtype_of, handler
-from hlopass.interpreter.numeric import as_dtype, is_float_dtype
+from hlopass.interpreter.numeric import as_dtype, is_float_dtype, widen
 
 
 def _acc_dtype(*dts: np.dtype) -> np.dtype:
@@ -141,3 +141,100 @@ def _fft(interp, op, args):
     else:
         r = np.fft.irfftn(x, s=lengths, axes=axes)
     return r.astype(out)
+
+
+# --- cholesky, triangular-solve, batch norm -----------------------------------------------
+
+
+@handler("cholesky")
+def _cholesky(interp, op, args):
+    """Per matrix of the batch: L (lower) or U = L^H; the other triangle zero; a matrix that
+    is not positive definite gives NaNs (XLA-CPU: implementation-defined values)."""
+    (a,) = args
+    out = dtype_of(op.shape)
+    w = widen(a)
+    lower = op.attr("lower") is not False and op.attr("lower") is not None
+    n = w.shape[-1]
+    flat = w.reshape(-1, n, n)
+    res = np.empty_like(flat)
+    for i, m in enumerate(flat):
+        sym = np.tril(m) + np.tril(m, -1).conj().swapaxes(-1, -2) if lower else (
+            np.triu(m) + np.triu(m, 1).conj().swapaxes(-1, -2))  # fmt: skip
+        try:
+            low = np.linalg.cholesky(sym)
+        except np.linalg.LinAlgError:
+            low = np.full_like(m, np.nan)
+        res[i] = low if lower else low.conj().swapaxes(-1, -2)
+    return as_dtype(res.reshape(w.shape), out)
+
+
+@handler("triangular-solve")
+def _triangular_solve(interp, op, args):
+    """op(A) X = B (left_side) or X op(A) = B, A's `lower`/upper triangle, optionally with a
+    unit diagonal; op is none, transpose or adjoint."""
+    a, b = args
+    out = dtype_of(op.shape)
+    wa, wb = widen(a), widen(b)
+    n = wa.shape[-1]
+    tri = np.tril(wa) if op.attr("lower") else np.triu(wa)
+    if op.attr("unit_diagonal"):
+        tri = tri * (1 - np.eye(n, dtype=tri.dtype)) + np.eye(n, dtype=tri.dtype)
+    mode = op.attr("transpose_a") or "NO_TRANSPOSE"
+    if mode in ("TRANSPOSE", "ADJOINT"):
+        tri = tri.swapaxes(-1, -2)
+        if mode == "ADJOINT":
+            tri = tri.conj()
+    if op.attr("left_side"):
+        x = np.linalg.solve(tri, wb)
+    else:  # X A = B  <=>  A^T X^T = B^T
+        x = np.linalg.solve(tri.swapaxes(-1, -2), wb.swapaxes(-1, -2)).swapaxes(-1, -2)
+    return as_dtype(x, out)
+
+
+def _feature_view(x, feature: int):
+    """(reduction axes, shape that broadcasts a per-feature vector against x)."""
+    axes = tuple(d for d in range(x.ndim) if d != feature)
+    shape = [1] * x.ndim
+    shape[feature] = x.shape[feature]
+    return axes, shape
+
+
+@handler("batch-norm-inference")
+def _batch_norm_inference(interp, op, args):
+    x, scale, offset, mean, var = (widen(a) for a in args)
+    _, shape = _feature_view(x, op.attr("feature_index"))
+    eps = x.dtype.type(op.attr("epsilon"))
+    r = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    return as_dtype(r * scale.reshape(shape) + offset.reshape(shape), dtype_of(op.shape))
+
+
+@handler("batch-norm-training")
+def _batch_norm_training(interp, op, args):
+    x, scale, offset = (widen(a) for a in args)
+    axes, shape = _feature_view(x, op.attr("feature_index"))
+    eps = x.dtype.type(op.attr("epsilon"))
+    mean = x.mean(axis=axes)
+    var = ((x - mean.reshape(shape)) ** 2).mean(axis=axes)
+    r = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    r = r * scale.reshape(shape) + offset.reshape(shape)
+    dts = [dtype_of(s) for s in op.shape.elements]
+    return (as_dtype(r, dts[0]), as_dtype(mean, dts[1]), as_dtype(var, dts[2]))
+
+
+@handler("batch-norm-grad")
+def _batch_norm_grad(interp, op, args):
+    x, scale, mean, var, dy = (widen(a) for a in args)
+    axes, shape = _feature_view(x, op.attr("feature_index"))
+    eps = x.dtype.type(op.attr("epsilon"))
+    count = x.size // x.shape[op.attr("feature_index")]
+    inv = 1 / np.sqrt(var.reshape(shape) + eps)
+    x_hat = (x - mean.reshape(shape)) * inv
+    d_offset = dy.sum(axis=axes)
+    d_scale = (dy * x_hat).sum(axis=axes)
+    dx = (
+        scale.reshape(shape)
+        * inv
+        * (dy - d_offset.reshape(shape) / count - x_hat * d_scale.reshape(shape) / count)
+    )
+    dts = [dtype_of(s) for s in op.shape.elements]
+    return (as_dtype(dx, dts[0]), as_dtype(d_scale, dts[1]), as_dtype(d_offset, dts[2]))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import ml_dtypes
 import numpy as np
 import numpy.typing as npt
@@ -84,6 +87,8 @@ def as_dtype(x: npt.ArrayLike, dt: np.dtype) -> np.ndarray:
         return x
     if is_int_dtype(dt) and x.dtype.kind in "iub":
         return wrap(x, dt)
+    if dt == _F4 and x.dtype.kind in "fc":  # no NaN in f4e2m1fn: XLA-CPU makes it -0
+        return np.where(np.isnan(x), np.array(-0.0, dt), x.astype(dt))
     return x.astype(dt)
 
 
@@ -96,7 +101,72 @@ def total_order_key(x: np.ndarray) -> np.ndarray:
     dt = x.dtype
     if not is_float_dtype(dt):
         return widen(x)
-    bits = np.ascontiguousarray(x).view(np.dtype(f"i{dt.itemsize}")).astype(np.int64)
-    nbits = dt.itemsize * 8
+    nbits = 4 if dt == _F4 else dt.itemsize * 8  # f4e2m1fn: 4 bits in a byte
+    raw = np.ascontiguousarray(x).view(np.dtype(f"i{dt.itemsize}")).astype(np.int64)
+    if nbits < 64:
+        raw &= (1 << nbits) - 1
+    bits = np.where(raw >= 1 << (nbits - 1), raw - (1 << nbits), raw) if nbits < 64 else raw
     mag = (1 << (nbits - 1)) - 1
-    return np.where(bits < 0, bits ^ mag, bits)
+    key = np.where(bits < 0, bits ^ mag, bits)
+    if dt in _FNUZ:  # their one NaN is the -0 pattern; XLA orders it below everything
+        key = np.where(raw == 1 << (nbits - 1), -(1 << (nbits - 1)) - 1, key)
+    return key
+
+
+_F4 = np.dtype(ml_dtypes.float4_e2m1fn)
+_FNUZ = frozenset(np.dtype(t) for t in (ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz,
+                                        ml_dtypes.float8_e4m3b11fnuz))  # fmt: skip
+
+
+# --- XLA-CPU's float environment ---------------------------------------------------------
+#
+# XLA-CPU runs with the x86 FTZ and DAZ flags set: an f32/f64 denormal operand of an
+# arithmetic instruction reads as zero of its sign, and a denormal result becomes zero of
+# its sign. Narrow floats (bf16, f16, f8) compute in f32, so a bf16 denormal (an f32
+# denormal) flushes while an f16 denormal (an f32 normal) does not. Bit operations (negate,
+# abs, copy, select, bitcast-convert, TOTALORDER compares) never flush. `evaluate(...,
+# float_mode="ieee")` turns this off (IEEE 754 gradual underflow, numpy's behaviour).
+
+FLOAT_MODES = ("xla-cpu", "ieee")
+_STATE = {"flush": True}
+
+
+@contextlib.contextmanager
+def float_mode(mode: str) -> Iterator[None]:
+    """Evaluate with XLA-CPU's denormal flushing ("xla-cpu", the default) or IEEE's."""
+    if mode not in FLOAT_MODES:
+        raise ValueError(f"float_mode must be one of {', '.join(FLOAT_MODES)}, got {mode!r}")
+    saved = _STATE["flush"]
+    _STATE["flush"] = mode == "xla-cpu"
+    try:
+        yield
+    finally:
+        _STATE["flush"] = saved
+
+
+def flushing() -> bool:
+    return _STATE["flush"]
+
+
+def daz(x: np.ndarray) -> np.ndarray:
+    """`x` (an f32/f64/c64/c128 compute value) with denormals as zeros of their sign, when
+    flushing; anything else unchanged."""
+    if not _STATE["flush"]:
+        return x
+    dt = x.dtype
+    tiny = _TINY.get(dt)
+    if tiny is not None:
+        small = np.abs(x) < tiny
+        if not np.count_nonzero(small):
+            return x
+        return np.where(small, np.copysign(_ZERO[dt], x), x)
+    if dt.kind == "c":
+        part = daz(np.ascontiguousarray(x.real)), daz(np.ascontiguousarray(x.imag))
+        out = np.empty(x.shape, dt)
+        out.real, out.imag = part
+        return out
+    return x
+
+
+_TINY = {np.dtype(t): np.finfo(t).tiny for t in (np.float32, np.float64)}
+_ZERO = {dt: np.zeros((), dt) for dt in _TINY}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlopass.interpreter.core import dtype_of, handler, unsupported
+from hlopass.interpreter.numeric import as_dtype, widen
 
 U32 = np.uint32
 _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
@@ -128,3 +129,34 @@ def _rng_bit_generator(interp, op, args):
         else data.astype(out_dt)
     )
     return (new_state.astype(dtype_of(op.shape.elements[0])), data.reshape(dims))
+
+
+RNG_SEED = 0x5EED
+"""Seed of the `rng` instruction's generator (numpy's PCG64), reset for each evaluate run."""
+
+
+@handler("rng")
+def _rng(interp, op, args):
+    """`rng(a, b)`: uniform in [a, b) or normal(mean a, stddev b), from a numpy generator
+    seeded with RNG_SEED per interpreter. XLA's values come from its own generator (an
+    implementation-defined stream): only the distribution and the bounds are XLA's."""
+    a, b = (widen(x) for x in args[:2])  # a third operand (a shape) may follow
+    out = dtype_of(op.shape)
+    gen = interp.__dict__.setdefault("_rng", np.random.default_rng(RNG_SEED))
+    dims = tuple(op.shape.dims)
+    if op.attr("distribution") == "rng_normal":
+        return as_dtype(gen.normal(size=dims) * b + a, out)
+    if np.issubdtype(a.dtype, np.integer):
+        lo, hi = int(a), int(b)
+        return as_dtype(gen.integers(lo, max(hi, lo + 1), size=dims), out)
+    r = a + (b - a) * gen.random(size=dims)
+    return as_dtype(np.minimum(r, np.nextafter(b, a)) if (b > a).all() else r, out)
+
+
+@handler("rng-get-and-update-state")
+def _rng_state(interp, op, args):
+    """The state before the update, then the counter advances by `delta`. XLA's initial state
+    is implementation-defined; here it is (RNG_SEED, 0) at the start of each run."""
+    counter = interp.__dict__.get("_rng_counter", 0)
+    interp.__dict__["_rng_counter"] = counter + int(op.attr("delta"))
+    return np.array([RNG_SEED, counter], np.uint64).astype(dtype_of(op.shape))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from hlopass.interpreter.apply import apply_computation
@@ -65,39 +63,52 @@ def _less(interp, comp, a_vals, b_vals) -> np.ndarray:
 
 
 def _generic_perm(interp, comp, moved):
-    """Stable sort by rank counting: rank(i) = #{j: j<i} + #{j < i: neither j<i nor i<j}."""
-    n = moved[0].shape[-1]
-    rows = moved[0].reshape(-1, n).shape[0]
-    flat = [m.reshape(rows, n) for m in moved]
-    perm = np.empty((rows, n), np.int64)
-    if n * n * rows <= 1 << 22:
-        chunk_rows = range(0, rows, max(1, (1 << 22) // max(1, n * n)))
-    else:
-        chunk_rows = None
-    if n <= 2048 and chunk_rows is not None:
-        step = chunk_rows.step
-        pos = np.arange(n)
-        for r0 in chunk_rows:
-            a = [f[r0 : r0 + step, :, None] for f in flat]  # element j (rows, n, 1)
-            b = [f[r0 : r0 + step, None, :] for f in flat]  # element i (rows, 1, n)
-            j_lt_i = _less(interp, comp, a, b)  # [r, j, i]
-            i_lt_j = np.swapaxes(j_lt_i, 1, 2)
-            tie_before = ~j_lt_i & ~i_lt_j & (pos[:, None] < pos[None, :])
-            rank = (j_lt_i | tie_before).sum(axis=1)  # (r, i)
-            rr = np.arange(rank.shape[0])[:, None]
-            perm[r0 + rr, rank] = pos[None, :]
-        return perm.reshape(moved[0].shape)
-    for r in range(rows):
+    """Stable bottom-up merge sort of every row at once with any comparator.
 
-        def cmp(i, j, r=r):
-            if _less(interp, comp, [f[r, i] for f in flat], [f[r, j] for f in flat]):
-                return -1
-            if _less(interp, comp, [f[r, j] for f in flat], [f[r, i] for f in flat]):
-                return 1
-            return 0
-
-        perm[r] = sorted(range(n), key=functools.cmp_to_key(cmp))
-    return perm.reshape(moved[0].shape)
+    Merging two sorted runs needs no sequential scan: an element of the left run lands at
+    its index plus the number of right-run elements less than it, one of the right run at
+    its index plus the number of left-run elements not greater than it; both counts are
+    binary searches, done for all elements together. So a sort costs O(log^2 n) comparator
+    evaluations on whole arrays (vectorised at any row length)."""
+    shape = moved[0].shape
+    n = shape[-1] if shape else 1
+    rows = int(np.prod(shape[:-1], dtype=np.int64)) if shape else 1
+    flat = [np.asarray(m).reshape(rows, n) for m in moved]
+    perm = np.broadcast_to(np.arange(n), (rows, n)).copy()
+    idx = np.arange(n)
+    width = 1
+    while width < n:
+        start = (idx // (2 * width)) * (2 * width)  # each element's pair of runs
+        mid = np.minimum(start + width, n)
+        end = np.minimum(start + 2 * width, n)
+        left = idx < mid
+        # the other run of each element, as [lo, hi) in the current order
+        o_lo = np.where(left, mid, start)
+        o_hi = np.where(left, end, mid)
+        vals = [np.take_along_axis(f, perm, axis=1) for f in flat]
+        lo = np.broadcast_to(o_lo, (rows, n)).copy()
+        hi = np.broadcast_to(o_hi, (rows, n)).copy()
+        rr = np.arange(rows)[:, None]
+        while True:
+            active = lo < hi
+            if not active.any():
+                break
+            m = np.where(active, (lo + hi) // 2, np.minimum(lo, n - 1))
+            other = [v[rr, m] for v in vals]
+            # left element x: count right y with y < x; right element y: count left x with
+            # not (y < x)
+            y_lt_x = _less(interp, comp, other, vals)  # other < self
+            self_lt_other = _less(interp, comp, vals, other)
+            go_right = np.where(left[None, :], y_lt_x, ~self_lt_other)
+            lo = np.where(active & go_right, m + 1, lo)
+            hi = np.where(active & ~go_right, m, hi)
+        count = lo - o_lo[None, :]
+        pos = start[None, :] + (idx - np.where(left, start, mid))[None, :] + count
+        new_perm = np.empty_like(perm)
+        new_perm[rr, pos] = perm
+        perm = new_perm
+        width *= 2
+    return perm.reshape(shape) if shape else perm.reshape(())
 
 
 def _topk(x: np.ndarray, k: int, largest: bool = True):

@@ -1,0 +1,117 @@
+"""Every XLA-accepted corpus module under `--max-kb` KB: does `hlopass.evaluate` run it on
+seeded random inputs (tests.interp_util.random_inputs), and does it match XLA-CPU where
+XLA-CPU runs it (tests/test_interpreter_xla_correctness.py's tolerances)?
+
+    python3 benchmarks/corpus_coverage.py [--max-kb 300] [--limit-s 60] [--no-xla]
+
+Prints one line per module that does not run or does not match (with the reason), then the
+counts. XLA runs in child processes (it may abort on some modules); a module XLA:CPU cannot
+compile is retried after `xla_friendly` (fusions inlined, layouts dropped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import hlopass  # noqa: E402
+from hlopass import oracle  # noqa: E402
+from hlopass.corpus import corpus_root, modules  # noqa: E402
+from hlopass.interpreter.core import flatten  # noqa: E402
+from tests.interp_util import random_inputs, xla_execute_many, xla_friendly  # noqa: E402
+from tests.test_interpreter_xla_correctness import _compare  # noqa: E402
+
+
+class _TimeLimit(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _TimeLimit
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max-kb", type=int, default=300)
+    ap.add_argument("--limit-s", type=int, default=60, help="interpreter time per module")
+    ap.add_argument("--no-xla", action="store_true", help="only whether evaluate runs them")
+    ap.add_argument("--max-gb", type=int, default=6, help="address-space limit (GB)")
+    args = ap.parse_args()
+    root = corpus_root()
+    if root is None or not oracle.available():
+        print("needs the corpus and jax")
+        return 0
+    signal.signal(signal.SIGALRM, _alarm)
+    # a module needing more memory fails with MemoryError instead of the OOM killer
+    resource.setrlimit(resource.RLIMIT_AS, (args.max_gb << 30, args.max_gb << 30))
+    status: dict[str, str] = {}
+    ours, cases = {}, []
+    t0 = time.perf_counter()
+    for m in modules(root):
+        if len(m.text) > args.max_kb * 1000 or not oracle.accepts(m.text)[0]:
+            continue
+        try:
+            module = hlopass.parse_hlo(m.text, m.id)
+            inputs = random_inputs(module, 0)
+        except Exception as e:
+            status[m.id] = f"parse: {type(e).__name__}: {str(e)[:120]}"
+            continue
+        signal.alarm(args.limit_s)
+        try:
+            ours[m.id] = hlopass.evaluate(module, *inputs)
+            cases.append((m.id, m.text, [a for x in inputs for a in flatten(x)]))
+        except hlopass.UnsupportedOpError as e:
+            status[m.id] = f"unsupported: {str(e)[:150]}"
+        except _TimeLimit:
+            status[m.id] = f"interpreter over {args.limit_s} s"
+        except Exception as e:
+            status[m.id] = f"interpreter error: {type(e).__name__}: {str(e)[:120]}"
+        finally:
+            signal.alarm(0)
+        print(f"{m.id:90} {status.get(m.id, 'runs')}", file=sys.stderr, flush=True)
+    ran = len(ours)
+    if args.no_xla:
+        for mid, _, _ in cases:
+            status[mid] = "runs"
+        cases = []
+    results = xla_execute_many([(t, a) for _, t, a in cases]) if cases else []
+    retry = []
+    for (mid, text, a), r in zip(cases, results, strict=True):
+        if "outputs" in r:
+            status[mid] = _compare(ours[mid], r["outputs"], text) or "match"
+        else:
+            retry.append((mid, text, a, r.get("error") or r.get("crash")))
+    friendly = []
+    for mid, text, a, why in retry:
+        try:
+            friendly.append((mid, xla_friendly(text), a, why))
+        except Exception:
+            status[mid] = f"runs; XLA:CPU does not: {str(why)[:120]}"
+    reruns = xla_execute_many([(t, a) for _, t, a, _ in friendly]) if friendly else []
+    for (mid, text, _a, why), r in zip(friendly, reruns, strict=True):
+        if "outputs" in r:
+            status[mid] = _compare(ours[mid], r["outputs"], text) or "match"
+        else:
+            status[mid] = f"runs; XLA:CPU does not: {str(why)[:120]}"
+    kinds = collections.Counter()
+    for mid, s in sorted(status.items()):
+        kind = s if s in ("match", "runs") else s.split(":")[0] if ":" in s else s
+        kinds[kind] += 1
+        if s not in ("match", "runs"):
+            print(f"{mid:90} {s}")
+    matched = kinds["match"]
+    print(f"\n{len(status)} XLA-accepted corpus modules under {args.max_kb} KB: {ran} run under "
+          f"evaluate ({matched} match XLA-CPU); by outcome: {dict(kinds)}; "
+          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""custom-call targets with a meaning on one device: TopK, sharding and host-offloading
+annotations (identity), XLA's `xla_builder.*` functions (their attached decomposition when
+they have one, else numpy for the math ones; XLA-CPU itself has no implementation of these
+targets), dynamic reshape."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlopass.interpreter.core import dtype_of, handler, unsupported
+from hlopass.interpreter.numeric import as_dtype, daz, widen
+
+# On one device these move no data: sharding annotations and the SPMD partitioner's
+# shard/full conversions (one shard is the whole array), host-offloading placement.
+_IDENTITY = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
+                       "MoveToHost", "MoveToDevice", "annotate_device_placement", "Pin",
+                       "Unpin"})  # fmt: skip
+
+_MATH = {
+    "xla_builder.math.Acos": np.arccos, "xla_builder.math.Acosh": np.arccosh,
+    "xla_builder.math.Asin": np.arcsin, "xla_builder.math.Asinh": np.arcsinh,
+    "xla_builder.math.Atan": np.arctan, "xla_builder.math.Atanh": np.arctanh,
+    "xla_builder.math.Cosh": np.cosh, "xla_builder.math.Sinh": np.sinh,
+    "xla_builder.math.NextAfter": np.nextafter,
+}  # fmt: skip
+
+
+@handler("custom-call")
+def _custom_call(interp, op, args):
+    from hlopass.interpreter.sorting import custom_call_topk
+
+    target = op.attr("custom_call_target")
+    if target == "TopK":
+        return custom_call_topk(interp, op, args)
+    if target in _IDENTITY:
+        if len(args) != 1 or op.shape.is_tuple or args[0].shape != tuple(op.shape.dims):
+            raise unsupported(op, "operand and result shapes differ (more than one device)")
+        return args[0]
+    callees = op.callees()
+    if target.startswith("xla_builder.") and len(callees) == 1:
+        return interp.call(callees[0], args)  # the decomposition XLA's builder attached
+    if target in _MATH:
+        out = dtype_of(op.shape)
+        return as_dtype(daz(_MATH[target](*(daz(widen(a)) for a in args))), out)
+    if target in ("mhlo.dynamic_reshape", "dynamic-reshape"):
+        return np.reshape(args[0], op.shape.dims)
+    raise unsupported(op)
+
+
+@handler("dynamic-reshape")
+def _dynamic_reshape(interp, op, args):
+    """The result's bounds are its static shape; the data fills it in row-major order."""
+    return np.reshape(args[0], op.shape.dims)
+
+
+@handler("set-dimension-size")
+def _set_dimension_size(interp, op, args):
+    """Dynamic sizes are not tracked: the data keeps its (bounded) static shape."""
+    return args[0]

@@ -1,0 +1,223 @@
+"""Instructions the interpreter gained for the corpus, each checked against XLA-CPU (run in a
+child process): one-replica collectives, sharding/host-offloading custom-calls, XLA's math
+custom-calls, cholesky, triangular-solve, batch norm, long sorts with a JAX comparator,
+while loops (run by the planned interpreter). Tolerances: exact where the op is exact
+(data movement, sorts, integer loops); linear algebra and batch norm in f32 to 64 ulps of
+the result scale (a handful of dependent roundings on O(1) well-conditioned inputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hlopass
+from hlopass import oracle
+from hlopass.errors import UnsupportedOpError
+from tests.conftest import ORACLE_MISSING
+from tests.interp_util import xla_execute_many
+
+_RNG = np.random.default_rng(3)
+_SPD = (lambda m: (m @ m.T + 3 * np.eye(3)).astype(np.float32))(_RNG.standard_normal((3, 3)))
+
+COLLECTIVES = """HloModule c, replica_count=1
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  ar = f32[4] all-reduce(p), replica_groups={{0}}, to_apply=add
+  ag = f32[4] all-gather(p), replica_groups={{0}}, dimensions={0}
+  rs = f32[4] reduce-scatter(p), replica_groups={{0}}, dimensions={0}, to_apply=add
+  a2a = f32[4] all-to-all(p), replica_groups={{0}}, dimensions={0}
+  cp = f32[4] collective-permute(p), source_target_pairs={{0,0}}
+  ars = f32[4] all-reduce-start(p), replica_groups={{0}}, to_apply=add
+  ard = f32[4] all-reduce-done(ars)
+  sh = f32[4] custom-call(p), custom_call_target="Sharding", sharding={replicated}
+  ROOT t = (f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) tuple(ar, ag, rs, a2a, cp, ard, sh)
+}
+"""
+
+LINALG = """HloModule l
+
+ENTRY e {
+  a = f32[3,3] parameter(0)
+  b = f32[3,2] parameter(1)
+  c = f32[3,3] cholesky(a), lower=true
+  u = f32[3,3] cholesky(a), lower=false
+  s = f32[3,2] triangular-solve(c, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+  bt = f32[2,3] transpose(b), dimensions={1,0}
+  sr = f32[2,3] triangular-solve(c, bt), left_side=false, lower=true, transpose_a=TRANSPOSE
+  lc = f32[3,3] multiply(c, c)
+  ROOT t = (f32[3,3], f32[3,2], f32[2,3], f32[3,3]) tuple(lc, s, sr, u)
+}
+"""
+
+BATCH_NORM = """HloModule b
+
+ENTRY e {
+  x = f32[4,3,2] parameter(0)
+  sc = f32[3] parameter(1)
+  of = f32[3] parameter(2)
+  dy = f32[4,3,2] parameter(3)
+  bn = (f32[4,3,2], f32[3], f32[3]) batch-norm-training(x, sc, of), epsilon=0.001, feature_index=1
+  m = f32[3] get-tuple-element(bn), index=1
+  v = f32[3] get-tuple-element(bn), index=2
+  bi = f32[4,3,2] batch-norm-inference(x, sc, of, m, v), epsilon=0.001, feature_index=1
+  g = (f32[4,3,2], f32[3], f32[3]) batch-norm-grad(x, sc, m, v, dy), epsilon=0.001, feature_index=1
+  ROOT t = ((f32[4,3,2], f32[3], f32[3]), f32[4,3,2], (f32[4,3,2], f32[3], f32[3])) tuple(bn, bi, g)
+}
+"""
+
+SORT = """HloModule s
+
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ia = s32[] parameter(2)
+  ib = s32[] parameter(3)
+  na = pred[] compare(a, a), direction=NE
+  qn = f32[] constant(nan)
+  ca = f32[] select(na, qn, a)
+  nb = pred[] compare(b, b), direction=NE
+  cb = f32[] select(nb, qn, b)
+  ROOT lt = pred[] compare(ca, cb), direction=LT, type=TOTALORDER
+}
+
+ENTRY e {
+  x = f32[2,4096] parameter(0)
+  i = s32[2,4096] iota(), iota_dimension=1
+  ROOT s = (f32[2,4096], s32[2,4096]) sort(x, i), dimensions={1}, is_stable=true, to_apply=cmp
+}
+"""
+
+LOOP = """HloModule loop
+
+cond {
+  s = (s32[], f32[4], s32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3000)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[4], s32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  k = s32[4] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  h = f32[4] constant({0.5, -0.25, 1e-30, 1})
+  xy = f32[4] multiply(x, h)
+  x1 = f32[4] maximum(xy, x)
+  m = s32[4] constant({3, -7, 65537, 2147483647})
+  k1 = s32[4] multiply(k, m)
+  ROOT t = (s32[], f32[4], s32[4]) tuple(i1, x1, k1)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  k = s32[4] parameter(1)
+  z = s32[] constant(0)
+  t = (s32[], f32[4], s32[4]) tuple(z, x, k)
+  ROOT w = (s32[], f32[4], s32[4]) while(t), condition=cond, body=body
+}
+"""
+
+_SORT_X = _RNG.integers(-5, 5, (2, 4096)).astype(np.float32)
+_SORT_X[0, ::7] = np.nan
+_SORT_X[1, ::11] = -0.0
+
+CASES = {
+    "collectives": (COLLECTIVES, [np.array([0.5, -0.25, 0.125, 1], np.float32)], 0),
+    "linalg": (LINALG, [_SPD, _RNG.standard_normal((3, 2)).astype(np.float32)], 64),
+    "batch_norm": (
+        BATCH_NORM,
+        [
+            _RNG.standard_normal((4, 3, 2)).astype(np.float32),
+            np.array([1, 2, 0.5], np.float32),
+            np.array([0, 1, -1], np.float32),
+            _RNG.standard_normal((4, 3, 2)).astype(np.float32),
+        ],
+        64,
+    ),  # fmt: skip
+    "sort_jax_comparator_2x4096": (SORT, [_SORT_X], 0),
+    "while_loop": (
+        LOOP,
+        [np.array([1e-38, -3, 2, 7], np.float32), np.array([1, -1, 3, 5], np.int32)],
+        0,
+    ),  # fmt: skip
+}
+
+
+@pytest.fixture(scope="module")
+def xla_runs():
+    if not oracle.available():
+        pytest.skip(ORACLE_MISSING)
+    res = xla_execute_many([(t, a) for t, a, _ in CASES.values()])
+    return dict(zip(CASES, res, strict=True))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_xla_cpu(name, xla_runs):
+    text, args, ulps = CASES[name]
+    assert "outputs" in xla_runs[name], xla_runs[name]
+    want = xla_runs[name]["outputs"]
+    got = hlopass.evaluate(hlopass.parse_hlo(text), *args)
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype and g.shape == w.shape, k
+        if ulps == 0:
+            assert g.tobytes() == w.tobytes(), f"output {k}: {g} != {w}"
+        else:
+            scale = float(np.max(np.abs(w))) or 1.0
+            tol = ulps * float(np.finfo(w.dtype).eps) * scale
+            np.testing.assert_allclose(g, w, rtol=0, atol=tol, err_msg=f"output {k}")
+
+
+def test_multi_replica_collective_is_reported():
+    text = COLLECTIVES.replace("ar = f32[4] all-reduce(p), replica_groups={{0}}",
+                               "ar = f32[4] all-reduce(p), replica_groups={{0,1}}")  # fmt: skip
+    with pytest.raises(UnsupportedOpError, match="replica groups of 2 replicas"):
+        hlopass.evaluate(hlopass.parse_hlo(text), np.zeros(4, np.float32))
+
+
+def test_xla_builder_custom_call_runs_its_decomposition():
+    """XLA-CPU has no implementation of these targets; the attached computation is their
+    meaning (here acosh(x) = log(x + sqrt(x*x - 1)))."""
+    text = """HloModule m
+
+acosh {
+  x = f32[] parameter(0)
+  xx = f32[] multiply(x, x)
+  one = f32[] constant(1)
+  d = f32[] subtract(xx, one)
+  r = f32[] sqrt(d)
+  s = f32[] add(x, r)
+  ROOT l = f32[] log(s)
+}
+
+ENTRY e {
+  p = f32[] parameter(0)
+  ROOT c = f32[] custom-call(p), custom_call_target="xla_builder.math.Acosh", called_computations={acosh}
+}"""
+    (got,) = hlopass.evaluate(hlopass.parse_hlo(text), np.float32(2))
+    x = np.float32(2)
+    assert got == np.log(x + np.sqrt(x * x - np.float32(1)))
+
+
+def test_rng_is_seeded_and_in_range():
+    text = """HloModule r
+ENTRY e {
+  lo = f32[] constant(-1)
+  hi = f32[] constant(2)
+  ROOT r = f32[1000] rng(lo, hi), distribution=rng_uniform
+}"""
+    module = hlopass.parse_hlo(text)
+    (a,) = hlopass.evaluate(module)
+    (b,) = hlopass.evaluate(module)
+    assert np.array_equal(a, b)
+    assert a.min() >= -1 and a.max() < 2 and a.std() > 0.5

@@ -1,0 +1,226 @@
+"""Defects where a value of the interpreter, the folder or the printer differed from XLA-CPU's
+(the reproducers of ../shared/repros/ and the issue's descriptions), each checked against
+XLA-CPU run in a child process.
+
+Each case is run three ways: XLA-CPU on the module (with the argument), `hlopass.evaluate`,
+and `constant-folding` then our print executed by XLA-CPU. All three must agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hlopass
+from hlopass import oracle
+from hlopass.pipeline import run_pipeline
+from tests.conftest import ORACLE_MISSING
+from tests.interp_util import xla_execute_many
+
+NEGZERO_ROUNDTRIP = """HloModule m
+
+ENTRY e {
+  p = f32[] parameter(0)
+  nz = f32[] constant(-0.0)
+  ROOT d = f32[] divide(p, nz)
+}
+"""
+
+NEGZERO_FOLD = """HloModule m
+
+ENTRY e {
+  z = f32[] constant(0)
+  m1 = f32[] constant(-1)
+  nz = f32[] multiply(z, m1)
+  a = f32[2] constant({0, -0.0})
+  mn = f32[2] minimum(a, a)
+  b = bf16[] constant(-0.0)
+  c = c64[] constant((-0.0, -0.0))
+  p = f32[] parameter(0)
+  d = f32[] divide(p, nz)
+  bc = f32[] convert(b)
+  db = f32[] divide(p, bc)
+  ROOT t = (f32[], f32[2], c64[], f32[]) tuple(d, mn, c, db)
+}
+"""
+
+S64_DIV_INT64_MIN = """HloModule m
+
+ENTRY e {
+  a = s64[4] parameter(0)
+  b = s64[4] parameter(1)
+  q = s64[4] divide(a, b)
+  r = s64[4] remainder(a, b)
+  ROOT t = (s64[4], s64[4]) tuple(q, r)
+}
+"""
+
+# Operands are parameters: with constant operands XLA folds the op itself with its
+# HloEvaluator, whose integer power differs from XLA-CPU's code (u8 3^200: 161 vs 0).
+INT_POWER = """HloModule m
+
+ENTRY e {
+  a = u8[4] parameter(0)
+  b = u8[4] parameter(1)
+  c = u8[4] power(a, b)
+  s = s32[4] parameter(2)
+  x = s32[4] parameter(3)
+  y = s32[4] power(s, x)
+  l = s64[3] parameter(4)
+  e = s64[3] parameter(5)
+  f = s64[3] power(l, e)
+  ROOT t = (u8[4], s32[4], s64[3]) tuple(c, y, f)
+}
+"""
+
+COMPLEX_NAN_LITERAL = """HloModule m
+
+ENTRY e {
+  c = c64[4] constant({(nan, 2), (-nan, 3), (1, nan), (nan(0x1), 4)})
+  p = c64[4] parameter(0)
+  ROOT a = c64[4] add(c, p)
+}
+"""
+
+MAX_MIN_ZEROS = """HloModule m
+
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  mx = f32[4] maximum(a, b)
+  mn = f32[4] minimum(a, b)
+  ROOT t = (f32[4], f32[4]) tuple(mx, mn)
+}
+"""
+
+COMPLEX_DIVIDE = """HloModule m
+
+ENTRY e {
+  a = c64[5] parameter(0)
+  b = c64[5] parameter(1)
+  ROOT d = c64[5] divide(a, b)
+}
+"""
+
+DENORMALS = """HloModule m
+
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  s = f32[4] add(a, b)
+  m = f32[4] multiply(a, b)
+  c = pred[4] compare(a, b), direction=GT
+  w = f64[4] convert(a)
+  ROOT t = (f32[4], f32[4], pred[4], f64[4]) tuple(s, m, c, w)
+}
+"""
+
+_MIN64 = np.iinfo(np.int64).min
+_TINY = float(np.finfo(np.float32).smallest_subnormal)
+_ZEROS = [
+    np.array([0.0, -0.0, 0.0, -0.0], np.float32),
+    np.array([-0.0, 0.0, 0.0, -0.0], np.float32),
+]
+_C = [
+    np.array([1 + 0j, 1 + 2j, complex(np.inf, 0), 3 + 4j, complex(np.nan, 1)], np.complex64),
+    np.array([complex(-0.0, 0), complex(np.inf, 1), 2 + 1j, 0j, 1 + 1j], np.complex64),
+]
+_D = [np.array([_TINY, np.finfo(np.float32).tiny, -_TINY, 1], np.float32),
+      np.array([0, 0.5, 0, _TINY], np.float32)]  # fmt: skip
+
+CASES = {
+    "negzero_roundtrip": (NEGZERO_ROUNDTRIP, [np.float32(1)]),
+    "negzero_constant_fold": (NEGZERO_FOLD, [np.float32(1)]),
+    "s64_div_int64_min": (S64_DIV_INT64_MIN, [np.array([7, -7, _MIN64, 0]), np.full(4, _MIN64)]),
+    "int_power": (
+        INT_POWER,
+        [
+            np.array([255, 3, 255, 2], np.uint8),
+            np.array([255, 200, 2, 130], np.uint8),
+            np.array([3, 0, -1, 2], np.int32),
+            np.array([100, 64, -7, 63], np.int32),
+            np.array([0, 3, -2]),
+            np.array([64, 127, -1]),
+        ],
+    ),
+    "complex_nan_literal": (COMPLEX_NAN_LITERAL, [np.zeros(4, np.complex64)]),
+    "max_min_signed_zeros": (MAX_MIN_ZEROS, _ZEROS),
+    "complex_divide_annex_g": (COMPLEX_DIVIDE, _C),
+    "ftz_daz": (DENORMALS, _D),
+}
+
+
+def _folded(text: str, args: list[np.ndarray]) -> str:
+    """The module with its parameters as constants (printed by us), constant-folded and
+    printed: XLA-CPU runs it with no arguments."""
+    from hlopass.dialects.hlo import entry_computation
+    from hlopass.literal import Literal, format_literal
+
+    module = hlopass.parse_hlo(text)
+    lines = hlopass.print_hlo(module).splitlines()
+    for p in entry_computation(module).parameters():
+        lit = format_literal(Literal(np.asarray(args[p.attr("number")])), p.shape)
+        lines = [
+            ln.replace(f"parameter({p.attr('number')})", f"constant({lit})")
+            if f"%{p.inst_name} = " in ln
+            else ln
+            for ln in lines
+        ]
+    text = "\n".join(ln for ln in lines if not ln.startswith("HloModule"))
+    module = hlopass.parse_hlo("HloModule folded\n" + text)
+    run_pipeline(module, "constant-folding")
+    return hlopass.print_hlo(module)
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+@pytest.fixture(scope="module")
+def xla_results():
+    if not oracle.available():
+        pytest.skip(ORACLE_MISSING)
+    jobs = []
+    for text, args in CASES.values():
+        jobs += [(text, args), (_folded(text, args), [])]
+    res = xla_execute_many(jobs)
+    return {name: (res[2 * i], res[2 * i + 1]) for i, name in enumerate(CASES)}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_interpreter_and_folding_match_xla(name, xla_results):
+    text, args = CASES[name]
+    plain, folded = xla_results[name]
+    assert "outputs" in plain, plain
+    assert "outputs" in folded, folded
+    want = plain["outputs"]
+    got = hlopass.evaluate(hlopass.parse_hlo(text), *args)
+    for i, (g, w, f) in enumerate(zip(got, want, folded["outputs"], strict=True)):
+        assert g.dtype == w.dtype and _bits(g) == _bits(w), f"interpreter output {i}: {g} != {w}"
+        assert _bits(f) == _bits(w), f"folded, printed, XLA-run output {i}: {f} != {w}"
+
+
+def test_negative_zero_prints_as_minus_zero_point_zero():
+    module = hlopass.parse_hlo(NEGZERO_FOLD)
+    run_pipeline(module, "constant-folding")
+    text = hlopass.print_hlo(module)
+    assert "constant(-0.0)" in text
+    assert "{0, -0.0}" in text and "(-0.0, -0.0)" in text
+
+
+def test_minus_zero_integer_token_reads_as_negative_zero():
+    """XLA reads `-0` as +0.0 (it lexes an integer); we read it as -0.0 (XLA prints -0.0 as
+    `-0`, so `-0` in its output meant -0.0) — the one intended difference."""
+    module = hlopass.parse_hlo("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({-0, 0})\n}\n")
+    (out,) = hlopass.evaluate(module)
+    assert np.signbit(out).tolist() == [True, False]
+
+
+def test_float_mode_ieee_keeps_denormals():
+    module = hlopass.parse_hlo(DENORMALS)
+    s_ftz, m_ftz, *_ = hlopass.evaluate(module, *_D)
+    s_ieee, m_ieee, *_ = hlopass.evaluate(module, *_D, float_mode="ieee")
+    assert s_ftz[0] == 0 and s_ieee[0] == np.float32(_TINY)  # tiny + 0
+    assert m_ftz[1] == 0 and m_ieee[1] == np.float32(np.finfo(np.float32).tiny) / 2
+    with pytest.raises(ValueError, match="float_mode"):
+        hlopass.evaluate(module, *_D, float_mode="fast")
