@@ -29,7 +29,11 @@ class AssignPlannedLayout(RewritePattern):
         if not isinstance(op, HloOp):
             return
         shape = self.plan.shapes.get(op)
-        if shape is None or shape == op.shape or shape.without_layout() != op.shape.without_layout():
+        if (
+            shape is None
+            or shape == op.shape
+            or shape.without_layout() != op.shape.without_layout()
+        ):
             return
         set_shape(op, shape)
         rewriter.handle_operation_modification(op)
@@ -58,7 +62,9 @@ class CopyOperandIfLayoutsDiffer(RewritePattern):
             op.operands[i] = new
             rewriter.handle_operation_modification(op)
             label = op.inst_name if isinstance(op, HloOp) else "ROOT"
-            self.ctx.trace and self.ctx.trace(type(self).__name__, f"{label} operand {i} -> {need.text()}")
+            self.ctx.trace and self.ctx.trace(
+                type(self).__name__, f"{label} operand {i} -> {need.text()}"
+            )
 
     def converted(self, v: SSAValue, need: Shape, before: Operation) -> SSAValue:
         if isinstance(need, TupleShape):
@@ -67,7 +73,11 @@ class CopyOperandIfLayoutsDiffer(RewritePattern):
             assert isinstance(src, TupleShape)
             for k, e in enumerate(need.elements):
                 gte = self.insert("get-tuple-element", [v], src.elements[k], before, {"index": k})
-                elems.append(gte.result if same_layout(src.elements[k], e) else self.converted(gte.result, e, before))
+                elems.append(
+                    gte.result
+                    if same_layout(src.elements[k], e)
+                    else self.converted(gte.result, e, before)
+                )
             return self.insert("tuple", elems, need, before).result
         owner = v.owner
         if isinstance(owner, HloOp) and owner.opcode in CHEAP and isinstance(need, ArrayShape):

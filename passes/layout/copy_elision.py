@@ -29,9 +29,13 @@ from .layouts import m2m_of, same_layout, value_shape, with_m2m
 
 
 def _copy(op: Operation) -> HloOp | None:
-    if isinstance(op, HloOp) and op.opcode == "copy" and not is_control_predecessor(op):
-        if not op.attr("control-predecessors"):
-            return op
+    if (
+        isinstance(op, HloOp)
+        and op.opcode == "copy"
+        and not is_control_predecessor(op)
+        and not op.attr("control-predecessors")
+    ):
+        return op
     return None
 
 

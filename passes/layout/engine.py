@@ -154,7 +154,9 @@ class Planner:
         if opc == "dot":
             if self.choices.of(op) != "keep":
                 for i in (0, 1):
-                    self.ask_m2m(op.operands[i], rules.dot_operand_layout(op, i, self.choices.device), True)
+                    self.ask_m2m(
+                        op.operands[i], rules.dot_operand_layout(op, i, self.choices.device), True
+                    )
             return
         if self.fixed_layout(op) is not None:
             for i in self.fixed_operands(op):
@@ -162,13 +164,15 @@ class Planner:
             return
         if opc == "transpose":
             out = m2m_of(want) if isinstance(want, ArrayShape) else default_m2m(op.shape.rank)  # type: ignore[attr-defined]
-            self.ask_m2m(op.operands[0], transpose_operand_for_bitcast(out, op.attr("dimensions")), hard)
+            self.ask_m2m(
+                op.operands[0], transpose_operand_for_bitcast(out, op.attr("dimensions")), hard
+            )
             return
         if opc == "reshape":
             src = value_shape(op.operands[0])
-            if isinstance(want, ArrayShape) and isinstance(src, ArrayShape):
-                if reshape_is_bitcast(with_default(src), want):  # type: ignore[arg-type]
-                    self.ask_m2m(op.operands[0], default_m2m(src.rank), hard)
+            if (isinstance(want, ArrayShape) and isinstance(src, ArrayShape)
+                    and reshape_is_bitcast(with_default(src), want)):  # type: ignore[arg-type]  # fmt: skip
+                self.ask_m2m(op.operands[0], default_m2m(src.rank), hard)
             return
         if opc == "broadcast":
             if isinstance(want, ArrayShape):
@@ -193,7 +197,7 @@ class Planner:
         if op.opcode in MAJOR_DIM_COLLECTIVES:
             return
         # anything else keeps its operands' layouts as they are
-        for i, v in enumerate(op.operands):
+        for v in op.operands:
             self.ask(v, value_shape(v), True)
 
     def request_row_reduction(self, op: HloOp) -> None:
@@ -277,10 +281,16 @@ class Planner:
             if self.pinned_params is not None:
                 return self.pinned_params.get(op.attr("number"), current)
             return want if want is not None else current
-        if not isinstance(current, ArrayShape) and opc not in ("tuple", "get-tuple-element", "reduce"):
+        if not isinstance(current, ArrayShape) and opc not in (
+            "tuple",
+            "get-tuple-element",
+            "reduce",
+        ):
             fixed = self.fixed_layout(op)
             return fixed if fixed is not None else current
-        if isinstance(current, ArrayShape) and (current.rank == 0 or current.element_type in ("token", "opaque")):
+        if isinstance(current, ArrayShape) and (
+            current.rank == 0 or current.element_type in ("token", "opaque")
+        ):
             return current
         if opc == "convolution":
             return _relabel(current, self.conv_layouts(op).output)
@@ -303,7 +313,9 @@ class Planner:
         if opc == "transpose":
             src = self.shape_of(op.operands[0])
             assert isinstance(src, ArrayShape)
-            return _relabel(current, transpose_result_for_bitcast(m2m_of(src), op.attr("dimensions")))
+            return _relabel(
+                current, transpose_result_for_bitcast(m2m_of(src), op.attr("dimensions"))
+            )
         if opc == "reduce":
             return self.choose_reduce(op)
         if opc in MAJOR_DIM_COLLECTIVES:
@@ -429,4 +441,3 @@ def _fortran(rank: int) -> M2M:
     if rank >= 2:
         m2m[0], m2m[1] = m2m[1], m2m[0]
     return tuple(m2m)
-

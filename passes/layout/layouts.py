@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 from xdsl.ir import SSAValue
 
+from hlopass.cost.layouts import physical_offsets, reshape_is_bitcast
 from hlopass.dialects.hlo import HloOp, shape_type
 from hlopass.shape import ArrayShape, Layout, Shape, TupleShape
 
@@ -32,7 +32,11 @@ def from_major_to_minor(order: Sequence[int]) -> M2M:
 def with_m2m(shape: ArrayShape, m2m: Sequence[int]) -> ArrayShape:
     """`shape` with layout `m2m` (other layout fields, tiles etc., dropped)."""
     m2m = tuple(m2m)
-    if shape.layout is not None and shape.layout.minor_to_major == m2m and not shape.layout.has_extras():
+    if (
+        shape.layout is not None
+        and shape.layout.minor_to_major == m2m
+        and not shape.layout.has_extras()
+    ):
         return shape
     return shape.with_layout(Layout(m2m))
 
@@ -60,9 +64,7 @@ def nondegenerate_m2m(shape: ArrayShape) -> M2M:
 def same_layout(a: Shape, b: Shape) -> bool:
     """Same dims and the same minor-to-major order in every array leaf."""
     if isinstance(a, ArrayShape) and isinstance(b, ArrayShape):
-        return a.without_layout() == b.without_layout() and (
-            a.rank == 0 or m2m_of(a) == m2m_of(b)
-        )
+        return a.without_layout() == b.without_layout() and (a.rank == 0 or m2m_of(a) == m2m_of(b))
     if isinstance(a, TupleShape) and isinstance(b, TupleShape):
         return len(a.elements) == len(b.elements) and all(
             same_layout(x, y) for x, y in zip(a.elements, b.elements, strict=True)
@@ -122,34 +124,10 @@ def broadcast_operand_layout(result_m2m: M2M, dims: Sequence[int]) -> M2M:
     return tuple(where[d] for d in result_m2m if d in where)
 
 
-def physical_offsets(shape: ArrayShape) -> np.ndarray:
-    """For each logical index (row-major), the element's offset in memory."""
-    order = list(reversed(m2m_of(shape)))  # major to minor
-    phys = np.arange(shape.num_elements, dtype=np.int64).reshape([shape.dims[d] for d in order])
-    return np.transpose(phys, np.argsort(order)).reshape(-1)
-
-
-RESHAPE_CHECK_LIMIT = 1 << 21
-"""Element count up to which a reshape's memory order is compared element by element."""
-
-
-def reshape_is_bitcast(src: ArrayShape, dst: ArrayShape) -> bool:
-    """A reshape (or copy) that keeps every element at its memory offset."""
-    if src.num_elements != dst.num_elements:
-        return False
-    if is_default_ignoring_ones(src) and is_default_ignoring_ones(dst):
-        return True
-    if src.num_elements > RESHAPE_CHECK_LIMIT:
-        return False  # conservative for huge arrays
-    return bool(np.array_equal(physical_offsets(src), physical_offsets(dst)))
-
-
-def is_default_ignoring_ones(shape: ArrayShape) -> bool:
-    nd = nondegenerate_m2m(shape)
-    return list(nd) == sorted(nd, reverse=True)
-
-
 def normalized(shape: ArrayShape) -> ArrayShape:
     """The physical form: dims major to minor, size-1 dims dropped, default layout."""
     order = [d for d in reversed(m2m_of(shape)) if shape.dims[d] != 1]
     return shape.with_dims(tuple(shape.dims[d] for d in order))
+
+
+__all__ = ["physical_offsets", "reshape_is_bitcast"]

@@ -106,7 +106,9 @@ class FoldBitcastChain(RewritePattern):
 
 def needs_normalizing(shape: ArrayShape) -> bool:
     return shape.rank >= 1 and (
-        any(d == 1 for d in shape.dims) and shape.rank > 1 or list(m2m_of(shape)) != sorted(m2m_of(shape))[::-1]
+        any(d == 1 for d in shape.dims)
+        and shape.rank > 1
+        or list(m2m_of(shape)) != sorted(m2m_of(shape))[::-1]
     )
 
 
@@ -128,8 +130,10 @@ class NormalizeElementwise(RewritePattern):
             return
         for v in op.operands:
             s = value_shape(v)
-            if not isinstance(s, ArrayShape) or s.dims != shape.dims or not same_layout(
-                s.with_element_type(shape.element_type), shape
+            if (
+                not isinstance(s, ArrayShape)
+                or s.dims != shape.dims
+                or not same_layout(s.with_element_type(shape.element_type), shape)
             ):
                 return
         phys = normalized(shape)

@@ -120,7 +120,9 @@ def dot_sides(op: HloOp) -> tuple[DotSide, DotSide]:
     return out[0], out[1]
 
 
-def _groups_in_order(m2m: M2M, dims_of: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list[int]:
+def _groups_in_order(
+    m2m: M2M, dims_of: Sequence[tuple[int, ...]], sizes: Sequence[int]
+) -> list[int]:
     """Group index of each non-degenerate dim, major to minor."""
     group = {d: g for g, ds in enumerate(dims_of) for d in ds}
     return [group[d] for d in reversed(m2m) if sizes[d] != 1 and d in group]

@@ -65,32 +65,35 @@ def find_clusters(module: ModuleOp) -> list[Cluster]:
     for comp in computations(module):
         ops = list(comp.instructions)
         parent: dict[HloOp, HloOp] = {op: op for op in ops}
-
-        def find(x: HloOp) -> HloOp:
-            while parent[x] is not x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        def linked(op: HloOp) -> bool:
-            return op.opcode in ("convolution", "dot") or is_follow(op)
-
         for op in ops:
-            if not linked(op):
+            if not _linked(op):
                 continue
             for v in op.operands:
                 p = producer(v)
-                if p is not None and p in parent and linked(p):
-                    # two heavy ops are not linked directly: only through follow chains
-                    if op.opcode in ("convolution", "dot") and p.opcode in ("convolution", "dot"):
-                        continue
-                    parent[find(p)] = find(op)
+                # two heavy ops are not linked directly: only through follow chains
+                if p is not None and p in parent and _linked(p) and not (_heavy(op) and _heavy(p)):
+                    parent[_find(parent, p)] = _find(parent, op)
         groups: dict[HloOp, list[HloOp]] = {}
         for op in ops:
-            if op.opcode in ("convolution", "dot"):
-                groups.setdefault(find(op), []).append(op)
+            if _heavy(op):
+                groups.setdefault(_find(parent, op), []).append(op)
         out += [Cluster(comp.comp_name, g) for g in groups.values()]
     return out
+
+
+def _heavy(op: HloOp) -> bool:
+    return op.opcode in ("convolution", "dot")
+
+
+def _linked(op: HloOp) -> bool:
+    return _heavy(op) or is_follow(op)
+
+
+def _find(parent: dict[HloOp, HloOp], x: HloOp) -> HloOp:
+    while parent[x] is not x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
 
 
 def per_op_choice(op: HloOp, candidate: str) -> str:
@@ -118,7 +121,10 @@ def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
         for op in convs:
             choices.per_op[op.inst_name] = fmt
         if explain is not None:
-            print(f"layout: grappler rule: {fmt.upper()} for all {len(convs)} convolution(s)", file=explain)
+            print(
+                f"layout: grappler rule: {fmt.upper()} for all {len(convs)} convolution(s)",
+                file=explain,
+            )
     if policy == "xla" and explain is None or policy == "grappler" and explain is None:
         return choices
     for n, cluster in enumerate(clusters):
@@ -136,7 +142,9 @@ def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
         else:
             winner = "xla" if policy == "xla" else "grappler"
         if explain is not None:
-            print(f"layout cluster {n} in {cluster.computation}: {cluster.describe()}", file=explain)
+            print(
+                f"layout cluster {n} in {cluster.computation}: {cluster.describe()}", file=explain
+            )
             for cand in cands:
                 print(f"  {cand:<10} {times[cand]:10.3f} us", file=explain)
             print(f"  winner: {winner} (policy={policy}, device={device})", file=explain)
