@@ -143,6 +143,11 @@ def build_opt_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-ir-after-all", action="store_true")
     p.add_argument("--print-ir-after-change", action="store_true")
     p.add_argument("--trace-rewrites", action="store_true")
+    p.add_argument(
+        "--explain-layout",
+        action="store_true",
+        help="layout-assignment prints each cluster's candidate plans and times (stderr)",
+    )
     return p
 
 
@@ -156,6 +161,10 @@ def _run_pipeline(module: ModuleOp, args: argparse.Namespace) -> None:
         from hlopass.pipeline import run_pipeline_from_cli
     except ImportError:
         raise UsageError("error: passes are not available in this build") from None
+    if getattr(args, "explain_layout", False):
+        from hlopass.passes.layout.strategy import explain_to
+
+        explain_to(sys.stderr)
     run_pipeline_from_cli(module, args)
 
 

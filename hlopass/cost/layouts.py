@@ -60,6 +60,68 @@ def op_reshape_is_bitcast(op: Any) -> bool:
     return reshape_is_bitcast(src, dst)
 
 
+Roles = tuple[int, int, tuple[int, ...]]
+"""(N dim, C dim, spatial dims) of one tensor as cuDNN sees it (for a filter: O, I, spatial)."""
+
+
+def conv_kind(op: Any) -> str:
+    """Which cuDNN call XLA's ConvRewriter makes of convolution `op`: `forward`,
+    `backward_filter` (activations x output gradients -> filter gradient) or
+    `backward_input` (output gradients x reversed filter -> input gradient)."""
+    labels, win = op.attr("dim_labels"), op.attr("window")
+    lhs, rhs, out = op.operands[0].type.data, op.operands[1].type.data, op.shape
+    dims = win.dims if win is not None else ()
+    if (op.attr("feature_group_count") or 1) > 1 or (op.attr("batch_group_count") or 1) > 1:
+        return "forward"
+    b, _f, _sp = labels.input
+    _ki, ko, ksp = labels.kernel
+    ob, of, osp = labels.output
+    if _backward_input(op, dims, ksp):
+        return "backward_input"
+    looks_forward = (
+        lhs.dims[b] == out.dims[ob]
+        and rhs.dims[ko] == out.dims[of]
+        and all(rhs.dims[k] <= out.dims[o] for k, o in zip(ksp, osp, strict=True))
+    )
+    if looks_forward:
+        return "forward"
+    if any(d.stride != 1 or d.lhs_dilation != 1 or d.pad_low < 0 or d.reversal for d in dims):
+        return "forward"
+    small = sum(1 for k, o in zip(ksp, osp, strict=True) if rhs.dims[k] <= out.dims[o])
+    dilated = any(d.rhs_dilation != 1 for d in dims)
+    if (not ksp or small >= 1) and not dilated:
+        return "forward"
+    return "backward_filter"
+
+
+def _backward_input(op: Any, dims: Any, ksp: tuple[int, ...]) -> bool:
+    filt = op.operands[1].owner
+    reversed_filter = getattr(filt, "opcode", None) == "reverse" and sorted(
+        filt.attr("dimensions") or ()
+    ) == sorted(ksp)
+    base_dilated = any(d.lhs_dilation != 1 for d in dims)
+    one_by_one = all(d.size == 1 for d in dims)
+    constant = getattr(filt, "opcode", None) == "constant"
+    if not reversed_filter and not (base_dilated and (constant or one_by_one)):
+        return False
+    return not any(d.stride != 1 or d.rhs_dilation != 1 or d.reversal for d in dims)
+
+
+def conv_roles(op: Any) -> tuple[str, tuple[Roles, Roles, Roles]]:
+    """cuDNN's (N, C, spatial) dims of the lhs, rhs and result of convolution `op`, by the
+    kind of call XLA makes of it (the roles swap in backward convolutions)."""
+    labels = op.attr("dim_labels")
+    kind = conv_kind(op)
+    b, f, sp = labels.input
+    ki, ko, ksp = labels.kernel
+    ob, of, osp = labels.output
+    if kind == "backward_filter":
+        return kind, ((f, b, sp), (ki, ko, ksp), (of, ob, osp))
+    if kind == "backward_input":
+        return kind, ((b, f, sp), (ki, ko, ksp), (ob, of, osp))
+    return kind, ((b, f, sp), (ko, ki, ksp), (ob, of, osp))
+
+
 def _feature_minor(shape: ArrayShape, feature_dim: int) -> bool:
     nd = [d for d in shape.minor_to_major if shape.dims[d] != 1]
     return not nd or nd[0] == feature_dim
@@ -67,10 +129,9 @@ def _feature_minor(shape: ArrayShape, feature_dim: int) -> bool:
 
 def conv_transpose_bytes(op: Any, device: str) -> float:
     """Bytes cuDNN moves (read + write) to bring the tensors of convolution `op` to its
-    native layout on `device`: NHWC (feature dims minor) for tensor-core types, NCHW
+    native layout on `device`: NHWC (channel dims minor) for tensor-core types, NCHW
     otherwise; 0 when they are already there."""
-    labels = op.attr("dim_labels")
-    if labels is None or len(op.operands) < 2:
+    if op.attr("dim_labels") is None or len(op.operands) < 2:
         return 0.0
     lhs, rhs, out = op.operands[0].type.data, op.operands[1].type.data, op.shape
     if not all(isinstance(s, ArrayShape) for s in (lhs, rhs, out)):
@@ -78,9 +139,9 @@ def conv_transpose_bytes(op: Any, device: str) -> float:
     cc = COMPUTE_CAPABILITY.get(device, 9)
     since = TENSOR_CORE_SINCE.get(lhs.element_type)
     want_nhwc = since is not None and cc >= since
-    tensors = ((lhs, labels.input[1]), (rhs, labels.kernel[0]), (out, labels.output[1]))
+    _, roles = conv_roles(op)
     moved = 0.0
-    for shape, feature in tensors:
-        if _feature_minor(shape, feature) != want_nhwc:
+    for shape, (_n, c, _sp) in zip((lhs, rhs, out), roles, strict=True):
+        if _feature_minor(shape, c) != want_nhwc:
             moved += 2.0 * shape.byte_size()
     return moved

@@ -28,6 +28,7 @@ from .layouts import (
     M2M,
     broadcast_operand_layout,
     default_m2m,
+    from_major_to_minor,
     m2m_of,
     reduce_result_layout,
     reshape_is_bitcast,
@@ -349,8 +350,9 @@ class Planner:
         current = op.shape
         assert isinstance(current, ArrayShape)
         soft = self.soft.get(op)
-        if self.choices.of(op) == "transposed" and current.rank == 2:
-            return with_m2m(current, (0, 1))
+        if self.choices.of(op) == "swap-output":
+            b, lf, rf = rules.dot_output_groups(op)
+            return with_m2m(current, from_major_to_minor([*b, *rf, *lf]))
         for cand in (want, soft):
             if isinstance(cand, ArrayShape) and rules.dot_can_produce(op, m2m_of(cand)):
                 return cand
@@ -378,7 +380,7 @@ class Planner:
         choice = self.choices.of(op)
         if choice == "keep":
             lhs, rhs = self.shape_of(op.operands[0]), self.shape_of(op.operands[1])
-            return rules.conv_keep(op.attr("dim_labels"), lhs, rhs)  # type: ignore[arg-type]
+            return rules.conv_keep(op, lhs, rhs)  # type: ignore[arg-type]
         return rules.conv_layouts(op, self.choices.device, choice)
 
     def operand_needs(self, op: HloOp, shape: Shape) -> None:
@@ -389,11 +391,13 @@ class Planner:
             self.need_m2m(op, 1, c.kernel)
             return
         if opc == "dot":
-            if self.choices.of(op) != "keep":
-                for i in (0, 1):
-                    m2m = rules.dot_operand_layout(op, i, self.choices.device)
-                    if m2m is not None:
-                        self.need_m2m(op, i, m2m)
+            keep = self.choices.of(op) == "keep"
+            for i in (0, 1):
+                if keep and self.gemm_can_read(op, i):
+                    continue  # "no copies": the operand as it comes, when a gemm can read it
+                m2m = rules.dot_operand_layout(op, i, self.choices.device)
+                if m2m is not None:
+                    self.need_m2m(op, i, m2m)
             return
         if self.fixed_layout(op) is not None:
             for i in self.fixed_operands(op):
@@ -429,6 +433,15 @@ class Planner:
             return
         for i, v in enumerate(op.operands):
             self.need(op, i, value_shape(v))
+
+    def gemm_can_read(self, op: HloOp, i: int) -> bool:
+        """The operand's planned layout is a valid matrix layout (XLA's MatrixLayout::For)."""
+        s = self.shape_of(op.operands[i])
+        side = rules.dot_sides(op)[i]
+        if not isinstance(s, ArrayShape):
+            return False
+        groups = (side.batch, side.contracting, side.free)
+        return rules.matrix_layout_ok(s, m2m_of(s), groups)
 
     def run(self) -> Plan:
         self.backward()

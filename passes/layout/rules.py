@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hlopass.attrs import ConvDims
+from hlopass.cost.layouts import conv_roles
 from hlopass.dialects.hlo import HloOp
 from hlopass.shape import ArrayShape
 
@@ -37,28 +38,19 @@ class ConvLayouts:
     output: M2M
 
 
-def conv_nhwc(labels: ConvDims) -> ConvLayouts:
-    """Feature dims minor: input (b, spatial.., f), kernel (o, spatial.., i), output likewise."""
-    b, f, sp = labels.input
-    ki, ko, ksp = labels.kernel
-    ob, of, osp = labels.output
-    return ConvLayouts(
-        from_major_to_minor([b, *sp, f]),
-        from_major_to_minor([ko, *ksp, ki]),
-        from_major_to_minor([ob, *osp, of]),
-    )
+def conv_nhwc(op: HloOp) -> ConvLayouts:
+    """Channel dims minor in cuDNN's roles: (N, spatial.., C) for each tensor, (O, spatial..,
+    I) for the filter; the roles follow the kind of cuDNN call (`conv_roles`)."""
+    _, roles = conv_roles(op)
+    lhs, rhs, out = (from_major_to_minor([n, *sp, c]) for n, c, sp in roles)
+    return ConvLayouts(lhs, rhs, out)
 
 
-def conv_nchw(labels: ConvDims) -> ConvLayouts:
-    """Spatial dims minor: input (b, f, spatial..), kernel (o, i, spatial..), output likewise."""
-    b, f, sp = labels.input
-    ki, ko, ksp = labels.kernel
-    ob, of, osp = labels.output
-    return ConvLayouts(
-        from_major_to_minor([b, f, *sp]),
-        from_major_to_minor([ko, ki, *ksp]),
-        from_major_to_minor([ob, of, *osp]),
-    )
+def conv_nchw(op: HloOp) -> ConvLayouts:
+    """Spatial dims minor in cuDNN's roles: (N, C, spatial..) for each tensor."""
+    _, roles = conv_roles(op)
+    lhs, rhs, out = (from_major_to_minor([n, c, *sp]) for n, c, sp in roles)
+    return ConvLayouts(lhs, rhs, out)
 
 
 def conv_prefers_nhwc(element_type: str, spatial_dims: int, device: str) -> bool:
@@ -73,29 +65,26 @@ def conv_prefers_nhwc(element_type: str, spatial_dims: int, device: str) -> bool
 
 
 def conv_layouts(op: HloOp, device: str, choice: str = "xla") -> ConvLayouts:
-    labels: ConvDims = op.attr("dim_labels")
     if choice == "keep":
         lhs, rhs = value_shape(op.operands[0]), value_shape(op.operands[1])
-        return conv_keep(labels, lhs, rhs)  # type: ignore[arg-type]
+        return conv_keep(op, lhs, rhs)  # type: ignore[arg-type]
     if choice == "nchw":
-        return conv_nchw(labels)
+        return conv_nchw(op)
     if choice == "nhwc":
-        return conv_nhwc(labels)
+        return conv_nhwc(op)
     lhs = value_shape(op.operands[0])
     assert isinstance(lhs, ArrayShape)
+    labels: ConvDims = op.attr("dim_labels")
     nhwc = conv_prefers_nhwc(lhs.element_type, len(labels.input[2]), device)
-    return conv_nhwc(labels) if nhwc else conv_nchw(labels)
+    return conv_nhwc(op) if nhwc else conv_nchw(op)
 
 
-def conv_keep(labels: ConvDims, lhs: ArrayShape, rhs: ArrayShape) -> ConvLayouts:
-    """No copies for the operands: their current layouts; the output in the input's order of
-    (batch, feature, spatial) roles."""
-    b, f, sp = labels.input
-    role = {b: "b", f: "f", **{d: f"s{i}" for i, d in enumerate(sp)}}
-    ob, of, osp = labels.output
-    where = {"b": ob, "f": of, **{f"s{i}": d for i, d in enumerate(osp)}}
-    out = tuple(where[role[d]] for d in m2m_of(lhs))
-    return ConvLayouts(m2m_of(lhs), m2m_of(rhs), out)
+def conv_keep(op: HloOp, lhs: ArrayShape, rhs: ArrayShape) -> ConvLayouts:
+    """No copies for the operands: their own layouts; the result with its (N, C, spatial)
+    roles in the order the lhs has them."""
+    _, ((n, c, sp), _k, (on, oc, osp)) = conv_roles(op)
+    where = {n: on, c: oc, **dict(zip(sp, osp, strict=True))}
+    return ConvLayouts(m2m_of(lhs), m2m_of(rhs), tuple(where[d] for d in m2m_of(lhs)))
 
 
 # --- dots ------------------------------------------------------------------------------------
