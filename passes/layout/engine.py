@@ -59,6 +59,8 @@ class Choices:
 
     device: str = "h100_sxm"
     per_op: dict[str, str] = field(default_factory=dict)
+    forced: dict[str, tuple[M2M | None, M2M | None, M2M | None]] = field(default_factory=dict)
+    """Explicit (lhs, rhs, result) layouts per instruction name (e.g. another compiler's plan)."""
 
     def of(self, op: HloOp) -> str:
         return self.per_op.get(op.inst_name, "xla")
@@ -147,17 +149,15 @@ class Planner:
         opc = op.opcode
         want, hard = self.wanted(op)
         if opc == "convolution":
-            if self.choices.of(op) != "keep":
-                c = rules.conv_layouts(op, self.choices.device, self.choices.of(op))
+            if self.choices.of(op) != "keep" or op.inst_name in self.choices.forced:
+                c = self.conv_layouts(op)
                 self.ask_m2m(op.operands[0], c.input, True)
                 self.ask_m2m(op.operands[1], c.kernel, True)
             return
         if opc == "dot":
-            if self.choices.of(op) != "keep":
+            if self.choices.of(op) != "keep" or op.inst_name in self.choices.forced:
                 for i in (0, 1):
-                    self.ask_m2m(
-                        op.operands[i], rules.dot_operand_layout(op, i, self.choices.device), True
-                    )
+                    self.ask_m2m(op.operands[i], self.dot_operand(op, i), True)
             return
         if self.fixed_layout(op) is not None:
             for i in self.fixed_operands(op):
@@ -350,6 +350,9 @@ class Planner:
         current = op.shape
         assert isinstance(current, ArrayShape)
         soft = self.soft.get(op)
+        forced = self.choices.forced.get(op.inst_name)
+        if forced is not None and forced[2] is not None:
+            return with_m2m(current, forced[2])
         if self.choices.of(op) == "swap-output":
             b, lf, rf = rules.dot_output_groups(op)
             return with_m2m(current, from_major_to_minor([*b, *rf, *lf]))
@@ -376,7 +379,22 @@ class Planner:
             return TupleShape(tuple(_relabel(e, m2m) for e in current.elements))
         return _relabel(current, m2m)
 
+    def dot_operand(self, op: HloOp, i: int) -> M2M | None:
+        forced = self.choices.forced.get(op.inst_name)
+        if forced is not None and forced[i] is not None:
+            return forced[i]
+        if self.choices.of(op) == "row-major":
+            shape = value_shape(op.operands[i])
+            side = rules.dot_sides(op)[i]
+            m2m = default_m2m(shape.rank)  # type: ignore[attr-defined]
+            if rules.matrix_layout_ok(shape, m2m, (side.batch, side.contracting, side.free)):  # type: ignore[arg-type]
+                return m2m
+        return rules.dot_operand_layout(op, i, self.choices.device)
+
     def conv_layouts(self, op: HloOp) -> rules.ConvLayouts:
+        forced = self.choices.forced.get(op.inst_name)
+        if forced is not None and None not in forced:
+            return rules.ConvLayouts(*forced)  # type: ignore[arg-type]
         choice = self.choices.of(op)
         if choice == "keep":
             lhs, rhs = self.shape_of(op.operands[0]), self.shape_of(op.operands[1])
@@ -391,11 +409,11 @@ class Planner:
             self.need_m2m(op, 1, c.kernel)
             return
         if opc == "dot":
-            keep = self.choices.of(op) == "keep"
+            keep = self.choices.of(op) == "keep" and op.inst_name not in self.choices.forced
             for i in (0, 1):
                 if keep and self.gemm_can_read(op, i):
                     continue  # "no copies": the operand as it comes, when a gemm can read it
-                m2m = rules.dot_operand_layout(op, i, self.choices.device)
+                m2m = self.dot_operand(op, i)
                 if m2m is not None:
                     self.need_m2m(op, i, m2m)
             return

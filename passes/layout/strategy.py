@@ -22,7 +22,7 @@ from .engine import Choices, is_follow, producer
 from .layouts import value_shape
 
 CONV_CANDIDATES = ("xla", "nchw", "nhwc", "no-copies")
-DOT_CANDIDATES = ("xla", "no-copies", "swap-output")
+DOT_CANDIDATES = ("xla", "no-copies", "swap-output", "row-major")
 POLICIES = ("xla", "cost", "grappler")
 
 _EXPLAIN: list[TextIO] = []
@@ -101,7 +101,7 @@ def per_op_choice(op: HloOp, candidate: str) -> str:
         return "keep"
     if op.opcode == "dot":
         return "xla" if candidate in ("nchw", "nhwc") else candidate
-    return "xla" if candidate == "swap-output" else candidate
+    return "xla" if candidate in ("swap-output", "row-major") else candidate
 
 
 Pricer = Callable[[Choices], float]
