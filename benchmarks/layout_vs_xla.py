@@ -112,9 +112,13 @@ def heavy_ops(module, xla: bool):
     out = []
     for c in computations(module):
         for op in c.instructions:
-            if op.opcode == "dot" or (not xla and op.opcode == "convolution"):
-                out.append(op)
-            elif xla and op.opcode == "custom-call" and op.attr("custom_call_target") in CUDNN_KIND:
+            if (
+                op.opcode == "dot"
+                or (not xla and op.opcode == "convolution")
+                or xla
+                and op.opcode == "custom-call"
+                and op.attr("custom_call_target") in CUDNN_KIND
+            ):
                 out.append(op)
     return out
 
@@ -204,7 +208,9 @@ def forced_dot(op, lhs_kminor, rhs_kminor, side):
     sides = dot_sides(op)
     res = []
     for s, kminor in zip(sides, (lhs_kminor, rhs_kminor), strict=True):
-        order = [*s.batch, *s.free, *s.contracting] if kminor else [*s.batch, *s.contracting, *s.free]
+        order = (
+            [*s.batch, *s.free, *s.contracting] if kminor else [*s.batch, *s.contracting, *s.free]
+        )
         res.append(tuple(reversed(order)))
     b, lf, rf = dot_output_groups(op)
     order = [*b, *rf, *lf] if side == "L" else [*b, *lf, *rf]
@@ -254,7 +260,9 @@ def program(d: Path, device: str, verbose: bool):
         agree += sum(flags)
         total += len(flags)
         if verbose:
-            print(f"    {op.opcode} {op.inst_name} ~ {theirs[j].inst_name}: {sum(flags)}/3  {detail}")
+            print(
+                f"    {op.opcode} {op.inst_name} ~ {theirs[j].inst_name}: {sum(flags)}/3  {detail}"
+            )
     t_xla_rules = plan_time(base, Choices(device))
     t_xla_plan = plan_time(base, forced)
     cost_choices = choose(base, device, "cost", lambda c: plan_time(base, c))

@@ -104,6 +104,36 @@ class FoldBitcastChain(RewritePattern):
             self.ctx.note(self, None, "bitcast chain folded")
 
 
+@dataclass
+class CopyToPhysicalTranspose(RewritePattern):
+    """`copy(x{L}){L'}` that moves elements -> `bitcast(transpose(bitcast(x)))`, the
+    transpose on the physical shapes (as XLA's LayoutNormalization: it runs as a tiled
+    transpose).
+
+    Guards: array shapes of the same dims; the memory order changes."""
+
+    ctx: RewriteContext
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or op.opcode != "copy":
+            return
+        shapes = _arrays(op)
+        if shapes is None:
+            return
+        src, dst = shapes
+        if src.dims != dst.dims or reshape_is_bitcast(src, dst):
+            return
+        p_in = [d for d in reversed(m2m_of(src)) if src.dims[d] != 1]
+        p_out = [d for d in reversed(m2m_of(dst)) if dst.dims[d] != 1]
+        perm = tuple(p_in.index(d) for d in p_out)
+        x = op.operands[0]
+        flat = new_op(rewriter, self.ctx, "bitcast", [x], normalized(src), before=op)
+        t = new_op(rewriter, self.ctx, "transpose", [flat.result], normalized(dst),
+                   {"dimensions": perm}, like=op, before=op)  # fmt: skip
+        replace_with_new(rewriter, self.ctx, op, "bitcast", [t.result])
+        self.ctx.note(self, t, f"copy as transpose {perm}")
+
+
 def needs_normalizing(shape: ArrayShape) -> bool:
     return shape.rank >= 1 and (
         any(d == 1 for d in shape.dims)
@@ -159,6 +189,9 @@ class LayoutNormalizationPass(HloModulePass):
     elementwise: bool = True
     """Also rewrite elementwise instructions onto their physical (normalized) shapes."""
 
+    copies: bool = True
+    """Also turn layout-changing copies into transposes of the physical shapes."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
         patterns: list[RewritePattern] = [
@@ -166,6 +199,8 @@ class LayoutNormalizationPass(HloModulePass):
         ]  # fmt: skip
         if self.elementwise:
             patterns.append(NormalizeElementwise(rctx))
+        if self.copies:
+            patterns.append(CopyToPhysicalTranspose(rctx))
         fused = fusion_computations(module)
         from hlopass.dialects.hlo import computations
 
