@@ -24,6 +24,7 @@ class AssignPlannedLayout(RewritePattern):
 
     ctx: RewriteContext
     plan: Plan
+    done: int = 0
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, HloOp):
@@ -36,6 +37,7 @@ class AssignPlannedLayout(RewritePattern):
         ):
             return
         set_shape(op, shape)
+        self.done += 1
         rewriter.handle_operation_modification(op)
         self.ctx.note(self, op, f"layout {shape.text()}")
 
@@ -50,6 +52,7 @@ class CopyOperandIfLayoutsDiffer(RewritePattern):
 
     ctx: RewriteContext
     plan: Plan
+    done: int = 0
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, (HloOp, ReturnOp)):
@@ -60,6 +63,7 @@ class CopyOperandIfLayoutsDiffer(RewritePattern):
                 continue
             new = self.converted(v, need, op)
             op.operands[i] = new
+            self.done += 1
             rewriter.handle_operation_modification(op)
             label = op.inst_name if isinstance(op, HloOp) else "ROOT"
             self.ctx.trace and self.ctx.trace(

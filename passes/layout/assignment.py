@@ -42,8 +42,11 @@ def assign_layouts(module: ModuleOp, choices: Choices, trace: TraceHook | None =
             params = {p.attr("number"): p.shape for p in comp.parameters()}
             root = comp.root.shape
         plan = Planner(comp, choices, params, root).run()
-        changed |= run_patterns(module, [AssignPlannedLayout(rctx, plan)], [comp])
-        changed |= run_patterns(module, [CopyOperandIfLayoutsDiffer(rctx, plan)], [comp])
+        relayout, copies = AssignPlannedLayout(rctx, plan), CopyOperandIfLayoutsDiffer(rctx, plan)
+        run_patterns(module, [relayout], [comp])
+        run_patterns(module, [copies], [comp])
+        # the patterns edit types and operands in place: count what they did
+        changed |= bool(relayout.done or copies.done)
     return changed
 
 

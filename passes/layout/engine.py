@@ -49,6 +49,9 @@ FOLLOW = frozenset({
 CHEAP = frozenset({"broadcast", "constant", "iota"})
 """Producers re-created with another layout rather than copied."""
 SOURCES = frozenset({"iota", "constant", "rng", "broadcast"})
+RELAYOUTABLE = SOURCES | {"transpose", "reduce"}
+"""Besides layout-following ops, what may take any layout a user asks for (a bitcast, a
+custom-call or a while loop may not: their meaning or callee depends on their layouts)."""
 MAJOR_DIM_COLLECTIVES = {"all-gather": "dimensions", "reduce-scatter": "dimensions",
                          "all-to-all": "dimensions"}  # fmt: skip
 
@@ -309,7 +312,7 @@ class Planner:
             return src.elements[op.attr("index")] if isinstance(src, TupleShape) else current
         if opc == "reshape":
             return self.choose_reshape(op, want)
-        if hard and want is not None:
+        if hard and want is not None and (opc in RELAYOUTABLE or is_follow(op)):
             return want
         if opc == "transpose":
             src = self.shape_of(op.operands[0])
