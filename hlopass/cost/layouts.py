@@ -16,9 +16,6 @@ import numpy as np
 
 from hlopass.shape import ArrayShape
 
-RESHAPE_CHECK_LIMIT = 1 << 21
-"""Element count up to which a reshape's memory order is compared element by element."""
-
 # tensor-core types per CUDA compute capability (major) from which they run on tensor cores
 TENSOR_CORE_SINCE = {"f16": 7, "bf16": 8, "f32": 8, "s8": 7, "u8": 7}
 COMPUTE_CAPABILITY = {
@@ -39,17 +36,58 @@ def _default_ignoring_ones(shape: ArrayShape) -> bool:
     return nd == sorted(nd, reverse=True)
 
 
+def _groups(a: list[int], b: list[int]) -> list[tuple[list[int], list[int]]] | None:
+    """Split two lists of sizes (same product) at every point where their running products
+    agree: the runs of dims a reshape maps onto each other."""
+    out: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(a) or j < len(b):
+        ga, gb = [i], [j]
+        pa, pb = a[i], b[j]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb:
+                if i >= len(a):
+                    return None
+                pa *= a[i]
+                ga.append(i)
+                i += 1
+            else:
+                if j >= len(b):
+                    return None
+                pb *= b[j]
+                gb.append(j)
+                j += 1
+        out.append((ga, gb))
+    return out
+
+
 def reshape_is_bitcast(src: ArrayShape, dst: ArrayShape) -> bool:
     """A reshape (or copy) that keeps every element at its memory offset (XLA's
-    ShapeUtil::ReshapeIsBitcast); conservative (False) for arrays over 2M elements in a
-    non-default layout."""
+    ShapeUtil::ReshapeIsBitcast). Size-1 dims aside, the dims a reshape maps onto each
+    other (runs of equal product) must each sit contiguously in memory in their logical
+    order, and the runs in the same memory order on both sides."""
     if src.num_elements != dst.num_elements:
         return False
-    if _default_ignoring_ones(src) and _default_ignoring_ones(dst):
+    if src.num_elements == 0 or (_default_ignoring_ones(src) and _default_ignoring_ones(dst)):
         return True
-    if src.num_elements > RESHAPE_CHECK_LIMIT:
+    a = [d for d in range(src.rank) if src.dims[d] != 1]
+    b = [d for d in range(dst.rank) if dst.dims[d] != 1]
+    groups = _groups([src.dims[d] for d in a], [dst.dims[d] for d in b])
+    if groups is None:
         return False
-    return bool(np.array_equal(physical_offsets(src), physical_offsets(dst)))
+    orders = []
+    for shape, dims, side in ((src, a, 0), (dst, b, 1)):
+        physical = [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
+        where = {d: k for k, d in enumerate(physical)}
+        seq = []
+        for g in groups:
+            members = [where[dims[k]] for k in g[side]]
+            if members != list(range(members[0], members[0] + len(members))):
+                return False  # not contiguous in memory, or not in logical order
+            seq.append(members[0])
+        orders.append(sorted(range(len(groups)), key=lambda k, seq=seq: seq[k]))
+    return orders[0] == orders[1]
 
 
 def op_reshape_is_bitcast(op: Any) -> bool:

@@ -58,7 +58,8 @@ def plan_time(module: ModuleOp, choices: Choices) -> float:
     trial = module.clone()
     assign_layouts(trial, choices)
     ctx = Context()
-    LayoutNormalizationPass().run(ctx, trial)
+    # elementwise ops on physical shapes cost the same: only copies and reshapes matter here
+    LayoutNormalizationPass(elementwise=False).run(ctx, trial)
     CopyElisionPass().run(ctx, trial)
     return estimate(trial, choices.device).time_us
 
@@ -78,6 +79,9 @@ class LayoutAssignmentPass(HloModulePass):
     explain: bool = False
     """Print each cluster's candidate plans, their estimated times and the winner (stderr)."""
 
+    max_trials: int = 64
+    """policy=cost: at most this many priced plans (each one estimate of the whole module)."""
+
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
@@ -89,5 +93,5 @@ class LayoutAssignmentPass(HloModulePass):
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         device = get_device(self.device).name
         choices = choose(module, device, self.policy, lambda c: plan_time(module, c),
-                         explain_stream(self.explain))  # fmt: skip
+                         explain_stream(self.explain), self.max_trials)  # fmt: skip
         return assign_layouts(module, choices, trace)

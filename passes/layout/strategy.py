@@ -78,7 +78,12 @@ def find_clusters(module: ModuleOp) -> list[Cluster]:
             if _heavy(op):
                 groups.setdefault(_find(parent, op), []).append(op)
         out += [Cluster(comp.comp_name, g) for g in groups.values()]
-    return out
+    # the largest first: they get priced when the trial budget runs out
+    return sorted(out, key=lambda c: -sum(_size(op) for op in c.ops))
+
+
+def _size(op: HloOp) -> int:
+    return sum(getattr(value_shape(v), "num_elements", 0) for v in (*op.operands[:2], op.result))
 
 
 def _heavy(op: HloOp) -> bool:
@@ -108,11 +113,12 @@ Pricer = Callable[[Choices], float]
 
 
 def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
-           explain: TextIO | None = None) -> Choices:  # fmt: skip
+           explain: TextIO | None = None, max_trials: int = 64) -> Choices:  # fmt: skip
     """The plan per convolution/dot: `xla` keeps XLA's rules, `cost` takes, cluster by
     cluster (greedily, the others fixed), the candidate with the lowest estimated module
     time, `grappler` applies TensorFlow's rule (NCHW unless >= half the convolutions
-    prefer NHWC) to every convolution."""
+    prefer NHWC) to every convolution. Each priced candidate is one trial of the whole
+    module: past `max_trials`, the remaining (smaller) clusters keep XLA's rules."""
     choices = Choices(device)
     clusters = find_clusters(module)
     if policy == "grappler":
@@ -127,8 +133,15 @@ def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
             )
     if policy == "xla" and explain is None or policy == "grappler" and explain is None:
         return choices
+    trials = 0
     for n, cluster in enumerate(clusters):
         cands = CONV_CANDIDATES if cluster.has_conv else DOT_CANDIDATES
+        if trials + len(cands) > max_trials:
+            if explain is not None:
+                print(f"layout cluster {n} in {cluster.computation}: {cluster.describe()}: "
+                      f"not priced (max-trials={max_trials}), xla", file=explain)  # fmt: skip
+            continue
+        trials += len(cands)
         times: dict[str, float] = {}
         for cand in cands:
             trial = Choices(device, dict(choices.per_op))
