@@ -161,6 +161,11 @@ def build_opt_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print FileCheck CHECK lines for the output (captured names) instead of the IR",
     )
+    p.add_argument(
+        "--explain-layout",
+        action="store_true",
+        help="layout-assignment prints each cluster's candidate plans and times (stderr)",
+    )
     return p
 
 
@@ -175,6 +180,10 @@ def _runner(args: argparse.Namespace) -> Any:
         from hlopass.pipeline import runner_from_cli
     except ImportError:
         raise UsageError("error: passes are not available in this build") from None
+    if getattr(args, "explain_layout", False):
+        from hlopass.passes.layout.strategy import explain_to
+
+        explain_to(sys.stderr)
     return runner_from_cli(args)
 
 

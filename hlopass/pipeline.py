@@ -47,6 +47,11 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
             "fixpoint": lambda: FixpointPass,
+            "copy-elision": _lazy("hlopass.passes.layout.copy_elision", "CopyElisionPass"),
+            "layout-assignment": _lazy("hlopass.passes.layout.assignment", "LayoutAssignmentPass"),
+            "layout-normalization": _lazy(
+                "hlopass.passes.layout.normalization", "LayoutNormalizationPass"
+            ),
         }.items()
     )
 )

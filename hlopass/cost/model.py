@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 
 from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.cost.fusion import FlopCounter, Read, analyze
+from hlopass.cost.layouts import conv_transpose_bytes, op_reshape_is_bitcast
 from hlopass.cost.work import (
     conv_flops,
     elements,
@@ -449,6 +450,12 @@ def kernel_work(op: Any, comps: dict[str, Any], analyzer: _Analyzer | None = Non
         return _custom_call_work(op, an)
     w = an.group_work([op], outputs=[op], dev=dev)
     w.kind = {"dot": "gemm", "convolution": "conv", "reduce": "reduction"}.get(opc, opc)
+    if opc == "convolution":  # cuDNN's own transposes when the layouts are not native
+        moved = conv_transpose_bytes(op, (dev or get_device(DEFAULT_LAUNCH_DEVICE)).name) / 2
+        if moved:
+            w.reads.append(Read(moved, moved, 4, True))
+            w.bytes_read += moved
+            w.bytes_written += moved
     return w
 
 
@@ -571,7 +578,9 @@ def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: _Analy
         opc = op.opcode
         if opc in NO_KERNEL:
             continue
-        if opc in ("reshape",) or (opc == "transpose" and transpose_is_bitcast(op)):
+        if (opc == "reshape" and op_reshape_is_bitcast(op)) or (
+            opc == "transpose" and transpose_is_bitcast(op)
+        ):
             continue
         if opc == "while":
             n = trip_count(op) or 1

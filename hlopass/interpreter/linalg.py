@@ -38,8 +38,10 @@ def _dot(interp, op, args):
     n = int(np.prod([rhs.shape[d] for d in rf], dtype=np.int64))
     k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
     b = int(np.prod(batch, dtype=np.int64))
-    a = np.transpose(lhs, lb + lf + lc).astype(acc).reshape(b, m, k)
-    c = np.transpose(rhs, rb + rc + rf).astype(acc).reshape(b, k, n)
+    # C order: numpy's summation order then depends on the values only, not on how the
+    # operands happen to lie in memory (layouts are physical only: same values under any)
+    a = np.transpose(lhs, lb + lf + lc).astype(acc, order="C").reshape(b, m, k)
+    c = np.transpose(rhs, rb + rc + rf).astype(acc, order="C").reshape(b, k, n)
     r = np.matmul(a, c)
     return as_dtype(r.reshape(op.shape.dims), out)
 
@@ -59,8 +61,8 @@ def _convolution(interp, op, args):
     window = op.attr("window")
     wdims = window.dims if window is not None else ()
     wdims = list(wdims) + [None] * (nsp - len(wdims))
-    x = np.transpose(lhs, [ib, if_, *isp]).astype(acc)
-    w = np.transpose(rhs, [ko, ki, *ksp]).astype(acc)
+    x = np.transpose(lhs, [ib, if_, *isp]).astype(acc, order="C")  # memory-order independent
+    w = np.transpose(rhs, [ko, ki, *ksp]).astype(acc, order="C")
     fgc = op.attr("feature_group_count") or 1
     bgc = op.attr("batch_group_count") or 1
     # base (lhs) dilation and padding

@@ -44,7 +44,7 @@ def _reduce(interp, op, args):
         )
     binop = simple_binop(interp, comp) if n == 1 else None
     if binop is not None:
-        w = widen(inputs[0])
+        w = np.ascontiguousarray(widen(inputs[0]))  # summation order from values, not memory
         fn = binop_ufunc(binop, w.dtype)
         r = fn(widen(inits[0]), fn.reduce(w, axis=dims))
         return as_dtype(r, out_dts[0])
