@@ -87,9 +87,12 @@ def _replica_id(interp, op, args):
 
 @handler("custom-call")
 def _custom_call(interp, op, args):
+    from hlopass.interpreter.gpu_calls import evaluate_library_call, is_library_call
     from hlopass.interpreter.sorting import custom_call_topk
 
     target = op.attr("custom_call_target")
     if target == "TopK":
         return custom_call_topk(interp, op, args)
+    if is_library_call(target):  # cuBLAS / cuDNN calls of GPU-optimized modules
+        return evaluate_library_call(interp, op, args)
     raise unsupported(op)
