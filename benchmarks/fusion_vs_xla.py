@@ -301,7 +301,7 @@ def render(rows: list[Row], pipeline: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--pipeline", default=PIPELINE, help=f"our pipeline (default {PIPELINE})")
     ap.add_argument("--programs", default="", help="comma-separated subset of jax programs")
     ap.add_argument("--corpus", default=None, help="corpus folder (default ../shared/corpus)")

@@ -91,7 +91,7 @@ def run_seed(path: Path) -> tuple[str, float, float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--seeds-only", action="store_true")
     ap.add_argument("--no-seed-001", action="store_true", help="skip the BERT seed (minutes)")
     args = ap.parse_args(argv)
