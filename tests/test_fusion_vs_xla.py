@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from hlopass import parse_hlo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -177,3 +179,15 @@ def test_pipeline_falls_back_to_the_prefix_that_runs(tmp_path: Path):
     assert ran == "dce"
     assert "unknown pass 'no-such-pass'" in note
     assert "negate" in (tmp_path / "out.hlo").read_text()
+
+
+@pytest.mark.parametrize("program", ["attention_block", "cnn_train", "mlp_adam"])
+def test_xla_plan_agrees_with_itself_and_not_with_its_inlined_form(corpus: Path, program: str):
+    from tests.interp_util import xla_friendly
+
+    text = (corpus / "jax" / program / "xla_h100_optimized.hlo").read_text()
+    a = fx.agreement(parse_hlo(text), parse_hlo(text))
+    assert a.fusions > 0 and a.contained == a.exact == a.fusions
+    # every fusion inlined into its caller: no XLA fusion of >= 2 anchors is one kernel
+    inlined = fx.agreement(parse_hlo(text), parse_hlo(xla_friendly(text)))
+    assert (inlined.fusions, inlined.contained) == (a.fusions, 0)
