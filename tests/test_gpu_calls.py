@@ -368,3 +368,66 @@ ENTRY e {{
     with pytest.raises(UnsupportedOpError, match="odd_call") as e:
         hlopass.evaluate(m, np.ones((2, 2), np.float32))
     assert why in str(e.value)
+
+
+# Backward convolutions of any geometry, checked as adjoints of XLA's forward convolution:
+# <conv(x, w), dy> = <x, backward_input(dy, w)> = <w, backward_filter(x, dy)>.
+# (window, dim_labels, x shape, w shape, y shape, feature groups)
+ADJOINT_CASES = [
+    ("size=3x3 stride=2x2 pad=1_0x0_1 rhs_dilate=1x2", "b01f_o01i->b01f",
+     (2, 9, 10, 4), (6, 3, 3, 2), (2, 4, 4, 6), 2),
+    ("size=2x3 stride=1x2 pad=-1_2x1_1 rhs_dilate=2x1", "bf01_oi01->bf01",
+     (3, 3, 8, 7), (5, 3, 2, 3), (3, 5, 7, 4), 1),
+]  # fmt: skip
+
+
+def _fwd_text(window, labels, xs, ws, ys, groups):
+    def t(s):
+        return "f32[" + ",".join(map(str, s)) + "]"
+
+    return f"""HloModule fwd
+ENTRY e {{
+  x = {t(xs)} parameter(0)
+  w = {t(ws)} parameter(1)
+  ROOT y = {t(ys)} convolution(x, w), window={{{window}}}, dim_labels={labels}, feature_group_count={groups}
+}}"""
+
+
+def _bwd_text(target, window, labels, a, b, out, groups):
+    def t(s):
+        return "f32[" + ",".join(map(str, s)) + "]"
+
+    return f"""HloModule bwd
+ENTRY e {{
+  a = {t(a)} parameter(0)
+  b = {t(b)} parameter(1)
+  ROOT c = ({t(out)}, u8[0]) custom-call(a, b), window={{{window}}}, dim_labels={labels}, feature_group_count={groups}, custom_call_target="{target}", backend_config={_conv_cfg()}
+}}"""
+
+
+@pytest.fixture(scope="module")
+def adjoint_forward(xla):
+    cases = []
+    for i, (window, labels, xs, ws, ys, g) in enumerate(ADJOINT_CASES):
+        x, w, _ = _args([xs, ws, ys], np.float64, 100 + i)
+        cases.append((_fwd_text(window, labels, xs, ws, ys, g), [x.astype(np.float32),
+                                                                  w.astype(np.float32)]))  # fmt: skip
+    return xla_execute_many(cases)
+
+
+@pytest.mark.parametrize("index", range(len(ADJOINT_CASES)))
+def test_backward_convolutions_are_adjoints_of_xla_forward(index, adjoint_forward):
+    window, labels, xs, ws, ys, g = ADJOINT_CASES[index]
+    x, w, dy = (a.astype(np.float32) for a in _args([xs, ws, ys], np.float64, 100 + index))
+    assert "outputs" in adjoint_forward[index], adjoint_forward[index]
+    (y,) = adjoint_forward[index]["outputs"]
+    assert y.shape == ys
+    bi = _bwd_text("__cudnn$convBackwardInput", window, labels, ys, ws, xs, g)
+    bf = _bwd_text("__cudnn$convBackwardFilter", window, labels, xs, ys, ws, g)
+    dx = hlopass.evaluate(hlopass.parse_hlo(bi), dy, w)[0]
+    dw = hlopass.evaluate(hlopass.parse_hlo(bf), x, dy)[0]
+    lhs = float(np.sum(y.astype(np.float64) * dy))
+    # each side is a sum of |y| * |dy| terms in f32: bounded by (terms) * L * eps
+    atol = 4 * F32_EPS * (y.size * 3 * 3 * 4 + x.size + w.size) * max(1.0, float(np.abs(y).max()))
+    assert abs(float(np.sum(x.astype(np.float64) * dx)) - lhs) <= atol
+    assert abs(float(np.sum(w.astype(np.float64) * dw)) - lhs) <= atol
