@@ -6,8 +6,8 @@ For a float output k:
 
     atol_k = 4 * u * sqrt(L) * max(max |input|, max |output_k|, 1)
 
-* u: the unit roundoff of the narrowest float type the module computes in (bf16 2^-8,
-  f16 2^-11, f32 2^-24, f64 2^-53);
+* u: the unit roundoff of the narrowest float type the module computes in (f8e4m3fn 2^-4,
+  bf16 2^-8, f16 2^-11, f32 2^-24, f64 2^-53);
 * L: the longest chain of accumulated roundings: the largest reduction length of any
   reduce / dot / convolution / library call / fft in the module, or a while loop's known trip
   count (rounding errors of a sum of L terms grow like sqrt(L) for independent roundings,
@@ -27,8 +27,27 @@ from typing import Any
 
 import numpy as np
 
-UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11, "f32": 2.0**-24, "f64": 2.0**-53,
-                 "c64": 2.0**-24, "c128": 2.0**-53}  # fmt: skip
+_UNIT_ROUNDOFF: dict[str, float] = {}
+
+
+def unit_roundoff(element_type: str) -> float:
+    """Half the machine epsilon of a float (or complex) element type; 0 for others."""
+    if element_type not in _UNIT_ROUNDOFF:
+        import ml_dtypes
+
+        from hlopass.literal import numpy_dtype
+
+        u = 0.0
+        try:
+            dt = numpy_dtype(element_type)
+            if dt.kind == "c" or dt in (np.float16, np.float32, np.float64):
+                u = float(np.finfo(dt).eps) / 2
+            elif dt.kind in "fV":  # ml_dtypes floats (bf16, f8...); integers raise here
+                u = float(ml_dtypes.finfo(dt).eps) / 2
+        except (KeyError, ValueError, TypeError):
+            u = 0.0
+        _UNIT_ROUNDOFF[element_type] = u
+    return _UNIT_ROUNDOFF[element_type]
 
 
 def _n(dims: Any) -> int:
@@ -90,9 +109,9 @@ def module_error_scale(module: Any) -> tuple[float, int]:
     for comp in computations(module):
         for op in comp.instructions:
             for leaf in op.shape.leaves():
-                u = max(u, UNIT_ROUNDOFF.get(leaf.element_type, 0.0))
+                u = max(u, unit_roundoff(leaf.element_type))
             length = max(length, _reduction_length(op))
-    return (u or UNIT_ROUNDOFF["f32"]), length
+    return (u or unit_roundoff("f32")), length
 
 
 def max_abs(arrays: list[np.ndarray]) -> float:
