@@ -27,6 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# float inputs uniform in [0, scale): the BERT seed's f16 attention scores overflow to inf
+# (and everything after them is NaN) with weights and activations near 1
+SCALE = {"000": 1.0, "001": 0.05}
 ELIDED = re.compile(r"(%constant_36 = s32\[16\]\{0\} constant\()\{\.\.\.\}\)")
 
 
@@ -72,7 +75,7 @@ def run_seed(path: Path) -> tuple[str, float, float, str]:
 
     text = seed_text(path)
     module = hlopass.parse_hlo(text, str(path))
-    args = seed_inputs(module, 0)
+    args = seed_inputs(module, 0, SCALE.get(path.name[:3], 1.0))
     t0 = time.perf_counter()
     got = hlopass.evaluate(module, *args)
     ours = time.perf_counter() - t0
