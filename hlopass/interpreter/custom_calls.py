@@ -32,6 +32,10 @@ def _custom_call(interp, op, args):
     target = op.attr("custom_call_target")
     if target == "TopK":
         return custom_call_topk(interp, op, args)
+    from hlopass.interpreter.gpu_calls import evaluate_library_call, is_library_call
+
+    if is_library_call(target):  # cuBLAS / cuDNN calls of GPU-optimized modules
+        return evaluate_library_call(interp, op, args)
     if target in _IDENTITY:
         if len(args) != 1 or op.shape.is_tuple or args[0].shape != tuple(op.shape.dims):
             raise unsupported(op, "operand and result shapes differ (more than one device)")

@@ -1,0 +1,128 @@
+"""A GPU-optimized module as plain HLO XLA:CPU runs: the oracle side of the seed checks.
+
+`plain_text(text)` replaces every `__cublas$gemm` custom-call (DEFAULT epilogue, the form the
+seeds use) by what it computes written as ordinary instructions -- operands converted to
+f32, `dot`, `alpha *`, `+ beta * c`, one convert back to the result type (cuBLAS computes
+in f32 and rounds once) and a zero workspace -- and then applies
+`tests.interp_util.xla_friendly` (fusions inlined, bitcasts lowered, layouts dropped).
+Written independently of hlopass/interpreter/gpu_calls.py (which the check is about): the
+semantics of the call come from XLA's GemmBackendConfig, the arithmetic from XLA:CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from tests.interp_util import xla_friendly
+
+
+def plain_text(text: str) -> str:
+    import hlopass
+    from hlopass.dialects.hlo import computations
+
+    module = hlopass.parse_hlo(text)
+    for comp in computations(module):
+        for op in list(comp.instructions):
+            if op.opcode == "custom-call":
+                target = op.attr("custom_call_target")
+                if target != "__cublas$gemm":
+                    raise NotImplementedError(f"plain form of {target} ({op.inst_name})")
+                _lower_gemm(op)
+    return xla_friendly(hlopass.print_hlo(module))
+
+
+def _config(op: Any) -> dict:
+    raw = op.attr("backend_config")
+    cfg = json.loads(raw if isinstance(raw, str) else raw.text)
+    return cfg.get("gemm_backend_config", cfg)
+
+
+def _lower_gemm(op: Any) -> None:
+    from hlopass.attrs import ShapedLiteral
+    from hlopass.dialects.hlo import create_op
+    from hlopass.literal import Literal
+    from hlopass.shape import ArrayShape, TupleShape
+
+    cfg = _config(op)
+    if cfg.get("epilogue", "DEFAULT") != "DEFAULT":
+        raise NotImplementedError(f"epilogue {cfg['epilogue']} ({op.inst_name})")
+    block = op.parent_block()
+    count = [0]
+
+    def emit(opcode, operands, shape, attrs=None):
+        count[0] += 1
+        new = create_op(opcode, operands, shape, f"{op.inst_name}.plain{count[0]}", attrs or {})
+        block.insert_op_before(new, op)
+        return new.result
+
+    def f32(value):
+        shape = value.type.data
+        if shape.element_type == "f32":
+            return value
+        return emit("convert", [value], ArrayShape("f32", tuple(shape.dims)))
+
+    def splat(x, dims, etype="f32"):
+        scalar = ArrayShape(etype, ())
+        arr = np.asarray(x).astype(np.int8 if etype == "s8" else np.uint8 if etype == "u8" else
+                                   np.float32)  # fmt: skip
+        c = emit("constant", [], scalar, {"value": ShapedLiteral(scalar, Literal(arr))})
+        return emit("broadcast", [c], ArrayShape(etype, dims), {"dimensions": ()})
+
+    shape = op.shape
+    out = shape.elements[0] if isinstance(shape, TupleShape) else shape
+    dims = tuple(out.dims)
+    dn = cfg["dot_dimension_numbers"]
+
+    def ints(key):
+        return tuple(int(d) for d in dn.get(key, []))
+
+    d = emit("dot", [f32(op.operands[0]), f32(op.operands[1])], ArrayShape("f32", dims),
+             {"lhs_batch_dims": ints("lhs_batch_dimensions"),
+              "rhs_batch_dims": ints("rhs_batch_dimensions"),
+              "lhs_contracting_dims": ints("lhs_contracting_dimensions"),
+              "rhs_contracting_dims": ints("rhs_contracting_dimensions")})  # fmt: skip
+    f32_shape = ArrayShape("f32", dims)
+    alpha = float(cfg.get("alpha_real", 1))
+    if alpha != 1:
+        d = emit("multiply", [d, splat(alpha, dims)], f32_shape)
+    beta = float(cfg.get("beta", 0))
+    if beta != 0:
+        c = f32(op.operands[2])
+        if beta != 1:
+            c = emit("multiply", [c, splat(beta, dims)], f32_shape)
+        d = emit("add", [d, c], f32_shape)
+    if out.element_type != "f32":
+        d = emit("convert", [d], ArrayShape(out.element_type, dims))
+    if isinstance(shape, TupleShape):
+        ws = shape.elements[1]
+        d = emit("tuple", [d, splat(0, tuple(ws.dims), ws.element_type)], shape)
+    op.result.replace_all_uses_with(d)
+    op.detach()
+    op.erase()
+
+
+def seed_inputs(module: Any, seed: int = 0, scale: float = 1.0) -> list[np.ndarray]:
+    """Seeded arguments for the seed training steps: `random_inputs` (index operands in
+    range), then floats uniform in [0, scale) and integers reduced mod 2. The seeds are real
+    training steps: Adam's beta powers and second moments need [0, 1) / non-negative values,
+    class labels must be below the class count and BERT's attention masks 0 or 1
+    (`-65504 * (1 - mask)` overflows f16 otherwise), else every output is NaN and the
+    comparison checks nothing. Integers that were in range stay in range (0 <= a % 2 <= a).
+    The f16 BERT seed needs a small `scale`: its f16 attention scores overflow (inf) when
+    weights and activations are all near 1."""
+    from tests.interp_util import random_inputs
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in random_inputs(module, seed):
+        a = np.asarray(a)
+        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+            out.append(rng.uniform(0, scale, a.shape).astype(a.dtype))
+        elif a.dtype.kind in "iu":
+            out.append((a % 2).astype(a.dtype))
+        else:
+            out.append(a)
+    return out
