@@ -44,6 +44,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
+            "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
+            "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
+            "multi-output-fusion": _lazy("hlopass.passes.fusion", "MultiOutputFusionPass"),
             "fixpoint": lambda: FixpointPass,
         }.items()
     )
