@@ -143,6 +143,13 @@ def build_opt_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-ir-after-all", action="store_true")
     p.add_argument("--print-ir-after-change", action="store_true")
     p.add_argument("--trace-rewrites", action="store_true")
+    p.add_argument(
+        "--explain-fusion",
+        nargs="?",
+        const="text",
+        choices=("text", "json"),
+        help="print every fusion decision (rule or estimated times) on stderr",
+    )
     return p
 
 
@@ -152,6 +159,10 @@ PipelineHook = Callable[["ModuleOp", argparse.Namespace], None]
 def _run_pipeline(module: ModuleOp, args: argparse.Namespace) -> None:
     if not args.passes:
         return
+    if getattr(args, "explain_fusion", None):
+        from hlopass.passes.fusion.explain import explain_sink
+
+        explain_sink.enable(sys.stderr, args.explain_fusion)
     try:
         from hlopass.pipeline import run_pipeline_from_cli
     except ImportError:
