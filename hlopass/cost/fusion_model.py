@@ -54,6 +54,7 @@ class Kernel:
     ids: set[int] = field(default_factory=set)
     version: int = 0
     alive: bool = True
+    _inputs: tuple[int, list[Any]] | None = None
 
     @staticmethod
     def of(op: Any, position: dict[int, int]) -> Kernel:
@@ -77,7 +78,9 @@ class Kernel:
         self.version += 1
 
     def inputs(self) -> list[Any]:
-        """Values the kernel reads but does not compute, in first-use order."""
+        """Values the kernel reads but does not compute, in first-use order (cached)."""
+        if self._inputs is not None and self._inputs[0] == self.version:
+            return self._inputs[1]
         seen: set[int] = set()
         out = []
         for m in self.members:
@@ -85,6 +88,7 @@ class Kernel:
                 if id(v.owner) not in self.ids and id(v) not in seen:
                     seen.add(id(v))
                     out.append(v)
+        self._inputs = (self.version, out)
         return out
 
 
@@ -95,13 +99,8 @@ def emitter_kind(members: Sequence[Any], outputs: Sequence[Any]) -> str:
     """The emitter XLA would pick for `members` writing `outputs` (HloFusionAnalysis):
     reduction, transpose, scatter, concatenate, in_place_dus or loop."""
     ids = {id(m) for m in members}
-    heroes = _heroes(list(outputs), ids)
-    reduces = [h for h in heroes if h.opcode == "reduce" and id(h) in ids]
-    transposes = [h for h in heroes if h.opcode == "transpose" and not transpose_is_bitcast(h)]
-    transposes = [t for t in transposes if id(t) in ids]
-    scatters = [h for h in heroes if h.opcode == "scatter" and id(h) in ids]
-    concats = [h for h in heroes if h.opcode == "concatenate" and id(h) in ids]
-    return _emitter("", None, list(outputs), reduces, transposes, scatters, concats)
+    parts = _hero_parts(_heroes(list(outputs), ids), ids)
+    return _emitter("", None, list(outputs), *parts)
 
 
 INPUT_EMITTERS = frozenset({"reduction", "transpose", "scatter", "concatenate"})
@@ -194,7 +193,7 @@ class FusionCostModel(ABC):
         self.device = get_device(device)
         self._time: dict[int, tuple[int, float]] = {}
         self._pair: dict[tuple[int, int], tuple[int, int, float]] = {}
-        self._ir: dict[int, tuple[int, float, float]] = {}
+        self._ir: dict[int, tuple[int, dict[int, float], float, float]] = {}
         self._pairs_of: dict[int, set[tuple[int, int]]] = {}
 
     @abstractmethod
@@ -237,21 +236,21 @@ class FusionCostModel(ABC):
         outputs = [*a.outputs, *[o for o in b.outputs if id(o) not in {id(x) for x in a.outputs}]]
         return RunTimes(self.time_us(a) + self.time_us(b), self.kernel_time_us(members, outputs))
 
-    def ir_size(self, k: Kernel) -> tuple[float, float]:
+    def ir_size(self, k: Kernel) -> tuple[dict[int, float], float, float]:
+        """(times each value is emitted, IR size, basic-block splits), cached."""
         hit = self._ir.get(id(k))
         if hit is not None and hit[0] == k.version:
-            return hit[1], hit[2]
-        _, size, splits = ir_size(k.members, k.outputs)
-        self._ir[id(k)] = (k.version, size, splits)
-        return size, splits
+            return hit[1], hit[2], hit[3]
+        emitted, size, splits = ir_size(k.members, k.outputs)
+        self._ir[id(k)] = (k.version, emitted, size, splits)
+        return emitted, size, splits
 
     def would_explode_ir_size(self, producer: Kernel, consumer: Kernel) -> bool:
         """XLA's ProducerConsumerMergedTooLarge: the producer's code is emitted as often as
         the consumer reads it; each basic-block split doubles what follows."""
-        emitted, _, _ = ir_size(consumer.members, consumer.outputs)
+        emitted, c_size, c_splits = self.ir_size(consumer)
         replication = max(1.0, emitted.get(id(producer.root), 1.0))
-        p_size, p_splits = self.ir_size(producer)
-        c_size, c_splits = self.ir_size(consumer)
+        _, p_size, p_splits = self.ir_size(producer)
         n_splits = replication * p_splits + c_splits
         if n_splits > MAX_BASIC_BLOCK_SPLITS:
             return True
@@ -275,15 +274,35 @@ class FusionCostModel(ABC):
         self._pairs_of.clear()
 
 
+@dataclass
+class _Summary:
+    """What the default model keeps per kernel to price fusions with it cheaply."""
+
+    alu: float
+    tensor: float
+    util: dict[int, float]  # utilisation of each input (by producing instruction)
+    inputs: list[tuple[Any, float, int, bool]]  # (producer op, bytes, element bytes, coalesced)
+    written: float
+    emitter: str
+    blocks: int
+    threads: int
+
+
 class DefaultFusionCostModel(FusionCostModel):
     """`hlopass.cost`: XLA's default GPU performance model (per-input reads with
-    utilisation and cache re-reads, measured op costs, the emitter's launch grid)."""
+    utilisation and cache re-reads, measured op costs, the emitter's launch grid).
+
+    As XLA's `EstimateRunTimeForFusion`, a producer-consumer fusion is priced from the
+    two kernels' analyses (flops = producer's x its utilisation in the consumer +
+    consumer's; inputs merged), not by re-analysing the merged kernel, so re-pricing after
+    a fusion costs O(inputs), not O(instructions)."""
 
     name = "default"
 
     def __init__(self, device: str | DeviceSpec = "h100_sxm"):
         super().__init__(device)
         self._analyzer: Any = None
+        self._summary: dict[int, tuple[int, _Summary]] = {}
 
     def _an(self, op: Any) -> Any:
         if self._analyzer is None:
@@ -293,11 +312,160 @@ class DefaultFusionCostModel(FusionCostModel):
         return self._analyzer
 
     def kernel_time_us(self, members: Sequence[Any], outputs: Sequence[Any]) -> float:
-        from hlopass.cost.model import kernel_time
+        return self._time_of(self._summarize(list(members), list(outputs)))
 
-        ops = list(members)
-        w = self._an(ops[0]).group_work(ops, outputs=list(outputs), dev=self.device)
+    def summary(self, k: Kernel) -> _Summary:
+        hit = self._summary.get(id(k))
+        if hit is not None and hit[0] == k.version:
+            return hit[1]
+        s = self._summarize(k.members, k.outputs)
+        self._summary[id(k)] = (k.version, s)
+        return s
+
+    def time_us(self, k: Kernel) -> float:
+        hit = self._time.get(id(k))
+        if hit is not None and hit[0] == k.version:
+            return hit[1]
+        t = self._time_of(self.summary(k))
+        self._time[id(k)] = (k.version, t)
+        return t
+
+    def fused_time_us(self, producer: Kernel, consumer: Kernel) -> float:
+        key = (id(producer), id(consumer))
+        hit = self._pair.get(key)
+        if hit is not None and hit[0] == producer.version and hit[1] == consumer.version:
+            return hit[2]
+        t = self._fused_time(producer, consumer)
+        self._pair[key] = (producer.version, consumer.version, t)
+        self._pairs_of.setdefault(id(producer), set()).add(key)
+        self._pairs_of.setdefault(id(consumer), set()).add(key)
+        return t
+
+    def invalidate(self, k: Kernel) -> None:
+        super().invalidate(k)
+        self._summary.pop(id(k), None)
+
+    def clear(self) -> None:
+        super().clear()
+        self._summary.clear()
+
+    # -- analysis ------------------------------------------------------------------------
+
+    def _summarize(self, members: list[Any], outputs: list[Any]) -> _Summary:
+        from hlopass.cost.fusion import _launch, _uncoalesced_sources, utilizations
+
+        an = self._an(members[0])
+        counter = an.counter
+        util = utilizations(members, outputs)
+        ids = {id(m) for m in members}
+        alu = tensor = 0.0
+        sources: list[Any] = []
+        seen: set[int] = set()
+        for op in members:
+            opc = op.opcode
+            if opc not in ("parameter", "constant", "get-tuple-element", "tuple"):
+                t = counter.tensor(op)
+                if t:
+                    tensor += t
+                else:
+                    alu += util.get(id(op), 0.0) * counter.alu(op)
+            for v in op.operands:
+                src = v.owner
+                if id(src) not in ids and id(src) not in seen:
+                    seen.add(id(src))
+                    sources.append(src)
+        heroes = _heroes(outputs, ids)
+        parts = _hero_parts(heroes, ids)
+        emitter = _emitter("", None, outputs, *parts)
+        bad = _uncoalesced_sources(members, sources, ids) if emitter != "transpose" else set()
+        inputs = [(s, float(_bytes(s.shape)), _elem_bytes(s.shape), id(s) not in bad)
+                  for s in sources]  # fmt: skip
+        written = 0.0
+        for o in outputs:
+            if o.opcode == "dynamic-update-slice":
+                written += _bytes(o.operands[1].type.data)
+            else:
+                written += _bytes(o.shape)
+        dev = self.device
+        blocks, threads = _launch(emitter, None, outputs, *parts, dev.sm_count, members,
+                                  dev.threads_per_sm)  # fmt: skip
+        ext = {id(s): util.get(id(s), 0.0) for s in sources}
+        return _Summary(alu, tensor, ext, inputs, written, emitter, blocks, threads)
+
+    def _time_of(self, s: _Summary, reads: list[Any] | None = None) -> float:
+        from hlopass.cost.fusion import Read
+        from hlopass.cost.model import KernelWork, kernel_time
+
+        if reads is None:
+            reads = []
+            for src, size, eb, coalesced in s.inputs:
+                total = float(int(size * s.util.get(id(src), 0.0)))
+                reads.append(Read(min(size, total), total, eb, coalesced))
+        w = KernelWork(alu_ops=s.alu, tensor_flops=s.tensor, reads=reads,
+                       bytes_written=s.written, blocks=s.blocks,
+                       threads_per_block=s.threads, emitter=s.emitter)  # fmt: skip
+        w.threads = s.blocks * s.threads
         return kernel_time(w, self.device).time_us
+
+    def _fused_time(self, producer: Kernel, consumer: Kernel) -> float:
+        from hlopass.cost.fusion import Read
+
+        p, c = self.summary(producer), self.summary(consumer)
+        ids = _Union(consumer.ids, producer.ids)
+        parts = _hero_parts(_heroes(consumer.outputs, ids), ids)
+        emitter = _emitter("", None, consumer.outputs, *parts)
+        if emitter != c.emitter:  # the producer changes the emitter: analyse it whole
+            return self.kernel_time_us(consumer.merged(producer), consumer.outputs)
+        u = c.util.get(id(producer.root), 0.0)
+        totals: dict[int, list[Any]] = {}
+        for src, size, eb, coalesced in c.inputs:
+            if src is producer.root:
+                continue
+            totals[id(src)] = [size, size * c.util.get(id(src), 0.0), eb, coalesced]
+        for src, size, eb, coalesced in p.inputs:
+            extra = size * p.util.get(id(src), 0.0) * u
+            got = totals.get(id(src))
+            if got is None:
+                totals[id(src)] = [size, extra, eb, coalesced]
+            else:
+                got[1] += extra
+                got[3] = got[3] and coalesced
+        reads = []
+        for size, total, eb, coalesced in totals.values():
+            total = float(int(total))
+            reads.append(Read(min(size, total), total, eb, coalesced))
+        fused = _Summary(p.alu * u + c.alu, p.tensor * u + c.tensor, {}, [], c.written,
+                         c.emitter, c.blocks, c.threads)  # fmt: skip
+        return self._time_of(fused, reads)
+
+
+class _Union:
+    """Membership in either of two id sets, without building their union."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: set[int], b: set[int]):
+        self.a, self.b = a, b
+
+    def __contains__(self, x: object) -> bool:
+        return x in self.a or x in self.b
+
+
+def _hero_parts(heroes: list[Any], ids: Any) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    reduces = [h for h in heroes if h.opcode == "reduce" and id(h) in ids]
+    transposes = [
+        h for h in heroes
+        if h.opcode == "transpose" and id(h) in ids and not transpose_is_bitcast(h)
+    ]  # fmt: skip
+    scatters = [h for h in heroes if h.opcode == "scatter" and id(h) in ids]
+    concats = [h for h in heroes if h.opcode == "concatenate" and id(h) in ids]
+    return reduces, transposes, scatters, concats
+
+
+def _elem_bytes(shape: Any) -> int:
+    from hlopass.shape import ELEMENT_BITS
+
+    return max(1, (ELEMENT_BITS.get(getattr(shape, "element_type", "f32"), 32) + 7) // 8)
 
 
 class RooflineFusionCostModel(FusionCostModel):
