@@ -144,4 +144,8 @@ class DefusePass(HloModulePass):
             changed |= round_changed
             if not round_changed:
                 break
+        if changed:
+            from hlopass.passes.fusion.rewrites import settle
+
+            settle(module)
         return changed

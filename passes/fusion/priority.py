@@ -35,7 +35,11 @@ from hlopass.rewriting import (
 )
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.graph import FusionGraph
-from hlopass.passes.fusion.rewrites import FuseProducerIntoConsumers, FusionBuilder
+from hlopass.passes.fusion.rewrites import (
+    FuseProducerIntoConsumers,
+    FusionBuilder,
+    settle,
+)
 from hlopass.passes.fusion.rules import (
     NO_USERS,
     ONLY_BITCAST_USERS,
@@ -288,6 +292,8 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
                 r.kernels = [o.inst_name for o in kernels if o.parent is not None]
             records.append(r)
     cost.clear_cache()
+    if changed:
+        settle(module)
     return FusionReport(changed, records)
 
 

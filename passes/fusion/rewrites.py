@@ -205,6 +205,33 @@ class FusionBuilder:
             fusion.set_attr("calls", new)
 
 
+def settle(module: ModuleOp) -> None:
+    """Replace the module by the parse of its own print (until the print is a fixed point).
+
+    What prints depends on more than the graph: computations print in an order derived
+    from the block order of their callers' instructions, and the importer renumbers the
+    stack-frame tables in text order (as XLA's parser does). After fusion both changed;
+    settling makes the output byte-stable through our round trip."""
+    from hlopass.exporter import print_hlo
+    from hlopass.importer import parse_hlo
+
+    text = print_hlo(module)
+    fresh = parse_hlo(text)
+    for _ in range(3):
+        again = print_hlo(fresh)
+        if again == text:
+            break
+        text, fresh = again, parse_hlo(again)
+    block = module.body.block
+    for op in list(block.ops):
+        _erase(op)
+    for op in list(fresh.body.block.ops):
+        op.detach()
+        block.add_op(op)
+    module.attributes.clear()
+    module.attributes.update(fresh.attributes)
+
+
 def _erase(op: Operation) -> None:
     op.detach()
     op.erase(safe_erase=False)
