@@ -68,6 +68,12 @@ IN_PLACE_DS_SHAPE = (
     "Dynamic slice op has a different shape than the update shape of the dus op, bailing."
 )
 IN_PLACE_DS_INDEX = "DUS and DS index mismatch"
+IN_PLACE_SLICE_UNSAFE = (
+    "Fusing slice into DUS will also fuse another non-elementwise op with shared operand as DUS."
+)
+IN_PLACE_DS_UNSAFE = (
+    "Fusing DS into DUS will also fuse another non-elementwise op with shared operand as DUS."
+)
 IN_PLACE_UNRECOGNIZED = "unrecognized inplace update non-elementwise output pair"
 NO_USERS = "No users to fuse"
 ONLY_BITCAST_USERS = "not fusing because there are only bitcast users"
@@ -291,7 +297,15 @@ def in_place_rule(producer: Kernel, consumer: Kernel) -> str | None:
             return None
         if len(dus) > 1:
             return IN_PLACE_MULTIPLE_DUS
-        return _slice_matches_dus(non_ew[0], dus[0])
+        why = _slice_matches_dus(non_ew[0], dus[0])
+        if why is None and len(consumer.members) > 1:
+            # the slice's value reaches the DUS through other non-elementwise ops: they
+            # would read elements the DUS overwrites in place
+            if _reaches_non_elementwise(consumer, producer.root.result, dus[0]):
+                return (
+                    IN_PLACE_SLICE_UNSAFE if non_ew[0].opcode == "slice" else IN_PLACE_DS_UNSAFE
+                )
+        return why
     return None
 
 
