@@ -67,9 +67,8 @@ def _assert_bitwise(got: list, want: list, what: str) -> None:
         g, w = np.asarray(g), np.asarray(w)
         assert g.dtype == w.dtype and g.shape == w.shape, f"{what} out{i}"
         np.testing.assert_array_equal(
-            g.view(np.uint8) if g.size else g, w.view(np.uint8) if w.size else w,
-            err_msg=f"{what} out{i} (bits)",
-        )  # fmt: skip
+            g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8), err_msg=f"{what} out{i} (bits)"
+        )
 
 
 _FUSED: dict[str, tuple[str, str]] = {}

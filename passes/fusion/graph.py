@@ -29,7 +29,8 @@ class FusionGraph:
         return op is self.root or any(isinstance(u.operation, ReturnOp) for u in op.result.uses)
 
     def consumers(self, k: Kernel) -> list[Kernel]:
-        """Live kernels that read `k`'s output (they use it but do not compute it)."""
+        """Live kernels that read `k`'s output (they use it but do not compute it), in block
+        order."""
         out: list[Kernel] = []
         seen: set[int] = set()
         root_id = id(k.root)
@@ -39,7 +40,9 @@ class FusionGraph:
                 if c.alive and root_id not in c.ids and id(c) not in seen:
                     seen.add(id(c))
                     out.append(c)
-        out.sort(key=lambda c: self.position[id(c.root)])
+        if len(out) > 1:
+            pos = self.position
+            out.sort(key=lambda c: pos[id(c.root)])
         return out
 
     def producers(self, k: Kernel) -> Iterator[Kernel]:

@@ -42,6 +42,7 @@ from hlopass.passes.fusion.rewrites import (
 )
 from hlopass.passes.fusion.rules import (
     NO_USERS,
+    NOT_FUSIBLE_PRODUCER,
     ONLY_BITCAST_USERS,
     Rules,
     is_bitcast_kernel,
@@ -87,6 +88,8 @@ class PriorityFusionDriver:
     _heap: list[tuple[float, int, int, int, Kernel]] = field(default_factory=list)
     _stamp: dict[int, int] = field(default_factory=dict)
     _can: dict[tuple[int, int], tuple[int, int, str | None]] = field(default_factory=dict)
+    _consumers_of: dict[int, list[Kernel]] = field(default_factory=dict)
+    """Readers of each producer when it was last priced (names for the records)."""
 
     # -- queue ----------------------------------------------------------------------------
 
@@ -130,12 +133,13 @@ class PriorityFusionDriver:
     def priority(self, k: Kernel) -> float | None:
         if is_bitcast_kernel(k):
             return math.inf
-        consumers = self.graph.consumers(k)
-        record = FusionRecord(
-            self.pass_name, self.graph.comp.comp_name, k.root.inst_name, "kept",
-            consumers=[c.root.inst_name for c in consumers],
-        )  # fmt: skip
+        record = FusionRecord(self.pass_name, self.graph.comp.comp_name, k.root.inst_name, "kept")
         self.records[id(k.root)] = record
+        if not self.rules.facts(k).fusible:  # XLA: the first check of CanFuse
+            record.reason = NOT_FUSIBLE_PRODUCER
+            return None
+        consumers = self.graph.consumers(k)
+        self._consumers_of[id(k.root)] = consumers
         why = self.refusal(k, consumers)
         if why:
             record.reason = why
@@ -216,9 +220,10 @@ class PriorityFusionDriver:
             self.fuse(k, readers)
 
     def all_records(self) -> list[FusionRecord]:
-        return self.fused_records + sorted(
-            self.records.values(), key=lambda r: r.producer
-        )
+        kept = sorted(self.records.items(), key=lambda kv: kv[1].producer)
+        for key, r in kept:
+            r.consumers = [c.root.inst_name for c in self._consumers_of.get(key, ())]
+        return self.fused_records + [r for _, r in kept]
 
 
 def fusible_computations(module: ModuleOp) -> list[ComputationOp]:
