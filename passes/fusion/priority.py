@@ -221,8 +221,12 @@ class PriorityFusionDriver:
 
     def all_records(self) -> list[FusionRecord]:
         kept = sorted(self.records.items(), key=lambda kv: kv[1].producer)
+        g = self.graph
         for key, r in kept:
-            r.consumers = [c.root.inst_name for c in self._consumers_of.get(key, ())]
+            readers = self._consumers_of.get(key)
+            if readers is None and key in g.kernel:
+                readers = g.consumers(g.kernel[key])
+            r.consumers = [c.root.inst_name for c in readers or ()]
         return self.fused_records + [r for _, r in kept]
 
 
