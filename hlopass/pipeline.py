@@ -41,6 +41,7 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
     sorted(
         {
             "algsimp": _lazy("hlopass.passes.algsimp", "AlgebraicSimplifierPass"),
+            "call-inliner": _lazy("hlopass.passes.call_inliner", "CallInlinerPass"),
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
