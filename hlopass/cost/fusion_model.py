@@ -369,6 +369,9 @@ class DefaultFusionCostModel(FusionCostModel):
                     tensor += t
                 else:
                     alu += util.get(id(op), 0.0) * counter.alu(op)
+            elif opc == "parameter" and id(op) not in seen:  # a fused computation's input
+                seen.add(id(op))
+                sources.append(op)
             for v in op.operands:
                 src = v.owner
                 if id(src) not in ids and id(src) not in seen:

@@ -7,6 +7,14 @@ interface is `hlopass.cost.fusion_model`.
 """
 
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
+from hlopass.passes.fusion.multi_output import MultiOutputFusionPass, multi_output_fusion
 from hlopass.passes.fusion.priority import PriorityFusionPass, priority_fusion
 
-__all__ = ["FusionRecord", "PriorityFusionPass", "explain_sink", "priority_fusion"]
+__all__ = [
+    "FusionRecord",
+    "MultiOutputFusionPass",
+    "PriorityFusionPass",
+    "explain_sink",
+    "multi_output_fusion",
+    "priority_fusion",
+]

@@ -26,13 +26,6 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from hlopass.cost.fusion_model import FusionCostModel, Kernel, fusion_cost_model
 from hlopass.dialects.hlo import ComputationOp, HloOp, entry_computation
-from hlopass.rewriting import (
-    HloModulePass,
-    RewriteContext,
-    TraceHook,
-    comps_by_name,
-    has_side_effect,
-)
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.graph import FusionGraph
 from hlopass.passes.fusion.rewrites import (
@@ -47,6 +40,13 @@ from hlopass.passes.fusion.rules import (
     Rules,
     is_bitcast_kernel,
     scatter_rule,
+)
+from hlopass.rewriting import (
+    HloModulePass,
+    RewriteContext,
+    TraceHook,
+    comps_by_name,
+    has_side_effect,
 )
 
 _NEVER_PRODUCERS = frozenset({"parameter", "tuple", "get-tuple-element", "constant"})
