@@ -67,7 +67,9 @@ def _assert_bitwise(got: list, want: list, what: str) -> None:
         g, w = np.asarray(g), np.asarray(w)
         assert g.dtype == w.dtype and g.shape == w.shape, f"{what} out{i}"
         np.testing.assert_array_equal(
-            g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8), err_msg=f"{what} out{i} (bits)"
+            g.reshape(-1).view(np.uint8),
+            w.reshape(-1).view(np.uint8),
+            err_msg=f"{what} out{i} (bits)",
         )
 
 
@@ -261,10 +263,14 @@ def test_cost_model_option_selects_roofline() -> None:
     # by hand: every f32[1024,1024] is 4 MiB; equal gains, so the later producer m goes
     # first (m+n), then a is priced against that kernel
     us = 4 * 1024 * 1024 / 3352320000000.0 * 1e6
-    assert (fused["m"].unfused_us, fused["m"].fused_us) == (pytest.approx(2 + 4 * us),
-                                                              pytest.approx(1 + 2 * us))
-    assert (fused["a"].unfused_us, fused["a"].fused_us) == (pytest.approx(2 + 5 * us),
-                                                              pytest.approx(1 + 3 * us))
+    assert (fused["m"].unfused_us, fused["m"].fused_us) == (
+        pytest.approx(2 + 4 * us),
+        pytest.approx(1 + 2 * us),
+    )
+    assert (fused["a"].unfused_us, fused["a"].fused_us) == (
+        pytest.approx(2 + 5 * us),
+        pytest.approx(1 + 3 * us),
+    )
     assert print_hlo(m1).count(" fusion(") == print_hlo(m2).count(" fusion(") == 1
     assert {r.unfused_us for r in r1} != {r.unfused_us for r in r2}
     with pytest.raises(PipelineError, match="unknown cost model"):

@@ -135,7 +135,9 @@ _SPLITS_BLOCKS = frozenset({
 _PASS_THROUGH = frozenset({"tuple", "get-tuple-element"})
 
 
-def ir_size(members: Sequence[Any], outputs: Sequence[Any]) -> tuple[dict[int, float], float, float]:
+def ir_size(
+    members: Sequence[Any], outputs: Sequence[Any]
+) -> tuple[dict[int, float], float, float]:
     """(times each value is emitted, IR size, basic-block splits) of a kernel, as XLA's
     GpuHloCostAnalysis counts them: an instruction is emitted once per distinct
     elementwise-use root that reaches it; non-elementwise users make their operands new

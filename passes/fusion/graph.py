@@ -21,7 +21,9 @@ class FusionGraph:
         self.position: dict[int, int] = {id(op): i for i, op in enumerate(self.ops)}
         self.kernel: dict[int, Kernel] = {id(op): Kernel.of(op, self.position) for op in self.ops}
         """The kernel rooted at each instruction (dead once fused into all its readers)."""
-        self.containing: dict[int, list[Kernel]] = {id(op): [self.kernel[id(op)]] for op in self.ops}
+        self.containing: dict[int, list[Kernel]] = {
+            id(op): [self.kernel[id(op)]] for op in self.ops
+        }
         """Live kernels holding each instruction."""
         self.root = comp.root
 

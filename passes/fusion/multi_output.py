@@ -181,7 +181,9 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
             comp = comps[op.attr("calls")]
             for p in comp.parameters():
                 v = op.operands[p.attr("number")]
-                mapping[p.result] = a_out if (k == 1 and v is a.result and a_out is not None) else param(v)
+                mapping[p.result] = (
+                    a_out if (k == 1 and v is a.result and a_out is not None) else param(v)
+                )
             body = [x for x in comp.instructions if x.opcode != "parameter"]
             root = comp.root
         else:
@@ -434,10 +436,10 @@ class MultiOutputDriver:
             if len(readers) < 2:
                 continue
             for c in readers:
-                if c.opcode == "fusion" and c.parent is not None and p.parent is not None:
-                    if self.consider(p, c, reach, sibling=False):
-                        changed = True
-                        break
+                ready = c.opcode == "fusion" and c.parent is not None and p.parent is not None
+                if ready and self.consider(p, c, reach, sibling=False):
+                    changed = True
+                    break
         return changed
 
     def _merge_siblings(self, readers: list[HloOp], reach: Reachability) -> bool:
@@ -448,7 +450,11 @@ class MultiOutputDriver:
             j = i + 1
             while j < len(readers):
                 b = readers[j]
-                if a.parent is not None and b.parent is not None and self.consider(a, b, reach, True):
+                if (
+                    a.parent is not None
+                    and b.parent is not None
+                    and self.consider(a, b, reach, True)
+                ):
                     changed = True
                     a = self._fused
                     readers[i] = a

@@ -43,7 +43,9 @@ class FusionBuilder:
     def __init__(self, module: ModuleOp):
         self.module = module
         self.comps: dict[str, ComputationOp] = {c.comp_name: c for c in computations(module)}
-        self.inst_names: set[str] = {op.inst_name for c in self.comps.values() for op in c.instructions}
+        self.inst_names: set[str] = {
+            op.inst_name for c in self.comps.values() for op in c.instructions
+        }
         self.callers: dict[str, int] = {}
         for c in self.comps.values():
             for op in c.instructions:
@@ -146,7 +148,9 @@ class FusionBuilder:
         if producer.opcode == "fusion":
             inner = self.fused(producer)
             keep_names = last_user and self.callers.get(inner.comp_name, 0) == 1
-            mapping = {p.result: param_for(producer.operands[p.attr("number")]) for p in inner.parameters()}
+            mapping = {
+                p.result: param_for(producer.operands[p.attr("number")]) for p in inner.parameters()
+            }
             body = [op for op in inner.instructions if op.opcode != "parameter"]
             root_value: SSAValue = inner.root.result
         else:

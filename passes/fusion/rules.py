@@ -48,9 +48,7 @@ REDUCE_INTO_REDUCE = "both the producer and the consumer contain a reduce"
 REDUCTION_EPILOGUE = "fusion into output of a reduce fusion would create a loop fusion"
 SHARED_MEMORY = "shared memory usage would be over the budget of {}B"
 UNNESTED_REDUCTIONS = f"over {MAX_UNNESTED_REDUCTIONS} unnested reductions in fusion"
-OPERAND_BUDGET = (
-    "Number of operands and output buffers is larger than allowed budget per fusion"
-)
+OPERAND_BUDGET = "Number of operands and output buffers is larger than allowed budget per fusion"
 CODE_DUPLICATION = "the fusion would result in an overly large code duplication"
 PRODUCER_IS_ROOT = "not fusing into the output of the root instruction"
 IN_PLACE_SAME_OPERAND = (
@@ -58,7 +56,9 @@ IN_PLACE_SAME_OPERAND = (
     "same value as the in-place buffer"
 )
 IN_PLACE_MULTIPLE_NON_ELEMENTWISE = "Producer fusion has multiple non-elementwise ops, bailing."
-IN_PLACE_CONSUMER_CONFLICT = "Non-elementwise ops in consumer lead to inplace conflict after fusion."
+IN_PLACE_CONSUMER_CONFLICT = (
+    "Non-elementwise ops in consumer lead to inplace conflict after fusion."
+)
 IN_PLACE_MULTIPLE_DUS = "multiple dus ops, bailing."
 IN_PLACE_SLICE_SHAPE = (
     "Slice op has a different shape than the update shape of the dus op, bailing."
@@ -298,13 +298,14 @@ def in_place_rule(producer: Kernel, consumer: Kernel) -> str | None:
         if len(dus) > 1:
             return IN_PLACE_MULTIPLE_DUS
         why = _slice_matches_dus(non_ew[0], dus[0])
-        if why is None and len(consumer.members) > 1:
-            # the slice's value reaches the DUS through other non-elementwise ops: they
-            # would read elements the DUS overwrites in place
-            if _reaches_non_elementwise(consumer, producer.root.result, dus[0]):
-                return (
-                    IN_PLACE_SLICE_UNSAFE if non_ew[0].opcode == "slice" else IN_PLACE_DS_UNSAFE
-                )
+        # the slice's value reaching the DUS through other non-elementwise ops: they would
+        # read elements the DUS overwrites in place
+        if (
+            why is None
+            and len(consumer.members) > 1
+            and _reaches_non_elementwise(consumer, producer.root.result, dus[0])
+        ):
+            return IN_PLACE_SLICE_UNSAFE if non_ew[0].opcode == "slice" else IN_PLACE_DS_UNSAFE
         return why
     return None
 
