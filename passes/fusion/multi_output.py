@@ -349,6 +349,8 @@ class MultiOutputDriver:
     ctx: RewriteContext
     records: list[FusionRecord] = field(default_factory=list)
     _fused: HloOp | None = None
+    made: list[tuple[FusionRecord, HloOp]] = field(default_factory=list)
+    """Each merge's record and fusion (named once the builder has renamed them)."""
 
     def time_of(self, op: HloOp) -> float:
         return self.model.kernel_time_us(_body(op, self.comps), _outputs(op, self.comps))
@@ -406,7 +408,8 @@ class MultiOutputDriver:
             pattern.consumer, pattern.plan = b, plan  # type: ignore[attr-defined]
         pattern.match_and_rewrite(a, PatternRewriter(a))
         record.decision = "fused"
-        record.kernels = [pattern.result.inst_name] if pattern.result is not None else []
+        if pattern.result is not None:
+            self.made.append((record, pattern.result))
         self._fused = pattern.result
         return True
 
@@ -475,11 +478,16 @@ def multi_output_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: 
     builder = FusionBuilder(module)
     changed = False
     records: list[FusionRecord] = []
+    drivers = []
     for comp in fusible_computations(module):
         driver = MultiOutputDriver(comp, builder.comps, model, builder, ctx)
         changed |= driver.run()
         records += driver.records
+        drivers.append(driver)
     builder.finish()
+    for driver in drivers:
+        for record, op in driver.made:
+            record.kernels = [op.inst_name] if op.parent is not None else []
     cost.clear_cache()
     if changed:
         settle(module)
