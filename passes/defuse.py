@@ -73,9 +73,10 @@ class InlineFusion(RewritePattern):
             rewriter.erase(root)
 
 
-def inline_computation(call: HloOp, comp: ComputationOp, names: UsedNames) -> HloOp:
+def inline_computation(call: HloOp, comp: ComputationOp, names: UsedNames,
+                       clones: list[HloOp] | None = None) -> HloOp:  # fmt: skip
     """Clone `comp`'s instructions before `call`, parameters bound to `call`'s operands;
-    returns the clone of the root."""
+    returns the clone of the root (and appends every clone to `clones`)."""
     mapping: dict[SSAValue, SSAValue] = {}
     params = comp.parameters()
     for p in params:
@@ -88,6 +89,8 @@ def inline_computation(call: HloOp, comp: ComputationOp, names: UsedNames) -> Hl
         clone = inner.clone(value_mapper=mapping)
         clone.inst_name = names.keep_or_fresh(inner.inst_name)
         block.insert_op_before(clone, call)
+        if clones is not None:
+            clones.append(clone)
     out = mapping[comp.root.result].owner
     assert isinstance(out, HloOp)
     return out

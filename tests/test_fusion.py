@@ -31,6 +31,7 @@ from tests.conftest import CORPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMPLIFY = "algsimp,constant-folding,dce,cse"
+FUSE = "priority-fusion,multi-output-fusion"
 
 
 def _programs() -> list[str]:
@@ -77,14 +78,14 @@ _FUSED: dict[str, tuple[str, str]] = {}
 
 
 def _fused(program: str) -> tuple[str, str]:
-    """(simplified text, simplified + priority-fusion text) of jax/<program>."""
+    """(simplified text, simplified + fused text) of jax/<program>."""
     if program not in _FUSED:
         _interp()
         d = CORPUS / "jax" / program  # type: ignore[operator]
         m = parse_hlo((d / "before_optimizations.hlo").read_text(), program)
         run_pipeline(m, SIMPLIFY)
         base = print_hlo(m)
-        run_pipeline(m, "priority-fusion", verify_each=True)
+        run_pipeline(m, FUSE, verify_each=True)
         _FUSED[program] = (base, print_hlo(m))
     return _FUSED[program]
 
@@ -191,9 +192,9 @@ def _refusable() -> list[str]:
 
 
 @pytest.mark.parametrize("rel", _refusable() or ["<no corpus>"])
-def test_defuse_then_priority_fusion_accepted(rel: str, corpus: Path, xla) -> None:
+def test_defuse_then_fusion_accepted(rel: str, corpus: Path, xla) -> None:
     m = parse_hlo((corpus / rel).read_text(), rel)
-    run_pipeline(m, "defuse,priority-fusion", verify_each=True)
+    run_pipeline(m, "defuse," + FUSE, verify_each=True)
     out = print_hlo(m)
     ok, msg = xla.accepts(out)
     assert ok, f"XLA rejects re-fused {rel}: {msg}"

@@ -151,12 +151,26 @@ class PriorityFusionDriver:
             record.reason = "slower if fused"
         return times.benefit_us
 
+    def seed(self, groups: list[tuple[HloOp, list[HloOp]]]) -> None:
+        """Start from existing fusions (opened by `open_existing_fusions`): each group's
+        instructions join its root's kernel, and the steps that rebuild it come first."""
+        g = self.graph
+        for root, members in groups:
+            k = g.kernel[id(root)]
+            for m in reversed(members):
+                if m is root:
+                    continue
+                mk = g.kernel[id(m)]
+                g.fuse(mk, k)
+                g.kill(mk)
+                self.steps.append(Step(m, [root]))
+
     # -- the loop -------------------------------------------------------------------------
 
     def run(self) -> list[Step]:
         g = self.graph
         for op in g.ops:
-            if self.candidate(op):
+            if self.candidate(op) and g.kernel[id(op)].alive:
                 self.push(g.kernel[id(op)])
         while self._heap:
             _, _, stamp, kid, k = heapq.heappop(self._heap)
@@ -230,6 +244,44 @@ class PriorityFusionDriver:
         return self.fused_records + [r for _, r in kept]
 
 
+def open_existing_fusions(module: ModuleOp, comp: ComputationOp) -> list[tuple[HloOp, list[HloOp]]]:
+    """Inline the loop and input fusions already in `comp` (single-output, one caller) so
+    the plan can grow them, as XLA's priority fusion does; returns (root, instructions) of
+    each, to seed the plan. Custom (library, Triton) and multi-output fusions stay."""
+    from hlopass.passes.defuse import UsedNames, inline_computation, remove_uncalled
+
+    comps = comps_by_name(module)
+    callers: dict[str, int] = {}
+    for c in comps.values():
+        for op in c.instructions:
+            for n in op.callees():
+                callers[n] = callers.get(n, 0) + 1
+    fusions = [
+        op
+        for op in comp.instructions
+        if op.opcode == "fusion"
+        and op.attr("kind") in ("kLoop", "kInput")
+        and not hasattr(op.shape, "elements")
+        and callers.get(op.attr("calls"), 0) == 1
+    ]
+    if not fusions:
+        return []
+    names = UsedNames({op.inst_name for c in comps.values() for op in c.instructions})
+    groups = []
+    opened: set[str] = set()
+    for op in fusions:
+        callee = comps[op.attr("calls")]
+        clones: list[HloOp] = []
+        root = inline_computation(op, callee, names, clones)
+        op.result.replace_all_uses_with(root.result)
+        op.detach()
+        op.erase()
+        opened.add(callee.comp_name)
+        groups.append((root, clones))
+    remove_uncalled(module, opened)
+    return groups
+
+
 def fusible_computations(module: ModuleOp) -> list[ComputationOp]:
     """Computations whose instructions run as kernels: the entry and what control flow
     (while, conditional, call) reaches from it; not fused or reducer computations."""
@@ -280,9 +332,12 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
     comps = comps_by_name(module)
     plans: list[tuple[PriorityFusionDriver, list[Step]]] = []
     for comp in fusible_computations(module):
+        seeds = open_existing_fusions(module, comp)
+        comps = comps_by_name(module)
         graph = FusionGraph(comp)
         rules = Rules(model, comps, {id(comp.root)})
         driver = PriorityFusionDriver(graph, rules, model, fuel)
+        driver.seed(seeds)
         plans.append((driver, driver.run()))
     builder = FusionBuilder(module)
     current: dict[int, HloOp] = {}
