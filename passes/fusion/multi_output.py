@@ -136,11 +136,24 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
             return False
+        if isinstance(op.shape, TupleShape) and (
+            comps[op.attr("calls")].root.opcode != "tuple"
+            or any(
+                not (isinstance(u.operation, HloOp) and u.operation.opcode == "get-tuple-element")
+                for u in op.result.uses
+            )
+        ):
+            return False  # only multi-output fusions read through get-tuple-element
         kind = emitter_kind(_body(op, comps), _outputs(op, comps))
         return kind in ("loop", "reduction")
     from hlopass.cost.fusion import is_elementwise
 
-    return is_elementwise(op) and instruction_fusible(op, comps) and bool(op.operands)
+    return (
+        is_elementwise(op)
+        and not isinstance(op.shape, TupleShape)
+        and instruction_fusible(op, comps)
+        and bool(op.operands)
+    )
 
 
 @dataclass
