@@ -362,6 +362,7 @@ class MultiOutputDriver:
     ctx: RewriteContext
     records: list[FusionRecord] = field(default_factory=list)
     _fused: HloOp | None = None
+    _shapes: dict[int, tuple[HloOp, Any]] = field(default_factory=dict)
     made: list[tuple[FusionRecord, HloOp]] = field(default_factory=list)
     """Each merge's record and fusion (named once the builder has renamed them)."""
 
@@ -374,7 +375,7 @@ class MultiOutputDriver:
             return NOT_ROOT
         if sibling and a.opcode != "fusion" and b.opcode != "fusion":
             return "no fusion among the siblings"
-        if loop_shape(a, comps) != loop_shape(b, comps):
+        if self.loop_shape(a) != self.loop_shape(b):
             return DIFFERENT_LOOP_SHAPES
         if sibling:
             if reach.reaches(a, b) or reach.reaches(b, a):
@@ -459,6 +460,30 @@ class MultiOutputDriver:
         return changed
 
     def _merge_siblings(self, readers: list[HloOp], reach: Reachability) -> bool:
+        """Merge compatible readers of one value; only readers with the same loop shape are
+        paired (a value read by many kernels costs one pass over them per shape)."""
+        groups: dict[Any, list[HloOp]] = {}
+        for r in readers:
+            groups.setdefault(repr(self.loop_shape(r)), []).append(r)
+        heads = [g[0] for g in groups.values()]
+        for a, b in zip(heads, heads[1:], strict=False):  # one record per shape boundary
+            self.records.append(FusionRecord(
+                "multi-output-fusion", self.comp.comp_name, a.inst_name, "kept",
+                reason=DIFFERENT_LOOP_SHAPES, consumers=[b.inst_name],
+            ))  # fmt: skip
+        changed = False
+        for group in groups.values():
+            if len(group) > 1:
+                changed |= self._merge_group(group, reach)
+        return changed
+
+    def loop_shape(self, op: HloOp) -> Any:
+        hit = self._shapes.get(id(op))
+        if hit is None or hit[0] is not op:
+            hit = self._shapes[id(op)] = (op, loop_shape(op, self.comps))
+        return hit[1]
+
+    def _merge_group(self, readers: list[HloOp], reach: Reachability) -> bool:
         changed = False
         i = 0
         while i < len(readers):
