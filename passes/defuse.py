@@ -19,6 +19,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.errors import HloVerifyError
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, comps_by_name
 
 
@@ -80,7 +81,13 @@ def inline_computation(call: HloOp, comp: ComputationOp, names: UsedNames,
     mapping: dict[SSAValue, SSAValue] = {}
     params = comp.parameters()
     for p in params:
-        mapping[p.result] = call.operands[p.attr("number")]
+        n = p.attr("number")
+        if n >= len(call.operands) or not _same_dims(call.operands[n].type.data, p.shape):  # type: ignore[attr-defined]
+            raise HloVerifyError(
+                f"error: {call.opcode} {call.inst_name}: operand {n} does not match parameter "
+                f"{p.inst_name} ({p.shape.text()}) of {comp.comp_name}; cannot inline it"
+            )
+        mapping[p.result] = call.operands[n]
     block = call.parent_block()
     assert block is not None
     for inner in comp.instructions:
@@ -94,6 +101,12 @@ def inline_computation(call: HloOp, comp: ComputationOp, names: UsedNames,
     out = mapping[comp.root.result].owner
     assert isinstance(out, HloOp)
     return out
+
+
+def _same_dims(a: object, b: object) -> bool:
+    return getattr(a, "dims", None) == getattr(b, "dims", None) and getattr(
+        a, "element_type", None
+    ) == getattr(b, "element_type", None)
 
 
 def fusion_callees(module: ModuleOp) -> set[str]:

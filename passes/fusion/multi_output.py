@@ -544,6 +544,19 @@ class MultiOutputFusionPass(HloModulePass):
     cost_model: str = "default"
     """`default` or `roofline` (see priority-fusion)."""
 
+    def __post_init__(self) -> None:
+        from hlopass.cost import get_device
+        from hlopass.cost.fusion_model import COST_MODELS
+
+        try:
+            get_device(self.device)
+        except KeyError as e:
+            raise ValueError(str(e.args[0])) from None
+        if self.cost_model not in COST_MODELS:
+            raise ValueError(
+                f"unknown cost model '{self.cost_model}' (known: {', '.join(sorted(COST_MODELS))})"
+            )
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         changed, records = multi_output_fusion(module, self.device, self.cost_model, trace)
         explain_sink.emit(records)

@@ -380,7 +380,10 @@ class PriorityFusionPass(HloModulePass):
         from hlopass.cost import get_device
         from hlopass.cost.fusion_model import COST_MODELS
 
-        get_device(self.device)
+        try:
+            get_device(self.device)
+        except KeyError as e:
+            raise ValueError(str(e.args[0])) from None
         if self.cost_model not in COST_MODELS:
             raise ValueError(
                 f"unknown cost model '{self.cost_model}' (known: {', '.join(sorted(COST_MODELS))})"
