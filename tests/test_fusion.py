@@ -356,3 +356,65 @@ def test_fused_computations_named_as_xla() -> None:
     assert names == ["chain", "fused_negate"]
     root = entry_computation(m).root
     assert root.inst_name == "loop_negate_fusion" and root.attr("kind") == "kLoop"
+
+
+# --- reachability index of multi-output fusion --------------------------------------------------
+
+
+def _random_dag(seed: int, n: int) -> tuple[str, list[list[int]]]:
+    rng = np.random.default_rng(seed)
+    preds: list[list[int]] = [[]]
+    lines = ["HloModule dag", "ENTRY dag {", "  v0 = f32[4] parameter(0)"]
+    for i in range(1, n):
+        a, b = (int(x) for x in rng.integers(0, i, size=2))
+        preds.append(sorted({a, b}))
+        lines.append(f"  v{i} = f32[4] add(v{a}, v{b})")
+    lines.append(f"  ROOT t = (f32[4]) tuple(v{n - 1})")
+    lines.append("}")
+    return "\n".join(lines) + "\n", preds
+
+
+def _closure(preds: list[list[int]]) -> list[set[int]]:
+    anc: list[set[int]] = []
+    for ps in preds:
+        s: set[int] = set()
+        for p in ps:
+            s |= {p} | anc[p]
+        anc.append(s)
+    return anc
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_reachability_matches_dfs_before_and_after_a_merge(seed: int) -> None:
+    from hlopass.passes.fusion.multi_output import Reachability
+
+    text, preds = _random_dag(seed, 40)
+    comp = entry_computation(parse_hlo(text))
+    ops = [op for op in comp.instructions if op.inst_name.startswith("v")]
+    reach = Reachability(comp)
+    anc = _closure(preds)
+    for i, a in enumerate(ops):
+        for j, b in enumerate(ops):
+            assert reach.reaches(a, b) == (i in anc[j]), (i, j)
+    # merge two unrelated nodes x, y into one node m: m reaches what either reached and is
+    # reached by what reached either
+    rng = np.random.default_rng(seed)
+    pairs = [(i, j) for i in range(40) for j in range(i + 1, 40)
+             if i not in anc[j] and j not in anc[i]]  # fmt: skip
+    i, j = pairs[int(rng.integers(0, len(pairs)))]
+    merged = object()
+    reach.merged(merged, [ops[i], ops[j]], [])
+    for k, b in enumerate(ops):
+        if k in (i, j):
+            continue
+        want_from = i in anc[k] or j in anc[k]
+        assert reach.reaches(merged, b) == want_from, ("from", k)
+        want_to = k in anc[i] or k in anc[j]
+        assert reach.reaches(b, merged) == want_to, ("to", k)
+        # paths through the merged node: whatever reaches y now reaches x's readers too
+        for k2, c in enumerate(ops):
+            if k2 in (i, j) or k2 == k:
+                continue
+            direct = k in anc[k2]
+            through = (k in anc[i] or k in anc[j]) and (i in anc[k2] or j in anc[k2])
+            assert reach.reaches(b, c) == (direct or through), (k, k2)
