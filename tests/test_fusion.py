@@ -418,3 +418,20 @@ def test_reachability_matches_dfs_before_and_after_a_merge(seed: int) -> None:
             direct = k in anc[k2]
             through = (k in anc[i] or k in anc[j]) and (i in anc[k2] or j in anc[k2])
             assert reach.reaches(b, c) == (direct or through), (k, k2)
+
+
+def test_elementwise_short_cut_equals_general_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One elementwise instruction is summarised by a short cut; it must give the general
+    analysis's times on every such instruction of a corpus program."""
+    import hlopass.cost.fusion_model as fm
+
+    if CORPUS is None:
+        pytest.skip("no corpus")
+    m = parse_hlo((CORPUS / "jax" / "mlp_adam" / "before_optimizations.hlo").read_text())
+    model = DefaultFusionCostModel()
+    ops = [op for c in computations(m) for op in c.instructions if fm._plain_elementwise(op)]
+    assert len(ops) > 20
+    fast = [model._time_of(model._summarize([op], [op])) for op in ops]
+    monkeypatch.setattr(fm, "_plain_elementwise", lambda op: False)
+    slow = [model._time_of(model._summarize([op], [op])) for op in ops]
+    assert fast == pytest.approx(slow, rel=1e-12)

@@ -36,6 +36,7 @@ from hlopass.cost.fusion import (
     transpose_launch,
 )
 from hlopass.cost.work import shape_size, transpose_is_bitcast
+from hlopass.shape import ArrayShape
 
 # --- kernels ---------------------------------------------------------------------------------
 
@@ -356,6 +357,8 @@ class DefaultFusionCostModel(FusionCostModel):
     def _summarize(self, members: list[Any], outputs: list[Any]) -> _Summary:
         from hlopass.cost.fusion import _launch, _uncoalesced_sources, utilizations
 
+        if len(members) == 1 and outputs[0] is members[0] and _plain_elementwise(members[0]):
+            return self._summarize_elementwise(members[0])
         an = self._an(members[0])
         counter = an.counter
         util = utilizations(members, outputs)
@@ -396,6 +399,25 @@ class DefaultFusionCostModel(FusionCostModel):
                                   dev.threads_per_sm)  # fmt: skip
         ext = {id(s): util.get(id(s), 0.0) for s in sources}
         return _Summary(alu, tensor, ext, inputs, written, emitter, blocks, threads)
+
+    def _summarize_elementwise(self, op: Any) -> _Summary:
+        """The general analysis, short-cut for one elementwise instruction (most kernels
+        before fusion): every operand read once per output element, the loop emitter."""
+        from hlopass.cost.fusion import loop_launch
+        from hlopass.cost.work import elements
+
+        alu = self._an(op).counter.alu(op)
+        inputs = []
+        seen: set[int] = set()
+        for v in op.operands:
+            src = v.owner
+            if id(src) not in seen:
+                seen.add(id(src))
+                inputs.append((src, float(_bytes(src.shape)), _elem_bytes(src.shape), True))
+        dev = self.device
+        blocks, threads = loop_launch(elements(op.shape), dev.sm_count, dev.threads_per_sm)
+        util = dict.fromkeys(seen, 1.0)
+        return _Summary(alu, 0.0, util, inputs, _bytes(op.shape), "loop", blocks, threads)
 
     def _time_of(self, s: _Summary, reads: list[Any] | None = None) -> float:
         from hlopass.cost.fusion import Read
@@ -442,6 +464,15 @@ class DefaultFusionCostModel(FusionCostModel):
         fused = _Summary(p.alu * u + c.alu, p.tensor * u + c.tensor, {}, [], c.written,
                          c.emitter, c.blocks, c.threads)  # fmt: skip
         return self._time_of(fused, reads)
+
+
+def _plain_elementwise(op: Any) -> bool:
+    return (
+        is_elementwise(op)
+        and op.opcode != "copy"
+        and bool(op.operands)
+        and isinstance(getattr(op, "shape", None), ArrayShape)
+    )
 
 
 class _Union:
