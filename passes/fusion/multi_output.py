@@ -98,7 +98,8 @@ class Reachability:
         for e in extra:  # get-tuple-elements of the new fusion
             self.bits[id(e)] = 0
             self.anc[id(e)] = anc | bits
-        for op in self.order:
+        start = min((self.pos.get(id(o), 0) for o in olds), default=0)
+        for op in self.order[start:]:  # descendants come later in block order
             a = self.anc.get(id(op))
             if a is not None and a & bits:
                 self.anc[id(op)] = a | anc

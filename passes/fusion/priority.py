@@ -349,8 +349,9 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
     records: list[FusionRecord] = []
     for driver, _ in plans:
         g = driver.graph
+        by_name = {o.inst_name: o for o in g.ops}
         for r in driver.all_records():
-            op = next((o for o in g.ops if o.inst_name == r.producer), None)
+            op = by_name.get(r.producer)
             if op is not None:
                 kernels = [current.get(id(k.root), k.root) for k in g.containing[id(op)] if k.alive]
                 r.kernels = [o.inst_name for o in kernels if o.parent is not None]

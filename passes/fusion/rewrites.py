@@ -52,15 +52,23 @@ class FusionBuilder:
                 if op.opcode == "fusion":
                     name = op.attr("calls")
                     self.callers[name] = self.callers.get(name, 0) + 1
+        self.comp_names: set[str] = set(self.comps)
+        self._next: dict[tuple[int, str], int] = {}
         self.created: list[HloOp] = []
         """Fusion instructions this builder made (renamed XLA's way by `finish`)."""
 
-    @staticmethod
-    def _fresh(base: str, used: set[str]) -> str:
-        name, k = base, 0
-        while name in used:
+    def _fresh(self, base: str, used: set[str]) -> str:
+        """`base`, else `base.k` for the first free k (probing resumes where the last
+        call for this base stopped, so n names of one base cost O(n))."""
+        if base not in used:
+            used.add(base)
+            return base
+        key = (id(used), base)
+        k = self._next.get(key, 1)
+        while f"{base}.{k}" in used:
             k += 1
-            name = f"{base}.{k}"
+        self._next[key] = k + 1
+        name = f"{base}.{k}"
         used.add(name)
         return name
 
@@ -68,7 +76,7 @@ class FusionBuilder:
         return self._fresh(base, self.inst_names)
 
     def fresh_comp(self, base: str) -> str:
-        return self._fresh(base, set(self.comps))
+        return self._fresh(base, self.comp_names)
 
     def fused(self, fusion: HloOp) -> ComputationOp:
         return self.comps[fusion.attr("calls")]
