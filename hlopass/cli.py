@@ -166,6 +166,13 @@ def build_opt_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="layout-assignment prints each cluster's candidate plans and times (stderr)",
     )
+    p.add_argument(
+        "--explain-fusion",
+        nargs="?",
+        const="text",
+        choices=("text", "json"),
+        help="print every fusion decision (rule or estimated times) on stderr",
+    )
     return p
 
 
@@ -176,6 +183,10 @@ def _runner(args: argparse.Namespace) -> Any:
     """One pass runner for all input chunks (None without a pipeline or plug-ins)."""
     if not args.passes and not args.load_pass_plugin:
         return None
+    if getattr(args, "explain_fusion", None):
+        from hlopass.passes.fusion.explain import explain_sink
+
+        explain_sink.enable(sys.stderr, args.explain_fusion)
     try:
         from hlopass.pipeline import runner_from_cli
     except ImportError:

@@ -43,9 +43,13 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
     sorted(
         {
             "algsimp": _lazy("hlopass.passes.algsimp", "AlgebraicSimplifierPass"),
+            "call-inliner": _lazy("hlopass.passes.call_inliner", "CallInlinerPass"),
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
+            "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
+            "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
+            "multi-output-fusion": _lazy("hlopass.passes.fusion", "MultiOutputFusionPass"),
             "fixpoint": lambda: FixpointPass,
             "copy-elision": _lazy("hlopass.passes.layout.copy_elision", "CopyElisionPass"),
             "layout-assignment": _lazy("hlopass.passes.layout.assignment", "LayoutAssignmentPass"),

@@ -1,0 +1,564 @@
+"""`multi-output-fusion`: XLA's GPU MultiOutputFusion, after priority fusion.
+
+Two rewrites (`rewrites.py` style, one per class):
+
+* `MergeSiblingFusions`: `a(x...), b(x...)` reading a common value -> one fusion
+  writing both (its users read `get-tuple-element`s), so x is read once;
+* `FuseProducerIntoMultiOutput`: `c(p(...))` where p has other readers -> one fusion
+  computing p and c and exporting both.
+
+Guards (XLA's reasons): both kernels fusible as multi-output roots (loop or reduction
+fusions, elementwise ops; at least one a fusion for siblings), the same loop shape
+(a reduction's is its input's), no path between siblings / from the producer to another
+operand of the consumer ("would introduce a cycle", answered by `Reachability`, ancestor
+bitsets updated on each merge), the fusion budget (96 operands and outputs, 8 unnested
+reductions, shared memory), and the cost model: refused when the merged kernel is not
+faster than the two ("will execute slower if fused").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from hlopass.cost.fusion_model import (
+    FusionCostModel,
+    emitter_kind,
+    fusion_cost_model,
+    fusion_kind,
+    is_unnested_reduction,
+)
+from hlopass.dialects.hlo import (
+    ComputationOp,
+    HloOp,
+    create_op,
+    new_computation_op,
+    new_return_op,
+)
+from hlopass.passes.fusion.explain import FusionRecord, explain_sink
+from hlopass.passes.fusion.priority import fusible_computations
+from hlopass.passes.fusion.rewrites import FusionBuilder, _erase, settle
+from hlopass.passes.fusion.rules import (
+    MAX_OPERANDS_AND_OUTPUTS,
+    MAX_UNNESTED_REDUCTIONS,
+    SHARED_MEMORY_PER_BLOCK,
+    instruction_fusible,
+    shared_memory,
+)
+from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook
+from hlopass.shape import ArrayShape, TupleShape
+
+CYCLE = "would introduce a cycle when fused"
+SLOWER = "will execute slower if fused"
+DIFFERENT_LOOP_SHAPES = "different loop shapes"
+NOT_ROOT = "consumer not eligible as multi-output fusion root."
+BUDGET = "Number of operands and output buffers is larger than allowed budget per fusion"
+
+
+class Reachability:
+    """Who reaches whom in one computation: each instruction's ancestors as a bitset.
+
+    A merge gives the new instruction the union of the merged ones' bits, so paths into
+    or out of them stay answered; descendants then inherit the new ancestors."""
+
+    def __init__(self, comp: ComputationOp):
+        self.bits: dict[int, int] = {}
+        self.anc: dict[int, int] = {}
+        self.order: list[HloOp] = []
+        self.pos: dict[int, int] = {}
+        for i, op in enumerate(comp.instructions):
+            self.bits[id(op)] = 1 << i
+            a = 0
+            for v in op.operands:
+                a |= self.bits.get(id(v.owner), 0) | self.anc.get(id(v.owner), 0)
+            self.anc[id(op)] = a
+            self.order.append(op)
+        self.renumber()
+
+    def renumber(self) -> None:
+        self.pos = {id(op): i for i, op in enumerate(self.order)}
+
+    def reaches(self, a: Any, b: Any) -> bool:
+        """A path of one or more edges from a to b."""
+        return bool(self.bits.get(id(a), 0) & self.anc.get(id(b), 0))
+
+    def merged(self, new: Any, olds: list[Any], extra: list[Any]) -> None:
+        bits = 0
+        anc = 0
+        for o in olds:
+            bits |= self.bits.pop(id(o), 0)
+            anc |= self.anc.pop(id(o), 0)
+        anc &= ~bits
+        self.bits[id(new)], self.anc[id(new)] = bits, anc
+        for e in extra:  # get-tuple-elements of the new fusion
+            self.bits[id(e)] = 0
+            self.anc[id(e)] = anc | bits
+        start = min((self.pos.get(id(o), 0) for o in olds), default=0)
+        for op in self.order[start:]:  # descendants come later in block order
+            a = self.anc.get(id(op))
+            if a is not None and a & bits:
+                self.anc[id(op)] = a | anc
+
+
+def _outputs(op: HloOp, comps: dict[str, ComputationOp]) -> list[Any]:
+    if op.opcode == "fusion":
+        root = comps[op.attr("calls")].root
+        return [v.owner for v in root.operands] if root.opcode == "tuple" else [root]
+    return [op]
+
+
+def _body(op: HloOp, comps: dict[str, ComputationOp]) -> list[HloOp]:
+    return list(comps[op.attr("calls")].instructions) if op.opcode == "fusion" else [op]
+
+
+def loop_shape(op: HloOp, comps: dict[str, ComputationOp]) -> Any:
+    """The iteration space of a kernel: a reduction hero's input, else its output."""
+    outs = _outputs(op, comps)
+    body = _body(op, comps)
+    if emitter_kind(body, outs) == "reduction":
+        for m in body:
+            if is_unnested_reduction(m):
+                return _dims(m.operands[0].type.data)
+    return _dims(outs[0].shape)
+
+
+def _dims(shape: Any) -> Any:
+    return shape.dims if isinstance(shape, ArrayShape) else None
+
+
+def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
+    """XLA IsFusibleAsMultiOutputFusionRoot: loop or input (reduction) fusions, and
+    elementwise instructions; no scatter or transpose heroes, no kCustom."""
+    if op.opcode == "fusion":
+        if op.attr("kind") not in ("kLoop", "kInput"):
+            return False
+        if isinstance(op.shape, TupleShape) and (
+            comps[op.attr("calls")].root.opcode != "tuple"
+            or any(
+                not (isinstance(u.operation, HloOp) and u.operation.opcode == "get-tuple-element")
+                for u in op.result.uses
+            )
+        ):
+            return False  # only multi-output fusions read through get-tuple-element
+        kind = emitter_kind(_body(op, comps), _outputs(op, comps))
+        return kind in ("loop", "reduction")
+    from hlopass.cost.fusion import is_elementwise
+
+    return (
+        is_elementwise(op)
+        and not isinstance(op.shape, TupleShape)
+        and instruction_fusible(op, comps)
+        and bool(op.operands)
+    )
+
+
+@dataclass
+class MergePlan:
+    """A built, unplaced multi-output fused computation for kernels `a` and `b`."""
+
+    block: Block
+    operands: list[SSAValue]
+    outputs: list[SSAValue]
+    members: list[HloOp]
+
+
+def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
+                 builder: FusionBuilder) -> MergePlan:  # fmt: skip
+    """Clone a's and b's computations into one block (b may read a: that read becomes the
+    clone of a's output)."""
+    block = Block()
+    operands: list[SSAValue] = []
+    bound: dict[int, SSAValue] = {}
+    members: list[HloOp] = []
+
+    def param(v: SSAValue) -> SSAValue:
+        got = bound.get(id(v))
+        if got is None:
+            p = create_op("parameter", [], v.type.data, builder.fresh_inst(f"param_{len(operands)}"),  # type: ignore[attr-defined]
+                          {"number": len(operands)})  # fmt: skip
+            block.add_op(p)
+            members.append(p)
+            bound[id(v)] = got = p.result
+            operands.append(v)
+        return got
+
+    outputs: list[SSAValue] = []
+    a_out: SSAValue | None = None
+    for k, op in enumerate((a, b)):
+        mapping: dict[SSAValue, SSAValue] = {}
+        if op.opcode == "fusion":
+            comp = comps[op.attr("calls")]
+            for p in comp.parameters():
+                v = op.operands[p.attr("number")]
+                mapping[p.result] = (
+                    a_out if (k == 1 and v is a.result and a_out is not None) else param(v)
+                )
+            body = [x for x in comp.instructions if x.opcode != "parameter"]
+            root = comp.root
+        else:
+            for v in op.operands:
+                mapping[v] = a_out if (k == 1 and v is a.result and a_out is not None) else param(v)
+            body, root = [op], op
+        for x in body:
+            clone = x.clone(value_mapper=mapping)
+            clone.inst_name = builder.fresh_inst(x.inst_name)
+            block.add_op(clone)
+            members.append(clone)
+        r = mapping[root.result]
+        if root.opcode == "tuple":
+            outs = list(r.owner.operands)  # type: ignore[union-attr]
+            members.remove(r.owner)  # type: ignore[arg-type]
+            _erase(r.owner)  # type: ignore[arg-type]
+        else:
+            outs = [r]
+        if k == 0:
+            a_out = outs[0] if len(outs) == 1 else None
+        outputs += outs
+    return MergePlan(block, operands, outputs, members)
+
+
+@dataclass
+class MultiOutputMerge(RewritePattern):
+    """Shared by both rewrites: replace kernels `a` and `b` by one fusion writing the
+    outputs of both; their readers read get-tuple-elements of it."""
+
+    ctx: RewriteContext
+    builder: FusionBuilder
+    comps: dict[str, ComputationOp]
+    reach: Reachability
+    result: HloOp | None = None
+
+    def merge(self, a: HloOp, b: HloOp, plan: MergePlan) -> HloOp:
+        tup = create_op("tuple", plan.outputs,
+                        TupleShape(tuple(v.type.data for v in plan.outputs)),  # type: ignore[attr-defined]
+                        self.builder.fresh_inst("tuple"))  # fmt: skip
+        plan.block.add_op(tup)
+        plan.block.add_op(new_return_op(tup.result))
+        name = self.builder.fresh_comp("fused_computation")
+        comp = new_computation_op(name, plan.block)
+        host = b.parent_op()
+        assert isinstance(host, ComputationOp)
+        mblock = host.parent_block()
+        assert mblock is not None
+        mblock.insert_op_before(comp, host)
+        self.builder.comps[name] = comp
+        self.builder.callers[name] = 1
+        self.comps[name] = comp
+        kind = fusion_kind(plan.members, [v.owner for v in plan.outputs])
+        operands = [v for v in plan.operands]
+        fusion = create_op("fusion", operands, tup.shape, self.builder.fresh_inst("fusion"),
+                           {"kind": kind, "calls": name})  # fmt: skip
+        pos = self.reach.pos
+        later = b if pos[id(b)] > pos[id(a)] else a
+        earlier = a if later is b else b
+        block = later.parent_block()
+        assert block is not None
+        block.insert_op_before(fusion, later)
+        self._move_after(fusion, earlier, later)
+        gtes: list[HloOp] = []
+        offset = 0
+        for old in (a, b):
+            n = len(_outputs(old, self.comps))
+            if isinstance(old.shape, TupleShape):
+                for use in list(old.result.uses):
+                    u = use.operation
+                    assert isinstance(u, HloOp) and u.opcode == "get-tuple-element"
+                    u.set_attr("index", u.attr("index") + offset)
+                    u.operands = [fusion.result]
+            elif old.result.uses:
+                g = create_op("get-tuple-element", [fusion.result], old.shape,
+                              self.builder.fresh_inst(f"{old.inst_name}.out"), {"index": offset})  # fmt: skip
+                block.insert_op_after(g, fusion)
+                gtes.append(g)
+                old.result.replace_all_uses_with(g.result)
+            offset += n
+        self.reach.merged(fusion, [a, b], gtes)
+        idx = self.reach.pos[id(later)]
+        self.reach.order[idx:idx] = [fusion, *gtes]
+        self.reach.order = [op for op in self.reach.order if op is not a and op is not b]
+        self.reach.renumber()
+        for old in (a, b):
+            callee = old.attr("calls") if old.opcode == "fusion" else None
+            _erase(old)
+            if callee is not None:
+                self.builder.callers[callee] -= 1
+                if self.builder.callers[callee] == 0:
+                    _erase(self.builder.comps.pop(callee))
+                    self.comps.pop(callee, None)
+        self.builder.created.append(fusion)
+        self.result = fusion
+        return fusion
+
+    def _move_after(self, fusion: HloOp, earlier: HloOp, later: HloOp) -> None:
+        """Readers of `earlier` placed before `later` move after the new fusion (none of
+        them reaches `later`: that would be a cycle)."""
+        order = self.reach.order
+        i, j = self.reach.pos[id(earlier)], self.reach.pos[id(later)]
+        moved = [op for op in order[i + 1 : j] if self.reach.reaches(earlier, op)]
+        anchor: Operation = fusion
+        for op in moved:
+            op.detach()
+            block = fusion.parent_block()
+            assert block is not None
+            block.insert_op_after(op, anchor)
+            anchor = op
+        if moved:
+            ids = {id(op) for op in moved}
+            rest = [op for op in order if id(op) not in ids]
+            k = rest.index(later)
+            self.reach.order = rest[: k + 1] + moved + rest[k + 1 :]
+            self.reach.renumber()
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        raise NotImplementedError  # the concrete rewrites below
+
+
+@dataclass
+class MergeSiblingFusions(MultiOutputMerge):
+    """`a(x, ...), b(x, ...)` -> `f = fusion(x, ...)` writing both; a's and b's readers
+    read `get-tuple-element(f)`. Guards: see the module docstring; `sibling` is b."""
+
+    sibling: HloOp | None = None
+    plan: MergePlan | None = None
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or self.sibling is None or self.plan is None:
+            return
+        fusion = self.merge(op, self.sibling, self.plan)
+        self.ctx.note(self, fusion, f"siblings {op.inst_name}, {self.sibling.inst_name}")
+
+
+@dataclass
+class FuseProducerIntoMultiOutput(MultiOutputMerge):
+    """`c(p(x))` with other readers of p -> `f = fusion(x)` computing p then c, writing
+    both; c's readers read element 1, p's other readers element 0."""
+
+    consumer: HloOp | None = None
+    plan: MergePlan | None = None
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or self.consumer is None or self.plan is None:
+            return
+        fusion = self.merge(op, self.consumer, self.plan)
+        self.ctx.note(self, fusion, f"producer {op.inst_name} into {self.consumer.inst_name}")
+
+
+# --- the driver -------------------------------------------------------------------------------
+
+
+@dataclass
+class MultiOutputDriver:
+    """Visits kernels in block order (defs before uses): first siblings reading a common
+    value, then producers into one of their readers; each merge priced before it is done."""
+
+    comp: ComputationOp
+    comps: dict[str, ComputationOp]
+    model: FusionCostModel
+    builder: FusionBuilder
+    ctx: RewriteContext
+    records: list[FusionRecord] = field(default_factory=list)
+    _fused: HloOp | None = None
+    _shapes: dict[int, tuple[HloOp, Any]] = field(default_factory=dict)
+    made: list[tuple[FusionRecord, HloOp]] = field(default_factory=list)
+    """Each merge's record and fusion (named once the builder has renamed them)."""
+
+    def time_of(self, op: HloOp) -> float:
+        return self.model.kernel_time_us(_body(op, self.comps), _outputs(op, self.comps))
+
+    def refusal(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> str | None:
+        comps = self.comps
+        if not mof_root_eligible(b, comps) or not mof_root_eligible(a, comps):
+            return NOT_ROOT
+        if sibling and a.opcode != "fusion" and b.opcode != "fusion":
+            return "no fusion among the siblings"
+        if self.loop_shape(a) != self.loop_shape(b):
+            return DIFFERENT_LOOP_SHAPES
+        if sibling:
+            if reach.reaches(a, b) or reach.reaches(b, a):
+                return CYCLE
+        else:
+            for v in b.operands:
+                if v is not a.result and reach.reaches(a, v.owner):
+                    return CYCLE
+        return None
+
+    def budget(self, plan: MergePlan) -> str | None:
+        if len(plan.operands) + len(plan.outputs) + 1 > MAX_OPERANDS_AND_OUTPUTS:
+            return BUDGET
+        if sum(is_unnested_reduction(m) for m in plan.members) > MAX_UNNESTED_REDUCTIONS:
+            return f"over {MAX_UNNESTED_REDUCTIONS} unnested reductions in fusion"
+        smem = sum(shared_memory(m) for m in plan.members)
+        if smem > SHARED_MEMORY_PER_BLOCK:
+            return f"shared memory usage would be over the budget of {SHARED_MEMORY_PER_BLOCK}B"
+        return None
+
+    def consider(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> bool:
+        record = FusionRecord("multi-output-fusion", self.comp.comp_name, a.inst_name, "kept",
+                              consumers=[b.inst_name])  # fmt: skip
+        self.records.append(record)
+        why = self.refusal(a, b, reach, sibling)
+        plan = None
+        if why is None:
+            plan = build_merged(a, b, self.comps, self.builder)
+            why = self.budget(plan)
+        if why is None and plan is not None:
+            unfused = self.time_of(a) + self.time_of(b)
+            fused = self.model.kernel_time_us(plan.members, [v.owner for v in plan.outputs])
+            record.unfused_us, record.fused_us = unfused, fused
+            if fused > unfused:
+                why = SLOWER
+        if why is not None or plan is None:
+            record.reason = why
+            return False
+        cls = MergeSiblingFusions if sibling else FuseProducerIntoMultiOutput
+        pattern = cls(self.ctx, self.builder, self.comps, reach)
+        if sibling:
+            pattern.sibling, pattern.plan = b, plan  # type: ignore[attr-defined]
+        else:
+            pattern.consumer, pattern.plan = b, plan  # type: ignore[attr-defined]
+        pattern.match_and_rewrite(a, PatternRewriter(a))
+        record.decision = "fused"
+        if pattern.result is not None:
+            self.made.append((record, pattern.result))
+        self._fused = pattern.result
+        return True
+
+    def run(self) -> bool:
+        changed = False
+        reach = Reachability(self.comp)
+        comps = self.comps
+        # siblings: kernels reading a common value
+        for value_owner in list(self.comp.instructions):
+            if value_owner.parent is None:
+                continue
+            readers = [u.operation for u in value_owner.result.uses]
+            readers = [r for r in dict.fromkeys(readers)
+                       if isinstance(r, HloOp) and r.parent is not None
+                       and mof_root_eligible(r, comps)]  # fmt: skip
+            if len(readers) >= 2:
+                readers.sort(key=lambda r: reach.pos[id(r)])
+                changed |= self._merge_siblings(readers, reach)
+        # producer-consumer: a producer read by several kernels joins one of them
+        for p in list(self.comp.instructions):
+            if p.parent is None or isinstance(p.shape, TupleShape):
+                continue
+            if not mof_root_eligible(p, comps):
+                continue
+            readers = [u.operation for u in p.result.uses]
+            readers = [r for r in dict.fromkeys(readers) if isinstance(r, HloOp)]
+            if len(readers) < 2:
+                continue
+            for c in readers:
+                ready = c.opcode == "fusion" and c.parent is not None and p.parent is not None
+                if ready and self.consider(p, c, reach, sibling=False):
+                    changed = True
+                    break
+        return changed
+
+    def _merge_siblings(self, readers: list[HloOp], reach: Reachability) -> bool:
+        """Merge compatible readers of one value; only readers with the same loop shape are
+        paired (a value read by many kernels costs one pass over them per shape)."""
+        groups: dict[Any, list[HloOp]] = {}
+        for r in readers:
+            groups.setdefault(repr(self.loop_shape(r)), []).append(r)
+        heads = [g[0] for g in groups.values()]
+        for a, b in zip(heads, heads[1:], strict=False):  # one record per shape boundary
+            self.records.append(FusionRecord(
+                "multi-output-fusion", self.comp.comp_name, a.inst_name, "kept",
+                reason=DIFFERENT_LOOP_SHAPES, consumers=[b.inst_name],
+            ))  # fmt: skip
+        changed = False
+        for group in groups.values():
+            if len(group) > 1:
+                changed |= self._merge_group(group, reach)
+        return changed
+
+    def loop_shape(self, op: HloOp) -> Any:
+        hit = self._shapes.get(id(op))
+        if hit is None or hit[0] is not op:
+            hit = self._shapes[id(op)] = (op, loop_shape(op, self.comps))
+        return hit[1]
+
+    def _merge_group(self, readers: list[HloOp], reach: Reachability) -> bool:
+        changed = False
+        i = 0
+        while i < len(readers):
+            a = readers[i]
+            j = i + 1
+            while j < len(readers):
+                b = readers[j]
+                if (
+                    a.parent is not None
+                    and b.parent is not None
+                    and self.consider(a, b, reach, True)
+                ):
+                    changed = True
+                    a = self._fused
+                    readers[i] = a
+                    readers.pop(j)
+                    continue
+                j += 1
+            i += 1
+        return changed
+
+
+def multi_output_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str = "default",
+                        trace: TraceHook | None = None) -> tuple[bool, list[FusionRecord]]:  # fmt: skip
+    import hlopass.cost as cost
+
+    cost.clear_cache()
+    model = fusion_cost_model(cost_model, device)
+    ctx = RewriteContext.of(module, trace)
+    builder = FusionBuilder(module)
+    changed = False
+    records: list[FusionRecord] = []
+    drivers = []
+    for comp in fusible_computations(module):
+        driver = MultiOutputDriver(comp, builder.comps, model, builder, ctx)
+        changed |= driver.run()
+        records += driver.records
+        drivers.append(driver)
+    builder.finish()
+    for driver in drivers:
+        for record, op in driver.made:
+            record.kernels = [op.inst_name] if op.parent is not None else []
+    cost.clear_cache()
+    if changed:
+        settle(module)
+    return changed, records
+
+
+@dataclass(frozen=True)
+class MultiOutputFusionPass(HloModulePass):
+    """XLA's multi-output fusion: siblings and producer-consumer pairs into one kernel."""
+
+    name: ClassVar[str] = "multi-output-fusion"
+
+    device: str = "h100_sxm"
+    """GPU whose cost model prices the merged kernels."""
+
+    cost_model: str = "default"
+    """`default` or `roofline` (see priority-fusion)."""
+
+    def __post_init__(self) -> None:
+        from hlopass.cost import get_device
+        from hlopass.cost.fusion_model import COST_MODELS
+
+        try:
+            get_device(self.device)
+        except KeyError as e:
+            raise ValueError(str(e.args[0])) from None
+        if self.cost_model not in COST_MODELS:
+            raise ValueError(
+                f"unknown cost model '{self.cost_model}' (known: {', '.join(sorted(COST_MODELS))})"
+            )
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        changed, records = multi_output_fusion(module, self.device, self.cost_model, trace)
+        explain_sink.emit(records)
+        return changed

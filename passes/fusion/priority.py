@@ -1,0 +1,399 @@
+"""`priority-fusion`: XLA's GPU producer-consumer fusion (PriorityFusion).
+
+Strategy (`PriorityFusionDriver`): a priority queue of producers keyed by the benefit of
+fusing each into all its readers, `time_unfused - time_fused` from a `FusionCostModel`
+(each kernel pays a 1 µs launch). The best producer is fused into every non-bitcast reader
+or into none (`rules.Rules`, XLA's reasons); afterwards only the new fusions and the
+producers they read are re-priced, and the cost model re-estimates only kernels that
+changed. Bitcasts go first; constants are never queued, and those of at most one element
+are fused into their readers at the end (larger ones stay parameters of the kernels).
+
+The driver plans on the original instructions (every kernel priced by `estimate`-style
+group work, nothing built); the rewrite `FuseProducerIntoConsumers` then replays the plan
+on the IR. Other strategies reuse the graph, rules, cost model and rewrite unchanged.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.pattern_rewriter import PatternRewriter
+
+from hlopass.cost.fusion_model import FusionCostModel, Kernel, fusion_cost_model
+from hlopass.dialects.hlo import ComputationOp, HloOp, entry_computation
+from hlopass.passes.fusion.explain import FusionRecord, explain_sink
+from hlopass.passes.fusion.graph import FusionGraph
+from hlopass.passes.fusion.rewrites import (
+    FuseProducerIntoConsumers,
+    FusionBuilder,
+    settle,
+)
+from hlopass.passes.fusion.rules import (
+    NO_USERS,
+    NOT_FUSIBLE_PRODUCER,
+    ONLY_BITCAST_USERS,
+    Rules,
+    is_bitcast_kernel,
+    scatter_rule,
+)
+from hlopass.rewriting import (
+    HloModulePass,
+    RewriteContext,
+    TraceHook,
+    comps_by_name,
+    has_side_effect,
+)
+
+_NEVER_PRODUCERS = frozenset({"parameter", "tuple", "get-tuple-element", "constant"})
+_CONTROL = frozenset({"while", "conditional", "call", "domain"})
+
+
+@dataclass
+class Fuel:
+    """XLA's `xla_fuel` for this pass: at most `left` fusions (negative: unlimited)."""
+
+    left: int = -1
+
+    def take(self) -> bool:
+        if self.left == 0:
+            return False
+        if self.left > 0:
+            self.left -= 1
+        return True
+
+
+@dataclass
+class Step:
+    producer: HloOp
+    consumers: list[HloOp]
+
+
+@dataclass
+class PriorityFusionDriver:
+    """Plans the fusions of one computation (see the module docstring)."""
+
+    graph: FusionGraph
+    rules: Rules
+    model: FusionCostModel
+    fuel: Fuel
+    pass_name: str = "priority-fusion"
+    steps: list[Step] = field(default_factory=list)
+    records: dict[int, FusionRecord] = field(default_factory=dict)
+    fused_records: list[FusionRecord] = field(default_factory=list)
+    _heap: list[tuple[float, int, int, int, Kernel]] = field(default_factory=list)
+    _stamp: dict[int, int] = field(default_factory=dict)
+    _can: dict[tuple[int, int], tuple[int, int, str | None]] = field(default_factory=dict)
+    _consumers_of: dict[int, list[Kernel]] = field(default_factory=dict)
+    """Readers of each producer when it was last priced (names for the records)."""
+
+    # -- queue ----------------------------------------------------------------------------
+
+    @staticmethod
+    def candidate(op: HloOp) -> bool:
+        """XLA queues instructions with users that fusion may touch at all (no
+        parameters, tuples, get-tuple-elements, constants, side effects, control flow)."""
+        if op.opcode in _NEVER_PRODUCERS or op.opcode in _CONTROL or has_side_effect(op):
+            return False
+        return any(isinstance(u.operation, HloOp) for u in op.result.uses)
+
+    def push(self, k: Kernel) -> None:
+        stamp = self._stamp.get(id(k), 0) + 1
+        self._stamp[id(k)] = stamp
+        prio = self.priority(k)
+        if prio is None or prio < 0:
+            return
+        pos = self.graph.position[id(k.root)]
+        heapq.heappush(self._heap, (-prio, -pos, stamp, id(k), k))
+
+    def can_fuse(self, producer: Kernel, consumer: Kernel) -> str | None:
+        key = (id(producer), id(consumer))
+        hit = self._can.get(key)
+        if hit is not None and hit[0] == producer.version and hit[1] == consumer.version:
+            return hit[2]
+        why = self.rules.can_fuse(producer, consumer)
+        self._can[key] = (producer.version, consumer.version, why)
+        return why
+
+    def refusal(self, k: Kernel, consumers: list[Kernel]) -> str | None:
+        """XLA's CanFuseWithAllNonBitcastUsers."""
+        if not consumers:
+            return NO_USERS
+        readers = [c for c in consumers if not is_bitcast_kernel(c)]
+        for c in readers:
+            why = self.can_fuse(k, c)
+            if why:
+                return why
+        return None if readers else ONLY_BITCAST_USERS
+
+    def priority(self, k: Kernel) -> float | None:
+        if is_bitcast_kernel(k):
+            return math.inf
+        record = FusionRecord(self.pass_name, self.graph.comp.comp_name, k.root.inst_name, "kept")
+        self.records[id(k.root)] = record
+        if not self.rules.facts(k).fusible:  # XLA: the first check of CanFuse
+            record.reason = NOT_FUSIBLE_PRODUCER
+            return None
+        consumers = self.graph.consumers(k)
+        self._consumers_of[id(k.root)] = consumers
+        why = self.refusal(k, consumers)
+        if why:
+            record.reason = why
+            return None
+        readers = [c for c in consumers if not is_bitcast_kernel(c)]
+        times = self.model.estimate_run_times(k, readers)
+        record.unfused_us, record.fused_us = times.unfused_us, times.fused_us
+        if times.benefit_us < 0:
+            record.reason = "slower if fused"
+        return times.benefit_us
+
+    def seed(self, groups: list[tuple[HloOp, list[HloOp]]]) -> None:
+        """Start from existing fusions (opened by `open_existing_fusions`): each group's
+        instructions join its root's kernel, and the steps that rebuild it come first."""
+        g = self.graph
+        for root, members in groups:
+            k = g.kernel[id(root)]
+            for m in reversed(members):
+                if m is root:
+                    continue
+                mk = g.kernel[id(m)]
+                g.fuse(mk, k)
+                g.kill(mk)
+                self.steps.append(Step(m, [root]))
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> list[Step]:
+        g = self.graph
+        for op in g.ops:
+            if self.candidate(op) and g.kernel[id(op)].alive:
+                self.push(g.kernel[id(op)])
+        while self._heap:
+            _, _, stamp, kid, k = heapq.heappop(self._heap)
+            if not k.alive or self._stamp.get(kid) != stamp:
+                continue
+            consumers = g.consumers(k)
+            if is_bitcast_kernel(k):
+                consumers = [c for c in consumers if self.can_fuse(k, c) is None]
+            consumers = [c for c in consumers if not is_bitcast_kernel(c)]
+            done = self.fuse(k, consumers)
+            if not done:
+                continue
+            touched: dict[int, Kernel] = {}
+            for c in done:
+                touched[id(c)] = c
+                for p in g.producers(c):
+                    if p is not k and p.root.opcode not in ("constant", "get-tuple-element"):
+                        touched[id(p)] = p
+            for t in touched.values():
+                if t.alive and self.candidate(t.root):
+                    self.push(t)
+        self.fuse_small_constants()
+        return self.steps
+
+    def fuse(self, k: Kernel, consumers: list[Kernel]) -> list[Kernel]:
+        g = self.graph
+        done = []
+        for c in consumers:
+            if not self.fuel.take():
+                break
+            g.fuse(k, c)
+            self.model.on_instruction_fused(k, c, c)
+            done.append(c)
+        if done:
+            self.steps.append(Step(k.root, [c.root for c in done]))
+            record = self.records.pop(id(k.root), None) or FusionRecord(
+                self.pass_name, g.comp.comp_name, k.root.inst_name, "kept"
+            )
+            record.decision, record.reason = "fused", None
+            record.consumers = [c.root.inst_name for c in done]
+            self.fused_records.append(record)
+        if not g.consumers(k) and not g.is_root(k.root):
+            g.kill(k)
+            self.model.invalidate(k)
+        return done
+
+    def fuse_small_constants(self) -> None:
+        """XLA fuses constants of at most one element into every fusible reader."""
+        g = self.graph
+        for op in g.ops:
+            if op.opcode != "constant" or not hasattr(op.shape, "dims"):
+                continue
+            if math.prod(op.shape.dims) > 1:  # type: ignore[attr-defined]
+                continue
+            k = g.kernel[id(op)]
+            readers = [
+                c
+                for c in g.consumers(k)
+                if self.rules.facts(c).fusible and scatter_rule(k, c) is None
+            ]
+            self.fuse(k, readers)
+
+    def all_records(self) -> list[FusionRecord]:
+        kept = sorted(self.records.items(), key=lambda kv: kv[1].producer)
+        g = self.graph
+        for key, r in kept:
+            readers = self._consumers_of.get(key)
+            if readers is None and key in g.kernel:
+                readers = g.consumers(g.kernel[key])
+            r.consumers = [c.root.inst_name for c in readers or ()]
+        return self.fused_records + [r for _, r in kept]
+
+
+def open_existing_fusions(module: ModuleOp, comp: ComputationOp) -> list[tuple[HloOp, list[HloOp]]]:
+    """Inline the loop and input fusions already in `comp` (single-output, one caller) so
+    the plan can grow them, as XLA's priority fusion does; returns (root, instructions) of
+    each, to seed the plan. Custom (library, Triton) and multi-output fusions stay."""
+    from hlopass.passes.defuse import UsedNames, inline_computation, remove_uncalled
+
+    comps = comps_by_name(module)
+    callers: dict[str, int] = {}
+    for c in comps.values():
+        for op in c.instructions:
+            for n in op.callees():
+                callers[n] = callers.get(n, 0) + 1
+    fusions = [
+        op
+        for op in comp.instructions
+        if op.opcode == "fusion"
+        and op.attr("kind") in ("kLoop", "kInput")
+        and not hasattr(op.shape, "elements")
+        and callers.get(op.attr("calls"), 0) == 1
+    ]
+    if not fusions:
+        return []
+    names = UsedNames({op.inst_name for c in comps.values() for op in c.instructions})
+    groups = []
+    opened: set[str] = set()
+    for op in fusions:
+        callee = comps[op.attr("calls")]
+        clones: list[HloOp] = []
+        root = inline_computation(op, callee, names, clones)
+        op.result.replace_all_uses_with(root.result)
+        op.detach()
+        op.erase()
+        opened.add(callee.comp_name)
+        groups.append((root, clones))
+    remove_uncalled(module, opened)
+    return groups
+
+
+def fusible_computations(module: ModuleOp) -> list[ComputationOp]:
+    """Computations whose instructions run as kernels: the entry and what control flow
+    (while, conditional, call) reaches from it; not fused or reducer computations."""
+    comps = comps_by_name(module)
+    entry = entry_computation(module)
+    seen = {entry.comp_name}
+    order = [entry]
+    i = 0
+    while i < len(order):
+        for op in order[i].instructions:
+            if op.opcode in ("while", "conditional", "call"):
+                for name in op.callees():
+                    if name in comps and name not in seen:
+                        seen.add(name)
+                        order.append(comps[name])
+        i += 1
+    return order
+
+
+@dataclass
+class FusionReport:
+    changed: bool
+    records: list[FusionRecord]
+
+
+def replay(steps: list[Step], builder: FusionBuilder, ctx: RewriteContext,
+           current: dict[int, HloOp]) -> None:  # fmt: skip
+    """Apply the planned steps to the IR with the `FuseProducerIntoConsumers` rewrite."""
+    for step in steps:
+        producer = current.get(id(step.producer), step.producer)
+        consumers = [current.get(id(c), c) for c in step.consumers]
+        pattern = FuseProducerIntoConsumers(ctx, builder, consumers)
+        pattern.match_and_rewrite(producer, PatternRewriter(producer))
+        for c, fusion in zip(step.consumers, pattern.fusions, strict=True):
+            current[id(c)] = fusion
+
+
+def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str = "default",
+                    max_fusions: int = -1, trace: TraceHook | None = None) -> FusionReport:  # fmt: skip
+    """Plan and build XLA's priority fusion of `module` in place; the report lists, for
+    every producer considered, what was decided and why."""
+    import hlopass.cost as cost
+
+    cost.clear_cache()
+    model = fusion_cost_model(cost_model, device)
+    ctx = RewriteContext.of(module, trace)
+    fuel = Fuel(max_fusions)
+    comps = comps_by_name(module)
+    plans: list[tuple[PriorityFusionDriver, list[Step]]] = []
+    for comp in fusible_computations(module):
+        seeds = open_existing_fusions(module, comp)
+        comps = comps_by_name(module)
+        graph = FusionGraph(comp)
+        rules = Rules(model, comps, {id(comp.root)})
+        driver = PriorityFusionDriver(graph, rules, model, fuel)
+        driver.seed(seeds)
+        plans.append((driver, driver.run()))
+    builder = FusionBuilder(module)
+    current: dict[int, HloOp] = {}
+    changed = False
+    for _driver, steps in plans:
+        replay(steps, builder, ctx, current)
+        changed |= bool(steps)
+    builder.finish()
+    records: list[FusionRecord] = []
+    for driver, _ in plans:
+        g = driver.graph
+        by_name = {o.inst_name: o for o in g.ops}
+        for r in driver.all_records():
+            op = by_name.get(r.producer)
+            if op is not None:
+                kernels = [current.get(id(k.root), k.root) for k in g.containing[id(op)] if k.alive]
+                r.kernels = [o.inst_name for o in kernels if o.parent is not None]
+            records.append(r)
+    cost.clear_cache()
+    if changed:
+        settle(module)
+    return FusionReport(changed, records)
+
+
+@dataclass(frozen=True)
+class PriorityFusionPass(HloModulePass):
+    """XLA's priority fusion: fuse producers into all readers, best estimated gain first."""
+
+    name: ClassVar[str] = "priority-fusion"
+
+    device: str = "h100_sxm"
+    """GPU whose cost model prices the kernels (hlopass.cost.DEVICES)."""
+
+    cost_model: str = "default"
+    """`default` (hlopass.cost, XLA's GPU performance model) or `roofline` (DRAM bytes only)."""
+
+    max_fusions: int = -1
+    """Stop after this many producer-consumer fusions (xla_fuel-style bisecting; -1: no limit)."""
+
+    def __post_init__(self) -> None:
+        from hlopass.cost import get_device
+        from hlopass.cost.fusion_model import COST_MODELS
+
+        try:
+            get_device(self.device)
+        except KeyError as e:
+            raise ValueError(str(e.args[0])) from None
+        if self.cost_model not in COST_MODELS:
+            raise ValueError(
+                f"unknown cost model '{self.cost_model}' (known: {', '.join(sorted(COST_MODELS))})"
+            )
+
+    def plan(self, module: ModuleOp, trace: TraceHook | None = None) -> FusionReport:
+        return priority_fusion(module, self.device, self.cost_model, self.max_fusions, trace)
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        report = self.plan(module, trace)
+        explain_sink.emit(report.records)
+        return report.changed

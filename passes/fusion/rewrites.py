@@ -1,0 +1,290 @@
+"""The fusion rewrites, one per class, on the IR:
+
+* `FuseProducerIntoConsumers`: `c_i(p(x))` for each listed consumer c_i -> `fusion_i(x)`
+  computing p inside (a copy per consumer; p is erased once unused);
+* `MergeSiblingFusions` (multi_output.py): two kernels reading the same value -> one
+  multi-output fusion;
+* `FuseProducerIntoMultiOutput` (multi_output.py): a producer read by a consumer and by
+  others -> one fusion exporting both values.
+
+They share `FusionBuilder` (module-wide names, fused computations, XLA's fusion naming).
+Which rewrite runs where is the drivers' business (priority.py, multi_output.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from hlopass.cost.fusion import _heroes
+from hlopass.cost.fusion_model import fusion_kind
+from hlopass.dialects.hlo import (
+    ComputationOp,
+    HloOp,
+    computations,
+    create_op,
+    new_computation_op,
+    new_return_op,
+)
+from hlopass.rewriting import RewriteContext
+from hlopass.shape import TupleShape
+
+_NAMED_HEROES = frozenset({"reduce", "transpose", "scatter", "concatenate"})
+
+
+class FusionBuilder:
+    """Builds fusions in one module: unique instruction and computation names, fused
+    computations placed before their caller."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.comps: dict[str, ComputationOp] = {c.comp_name: c for c in computations(module)}
+        self.inst_names: set[str] = {
+            op.inst_name for c in self.comps.values() for op in c.instructions
+        }
+        self.callers: dict[str, int] = {}
+        for c in self.comps.values():
+            for op in c.instructions:
+                if op.opcode == "fusion":
+                    name = op.attr("calls")
+                    self.callers[name] = self.callers.get(name, 0) + 1
+        self.comp_names: set[str] = set(self.comps)
+        self._next: dict[tuple[int, str], int] = {}
+        self.created: list[HloOp] = []
+        """Fusion instructions this builder made (renamed XLA's way by `finish`)."""
+
+    def _fresh(self, base: str, used: set[str]) -> str:
+        """`base`, else `base.k` for the first free k (probing resumes where the last
+        call for this base stopped, so n names of one base cost O(n))."""
+        if base not in used:
+            used.add(base)
+            return base
+        key = (id(used), base)
+        k = self._next.get(key, 1)
+        while f"{base}.{k}" in used:
+            k += 1
+        self._next[key] = k + 1
+        name = f"{base}.{k}"
+        used.add(name)
+        return name
+
+    def fresh_inst(self, base: str) -> str:
+        return self._fresh(base, self.inst_names)
+
+    def fresh_comp(self, base: str) -> str:
+        return self._fresh(base, self.comp_names)
+
+    def fused(self, fusion: HloOp) -> ComputationOp:
+        return self.comps[fusion.attr("calls")]
+
+    # -- building --------------------------------------------------------------------------
+
+    def wrap(self, op: HloOp) -> HloOp:
+        """`op(x...)` -> `fusion(x...)` whose computation is op on parameters."""
+        block = Block()
+        mapping: dict[SSAValue, SSAValue] = {}
+        operands: list[SSAValue] = []
+        for v in op.operands:
+            if v not in mapping:
+                p = self._param(len(operands), v)
+                block.add_op(p)
+                mapping[v] = p.result
+                operands.append(v)
+        inner = op.clone(value_mapper=mapping)
+        block.add_op(inner)
+        block.add_op(new_return_op(inner.result))
+        comp = self._add_computation(block, op)
+        fusion = create_op(
+            "fusion", operands, op.shape, self.fresh_inst("fusion"),
+            {"kind": fusion_kind(list(comp.instructions), [inner]), "calls": comp.comp_name},
+        )  # fmt: skip
+        outer = op.parent_block()
+        assert outer is not None
+        outer.insert_op_before(fusion, op)
+        op.result.replace_all_uses_with(fusion.result)
+        md = op.attr("metadata")
+        if md is not None:
+            fusion.set_attr("metadata", md)
+        _erase(op)
+        self.created.append(fusion)
+        return fusion
+
+    def _param(self, number: int, like: SSAValue) -> HloOp:
+        return create_op(
+            "parameter", [], like.type.data, self.fresh_inst(f"param_{number}"),  # type: ignore[attr-defined]
+            {"number": number},
+        )  # fmt: skip
+
+    def _add_computation(self, block: Block, caller: Operation) -> ComputationOp:
+        name = self.fresh_comp("fused_computation")
+        comp = new_computation_op(name, block)
+        host = caller.parent_op()
+        assert isinstance(host, ComputationOp)
+        mblock = host.parent_block()
+        assert mblock is not None
+        mblock.insert_op_before(comp, host)
+        self.comps[name] = comp
+        self.callers[name] = 1
+        return comp
+
+    def fuse_into(self, producer: HloOp, fusion: HloOp) -> None:
+        """Compute `producer` inside `fusion` (which reads it); erase it once unused."""
+        comp = self.fused(fusion)
+        params = comp.parameters()
+        operands = list(fusion.operands)
+        reads = [i for i, v in enumerate(operands) if v is producer.result]
+        last_user = all(u.operation is fusion for u in producer.result.uses)
+        bound: dict[int, SSAValue] = {id(v): params[i].result for i, v in enumerate(operands)}
+        anchor = next((op for op in comp.instructions if op.opcode != "parameter"), None)
+        block = comp.block
+        new_params: list[HloOp] = []
+
+        def param_for(v: SSAValue) -> SSAValue:
+            got = bound.get(id(v))
+            if got is None:
+                p = self._param(len(operands) + len(new_params), v)
+                block.insert_op_before(p, block.first_op)  # type: ignore[arg-type]
+                new_params.append(p)
+                bound[id(v)] = got = p.result
+                operands.append(v)
+            return got
+
+        if producer.opcode == "fusion":
+            inner = self.fused(producer)
+            keep_names = last_user and self.callers.get(inner.comp_name, 0) == 1
+            mapping = {
+                p.result: param_for(producer.operands[p.attr("number")]) for p in inner.parameters()
+            }
+            body = [op for op in inner.instructions if op.opcode != "parameter"]
+            root_value: SSAValue = inner.root.result
+        else:
+            keep_names = last_user
+            mapping = {}
+            for v in producer.operands:
+                mapping[v] = param_for(v)
+            body = [producer]
+            root_value = producer.result
+        for op in body:
+            clone = op.clone(value_mapper=mapping)
+            clone.inst_name = op.inst_name if keep_names else self.fresh_inst(op.inst_name)
+            if anchor is not None:
+                block.insert_op_before(clone, anchor)
+            else:
+                block.insert_op_before(clone, block.last_op)  # type: ignore[arg-type]
+        new_root = mapping[root_value]
+        for i in reads:
+            params[i].result.replace_all_uses_with(new_root)
+        for i in sorted(reads, reverse=True):
+            _erase(params[i])
+        # renumber the surviving parameters, drop the producer from the operands
+        survivors = [p for i, p in enumerate(params) if i not in reads] + new_params
+        kept = [v for i, v in enumerate(operands) if i not in reads]
+        for n, p in enumerate(survivors):
+            if p.attr("number") != n:
+                p.set_attr("number", n)
+        fusion.operands = kept
+        fusion.set_attr("kind", fusion_kind(list(comp.instructions), [comp.root]))
+        if not producer.result.uses:
+            callee = producer.attr("calls") if producer.opcode == "fusion" else None
+            _erase(producer)
+            if callee is not None:
+                self.callers[callee] -= 1
+                if self.callers[callee] == 0:
+                    _erase(self.comps.pop(callee))
+
+    # -- XLA's names ----------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Name each fusion made here as XLA's RenameFusions does: `loop_add_fusion`
+        calling `fused_add`, `input_reduce_fusion` calling `fused_reduce` (heroes sorted)."""
+        for fusion in self.created:
+            if fusion.parent is None:
+                continue
+            comp = self.fused(fusion)
+            heroes = hero_names(comp)
+            prefix = "input" if fusion.attr("kind") == "kInput" else "loop"
+            self.inst_names.discard(fusion.inst_name)
+            fusion.inst_name = self.fresh_inst(f"{prefix}_{heroes}_fusion")
+            old = comp.comp_name
+            del self.comps[old]
+            new = self.fresh_comp(f"fused_{heroes}")
+            comp.properties["sym_name"] = StringAttr(new)
+            self.comps[new] = comp
+            self.callers[new] = self.callers.pop(old, 1)
+            fusion.set_attr("calls", new)
+
+
+def settle(module: ModuleOp) -> None:
+    """Replace the module by the parse of its own print (until the print is a fixed point).
+
+    What prints depends on more than the graph: computations print in an order derived
+    from the block order of their callers' instructions, and the importer renumbers the
+    stack-frame tables in text order (as XLA's parser does). After fusion both changed;
+    settling makes the output byte-stable through our round trip."""
+    from hlopass.exporter import print_hlo
+    from hlopass.importer import parse_hlo
+
+    text = print_hlo(module)
+    fresh = parse_hlo(text)
+    for _ in range(3):
+        again = print_hlo(fresh)
+        if again == text:
+            break
+        text, fresh = again, parse_hlo(again)
+    block = module.body.block
+    for op in list(block.ops):
+        _erase(op)
+    for op in list(fresh.body.block.ops):
+        op.detach()
+        block.add_op(op)
+    module.attributes.clear()
+    module.attributes.update(fresh.attributes)
+
+
+def _erase(op: Operation) -> None:
+    op.detach()
+    op.erase(safe_erase=False)
+
+
+def hero_names(comp: ComputationOp) -> str:
+    root = comp.root
+    outs = [v.owner for v in root.operands] if root.opcode == "tuple" else [root]
+    ids = {id(op) for op in comp.instructions}
+    names: set[str] = set()
+    for out, hero in zip(outs, _heroes(outs, ids), strict=True):
+        pick = hero if hero.opcode in _NAMED_HEROES else out
+        names.add(pick.opcode.replace("-", "_"))
+    return "_".join(sorted(names))
+
+
+def is_multi_output(op: HloOp) -> bool:
+    return op.opcode == "fusion" and isinstance(op.shape, TupleShape)
+
+
+@dataclass
+class FuseProducerIntoConsumers(RewritePattern):
+    """`c_i(p(x))` -> `fusion_i(x)` computing p inside, for each consumer c_i in
+    `consumers`; p is erased once nothing reads it.
+
+    Guards: each consumer reads p. A consumer that is not yet a fusion is first wrapped in
+    one (XLA's Fuse). `fusions` receives the fusion that each consumer became."""
+
+    ctx: RewriteContext
+    builder: FusionBuilder
+    consumers: Sequence[HloOp]
+    fusions: list[HloOp] = field(default_factory=list)
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp):
+            return
+        self.fusions = []
+        consumers = [c for c in self.consumers if any(v is op.result for v in c.operands)]
+        for consumer in consumers:
+            fusion = consumer if consumer.opcode == "fusion" else self.builder.wrap(consumer)
+            self.builder.fuse_into(op, fusion)
+            self.fusions.append(fusion)
+            self.ctx.note(self, op, f"into {fusion.inst_name}")
