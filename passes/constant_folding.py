@@ -88,6 +88,13 @@ def _bounded_interpreter(module: ModuleOp, opts: ConstantFoldingPass) -> Any:
             self.iterations_left = opts.max_loop_iterations
             self.elements_left = opts.max_loop_elements
 
+        def handler_of(self, op: HloOp) -> Any:
+            # planned computations call handlers directly: route nested loops through the
+            # bounded `eval` below too
+            if op.opcode == "while":
+                return lambda interp, op, operands: interp.eval(op, operands)
+            return super().handler_of(op)
+
         def eval(self, op: HloOp, operands: list[Any]) -> Any:
             if op.opcode != "while":
                 return super().eval(op, operands)
