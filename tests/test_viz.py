@@ -185,3 +185,15 @@ def test_html_page_draws_nodes_in_a_real_browser(tmp_path):
                         f"--screenshot={shot}", "--window-size=1200,900", page.as_uri()],
                        capture_output=True, timeout=300)  # fmt: skip
         assert shot.exists() and shot.stat().st_size > 20_000  # a blank 1200x900 page is ~5 KB
+
+
+def test_model_explorer_adapter_converts_a_seed():
+    pytest.importorskip("model_explorer", reason="the viz extra is not installed")
+    from hlopass.viz.model_explorer import HloAdapter
+
+    seed = corpus() / "seeds/000_887393ea171d6a40.hlo"
+    graphs = HloAdapter().convert(str(seed), {"device": "h100"})["graphs"]
+    nodes = graphs[0].nodes
+    assert len(nodes) > 300
+    assert any(n.namespace.startswith("fusion") for n in nodes)  # fusions are namespaces
+    assert any(a.key == "estimated_us" for n in nodes for a in n.attrs)
