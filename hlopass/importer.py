@@ -643,9 +643,13 @@ class _Parser:
 
         if arr.dtype.kind not in "fc" or not np.isinf(arr).any():
             return
-        top = float(np.finfo(arr.real.dtype).max)
+        part = arr.real.dtype
         for num in _FINITE_NUMBER.findall(raw):
-            if abs(float(num)) > top:
+            # out of range = rounds to inf in the type (XLA prints FLT_MAX as 3.40282347e+38,
+            # above FLT_MAX as a real number, and reads it back as FLT_MAX)
+            with np.errstate(over="ignore"):
+                rounded = np.asarray(float(num)).astype(part)
+            if np.isinf(rounded):
                 self.error(f"literal value {num} is out of range for {shape.element_type}", start)
 
 
@@ -1529,7 +1533,7 @@ class ModuleParser(_Parser):
             if rs.is_tuple and len(rs.elements) == 3:
                 shape = TupleShape((rs.elements[0], rs.elements[2]))
                 stype = None  # no longer the declared shape's type
-        elif opcode == "send" and len(operands) == 2:
+        elif opcode == "send" and len(operands) == 2 and shape is not None:
             # XLA gives send (data, u32[], token[]) whatever shape the text declares.
             data = operands[0].type.data  # type: ignore[attr-defined]
             sent = TupleShape(
@@ -1537,12 +1541,12 @@ class ModuleParser(_Parser):
             )
             if shape != sent:
                 shape, stype = sent, None
-        elif opcode in ("send-done", "after-all"):
+        elif opcode in ("send-done", "after-all") and shape is not None:
             # XLA gives these a token[] whatever shape the text declares.
             token = _array_shape_from_token("token[]")
             if shape != token:
                 shape, stype = token, None
-        elif opcode == "add-dependency" and operands:
+        elif opcode == "add-dependency" and operands and shape is not None:
             # XLA gives add-dependency its first operand's shape (a declared one is ignored).
             data = operands[0].type.data  # type: ignore[attr-defined]
             if shape != data:

@@ -274,7 +274,6 @@ def format_literal(lit: Literal, shape: Shape) -> str:
 # --- parsing ------------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_PART = r"(-?nan\(0x[0-9a-fA-F]+\)|[^,()]+?)"
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
 
@@ -326,7 +325,11 @@ def parse_array_text(text: str, shape: ArrayShape) -> np.ndarray:
 
 # One piece of a complex array literal: a `(re, im)` pair, a separator, or anything else
 # (group 3), which is an error.
-_COMPLEX_PIECE = re.compile(r"\(\s*([^,(){}\s]+)\s*,\s*([^,(){}\s]+)\s*\)|[\s{},]+|(.)", re.S)
+# a part is a number, inf or nan, a NaN with its payload `nan(0x1)` included
+_COMPLEX_PART = r"[^,(){}\s]++(?:\([^()]*+\))?+"
+_COMPLEX_PIECE = re.compile(
+    rf"\(\s*+({_COMPLEX_PART})\s*+,\s*+({_COMPLEX_PART})\s*+\)|[\s{{}},]++|(.)", re.S
+)
 
 
 def _complex_elements(body: str, et: str) -> np.ndarray:

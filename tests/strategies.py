@@ -32,7 +32,7 @@ FLOAT_CONSTANTS = (
     "0.1",
     "3",
     "6e+04",
-    "-0",
+    "-0.0",  # (`-0` means +0 to XLA's parser, -0.0 to ours: the one intended difference)
     "inf",
     "-inf",
     "nan",

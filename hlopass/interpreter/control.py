@@ -38,9 +38,15 @@ def _check_arguments(op, comp, args) -> None:
             f"instruction {op.inst_name} passes {len(args)} operand(s) to computation "
             f"{comp.comp_name}, which takes {len(params)}"
         )
-    for p, a in zip(params, args, strict=True):
-        shape = p.shape
-        if isinstance(shape, ArrayShape) and getattr(a, "shape", None) != shape.dims:
+    # Declared shapes, not the values: a reduction runs its combiner (and fusions in it)
+    # once over whole arrays, so values may carry batch dims the declarations do not.
+    for p, v, a in zip(params, op.operands, args, strict=True):
+        shape, declared = p.shape, getattr(v.type, "data", None)
+        if (
+            isinstance(shape, ArrayShape)
+            and isinstance(declared, ArrayShape)
+            and (tuple(declared.dims) != tuple(shape.dims))
+        ):
             raise HloVerifyError(
                 f"instruction {op.inst_name} passes {np.shape(a)} to parameter "
                 f"{p.inst_name} of computation {comp.comp_name}, a {shape.text(False)}"
