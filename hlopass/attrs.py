@@ -339,3 +339,20 @@ def format_value(kind: str, v: object, percent: bool = True) -> str:
     if kind == "names":
         return "{" + ", ".join([p + n for n in v]) + "}"  # type: ignore[attr-defined]
     raise KeyError(f"unknown attribute kind {kind!r}")
+
+
+def backend_config(op: Any) -> dict:
+    """An instruction's `backend_config` JSON as a dict (`{}` when absent, not JSON or not
+    an object): what the cost model and the interpreter read library-call settings from."""
+    import json
+
+    raw = op.attr("backend_config") if op is not None else None
+    if not raw:
+        return {}
+    if not isinstance(raw, str):
+        raw = getattr(raw, "text", str(raw))
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -27,11 +27,11 @@ EstimateRunTimeForInstruction` (XLA_GPU_COST_MODEL_REFERENCE.md 1.2-1.5):
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from hlopass.attrs import backend_config as _backend
 from hlopass.cost.profiles import flops_per_element
 from hlopass.cost.work import (
     _reduce_window_count,
@@ -410,19 +410,6 @@ def loop_launch(n: int, sm_count: int, threads_per_sm: int = THREADS_PER_SM) -> 
     n = math.ceil(n / unroll)
     tpb = min(LOOP_THREADS, n)
     return math.ceil(n / tpb), tpb
-
-
-def _backend(op: Any) -> dict:
-    raw = op.attr("backend_config") if op is not None else None
-    if not raw:
-        return {}
-    if not isinstance(raw, str):
-        raw = getattr(raw, "text", str(raw))
-    try:
-        v = json.loads(raw)
-    except (ValueError, TypeError):
-        return {}
-    return v if isinstance(v, dict) else {}
 
 
 def _bits(shape: Any) -> int:

@@ -38,11 +38,11 @@ emitter XLA would use:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hlopass.attrs import backend_config as _backend_config
 from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.cost.fusion import FlopCounter, Read, analyze
 from hlopass.cost.layouts import conv_transpose_bytes, op_reshape_is_bitcast
@@ -212,19 +212,6 @@ class Estimate:
 
 
 # --- work of a group of instructions ---------------------------------------------------
-
-
-def _backend_config(op: Any) -> dict:
-    raw = op.attr("backend_config")
-    if not raw:
-        return {}
-    if not isinstance(raw, str):
-        raw = getattr(raw, "text", str(raw))
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _gemm_tiles(out: Any, batch_dims: int) -> int:

@@ -22,15 +22,16 @@ libraries do. Anything else raises `UnsupportedOpError` naming the instruction.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from hlopass.attrs import backend_config
 from hlopass.interpreter.core import dtype_of, unsupported
-from hlopass.interpreter.linalg import _acc_dtype
+from hlopass.interpreter.linalg import _acc_dtype, _dilate
+from hlopass.interpreter.linalg import _pad_axis as _pad
 from hlopass.interpreter.numeric import as_dtype
 from hlopass.shape import ArrayShape, TupleShape
 
@@ -45,20 +46,6 @@ CONV_TARGETS = (
 
 def is_library_call(target: str) -> bool:
     return target in GEMM_TARGETS or target in CONV_TARGETS
-
-
-def backend_config(op: Any) -> dict:
-    """The backend_config JSON as a dict (`{}` when absent or not JSON)."""
-    raw = op.attr("backend_config")
-    if not raw:
-        return {}
-    if not isinstance(raw, str):
-        raw = getattr(raw, "text", str(raw))
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def evaluate_library_call(interp: Any, op: Any, args: list[Any]) -> Any:
@@ -290,25 +277,6 @@ class ConvGeometry:
                 index[axis] = slice(None, None, w.lhs_dilation)
                 g = g[tuple(index)]
         return g
-
-
-def _dilate(x: np.ndarray, axis: int, factor: int) -> np.ndarray:
-    shape = list(x.shape)
-    shape[axis] = (x.shape[axis] - 1) * factor + 1 if x.shape[axis] else 0
-    out = np.zeros(shape, x.dtype)
-    index = [slice(None)] * x.ndim
-    index[axis] = slice(None, None, factor)
-    out[tuple(index)] = x
-    return out
-
-
-def _pad(x: np.ndarray, axis: int, low: int, high: int) -> np.ndarray:
-    widths = [(0, 0)] * x.ndim
-    widths[axis] = (max(low, 0), max(high, 0))
-    x = np.pad(x, widths)
-    index = [slice(None)] * x.ndim
-    index[axis] = slice(-min(low, 0), x.shape[axis] + min(high, 0))
-    return x[tuple(index)]
 
 
 def conv_forward(g: ConvGeometry, x: np.ndarray, w: np.ndarray) -> np.ndarray:
