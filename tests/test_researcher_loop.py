@@ -333,3 +333,25 @@ def test_module_shows_as_hlo_in_a_repl_and_a_notebook():
     )
     assert "more lines: print(hlopass.print_hlo(module))" in repr(big)
     assert type(module.clone()) is type(module)
+
+
+def test_cost_names_xlas_bytes_accessed_apart_from_dram_bytes():
+    """The footer's `bytes accessed` is XLA's own HloCostAnalysis figure (meta.json holds
+    jaxlib's), the table's `dram_bytes` the model's."""
+    import json
+
+    from hlopass.corpus import corpus_root
+
+    root = corpus_root()
+    if root is None:
+        pytest.skip("the corpus (../shared/corpus) is not present")
+    prog = Path(root) / "jax" / "mlp_adam"
+    p = run([HLOPASS, "cost", str(prog / "before_optimizations.hlo"), "--json", "--top", "1"])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    want = json.loads((prog / "meta.json").read_text())["xla_cost_before_optimizations"]
+    assert out["xla_cost_analysis"]["bytes accessed"] == want["bytes accessed"]
+    assert out["xla_cost_analysis"]["flops"] == want["flops"]
+    assert len(out["kernels"]) == 1 and "bytes_accessed" in out["kernels"][0]
+    text = run([HLOPASS, "cost", str(prog / "before_optimizations.hlo"), "--top", "1"]).stdout
+    assert "dram_bytes" in text and f"bytes accessed {want['bytes accessed']:.4g}" in text
