@@ -27,6 +27,8 @@ PIPELINES = {
     "layout": ("", LAYOUT),
     "core+layout": (CORE, LAYOUT),
     "cost-policy": ("", "layout-assignment{policy=cost},layout-normalization,copy-elision"),
+    # the "followed by the fusion passes": layouts first, then XLA-style fusion
+    "core+layout+fusion": (CORE, LAYOUT + ",priority-fusion,multi-output-fusion"),
 }
 
 
