@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(not oracle.available(), reason=ORACLE_MISSING)
 
 SETTINGS = settings(
     max_examples=300,
+    derandomize=True,  # the same draw on every run: CI's verdict is the change's
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

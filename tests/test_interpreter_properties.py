@@ -323,9 +323,12 @@ def _compare(got, want, text, bounds):
         assert_within_bound(g, w, bounds[i], what=f"out{i}\n{text}")
 
 
-# HLOPASS_PROP_EXAMPLES raises the example count for a longer local search.
+# HLOPASS_PROP_EXAMPLES raises the example count for a longer local search, and
+# HLOPASS_PROP_RANDOM=1 draws new examples; CI draws the same ones on every run, so its
+# verdict belongs to the change under test, not to the draw.
 @settings(
     max_examples=int(os.environ.get("HLOPASS_PROP_EXAMPLES", "150")),
+    derandomize=not os.environ.get("HLOPASS_PROP_RANDOM"),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
