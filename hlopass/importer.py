@@ -1527,8 +1527,9 @@ class ModuleParser(_Parser):
             and getattr(operands[0].type.data, "rank", None) == 0  # type: ignore[attr-defined]
         ):
             attrs["dimensions"] = ()  # a scalar broadcast may leave out dimensions={}
-        elif opcode == "recv-done" and len(operands) == 1:
-            # XLA derives recv-done's shape from its recv (a declared shape is ignored).
+        elif opcode == "recv-done" and len(operands) == 1 and shape is not None:
+            # XLA derives recv-done's shape from its recv (a declared shape is ignored; a
+            # left-out one it cannot infer).
             rs = operands[0].type.data  # type: ignore[attr-defined]
             if rs.is_tuple and len(rs.elements) == 3:
                 shape = TupleShape((rs.elements[0], rs.elements[2]))

@@ -29,7 +29,7 @@ from hlopass.importer import parse_hlo
 from tests.child_runner import run_batch
 from tests.conftest import ORACLE_MISSING
 from tests.grammar_samples import ASYNC_MODULES, ASYNC_WRAPPED, SAMPLES, async_module
-from tests.grammar_strip import strip_shapes
+from tests.grammar_strip import _INSTRUCTION, LEAVABLE, strip_shapes
 
 ASYNC_OPCODES = [*ASYNC_WRAPPED, *ASYNC_MODULES]
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +93,8 @@ def xla(tmp_path_factory) -> dict[str, dict]:
         stripped = strip_shapes(text)
         if stripped != text:
             jobs["stripped:" + key] = stripped
+        for opcode in _strippable(text):
+            jobs[f"strip1:{key}:{opcode}"] = strip_shapes(text, frozenset({opcode}))
     for opcode in OPCODES:
         jobs["probe:" + opcode] = _probe(_sample_of(_PROBED.get(opcode, opcode)), opcode)
     # a conditional's attributes depend on its selector (pred or s32): ask with both
@@ -158,20 +160,66 @@ def test_sample_prints_as_xla(xla, key):
     assert back.get("print") == got, f"XLA does not read our print back: {back}"
 
 
+def _strippable(text: str) -> list[str]:
+    """The opcodes of `text` whose result shape the inference tests leave out."""
+    return sorted({m.group(3) for m in _INSTRUCTION.finditer(text)} & LEAVABLE)
+
+
+def _check_inferred(want: dict, text: str) -> None:
+    """Our print of `text` (shapes left out) is XLA's; where XLA cannot infer a shape we
+    refuse it too, in one line, at the same instruction (line) as XLA."""
+    if "print" not in want:
+        m = re.search(r"was parsing (\d+):\d+: error: (cannot|failed to) infer shape", want["error"])
+        assert m is not None, want
+        with pytest.raises(HloError) as e:
+            parse_hlo(text)
+        msg = str(e.value)
+        # (XLA points a failed inference at the token after the instruction)
+        line = m.group(1) if m.group(2) == "cannot" else r"\d+"
+        assert re.match(rf"^<input>:{line}:\d+: error: cannot infer the shape of ", msg), (
+            msg,
+            want["error"],
+        )
+        assert "\n" not in msg
+        return
+    got = _ours(text)
+    assert got == want["print"], _diff(want["print"], got)
+
+
 @needs_oracle
 @pytest.mark.parametrize("key", [k for k in SAMPLES if strip_shapes(SAMPLES[k]) != SAMPLES[k]])
 def test_left_out_shapes_are_inferred_as_xla(xla, key):
     """Every result shape but those of parameters and constants left out: where XLA infers
     them, our print is XLA's; where XLA cannot, we report it too."""
-    text = strip_shapes(SAMPLES[key])
-    want = xla["stripped:" + key]
-    if "print" not in want:  # XLA cannot infer it: neither may we, in one line
-        assert "infer shape for opcode" in want["error"], want
-        with pytest.raises(HloError, match=r"^<input>:\d+:\d+: error: cannot infer the shape of "):
-            parse_hlo(text)
-        return
-    got = _ours(text)
-    assert got == want["print"], _diff(want["print"], got)
+    _check_inferred(xla["stripped:" + key], strip_shapes(SAMPLES[key]))
+
+
+_STRIP1 = [(k, o) for k, text in SAMPLES.items() for o in _strippable(text)]
+
+
+@needs_oracle
+@pytest.mark.parametrize(("key", "opcode"), _STRIP1, ids=[f"{k}:{o}" for k, o in _STRIP1])
+def test_one_left_out_shape_is_inferred_as_xla(xla, key, opcode):
+    """Only `opcode`'s result shapes left out (so an opcode after one XLA cannot infer is
+    checked too, such as a recv-done after its recv)."""
+    text = strip_shapes(SAMPLES[key], frozenset({opcode}))
+    _check_inferred(xla[f"strip1:{key}:{opcode}"], text)
+
+
+@needs_oracle
+def test_inferred_opcodes_are_the_ones_xla_infers(xla):
+    """The opcodes whose shape may be left out (docs/GRAMMAR.md's *shape* column) are those
+    XLA's parser infers on the samples; every other opcode (but parameter and constant)
+    XLA refuses."""
+    from hlopass.shape_inference import INFERRED, NEEDS_SHAPE
+
+    infers: dict[str, bool] = {}
+    for key, opcode in _STRIP1:
+        ok = "print" in xla[f"strip1:{key}:{opcode}"]
+        infers[opcode] = infers.get(opcode, False) or ok
+    assert set(infers) == set(OPCODES) - {"parameter", "constant"}
+    xla_infers = {o for o, ok in infers.items() if ok}
+    assert sorted(xla_infers ^ (INFERRED - set(NEEDS_SHAPE))) == []
 
 
 def test_every_opcode_and_attribute_has_a_sample():
