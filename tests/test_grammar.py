@@ -169,7 +169,9 @@ def _check_inferred(want: dict, text: str) -> None:
     """Our print of `text` (shapes left out) is XLA's; where XLA cannot infer a shape we
     refuse it too, in one line, at the same instruction (line) as XLA."""
     if "print" not in want:
-        m = re.search(r"was parsing (\d+):\d+: error: (cannot|failed to) infer shape", want["error"])
+        m = re.search(
+            r"was parsing (\d+):\d+: error: (cannot|failed to) infer shape", want["error"]
+        )
         assert m is not None, want
         with pytest.raises(HloError) as e:
             parse_hlo(text)
