@@ -162,15 +162,13 @@ class Planner:
                 for i in (0, 1):
                     self.ask_m2m(op.operands[i], self.dot_operand(op, i), True)
             return
-        if self.fixed_layout(op) is not None:
-            for i in self.fixed_operands(op):
-                self.ask_m2m(op.operands[i], default_m2m(value_shape(op.operands[i]).rank), True)  # type: ignore[attr-defined]
+        fixed = rules.fixed_layouts(op)
+        if fixed is not None:
+            for i, s in fixed.operands.items():
+                self.ask(op.operands[i], s, True)
             return
         if opc == "transpose":
-            out = m2m_of(want) if isinstance(want, ArrayShape) else default_m2m(op.shape.rank)  # type: ignore[attr-defined]
-            self.ask_m2m(
-                op.operands[0], transpose_operand_for_bitcast(out, op.attr("dimensions")), hard
-            )
+            self.request_through_transpose(op, want, hard)
             return
         if opc == "reshape":
             src = value_shape(op.operands[0])
@@ -219,30 +217,22 @@ class Planner:
         for v in op.operands[: len(op.operands) // 2]:
             self.ask_m2m(v, m2m, False)
 
-    # --- fixed-layout instructions (XLA's backend constraints besides conv and dot) ------
-
-    def fixed_layout(self, op: HloOp) -> Shape | None:
-        """Result of sort (rank > 1), fft, triangular-solve, TopK: the layout they need."""
-        opc = op.opcode
-        shape = op.shape
-        if opc == "sort" or opc == "fft":
-            return with_default(shape)
-        if opc == "triangular-solve":
-            assert isinstance(shape, ArrayShape)
-            return with_m2m(shape, _fortran(shape.rank))
-        if opc == "custom-call" and (op.attr("custom_call_target") or "") == "TopK":
-            return with_default(shape)
-        return None
-
-    def fixed_operands(self, op: HloOp) -> list[int]:
-        return [i for i, v in enumerate(op.operands) if isinstance(value_shape(v), ArrayShape)]
-
-    def fixed_operand_shape(self, op: HloOp, i: int) -> Shape:
-        s = value_shape(op.operands[i])
-        assert isinstance(s, ArrayShape)
-        if op.opcode == "triangular-solve":
-            return with_m2m(s, _fortran(s.rank))
-        return with_default(s)
+    def request_through_transpose(self, op: HloOp, want: Shape | None, hard: bool) -> None:
+        """Ask the operand for the layout that makes the transpose a bitcast. A dot used only
+        by the transpose must take it (XLA's transpose-of-dot constraint, when the dot can
+        produce it); for an operand with other users it is only a preference, so that a
+        user needing the operand as it is wins and the transpose moves the data."""
+        src = op.operands[0]
+        out = m2m_of(want) if isinstance(want, ArrayShape) else default_m2m(op.shape.rank)  # type: ignore[attr-defined]
+        m2m = transpose_operand_for_bitcast(out, op.attr("dimensions"))
+        p = producer(src)
+        single = src.has_one_use()
+        if p is not None and p.opcode == "dot" and single:
+            shape = value_shape(src)
+            if isinstance(shape, ArrayShape) and rules.dot_can_produce(p, m2m):
+                self.ask_m2m(src, m2m, True)
+            return
+        self.ask_m2m(src, m2m, hard and single)
 
     # --- forward: choices -------------------------------------------------------------------
 
@@ -290,8 +280,8 @@ class Planner:
             "get-tuple-element",
             "reduce",
         ):
-            fixed = self.fixed_layout(op)
-            return fixed if fixed is not None else current
+            fixed = rules.fixed_layouts(op)
+            return fixed.result if fixed is not None and fixed.result is not None else current
         if isinstance(current, ArrayShape) and (
             current.rank == 0 or current.element_type in ("token", "opaque")
         ):
@@ -300,9 +290,9 @@ class Planner:
             return _relabel(current, self.conv_layouts(op).output)
         if opc == "dot":
             return self.choose_dot(op, want)
-        fixed = self.fixed_layout(op)
-        if fixed is not None:
-            return fixed
+        fixed = rules.fixed_layouts(op)
+        if fixed is not None and fixed.result is not None:
+            return fixed.result
         if opc == "tuple":
             if hard and isinstance(want, TupleShape):
                 return want
@@ -420,9 +410,10 @@ class Planner:
                 if m2m is not None:
                     self.need_m2m(op, i, m2m)
             return
-        if self.fixed_layout(op) is not None:
-            for i in self.fixed_operands(op):
-                self.need(op, i, self.fixed_operand_shape(op, i))
+        fixed = rules.fixed_layouts(op)
+        if fixed is not None:
+            for i, s in fixed.operands.items():
+                self.need(op, i, s)
             return
         if opc == "reshape":
             src = self.shape_of(op.operands[0])
@@ -468,10 +459,3 @@ class Planner:
         self.backward()
         self.forward()
         return self.plan
-
-
-def _fortran(rank: int) -> M2M:
-    m2m = list(default_m2m(rank))
-    if rank >= 2:
-        m2m[0], m2m[1] = m2m[1], m2m[0]
-    return tuple(m2m)

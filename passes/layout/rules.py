@@ -12,9 +12,17 @@ from dataclasses import dataclass
 from hlopass.attrs import ConvDims
 from hlopass.cost.layouts import conv_roles
 from hlopass.dialects.hlo import HloOp
-from hlopass.shape import ArrayShape
+from hlopass.shape import ArrayShape, Shape
 
-from .layouts import M2M, default_m2m, from_major_to_minor, m2m_of, value_shape
+from .layouts import (
+    M2M,
+    default_m2m,
+    from_major_to_minor,
+    m2m_of,
+    value_shape,
+    with_default,
+    with_m2m,
+)
 
 # CUDA compute capability (major) of each device the cost model knows.
 COMPUTE_CAPABILITY: dict[str, int] = {
@@ -179,3 +187,85 @@ def dot_can_produce(op: HloOp, m2m: M2M) -> bool:
     assert isinstance(shape, ArrayShape)
     b, lf, rf = dot_output_groups(op)
     return matrix_layout_ok(shape, m2m, (b, lf, rf))
+
+
+# --- other backend constraints (AddBackendConstraints besides conv and dot) -----------------
+
+MEMORY_PLACEMENT_TARGETS = frozenset({"MoveToHost", "MoveToDevice"})
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Layouts an instruction must have: its result (None: left as planned) and, by operand
+    index, the layouts its operands must come in."""
+
+    result: Shape | None
+    operands: dict[int, Shape]
+
+
+def fortran_m2m(rank: int) -> M2M:
+    """The default layout with the two minor dims swapped (XLA's SetFortranLayout)."""
+    m2m = list(default_m2m(rank))
+    if rank >= 2:
+        m2m[0], m2m[1] = m2m[1], m2m[0]
+    return tuple(m2m)
+
+
+def _arrays_default(op: HloOp, which: Sequence[int] | None = None) -> dict[int, Shape]:
+    idx = range(len(op.operands)) if which is None else which
+    out: dict[int, Shape] = {}
+    for i in idx:
+        s = value_shape(op.operands[i])
+        if isinstance(s, ArrayShape) and s.element_type not in ("token", "opaque"):
+            out[i] = with_default(s)
+    return out
+
+
+def fixed_layouts(op: HloOp) -> Fixed | None:
+    """XLA's GPU constraints on sort, fft, triangular-solve, TopK, memory-placement custom
+    calls, send/recv and rank-changing bitcast-converts; None for anything else."""
+    opc = op.opcode
+    shape = op.shape
+    if opc == "sort":
+        # keys of rank > 1: every operand and result in the default layout (rank 1 has no other)
+        return Fixed(with_default(shape), _arrays_default(op))
+    if opc == "fft":
+        return Fixed(with_default(shape), _arrays_default(op, [0]))  # cuFFT: dim 0 major
+    if opc == "triangular-solve":
+        assert isinstance(shape, ArrayShape)
+        ops = {}
+        for i in (0, 1):
+            s = value_shape(op.operands[i])
+            assert isinstance(s, ArrayShape)
+            ops[i] = with_m2m(s, fortran_m2m(s.rank))
+        return Fixed(with_m2m(shape, fortran_m2m(shape.rank)), ops)
+    if opc == "custom-call":
+        target = op.attr("custom_call_target") or ""
+        if target == "TopK":  # default result; it cannot change layout, so neither operand
+            return Fixed(with_default(shape), _arrays_default(op))
+        if target in MEMORY_PLACEMENT_TARGETS:  # no transposes on host memory
+            return Fixed(with_default(shape), _arrays_default(op, [0]))
+        return None
+    if opc == "send":
+        return Fixed(None, _arrays_default(op, [0]))
+    if opc == "recv":
+        return Fixed(with_default(shape), {})
+    if opc == "bitcast-convert":
+        return bitcast_convert_layouts(op)
+    return None
+
+
+def bitcast_convert_layouts(op: HloOp) -> Fixed | None:
+    """A bitcast-convert between element sizes: the extra (last) dim of the larger-rank side
+    most minor, the other side that layout without it (so it stays a no-op)."""
+    src, dst = value_shape(op.operands[0]), op.shape
+    if not isinstance(src, ArrayShape) or not isinstance(dst, ArrayShape) or src.rank == dst.rank:
+        return None
+    larger, smaller = (src, dst) if src.rank > dst.rank else (dst, src)
+    changed = larger.rank - 1
+    big = (changed, *(d for d in m2m_of(larger) if d != changed))
+    small = tuple(d for d in big if d != changed)
+    big_shape, small_shape = with_m2m(larger, big), with_m2m(smaller, small)
+    if larger is src:
+        return Fixed(small_shape, {0: big_shape})
+    return Fixed(big_shape, {0: small_shape})
