@@ -13,7 +13,12 @@ comparison does not depend on that choice.
 
 Tolerances: tests/gpu_tolerance.py. Prints per module: interpreter seconds, XLA:CPU
 seconds (compile + run, fresh child process), their ratio, and the check's result.
-Usage: python benchmarks/gpu_optimized_exec.py [--seeds-only] [--no-seed-001]
+With `--refuse`, each seed is also re-planned (`defuse,priority-fusion,multi-output-fusion,
+horizontal-fusion`), checked by XLA's parser, and run under the interpreter on the same
+inputs: its outputs must equal the original plan's bit for bit (fusion moves instructions,
+never arithmetic).
+
+Usage: python benchmarks/gpu_optimized_exec.py [--seeds-only] [--no-seed-001] [--refuse]
 """
 
 from __future__ import annotations
@@ -65,7 +70,32 @@ def run_program(folder: Path) -> tuple[str, float, str]:
     return folder.name, seconds, verdict
 
 
-def run_seed(path: Path) -> tuple[str, float, float, str]:
+REFUSE = "defuse,priority-fusion,multi-output-fusion,horizontal-fusion"
+
+
+def refuse_check(text: str, args: list, got: list) -> str:
+    """Re-plan the module, let XLA parse it, run it: same bits as the original plan?"""
+    import numpy as np
+
+    import hlopass
+    from hlopass import oracle
+    from hlopass.pipeline import run_pipeline
+
+    module = hlopass.parse_hlo(text)
+    run_pipeline(module, REFUSE, verify_each=True)
+    out = hlopass.print_hlo(module)
+    ok, msg = oracle.accepts(out)
+    if not ok:
+        return f"re-fused: XLA rejects it: {msg[:100]}"
+    again = hlopass.evaluate(hlopass.parse_hlo(out), *args)
+    for i, (a, b) in enumerate(zip(again, got, strict=True)):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.tobytes() != b.tobytes():
+            return f"re-fused: out{i} differs from the original plan"
+    return f"re-fused ({out.count(' fusion(')} fusions): same bits"
+
+
+def run_seed(path: Path, refuse: bool = False) -> tuple[str, float, float, str]:
     import numpy as np
 
     import hlopass
@@ -90,6 +120,8 @@ def run_seed(path: Path) -> tuple[str, float, float, str]:
     verdict = check(path.name, lambda: assert_outputs_close(module, args, got, want, path.name))
     if nonfinite:
         verdict += f" ({nonfinite} non-finite reference values)"
+    if refuse:
+        verdict += "; " + refuse_check(text, args, got)
     return path.name, ours, theirs, verdict
 
 
@@ -97,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--seeds-only", action="store_true")
     ap.add_argument("--no-seed-001", action="store_true", help="skip the BERT seed (minutes)")
+    ap.add_argument("--refuse", action="store_true", help="also defuse + re-fuse each seed")
     args = ap.parse_args(argv)
     from hlopass.corpus import corpus_root
 
@@ -118,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{'seed (vs XLA:CPU, plain form)':<32} {'interp_s':>9} {'xla_s':>8} {'ratio':>7}  check"
     )
     for path in seeds:
-        name, ours, theirs, verdict = run_seed(path)
-        failures += not verdict.startswith("ok")
+        name, ours, theirs, verdict = run_seed(path, args.refuse)
+        failures += not verdict.startswith("ok") or "re-fused:" in verdict
         print(f"{name:<32} {ours:>9.2f} {theirs:>8.2f} {ours / max(theirs, 1e-9):>7.1f}  {verdict}")
     return 1 if failures else 0
 

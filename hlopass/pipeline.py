@@ -49,6 +49,7 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
             "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
+            "horizontal-fusion": _lazy("hlopass.passes.fusion", "HorizontalFusionPass"),
             "multi-output-fusion": _lazy("hlopass.passes.fusion", "MultiOutputFusionPass"),
             "fixpoint": lambda: FixpointPass,
             "copy-elision": _lazy("hlopass.passes.layout.copy_elision", "CopyElisionPass"),

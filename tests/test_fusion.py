@@ -31,7 +31,7 @@ from tests.conftest import CORPUS
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMPLIFY = "algsimp,constant-folding,dce,cse"
-FUSE = "priority-fusion,multi-output-fusion"
+FUSE = "priority-fusion,multi-output-fusion,horizontal-fusion"
 
 
 def _programs() -> list[str]:
@@ -204,6 +204,26 @@ def test_defuse_then_fusion_accepted(rel: str, corpus: Path, xla) -> None:
     ok, msg = xla.accepts(out)
     assert ok, f"XLA rejects re-fused {rel}: {msg}"
     assert print_hlo(parse_hlo(out, rel)) == out
+
+
+@pytest.mark.parametrize("rel", _refusable() or ["<no corpus>"])
+def test_defuse_then_fusion_same_outputs(rel: str, corpus: Path) -> None:
+    """Re-planning XLA's own module changes no arithmetic: on seeded random inputs
+    (tests/gpu_plain.seed_inputs) the interpreter gives the original's bits. Seed 001 runs
+    in benchmarks/gpu_optimized_exec.py --refuse (minutes in the interpreter)."""
+    from tests.gpu_plain import seed_inputs
+
+    text = (corpus / rel).read_text()
+    original = parse_hlo(text, rel)
+    args = seed_inputs(original, 0)
+    interp = _interp()
+    want = interp.evaluate(original, *args)
+    floats = [np.asarray(w) for w in want if np.asarray(w).dtype.kind in "fc"]
+    assert not floats or any(np.isfinite(w).any() for w in floats), "all outputs non-finite"
+    m = parse_hlo(text, rel)
+    run_pipeline(m, "defuse," + FUSE, verify_each=True)
+    refused = parse_hlo(print_hlo(m), rel)
+    _assert_bitwise(interp.evaluate(refused, *args), want, f"{rel} re-fused vs original")
 
 
 # --- cost models ------------------------------------------------------------------------------

@@ -562,7 +562,24 @@ def _emitter(kind: str, fusion_op: Any, outputs: list[Any], reduces: list[Any],
             return "concatenate"
         if outputs[0].opcode == "dynamic-update-slice":
             return "in_place_dus"
+    if _slices_of_one_input(outputs) is not None:
+        return "input_slices"
     return "loop"
+
+
+def _slices_of_one_input(outputs: list[Any]) -> Any:
+    """XLA IsInputFusibleSlices (the horizontal fusion's sliced form): every root a slice
+    of one common input; that input's shape (the launch grid of XLA's input-slices
+    emitter, one thread per element of the input), else None."""
+    roots: list[Any] = []
+    for o in outputs:
+        roots += [v.owner for v in o.operands] if o.opcode == "tuple" else [o]
+    if not roots or any(getattr(r, "opcode", None) != "slice" for r in roots):
+        return None
+    src = roots[0].operands[0]
+    if any(r.operands[0] is not src for r in roots):
+        return None
+    return src.type.data
 
 
 def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any],
@@ -594,6 +611,8 @@ def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any]
     if emitter == "concatenate":
         n_in = max(elements(s) for s in operand_shapes(concats[0]))
         return loop_launch(n_in, sm_count, threads_per_sm)
+    if emitter == "input_slices":
+        return loop_launch(elements(_slices_of_one_input(outputs)), sm_count, threads_per_sm)
     if emitter == "in_place_dus":
         return loop_launch(elements(operand_shapes(outputs[0])[1]), sm_count, threads_per_sm)
     if emitter in ("triton", "triton_gemm"):

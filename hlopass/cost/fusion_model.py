@@ -104,7 +104,7 @@ def emitter_kind(members: Sequence[Any], outputs: Sequence[Any]) -> str:
     return _emitter("", None, list(outputs), *parts)
 
 
-INPUT_EMITTERS = frozenset({"reduction", "transpose", "scatter", "concatenate"})
+INPUT_EMITTERS = frozenset({"reduction", "transpose", "scatter", "concatenate", "input_slices"})
 
 
 def fusion_kind(members: Sequence[Any], outputs: Sequence[Any]) -> str:
