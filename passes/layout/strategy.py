@@ -148,8 +148,9 @@ def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
             for op in cluster.ops:
                 trial.per_op[op.inst_name] = per_op_choice(op, cand)
             times[cand] = price(trial)
+        cheapest = min(cands, key=lambda c: (round(times[c], 6), cands.index(c)))
         if policy == "cost":
-            winner = min(cands, key=lambda c: (round(times[c], 6), cands.index(c)))
+            winner = cheapest
             for op in cluster.ops:
                 choices.per_op[op.inst_name] = per_op_choice(op, winner)
         else:
@@ -160,7 +161,12 @@ def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
             )
             for cand in cands:
                 print(f"  {cand:<10} {times[cand]:10.3f} us", file=explain)
-            print(f"  winner: {winner} (policy={policy}, device={device})", file=explain)
+            line = f"  winner: {winner} (policy={policy}, device={device})"
+            if policy != "cost":  # the rule's plan beside the priced one
+                plan = "xla" if policy == "xla" else choices.of(cluster.ops[0])
+                line += f" = {plan}, {times[plan]:.3f} us; cheapest: {cheapest}"
+                line += f", {times[cheapest]:.3f} us"
+            print(line, file=explain)
     return choices
 
 
