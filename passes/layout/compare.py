@@ -117,23 +117,38 @@ def _merge_side(op):
     return None
 
 
+_PASS_THROUGH = frozenset({"convert", "reshape", "transpose", "copy", "bitcast"})
+
+
+def _origin_type(v) -> str:
+    """Element type of the value an operand was made from (through converts and data
+    movement, which XLA may fuse or move into a gemm fusion)."""
+    while getattr(v.owner, "opcode", None) in _PASS_THROUGH:
+        v = v.owner.operands[0]
+    return getattr(v.type.data, "element_type", "")
+
+
 def match_dot(ours, theirs, used):
     """(index, swapped) of the XLA dot computing `ours`: free sizes equal in some operand
     order, or, for dots XLA merges (`_merge_side`), equal on the shared side and a multiple
-    on the other; then one not matched yet."""
+    on the other; then one not matched yet; then (square problems, where sizes fit both
+    orders) the order whose operands come from the same element types."""
     lf, rf = dot_info(ours)[:2]
     side = _merge_side(ours)
+    ours_types = tuple(_origin_type(v) for v in ours.operands[:2])
     best = None
     for j, t in enumerate(theirs):
         if t.opcode != "dot":
             continue
         tl, tr = dot_info(t)[:2]
+        t_types = tuple(_origin_type(v) for v in t.operands[:2])
         for swapped, (a, b) in ((False, (tl, tr)), (True, (tr, tl))):
             exact = a == lf and b == rf
             merged = (side == 0 and a == lf and b % rf == 0 and b > rf) or (
                 side == 1 and b == rf and a % lf == 0 and a > lf
             )
-            score = (exact or merged, merged if side is not None else exact, j not in used)
+            types = (t_types[::-1] if swapped else t_types) == ours_types
+            score = (exact or merged, merged if side is not None else exact, j not in used, types)
             if score[0] and (best is None or score > best[0]):
                 best = (score, j, swapped)
     return None if best is None else (best[1], best[2])
