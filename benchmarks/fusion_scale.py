@@ -1,9 +1,11 @@
 """How fusion scales: the fusion pipeline on modules from 0.5k to 44k instructions.
 
 For each module, a fresh process parses it and runs `defuse` (optimized inputs only), the
-simplifier passes and `priority-fusion`, timing each; the table gives seconds and µs per
-instruction, so growth is visible (near-constant µs/instruction = linear). The whole
-command (`hlopass-opt -p ...`, fresh process, parse and print included) is timed too.
+simplifier passes and the fusion passes (`priority-fusion`, `multi-output-fusion`,
+`horizontal-fusion`), timing each; the table gives seconds and µs per instruction for the
+fusion passes together and for the whole pipeline, so growth is visible (near-constant
+µs/instruction = linear). The whole command (`hlopass-opt -p ...`, fresh process, parse and
+print included) is timed too.
 
     python benchmarks/fusion_scale.py [--runs N] [--only SUBSTRING]
 """
@@ -28,6 +30,7 @@ MODULES = [
     ("mixtral 8x7B", "xla_tests/tools__benchmarks__hlo__hlo_mixtral_8x7b_bf16_2x8.hlo", False),
 ]
 SIMPLIFY = ["algsimp", "constant-folding", "dce", "cse"]
+FUSE = ["priority-fusion", "multi-output-fusion", "horizontal-fusion"]
 
 CHILD = r"""
 import json, sys, time
@@ -81,14 +84,16 @@ def main() -> None:
         if not path.exists():
             print(f"{label:20s} (not in the corpus)")
             continue
-        passes = (["defuse"] if defuse else []) + SIMPLIFY + ["priority-fusion"]
+        passes = (["defuse"] if defuse else []) + SIMPLIFY + FUSE
         rows = [run_child(path, passes) for _ in range(args.runs)]
-        fusion = statistics.median(r["priority-fusion"] for r in rows)
+        fusion = statistics.median(sum(r[p] for p in FUSE) for r in rows)
+        parts = {p: statistics.median(r[p] for r in rows) for p in FUSE}
         pipeline = statistics.median(sum(r[p] for p in passes) for r in rows)
         command = statistics.median(run_command(path, passes) for _ in range(args.runs))
         n = rows[0]["instructions"]
         print(f"{label:20s} {n:7d} {rows[0]['fusions']:7d} {fusion:9.2f} {fusion / n * 1e6:9.1f} "
-              f"{pipeline:10.2f} {pipeline / n * 1e6:9.1f} {command:9.2f}", flush=True)  # fmt: skip
+              f"{pipeline:10.2f} {pipeline / n * 1e6:9.1f} {command:9.2f}  "
+              + " ".join(f"{p}={t:.2f}s" for p, t in parts.items()), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -455,3 +455,61 @@ def test_elementwise_short_cut_equals_general_analysis(monkeypatch: pytest.Monke
     monkeypatch.setattr(fm, "_plain_elementwise", lambda op: False)
     slow = [model._time_of(model._summarize([op], [op])) for op in ops]
     assert fast == pytest.approx(slow, rel=1e-12)
+
+
+# --- horizontal fusion ------------------------------------------------------------------------
+
+SIDE_BY_SIDE = """HloModule side_by_side
+
+ENTRY main {
+  p0 = f32[1024]{0} parameter(0)
+  p1 = f32[1024]{0} parameter(1)
+  p2 = f32[16,16]{1,0} parameter(2)
+  p3 = f32[512,4]{1,0} parameter(3)
+  a = f32[1024]{0} exponential(p0)
+  b = f32[1024]{0} negate(p1)
+  c = f32[16,16]{1,0} log(p2)
+  d = f32[512,4]{1,0} sqrt(p3)
+  ROOT t = (f32[1024]{0}, f32[1024]{0}, f32[16,16]{1,0}, f32[512,4]{1,0}) tuple(a, b, c, d)
+}
+"""
+
+
+class _WideKernelsAreSlow(RooflineFusionCostModel):
+    """A model that charges 10 µs per output beyond the first: every merge is slower."""
+
+    name = "wide-is-slow"
+
+    def kernel_time_us(self, members, outputs):  # type: ignore[no-untyped-def]
+        return super().kernel_time_us(members, outputs) + 10.0 * (len(outputs) - 1)
+
+
+def test_horizontal_fusion_refuses_when_the_model_says_slower(monkeypatch) -> None:
+    from hlopass.cost import fusion_model
+    from hlopass.passes.fusion import horizontal_fusion
+
+    m = parse_hlo(SIDE_BY_SIDE)
+    changed, records = horizontal_fusion(m)
+    assert changed and " fusion(" in print_hlo(m)
+    assert {r.decision for r in records} == {"fused"}
+    monkeypatch.setitem(fusion_model.COST_MODELS, "wide-is-slow", _WideKernelsAreSlow)
+    m = parse_hlo(SIDE_BY_SIDE)
+    changed, records = horizontal_fusion(m, cost_model="wide-is-slow")
+    assert not changed and " fusion(" not in print_hlo(m)
+    slower = [r for r in records if r.reason == "will execute slower if fused"]
+    assert slower and all(r.fused_us > r.unfused_us for r in slower)  # type: ignore[operator]
+
+
+def test_horizontal_fusion_keeps_bits_on_random_inputs() -> None:
+    """Both forms (loop: a, b; sliced: c, d) under the interpreter: the same bits as the
+    unfused module (the sliced form's reshape/concatenate/slice/bitcast move data only)."""
+    from tests.gpu_plain import seed_inputs
+
+    m = parse_hlo(SIDE_BY_SIDE)
+    args = seed_inputs(m, 3)
+    interp = _interp()
+    want = interp.evaluate(parse_hlo(SIDE_BY_SIDE), *args)
+    run_pipeline(m, "horizontal-fusion")
+    text = print_hlo(m)
+    assert "kind=kLoop" in text and "kind=kInput" in text, text
+    _assert_bitwise(interp.evaluate(parse_hlo(text), *args), want, "horizontal fusion")

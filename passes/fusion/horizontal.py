@@ -196,11 +196,21 @@ def build_horizontal(parts: list[HloOp], comps: dict[str, ComputationOp],
     operands: list[SSAValue] = []
     members: list[HloOp] = []
     per_part: list[list[SSAValue]] = []
+    bound: dict[int, SSAValue] = {}  # one parameter per operand (XLA DeduplicateFusionOperands)
 
     def add(op: HloOp) -> HloOp:
         block.add_op(op)
         members.append(op)
         return op
+
+    def param(v: SSAValue, name: str) -> SSAValue:
+        got = bound.get(id(v))
+        if got is None:
+            q = add(create_op("parameter", [], v.type.data, builder.fresh_inst(name),  # type: ignore[attr-defined]
+                              {"number": len(operands)}))  # fmt: skip
+            operands.append(v)
+            bound[id(v)] = got = q.result
+        return got
 
     for j, part in enumerate(parts):
         mapping: dict[SSAValue, SSAValue] = {}
@@ -208,19 +218,11 @@ def build_horizontal(parts: list[HloOp], comps: dict[str, ComputationOp],
             comp = comps[part.attr("calls")]
             params = sorted(comp.parameters(), key=lambda p: p.attr("number"))
             for i, p in enumerate(params):
-                q = add(create_op("parameter", [], p.shape, builder.fresh_inst(f"param_{j}_{i}"),
-                                  {"number": len(operands)}))  # fmt: skip
-                operands.append(part.operands[p.attr("number")])
-                mapping[p.result] = q.result
+                mapping[p.result] = param(part.operands[p.attr("number")], f"param_{j}_{i}")
             body = [x for x in comp.instructions if x.opcode != "parameter"]
         else:
             for i, v in enumerate(part.operands):
-                if v not in mapping:
-                    q = add(create_op("parameter", [], v.type.data,  # type: ignore[attr-defined]
-                                      builder.fresh_inst(f"param_{j}_{i}"),
-                                      {"number": len(operands)}))  # fmt: skip
-                    operands.append(v)
-                    mapping[v] = q.result
+                mapping[v] = param(v, f"param_{j}_{i}")
             body = [part]
         for x in body:
             clone = x.clone(value_mapper=mapping)
@@ -374,6 +376,7 @@ class HorizontalFusionDriver:
     ctx: RewriteContext
     records: list[FusionRecord] = field(default_factory=list)
     made: list[tuple[FusionRecord, HloOp]] = field(default_factory=list)
+    _told: set[tuple[int, int, str]] = field(default_factory=set)
 
     def record(self, producer: HloOp, others: list[HloOp], reason: str | None) -> FusionRecord:
         r = FusionRecord("horizontal-fusion", self.comp.comp_name, producer.inst_name, "kept",
@@ -401,7 +404,8 @@ class HorizontalFusionDriver:
                     why = SHARES_PARAMETER
             if why is None:
                 out.append(p)
-            elif len(seen) > 1:  # a refusal worth explaining: there was something to merge
+            elif len(seen) > 1 and (id(p), id(consumer), why) not in self._told:
+                self._told.add((id(p), id(consumer), why))  # once, not once per form
                 self.record(p, [consumer], why)
         comps = self.comps
 
