@@ -1,6 +1,6 @@
 """Our layout plans against XLA's, for every dot and convolution of the corpus programs.
 
-For each `../shared/corpus/jax/<program>`: run `layout-assignment` (policy=xla, then
+For each `../shared/corpus/jax/<program>` (or `$HLOPASS_CORPUS/jax`): run `layout-assignment` (policy=xla, then
 policy=cost) on `before_optimizations.hlo` and read the layouts XLA chose in
 `xla_h100_optimized.hlo` (its dots, also inside gemm fusions, and its cuDNN convolution
 calls). The corpus's unoptimized modules carry no op_name metadata, so instructions are
@@ -29,8 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "jax"
-
+from hlopass.corpus import corpus_root  # noqa: E402
 from hlopass.passes.layout.compare import (  # noqa: E402
     compare_dot,
     forced_conv,
@@ -100,14 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="h100_sxm")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
-    if not CORPUS.is_dir():
-        print(f"corpus not found at {CORPUS}", file=sys.stderr)
+    root = corpus_root()
+    if root is None or not (root / "jax").is_dir():
+        print("corpus not found (../shared/corpus or $HLOPASS_CORPUS)", file=sys.stderr)
         return 1
     print(f"{'program':<20} {'agree':>9} {'unmatched':>9} {'ours(xla) us':>13} "
           f"{'XLA plan us':>12} {'ours(cost) us':>14} {'cost/XLA':>9}")  # fmt: skip
     agree = total = 0
     worse = []
-    for d in sorted(CORPUS.iterdir()):
+    for d in sorted((root / "jax").iterdir()):
         if args.verbose:
             print(f"  {d.name}")
         r = program(d, args.device, args.verbose)

@@ -235,6 +235,31 @@ def test_conv_layouts_match_xla_on_cnn(corpus: Path) -> None:
         assert ours_sig == theirs_sig, op.inst_name
 
 
+def test_layout_plans_vs_xla_h100(corpus: Path) -> None:
+    """benchmarks/layout_vs_xla.py's targets: with policy=xla, at least 90% of the dot and
+    convolution tensors of the corpus have XLA's H100 layout (read from
+    xla_h100_optimized.hlo); with policy=cost, the estimated time is at most that of
+    XLA's plan (forced onto our module) on every program."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "layout_vs_xla.py"
+    spec = importlib.util.spec_from_file_location("layout_vs_xla", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    agree = total = programs = 0
+    for d in sorted((corpus / "jax").iterdir()):
+        r = bench.program(d, "h100_sxm", False)
+        if r is None:
+            continue
+        a, t, unmatched, _t_rules, t_xla_plan, t_cost = r
+        assert unmatched == 0, d.name
+        assert t_cost <= t_xla_plan * (1 + 1e-9), f"{d.name}: {t_cost} > {t_xla_plan}"
+        agree, total, programs = agree + a, total + t, programs + 1
+    assert programs >= 5 and total >= 3 * programs
+    assert agree >= 0.9 * total, f"{agree}/{total}"
+
+
 # --- options, explain ---------------------------------------------------------------------------
 
 
