@@ -85,6 +85,39 @@ def execute(text: str, args: list[Any]) -> list[Any]:
     return compile(text)(args)
 
 
+def execute_replicas(text: str, args_per_replica: list[list[Any]]) -> list[list[Any]]:
+    """Run N replicas of an HLO module on XLA:CPU, replica r on args_per_replica[r]; returns
+    each replica's flattened outputs. Needs N CPU devices: the process must start with
+    XLA_FLAGS=--xla_force_host_platform_device_count=N (or more)."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    xc = _xc()
+    n = len(args_per_replica)
+    devices = jax.devices("cpu")[:n]
+    if len(devices) < n:
+        raise ValueError(f"{n} replicas need {n} CPU devices, the process has {len(devices)}")
+    module = parse(text)
+    mlir = xc._xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    options = xc.CompileOptions()
+    options.num_replicas = n
+    options.device_assignment = xc.DeviceAssignment.create(np.arange(n).reshape(n, 1))
+    exe = devices[0].client.compile_and_load(mlir, xc.DeviceList(tuple(devices)), options)
+    sharding = NamedSharding(Mesh(np.array(devices), ("r",)), PartitionSpec("r"))
+
+    def global_array(per: list[Any]) -> Any:
+        per = [np.asarray(a).reshape((1,) + np.shape(a)) for a in per]
+        shards = [jax.device_put(a, d) for a, d in zip(per, devices, strict=True)]
+        shape = (n,) + per[0].shape[1:]
+        return jax.make_array_from_single_device_arrays(shape, sharding, shards)
+
+    args = [global_array([a[k] for a in args_per_replica])
+            for k in range(len(args_per_replica[0]))]  # fmt: skip
+    outs = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+    return [[np.asarray(o[r]) for o in outs] for r in range(n)]
+
+
 def opcode_enum_names() -> list[str]:
     """The members of XLA's HloOpcode enum (`kAdd`, ...), as jaxlib exposes them."""
     return list(_xc().hlo.HloOpcode.__members__)

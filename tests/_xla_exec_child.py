@@ -47,6 +47,13 @@ def load_arrays(path, prefix):
 
 
 def main() -> None:
+    import os
+
+    # replicas run on host devices, which exist only when asked for before jax starts
+    devices = os.environ.get("HLOPASS_XLA_DEVICES")
+    if devices:
+        flag = f"--xla_force_host_platform_device_count={int(devices)}"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -57,7 +64,13 @@ def main() -> None:
             with open(case["hlo"]) as f:
                 text = f.read()
             args = load_arrays(case["inputs"], "in")
-            outs = oracle.execute(text, args)
+            n = case.get("replicas", 1)
+            if n > 1:  # the inputs hold each replica's arguments in turn, so do the outputs
+                k = len(args) // n
+                per = oracle.execute_replicas(text, [args[r * k : (r + 1) * k] for r in range(n)])
+                outs = [o for replica in per for o in replica]
+            else:
+                outs = oracle.execute(text, args)
             save_arrays(case["outputs"], "out", outs)
             return {"i": i, "ok": True}
         except Exception as e:  # XLA rejects the module or its arguments

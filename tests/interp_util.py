@@ -68,10 +68,38 @@ def _enable_x64() -> None:
 _CHILD = Path(__file__).with_name("_xla_exec_child.py")
 
 
-def xla_execute_many(cases: list[tuple[str, list[np.ndarray]]], timeout: float = 900) -> list[dict]:
+def xla_execute_replicas(
+    cases: list[tuple[str, list[list[np.ndarray]]]], timeout: float = 900
+) -> list[dict]:
+    """Run each (HLO text, arguments of each replica) on as many XLA:CPU replicas, in a
+    child process; {"outputs": [[arrays of replica 0], ...]} or {"error"/"crash": ...}."""
+    most = max((len(per) for _, per in cases), default=1)
+    flat = [(text, [a for args in per for a in args]) for text, per in cases]
+    saved = os.environ.get("HLOPASS_XLA_DEVICES")
+    os.environ["HLOPASS_XLA_DEVICES"] = str(most)
+    try:
+        res = xla_execute_many(flat, timeout, [len(per) for _, per in cases])
+    finally:
+        if saved is None:
+            del os.environ["HLOPASS_XLA_DEVICES"]
+        else:
+            os.environ["HLOPASS_XLA_DEVICES"] = saved
+    for r, (_, per) in zip(res, cases, strict=True):
+        if "outputs" in r:
+            k = len(r["outputs"]) // len(per)
+            r["outputs"] = [r["outputs"][i * k : (i + 1) * k] for i in range(len(per))]
+    return res
+
+
+def xla_execute_many(
+    cases: list[tuple[str, list[np.ndarray]]],
+    timeout: float = 900,
+    replicas: list[int] | None = None,
+) -> list[dict]:
     """Run each (HLO text, args) on XLA:CPU in a child process, restarted after a crash.
 
     For each case: {"outputs": [arrays]} or {"error": XLA's message} or {"crash": detail}.
+    `replicas` (see `xla_execute_replicas`): how many replicas share each case's args.
     """
     from tests._xla_exec_child import load_arrays, save_arrays
 
@@ -84,7 +112,12 @@ def xla_execute_many(cases: list[tuple[str, list[np.ndarray]]], timeout: float =
             ins = os.path.join(tmp, f"m{i}_in.npz")
             save_arrays(ins, "in", args)
             manifest.append(
-                {"hlo": hlo, "inputs": ins, "outputs": os.path.join(tmp, f"m{i}_out.npz")}
+                {
+                    "hlo": hlo,
+                    "inputs": ins,
+                    "outputs": os.path.join(tmp, f"m{i}_out.npz"),
+                    "replicas": replicas[i] if replicas else 1,
+                }  # fmt: skip
             )
         path = os.path.join(tmp, "manifest.json")
         with open(path, "w") as f:

@@ -9,6 +9,7 @@ wrap-around and division by zero, saturating float->int convert, clamped dynamic
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,15 +40,54 @@ from hlopass.interpreter.core import (
 )
 from hlopass.interpreter.numeric import float_mode as float_mode_of
 
-__all__ = ["HANDLERS", "Interpreter", "eval_instruction", "evaluate", "supported_opcodes"]
+__all__ = [
+    "HANDLERS",
+    "Interpreter",
+    "eval_instruction",
+    "evaluate",
+    "evaluate_replicas",
+    "supported_opcodes",
+]
 
 
-def evaluate(module: Any, *args: Any, float_mode: str = "xla-cpu") -> list[np.ndarray]:
+def evaluate(
+    module: Any, *args: Any, float_mode: str = "xla-cpu", replicas: int = 1
+) -> list[np.ndarray]:
     """Run the entry computation on `args` (one per parameter, or the flattened leaves).
 
     `float_mode`: "xla-cpu" (default) flushes f32/f64 denormal operands and results to
     zero as XLA-CPU does (FTZ/DAZ); "ieee" keeps them (gradual underflow).
+    `replicas`: with N > 1, N replicas run the program on the same `args` (collectives
+    exchange between them, `replica-id` tells them apart); the result is then one list
+    of outputs per replica. `evaluate_replicas` gives each replica its own arguments.
     """
+    if replicas != 1:
+        return evaluate_replicas(module, [args] * replicas, float_mode=float_mode)  # type: ignore[return-value]
+    interp = interpreter_for(module)
+    interp.__dict__.pop("_rng", None)  # `rng` restarts from its seed on each run
+    interp.__dict__.pop("_rng_counter", None)
+    with float_mode_of(float_mode):
+        return _evaluate_one(module, args)
+
+
+def evaluate_replicas(
+    module: Any, args_per_replica: Sequence[Sequence[Any]], float_mode: str = "xla-cpu"
+) -> list[list[np.ndarray]]:
+    """Run len(args_per_replica) replicas of the entry computation, replica r on
+    args_per_replica[r]; returns each replica's flattened outputs."""
+    from hlopass.interpreter.replicas import run_replicas
+
+    interp = interpreter_for(module)
+    interp.__dict__.pop("_rng", None)
+    interp.__dict__.pop("_rng_counter", None)
+    # the float mode is process state: set once here, around all the replica threads
+    with float_mode_of(float_mode):
+        return run_replicas(
+            len(args_per_replica), lambda r: _evaluate_one(module, tuple(args_per_replica[r]))
+        )
+
+
+def _evaluate_one(module: Any, args: tuple) -> list[np.ndarray]:
     interp = interpreter_for(module)
     entry = interp.entry()
     params = entry.parameters()
@@ -67,9 +107,7 @@ def evaluate(module: Any, *args: Any, float_mode: str = "xla-cpu") -> list[np.nd
             values.append(coerce(a, s))
         except ValueError as e:
             raise HloInputError(f"argument {i} (parameter {params[i].inst_name}) {e}") from None
-    interp.__dict__.pop("_rng", None)  # `rng` restarts from its seed on each run
-    interp.__dict__.pop("_rng_counter", None)
-    with np.errstate(all="ignore"), float_mode_of(float_mode):
+    with np.errstate(all="ignore"):  # numpy's error state is per thread
         result = interp.call(entry, values)
     return [np.asarray(v) for v in flatten(result)]
 

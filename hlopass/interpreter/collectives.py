@@ -1,64 +1,126 @@
-"""Collectives on one replica (the interpreter runs one program instance).
+"""Collectives over the replicas of `evaluate(..., replicas=N)` (`hlopass.interpreter.replicas`).
 
-With one participant per replica group every collective is a local operation: all-reduce,
-all-gather, reduce-scatter, all-to-all and collective-broadcast return their operand
-(reduced with itself once: XLA applies the combiner to the one contribution, i.e. returns
-it), collective-permute copies the operand where replica 0 sends to itself and yields
-zeros where nobody sends to it, and ragged-all-to-all copies its own ragged rows into the
-output buffer. The `-start`/`-done` pairs do the same across the two instructions. A
-module whose replica groups name more than one replica needs several program instances
-and is reported as unsupported with that reason.
+Each collective exchanges its operands with every replica and keeps what its group (from
+`replica_groups`, in group order) contributes: all-reduce folds the contributions with the
+combiner in group order, all-gather concatenates them, reduce-scatter keeps its block of the
+reduction, all-to-all sends block j of its operand to the j-th member, collective-broadcast
+takes the group's first member's value, collective-permute receives from the replica whose
+`source_target_pairs` names it (zeros when none does), ragged-all-to-all moves the ragged
+row ranges its offsets and sizes name. `-start`/`-done` pairs do the exchange at the start.
+With one replica a group naming more replicas is refused with the count it needs.
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from hlopass.interpreter.apply import apply_computation
 from hlopass.interpreter.core import handler, unsupported
+from hlopass.interpreter.replicas import exchange, my_group, replica_count, replica_id
 from hlopass.shape import TupleShape
 
-_IOTA = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]\s*<=")
+
+def _group(op) -> list[int]:
+    group = my_group(op.attr("replica_groups"))
+    if replica_count() == 1 and len(group) > 1:
+        raise unsupported(op, f"replica groups of {len(group)} replicas (evaluate with "
+                              f"replicas={max(group) + 1} or more)")  # fmt: skip
+    return group
 
 
-def _group_sizes(op) -> list[int]:
-    raw = op.attr("replica_groups")
-    text = getattr(raw, "text", raw) or "{}"
-    text = str(text).strip()
-    m = _IOTA.match(text)
-    if m:
-        return [int(m.group(2))] * int(m.group(1))
-    inner = text.strip()[1:-1]
-    groups = re.findall(r"\{([^{}]*)\}", inner)
-    return [len([x for x in g.split(",") if x.strip()]) for g in groups]
+def _gathered(op, values) -> tuple[list[int], list]:
+    """This replica's group and each member's `values`, in group order."""
+    group = _group(op)
+    everything = exchange(values)
+    return group, [everything[r] for r in group]
 
 
-def _single_replica(op) -> None:
-    sizes = _group_sizes(op)
-    if any(s > 1 for s in sizes):
-        raise unsupported(op, f"replica groups of {max(sizes)} replicas (runs on one replica)")
+def _reduce(interp, op, contributions: list[np.ndarray]) -> np.ndarray:
+    acc = contributions[0]
+    for x in contributions[1:]:
+        (acc,) = apply_computation(interp, op.attr("to_apply"), [acc, x])
+    return np.asarray(acc).astype(contributions[0].dtype)
 
 
-def _local(op, args):
-    _single_replica(op)
-    return args[0] if len(args) == 1 else tuple(args)
+def _all_reduce(interp, op, args):
+    _, members = _gathered(op, args)
+    out = [_reduce(interp, op, [m[i] for m in members]) for i in range(len(args))]
+    return out[0] if len(out) == 1 else tuple(out)
 
 
-@handler("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast")
+def _dim(op) -> int:
+    dims = op.attr("dimensions")
+    return int(dims[0]) if dims else 0
+
+
+def _all_gather(interp, op, args):
+    _, members = _gathered(op, args)
+    d = _dim(op)
+    out = [np.concatenate([m[i] for m in members], axis=d) for i in range(len(args))]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _reduce_scatter(interp, op, args):
+    group, members = _gathered(op, args)
+    d, k = _dim(op), group.index(replica_id())
+    out = []
+    for i in range(len(args)):
+        total = _reduce(interp, op, [m[i] for m in members])
+        out.append(np.array_split(total, len(group), axis=d)[k].copy())
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _all_to_all(interp, op, args):
+    group = _group(op)
+    k = group.index(replica_id())
+    if op.attr("dimensions"):  # array form: block j of the split dimension goes to member j
+        d = _dim(op)
+        blocks = [np.array_split(a, len(group), axis=d) for a in args]
+        everything = exchange(blocks)
+        out = [np.concatenate([everything[r][i][k] for r in group], axis=d)
+               for i in range(len(args))]  # fmt: skip
+        return out[0] if len(out) == 1 else tuple(out)
+    everything = exchange(args)  # tuple form: operand j goes to member j
+    return tuple(np.array(everything[r][k]) for r in group)
+
+
+def _broadcast(interp, op, args):
+    _, members = _gathered(op, args)
+    return members[0][0].copy() if len(args) == 1 else tuple(x.copy() for x in members[0])
+
+
+_COLLECTIVES = {"all-reduce": _all_reduce, "all-gather": _all_gather,
+                "reduce-scatter": _reduce_scatter, "all-to-all": _all_to_all,
+                "collective-broadcast": _broadcast}  # fmt: skip
+
+
+@handler(*_COLLECTIVES)
 def _collective(interp, op, args):
-    out = _local(op, args)
-    gathers = op.opcode in ("all-gather", "reduce-scatter") and not isinstance(out, tuple)
-    if gathers and out.shape != tuple(op.shape.dims):
-        raise unsupported(op, "operand and result shapes differ (more than one replica)")
+    out = _COLLECTIVES[op.opcode](interp, op, args)
+    _check_shape(op, out)
     return out
+
+
+def _check_shape(op, out) -> None:
+    """With `replica_groups={}` the group is every replica: on too few, all-gather and
+    reduce-scatter give the wrong shape; say how many replicas the shapes imply."""
+    shape = op.shape
+    if isinstance(shape, TupleShape) or isinstance(out, tuple):
+        return
+    if out.shape != tuple(shape.dims):
+        d, have = _dim(op), out.shape
+        ratio = max(have[d], shape.dims[d]) // max(1, min(have[d], shape.dims[d]))
+        need = ratio * replica_count()
+        raise unsupported(op, f"operand and result shapes imply {need} replicas (evaluate "
+                              f"with replicas={need})")  # fmt: skip
 
 
 @handler("all-reduce-start", "all-gather-start")
 def _collective_start(interp, op, args):
-    out = _local(op, args)
+    out = _COLLECTIVES[op.opcode.removesuffix("-start")](interp, op, args)
     if op.opcode == "all-gather-start" and isinstance(op.shape, TupleShape):
-        return (out, out)  # (operand, result)
+        operands = args[0] if len(args) == 1 else tuple(args)
+        return (operands, out)  # (operand, result)
     return out
 
 
@@ -71,12 +133,15 @@ def _collective_done(interp, op, args):
 
 
 def _permute(op, x):
-    sources = [s for s, t in (op.attr("source_target_pairs") or ()) if t == 0]
+    pairs = [(int(s), int(t)) for s, t in (op.attr("source_target_pairs") or ())]
+    if replica_count() == 1 and any(max(p) > 0 for p in pairs):
+        need = max(max(p) for p in pairs) + 1
+        raise unsupported(op, f"pairs name {need} replicas (evaluate with replicas={need})")
+    everything = exchange(x)
+    sources = [s for s, t in pairs if t == replica_id()]
     if not sources:
-        return np.zeros_like(x)  # nobody sends to replica 0
-    if sources != [0]:
-        raise unsupported(op, f"replica 0 receives from replica {sources[0]}")
-    return x.copy()
+        return np.zeros_like(x)  # nobody sends to this replica
+    return np.array(everything[sources[0]])
 
 
 @handler("collective-permute")
@@ -105,13 +170,23 @@ def _collective_permute_done(interp, op, args):
 
 @handler("ragged-all-to-all")
 def _ragged_all_to_all(interp, op, args):
-    """Rows input[in_off[i] : +size[i]] go to output[out_off[i] : ...] of replica i; on one
-    replica only i = 0 exists."""
-    _single_replica(op)
-    data, output, in_off, send, out_off, _recv = args
-    out = output.copy()
-    for i in range(in_off.reshape(-1).size):
-        a, n, b = (int(v.reshape(-1)[i]) for v in (in_off, send, out_off))
+    """Sender s puts its rows input[in_off[j] : +send[j]] at output[out_off[j] :] of its
+    group's j-th member (offsets and sizes hold one entry per member)."""
+    group, members = _gathered(op, args[:1] + args[2:5])
+    k = group.index(replica_id())
+    out = args[1].copy()
+    for data, in_off, send, out_off in members:
+        a, n, b = (int(v.reshape(-1)[k]) for v in (in_off, send, out_off))
         if n > 0:
             out[b : b + n] = data[a : a + n]
     return out
+
+
+@handler("replica-id")
+def _replica_id(interp, op, args):
+    return np.array(replica_id(), np.uint32)
+
+
+@handler("partition-id")
+def _partition_id(interp, op, args):
+    return np.zeros((), np.uint32)  # one partition per replica

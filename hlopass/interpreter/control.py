@@ -115,7 +115,3 @@ def _add_dependency(interp, op, args):
 def _after_all(interp, op, args):
     return np.zeros((0,), np.uint8)
 
-
-@handler("replica-id", "partition-id")
-def _replica_id(interp, op, args):
-    return np.zeros((), np.uint32)
