@@ -386,3 +386,69 @@ ENTRY e {
     (b,) = hlopass.evaluate(module)
     assert np.array_equal(a, b)
     assert a.min() >= -1 and a.max() < 2 and a.std() > 0.5
+
+
+# --- ragged-dot: XLA-CPU has no ragged-dot ("not supported by XLA:CPU ThunkEmitter"); the
+# reference is JAX's ragged_dot_general lowered to plain HLO (its own decomposition) and
+# run by XLA-CPU. Bound: both sides are f32 sums of K products, each within K*u*sum|a*b|
+# of the exact value (u = 2^-24), so they differ by at most 2*K*u*sum|a*b|.
+
+_RAGGED = {  # (lhs, rhs, group_sizes shapes, attributes): the corpus module's three modes
+    "free": ((19, 11, 5), (3, 5, 7), (19, 3), (19, 11, 7),
+             "lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={1}, "
+             "rhs_group_dims={0}", ((2,), (1,), (), (), (1,), (0,))),
+    "contracting": ((11, 19, 5), (19, 5, 7), (19, 3), (3, 11, 7),
+                    "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}, lhs_ragged_dims={2}",
+                    ((1, 2), (0, 1), (), (), (2,), ())),
+    "batch": ((19, 17, 11, 5), (19, 17, 5, 7), (19, 3), (19, 17, 11, 7),
+              "lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, "
+              "rhs_contracting_dims={2}, lhs_ragged_dims={1}",
+              ((3,), (2,), (0, 1), (0, 1), (1,), ())),
+}  # fmt: skip
+
+
+def _ragged_text(mode: str, et: str = "f32") -> str:
+    ls, rs, gs, os_, attrs, _ = _RAGGED[mode]
+    dims = lambda s: ",".join(map(str, s))  # noqa: E731
+    return (f"HloModule r\n\nENTRY e {{\n  a = {et}[{dims(ls)}] parameter(0)\n"
+            f"  b = {et}[{dims(rs)}] parameter(1)\n  g = s64[{dims(gs)}] parameter(2)\n"
+            f"  ROOT d = {et}[{dims(os_)}] ragged-dot(a, b, g), {attrs}\n}}\n")  # fmt: skip
+
+
+def _ragged_args(mode: str):
+    rng = np.random.default_rng(list(_RAGGED).index(mode))
+    ls, rs, gs, *_ = _RAGGED[mode]
+    return [rng.standard_normal(ls).astype(np.float32), rng.standard_normal(rs).astype(np.float32),
+            rng.integers(0, 6, gs).astype(np.int64)]  # fmt: skip
+
+
+def _jax_ragged_hlo(mode: str) -> str:
+    import jax
+    from jax import lax
+
+    lc, rc, lb, rb, lr, rg = _RAGGED[mode][5]
+    dn = lax.RaggedDotDimensionNumbers(
+        dot_dimension_numbers=((list(lc), list(rc)), (list(lb), list(rb))),
+        lhs_ragged_dimensions=list(lr), rhs_group_dimensions=list(rg))  # fmt: skip
+    f = jax.jit(lambda a, b, g: lax.ragged_dot_general(a, b, g, dn, precision="highest"))
+    return f.lower(*_ragged_args(mode)).as_text(dialect="hlo")
+
+
+@pytest.mark.parametrize("mode", list(_RAGGED))
+def test_ragged_dot_matches_jax_on_xla_cpu(mode):
+    if not oracle.available():
+        pytest.skip(ORACLE_MISSING)
+    from tests.interp_util import _enable_x64
+
+    _enable_x64()
+    args = _ragged_args(mode)
+    (res,) = xla_execute_many([(_jax_ragged_hlo(mode), args)])
+    assert "outputs" in res, res
+    (want,) = res["outputs"]
+    (got,) = hlopass.evaluate(hlopass.parse_hlo(_ragged_text(mode)), *args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    k = int(np.prod([args[0].shape[d] for d in _RAGGED[mode][5][0]]))
+    mags = [np.abs(args[0]).astype(np.float64), np.abs(args[1]).astype(np.float64), args[2]]
+    (scale,) = hlopass.evaluate(hlopass.parse_hlo(_ragged_text(mode, "f64")), *mags)
+    bound = 2 * k * 2.0**-24 * scale
+    assert (np.abs(got.astype(np.float64) - want) <= bound).all()

@@ -240,3 +240,53 @@ def _batch_norm_grad(interp, op, args):
     )
     dts = [dtype_of(s) for s in op.shape.elements]
     return (as_dtype(dx, dts[0]), as_dtype(d_scale, dts[1]), as_dtype(d_offset, dts[2]))
+
+
+@handler("ragged-dot")
+def _ragged_dot(interp, op, args):
+    """dot whose lhs ragged dimension is cut into groups by `group_sizes` (consecutive runs
+    of its positions; positions past the last group belong to none). The ragged dimension
+    is one of three kinds (operation semantics of RaggedDot):
+    - free (m): row r of group g multiplies rhs[g] (rhs's group dimension);
+    - contracting (k): each group contracts only its own positions, and the result gains
+      a leading group dimension;
+    - batch: the groups only partition the batch: a plain dot (JAX's ragged_dot_general
+      on XLA-CPU masks nothing in this mode either).
+    group_sizes is [outer..., g], `outer` being the batch dims and the lhs dims of the same
+    kind outside the ragged one (batch dims only for the batch kind), or just [g]."""
+    lhs, rhs, sizes = args
+    out = dtype_of(op.shape)
+    acc = _acc_dtype(lhs.dtype, rhs.dtype, out)
+    lb = list(op.attr("lhs_batch_dims") or ())
+    rb = list(op.attr("rhs_batch_dims") or ())
+    lc = list(op.attr("lhs_contracting_dims") or ())
+    rc = list(op.attr("rhs_contracting_dims") or ())
+    (ragged,) = op.attr("lhs_ragged_dims")
+    rg = list(op.attr("rhs_group_dims") or ())
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFHIJKLMNOPQRSTUVWXYZ")
+    lhs_l = [next(letters) for _ in range(lhs.ndim)]
+    rhs_l = [next(letters) for _ in range(rhs.ndim)]
+    for a, b in zip(lb + lc, rb + rc, strict=True):
+        rhs_l[b] = lhs_l[a]
+    group = "G"
+    for d in rg:
+        rhs_l[d] = group
+    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc and d not in rg]
+    kind = lf if ragged in lf else lc if ragged in lc else lb
+    outer = [d for d in kind if d < ragged]
+    if kind is not lb:
+        outer = lb + outer
+    ends = np.cumsum(sizes.astype(np.int64), axis=-1)
+    pos = np.arange(lhs.shape[ragged]).reshape((1,) * (sizes.ndim - 1) + (-1, 1))
+    mask = (pos < ends[..., None, :]) & (pos >= (ends - sizes)[..., None, :])
+    mask_l = ([lhs_l[d] for d in outer] if sizes.ndim > 1 else []) + [lhs_l[ragged], group]
+    result_l = [lhs_l[d] for d in lb + lf] + [rhs_l[d] for d in rf]
+    if kind is lc:
+        result_l = [group] + result_l
+    if kind is lb:
+        mask, mask_l = np.ones(1, bool), [group]
+        rhs_l = [group if x == group else x for x in rhs_l]
+    spec = f"{''.join(lhs_l)},{''.join(mask_l)},{''.join(rhs_l)}->{''.join(result_l)}"
+    r = np.einsum(spec, lhs.astype(acc), mask.astype(acc), rhs.astype(acc))
+    return as_dtype(r, out)
