@@ -513,3 +513,46 @@ def test_horizontal_fusion_keeps_bits_on_random_inputs() -> None:
     text = print_hlo(m)
     assert "kind=kLoop" in text and "kind=kInput" in text, text
     _assert_bitwise(interp.evaluate(parse_hlo(text), *args), want, "horizontal fusion")
+
+
+# --- max-temp-bytes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("program", _programs() or ["<no corpus>"])
+def test_live_bytes_start_from_the_memory_model(program: str, corpus: Path) -> None:
+    """The guard's live ranges (segment tree) give hlopass.memory's peak of every
+    computation without control flow, before any fusion, and after a planned fusion the
+    tree equals a fresh sweep of the same ranges."""
+    from hlopass.memory import peak_live_bytes
+    from hlopass.passes.fusion.graph import FusionGraph
+    from hlopass.passes.fusion.memory_guard import LiveBytes
+    from hlopass.passes.fusion.priority import fusible_computations
+
+    m = parse_hlo((corpus / "jax" / program / "before_optimizations.hlo").read_text(), program)
+    checked = 0
+    for comp in fusible_computations(m):
+        if any(op.opcode in ("while", "call", "conditional") for op in comp.instructions):
+            continue
+        g = FusionGraph(comp)
+        live = LiveBytes(comp, g.position)
+        want = peak_live_bytes(m, comp.comp_name).peak_bytes
+        assert live.peak == want, comp.comp_name
+        checked += 1
+        # fuse every single-reader elementwise producer; compare with a sweep
+        for op in g.ops:
+            k = g.kernel[id(op)]
+            readers = g.consumers(k)
+            if op.opcode in ("parameter", "constant") or len(readers) != 1 or g.is_root(op):
+                continue
+            live.apply(k, readers, dies=True)
+        delta = [0] * (len(g.ops) + 2)
+        for b, size in enumerate(live.size):
+            if b not in live.removed:
+                delta[live.start[b]] += size
+                delta[live.last[b] + 1] -= size
+        run, best = 0, 0
+        for i in range(len(g.ops) + 1):
+            run += delta[i]
+            best = max(best, run)
+        assert live.peak == best, comp.comp_name
+    assert checked, "no computation without control flow"

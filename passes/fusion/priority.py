@@ -28,6 +28,7 @@ from hlopass.cost.fusion_model import FusionCostModel, Kernel, fusion_cost_model
 from hlopass.dialects.hlo import ComputationOp, HloOp, entry_computation
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.graph import FusionGraph
+from hlopass.passes.fusion.memory_guard import LiveBytes, guard_reason
 from hlopass.passes.fusion.rewrites import (
     FuseProducerIntoConsumers,
     FusionBuilder,
@@ -90,6 +91,13 @@ class PriorityFusionDriver:
     _can: dict[tuple[int, int], tuple[int, int, str | None]] = field(default_factory=dict)
     _consumers_of: dict[int, list[Kernel]] = field(default_factory=dict)
     """Readers of each producer when it was last priced (names for the records)."""
+    max_temp_bytes: int = -1
+    live: LiveBytes | None = None
+    """Live ranges of the plan's buffers, kept only under a `max_temp_bytes` limit."""
+
+    def __post_init__(self) -> None:
+        if self.max_temp_bytes >= 0:
+            self.live = LiveBytes(self.graph.comp, self.graph.position)
 
     # -- queue ----------------------------------------------------------------------------
 
@@ -161,6 +169,8 @@ class PriorityFusionDriver:
                 if m is root:
                     continue
                 mk = g.kernel[id(m)]
+                if self.live is not None:
+                    self.live.apply(mk, [k], dies=True)
                 g.fuse(mk, k)
                 g.kill(mk)
                 self.steps.append(Step(m, [root]))
@@ -180,6 +190,8 @@ class PriorityFusionDriver:
             if is_bitcast_kernel(k):
                 consumers = [c for c in consumers if self.can_fuse(k, c) is None]
             consumers = [c for c in consumers if not is_bitcast_kernel(c)]
+            if self.memory_refusal(k, consumers):
+                continue
             done = self.fuse(k, consumers)
             if not done:
                 continue
@@ -195,6 +207,21 @@ class PriorityFusionDriver:
         self.fuse_small_constants()
         return self.steps
 
+    def memory_refusal(self, k: Kernel, consumers: list[Kernel]) -> bool:
+        """The `max_temp_bytes` guard (memory_guard.py); records its reason."""
+        if self.live is None:
+            return False
+        dies = not self.graph.is_root(k.root)
+        why = guard_reason(self.live, self.max_temp_bytes, k, consumers, dies)
+        if why is None:
+            return False
+        record = self.records.get(id(k.root)) or FusionRecord(
+            self.pass_name, self.graph.comp.comp_name, k.root.inst_name, "kept"
+        )
+        record.decision, record.reason = "kept", why
+        self.records[id(k.root)] = record
+        return True
+
     def fuse(self, k: Kernel, consumers: list[Kernel]) -> list[Kernel]:
         g = self.graph
         done = []
@@ -204,6 +231,9 @@ class PriorityFusionDriver:
             g.fuse(k, c)
             self.model.on_instruction_fused(k, c, c)
             done.append(c)
+        if done and self.live is not None:
+            dies = len(done) == len(consumers) and not g.is_root(k.root)
+            self.live.apply(k, done, dies)
         if done:
             self.steps.append(Step(k.root, [c.root for c in done]))
             record = self.records.pop(id(k.root), None) or FusionRecord(
@@ -320,7 +350,8 @@ def replay(steps: list[Step], builder: FusionBuilder, ctx: RewriteContext,
 
 
 def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str = "default",
-                    max_fusions: int = -1, trace: TraceHook | None = None) -> FusionReport:  # fmt: skip
+                    max_fusions: int = -1, trace: TraceHook | None = None,
+                    max_temp_bytes: int = -1) -> FusionReport:  # fmt: skip
     """Plan and build XLA's priority fusion of `module` in place; the report lists, for
     every producer considered, what was decided and why."""
     import hlopass.cost as cost
@@ -336,7 +367,7 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
         comps = comps_by_name(module)
         graph = FusionGraph(comp)
         rules = Rules(model, comps, {id(comp.root)})
-        driver = PriorityFusionDriver(graph, rules, model, fuel)
+        driver = PriorityFusionDriver(graph, rules, model, fuel, max_temp_bytes=max_temp_bytes)
         driver.seed(seeds)
         plans.append((driver, driver.run()))
     builder = FusionBuilder(module)
@@ -377,6 +408,10 @@ class PriorityFusionPass(HloModulePass):
     max_fusions: int = -1
     """Stop after this many producer-consumer fusions (xla_fuel-style bisecting; -1: no limit)."""
 
+    max_temp_bytes: int = -1
+    """Refuse a fusion that would lift a computation's peak of live intermediate bytes
+    (hlopass.memory's model, in block order) above this many bytes (-1: no limit)."""
+
     def __post_init__(self) -> None:
         from hlopass.cost import get_device
         from hlopass.cost.fusion_model import COST_MODELS
@@ -391,7 +426,8 @@ class PriorityFusionPass(HloModulePass):
             )
 
     def plan(self, module: ModuleOp, trace: TraceHook | None = None) -> FusionReport:
-        return priority_fusion(module, self.device, self.cost_model, self.max_fusions, trace)
+        return priority_fusion(module, self.device, self.cost_model, self.max_fusions, trace,
+                               self.max_temp_bytes)  # fmt: skip
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         report = self.plan(module, trace)
