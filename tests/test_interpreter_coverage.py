@@ -7,6 +7,7 @@ the result scale (a handful of dependent roundings on O(1) well-conditioned inpu
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -127,6 +128,31 @@ ENTRY e {
 }
 """
 
+STOCHASTIC_CONVERT = """HloModule s
+ENTRY e {
+  a = f32[64] parameter(0)
+  r = u32[64] parameter(1)
+  b = bf16[64] parameter(2)
+  q = u16[64] parameter(3)
+  h = f16[64] parameter(4)
+  c8 = s8[64] stochastic-convert(a, r)
+  c32 = s32[64] stochastic-convert(a, r)
+  cb = s8[64] stochastic-convert(b, q)
+  ch = s16[64] stochastic-convert(h, q)
+  ROOT t = (s8[64], s32[64], s8[64], s16[64]) tuple(c8, c32, cb, ch)
+}"""
+
+_SC = np.array([0, -0.0, 0.5, -0.5, 1.25, -1.75, 127.3, -128.7, 200, -300, 3e9, -3e9, np.inf,
+                -np.inf, np.nan, 1e-40], np.float32)  # fmt: skip
+_SC = np.concatenate([_SC, (_RNG.standard_normal(48) * 100).astype(np.float32)])
+_SC_ARGS = [
+    _SC,
+    _RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32),
+    _SC.astype(ml_dtypes.bfloat16),
+    _RNG.integers(0, 2**16, 64).astype(np.uint16),
+    np.clip(_SC, -6e4, 6e4).astype(np.float16),
+]
+
 _SORT_X = _RNG.integers(-5, 5, (2, 4096)).astype(np.float32)
 _SORT_X[0, ::7] = np.nan
 _SORT_X[1, ::11] = -0.0
@@ -145,6 +171,7 @@ CASES = {
         64,
     ),  # fmt: skip
     "sort_jax_comparator_2x4096": (SORT, [_SORT_X], 0),
+    "stochastic_convert": (STOCHASTIC_CONVERT, _SC_ARGS, 0),
     "while_loop": (
         LOOP,
         [np.array([1e-38, -3, 2, 7], np.float32), np.array([1, -1, 3, 5], np.int32)],

@@ -51,3 +51,29 @@ def _async_update(interp, op, args):
     """The async value passes through unchanged: async-start already ran the computation
     (the interpreter runs one thread, so nothing is left to wait for)."""
     return args[0]
+
+
+@handler("stochastic-convert")
+def _stochastic_convert(interp, op, args):
+    """float -> signed integer, rounding |x| up when the unsigned `random` is below the
+    fraction of |x| scaled to the random type's range (XLA's StochasticConvertDecomposer,
+    the only expansion XLA has: other target types are refused as XLA refuses them):
+    sign restored by negation, results at or beyond the target's range clamped."""
+    from hlopass.interpreter.elementwise import convert
+    from hlopass.interpreter.numeric import int_bits, int_range, is_signed_int
+
+    x, random = args
+    out = dtype_of(op.shape)
+    if not is_signed_int(out):
+        raise unsupported(op, "XLA expands stochastic-convert to signed integers only")
+    ft = np.dtype(np.float32) if x.dtype.itemsize < 4 else x.dtype  # f16's 2^16 overflows
+    ax = np.abs(x.astype(ft))
+    whole = np.floor(ax)
+    fixed = convert((ax - whole) * ft.type(2.0 ** int_bits(random.dtype)), random.dtype)
+    up = random < fixed
+    n = convert(whole, out)
+    n = np.where(up, n + out.type(1), n).astype(out)
+    n = np.where(x.astype(ft) < 0, (-n.astype(np.int64)).astype(out), n)
+    lo, hi = int_range(out)
+    xf = x.astype(np.float64)
+    return np.where(xf <= lo, out.type(lo), np.where(xf >= hi, out.type(hi), n)).astype(out)
