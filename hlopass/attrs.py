@@ -110,7 +110,7 @@ class Metadata:
 METADATA_ORDER = (
     "op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
     "source_end_column", "profile_type", "deduplicated_name", "preserve_layout",
-    "scheduling_name", "stack_frame_id",
+    "scheduling_name", "stack_frame_id", "metadata_payload",
 )  # fmt: skip
 _METADATA_RANK = {k: i for i, k in enumerate(METADATA_ORDER)}
 
@@ -187,6 +187,8 @@ def c_escape(s: str) -> str:
             out.append("\\\\")
         elif o < 32 or o == 127:
             out.append(f"\\{o:03o}")
+        elif 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8 (`_unescape`): itself
+            out.append(f"\\{o - 0xDC00:03o}")
         elif o > 127:  # CEscape writes each UTF-8 byte in octal
             out.extend(f"\\{b:03o}" for b in ch.encode("utf-8", "surrogatepass"))
         else:

@@ -333,13 +333,48 @@ _COMP_SPECS: dict[type, tuple[tuple[str, str], ...]] = {
 _ALWAYS_CLASSES = frozenset(OP_CLASSES[o] for o in _ALWAYS_PRINTED)
 _ASYNC_CLASSES = frozenset(OP_CLASSES[o] for o in ("async-start", "async-update", "async-done"))
 # Classes scanned for attributes and extras even with no property but their name: an
+# The wrapped instruction's common attributes an async-start's sugar shows (after the
+# wrapped op's own attributes; XLA's PrintExtraAttributes), unless the start has its own
+# frontend_attributes (which then replace the wrapped instruction's).
+_SUGAR_SHOWN = ("sharding", "frontend_attributes", "statistics")
+
+
+def _wrapped_common(start: HloOp, wrapped: HloOp, name: str) -> Any:
+    """The wrapped instruction's common attribute `name` as XLA holds it once the chain
+    is read: XLA's parser sets an async-update's or -done's frontend_attributes and
+    statistics on the wrapped instruction too (the last one read wins), and a start's
+    statistics; a start's own frontend_attributes hide the wrapped instruction's."""
+    value = wrapped.attr(name)
+    if name == "sharding":
+        return value
+    own = start.attr(name)
+    if own is not None:
+        if name == "frontend_attributes":
+            return None
+        value = own
+    op = start
+    while True:
+        uses = list(op.results[0].uses)
+        if len(uses) != 1:
+            break
+        op = uses[0].operation
+        if not isinstance(op, HloOp) or op.opcode not in ("async-update", "async-done"):
+            break
+        later = op.attr(name)
+        if later is not None:
+            value = later
+    return value
+
+
 # async-update/-done without `calls=` still prints with its start's sugar.
 _SCANNED_CLASSES = _ALWAYS_CLASSES | _ASYNC_CLASSES
 
 # Why an attribute present on an op may still be left out (see `_Printer._omitted`).
 _R_DEFAULT, _R_FALSE, _R_EMPTY_DOT, _R_METADATA, _R_BACKEND, _R_CONTROL = 1, 2, 3, 4, 5, 6
 _R_PRECISION, _R_COMPARE_TYPE, _R_ALGORITHM, _R_WINDOW = 7, 8, 9, 10
-_METADATA_VISIBLE = frozenset(("op_type", "op_name", "source_file", "scheduling_name"))
+_METADATA_VISIBLE = frozenset(
+    ("op_type", "op_name", "source_file", "scheduling_name", "metadata_payload")
+)
 
 
 def _rule(opcode: str, name: str) -> int:
@@ -596,12 +631,16 @@ class _Printer:
         if opcode != "async-start":
             return head + rest
         wattrs = _split_call(w.texts[w.root], wrapped.opcode)[1] if w.root >= 0 else ""
-        for a in COMMON_ATTRS:  # the wrapped instruction's own common attributes are not shown
+        for a in COMMON_ATTRS:  # cut the wrapped instruction's common attributes ...
             if a.name in wrapped.properties:
                 cut = wattrs.find(", " + a.name + "=")
                 if cut >= 0:
                     wattrs = wattrs[:cut]
                 break
+        for name in _SUGAR_SHOWN:  # ... but XLA shows these three of them
+            value = _wrapped_common(op, wrapped, name)
+            if value is not None:
+                wattrs += f", {name}={format_value('raw', value)}"
         return head + thread + wattrs + rest
 
     def program_shape_layout(self, stored: tuple[Shape, ...] | None, entry: ComputationOp) -> str:

@@ -562,7 +562,8 @@ class _Parser:
                 fields.append((key, _squash(self.lx.take_balanced("{", "}")[0])))
             else:
                 self.lx.next()
-                if tok != '""' and tok != "0":  # XLA drops fields at their default
+                # (XLA drops fields at their default, but prints an empty payload)
+                if (tok != '""' or key == "metadata_payload") and tok != "0":
                     fields.append((key, tok if tok.isascii() else _escaped(tok)))
                 if key == "stack_frame_id":
                     self.saw_stack_frame_id = True
@@ -703,33 +704,36 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?"
 
 
 def _unescape(tok: str) -> str:
+    """absl::CUnescape of a quoted string: octal and hex escapes are bytes (XLA prints
+    non-ASCII text as its UTF-8 bytes in octal), decoded as UTF-8 (an invalid byte kept as
+    a surrogate escape, which `c_escape` writes back as the byte)."""
     s = tok[1:-1]
     if "\\" not in s:
         return s
-    out: list[str] = []
+    out = bytearray()
     i = 0
     while i < len(s):
         c = s[i]
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
             if n in _ESCAPES:
-                out.append(_ESCAPES[n])
+                out += _ESCAPES[n].encode()
                 i += 2
                 continue
             m = re.match(r"[0-7]{1,3}", s[i + 1 :])
             if m:
-                out.append(chr(int(m.group(0), 8)))
+                out.append(int(m.group(0), 8) & 0xFF)
                 i += 1 + len(m.group(0))
                 continue
             if n == "x":
                 m = re.match(r"[0-9a-fA-F]+", s[i + 2 :])
                 if m:
-                    out.append(chr(int(m.group(0), 16)))
+                    out.append(int(m.group(0), 16) & 0xFF)
                     i += 2 + len(m.group(0))
                     continue
-        out.append(c)
+        out += c.encode("utf-8", "surrogatepass")
         i += 1
-    return "".join(out)
+    return out.decode("utf-8", "surrogateescape")
 
 
 def _squash(text: str) -> str:
@@ -740,6 +744,85 @@ def _squash(text: str) -> str:
     for i in range(0, len(parts), 2):
         parts[i] = re.sub(r"\s+", " ", parts[i])
     return "".join(parts)
+
+
+_STAT_ITEM = re.compile(r"\s*([\w.\-]+)\s*=\s*([^,\s}]+)\s*(,|$)")
+
+
+def _normalize_statistics(text: str) -> str | None:
+    """`statistics={...}` as XLA keeps it: the first item's value (whatever its name) is
+    the visualizing index, the others are named numbers printed as C++ prints a double
+    (6 significant digits); "" when there are no statistics (XLA prints none), None when
+    XLA's parser rejects the text."""
+    body = text.strip()[1:-1].strip()
+    items: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(body):
+        m = _STAT_ITEM.match(body, pos)
+        if m is None:
+            return None
+        items.append((m.group(1), m.group(2)))
+        pos = m.end()
+    if not items:
+        return ""
+    try:
+        index = int(items[0][1], 0)
+        stats = [f"{k}={float(v):g}" for k, v in items[1:]]
+    except ValueError:
+        return None
+    if not stats:
+        return ""
+    return "{" + ",".join([f"visualizing_index={index}", *stats]) + "}"
+
+
+_ORIGINAL_ARRAY = rf"\{{\s*({STRING_RE})\s*(?:\{{([\d,\s]*)\}})?\s*\}}"
+_RECOVERY_ENTRY = re.compile(
+    rf"[\s,]*{_ORIGINAL_ARRAY}\s*:\s*{_ORIGINAL_ARRAY}(?:\s*,\s*({STRING_RE}))?", re.S
+)
+
+
+def _recovery_table(text: str) -> str:
+    """A module's origin_recovery_table `{...}` as XLA prints it: entries sorted by their
+    original array, each recovery module read and printed in full, indented; "" when
+    empty. Raises ValueError (or the recovery module's parse error) on malformed text."""
+    from hlopass.exporter import print_hlo
+
+    body = text[1:-1]
+    entries = []
+    pos = 0
+    while body[pos:].strip(" \t\r\n,"):
+        m = _RECOVERY_ENTRY.match(body, pos)
+        if m is None:
+            raise ValueError('expected `{"name" {index}} : {"name" {index}}[, "module"]`')
+        pos = m.end()
+        keys = []
+        for name, index in ((m.group(1), m.group(2)), (m.group(3), m.group(4))):
+            idx = tuple(int(i) for i in index.replace(" ", "").split(",") if i) if index else ()
+            keys.append(
+                (
+                    _unescape(name),
+                    idx,
+                    name + (" {" + ",".join(map(str, idx)) + "}" if index is not None else ""),
+                )
+            )
+        line = "  {" + keys[0][2] + "} : {" + keys[1][2] + "}"
+        if m.group(5) is not None:
+            inner = print_hlo(parse_hlo(_unescape(m.group(5)), "<origin_recovery_table>"))
+            indented = "\n".join("    " + ln if ln else "" for ln in inner.split("\n"))
+            line += ',\n  "\n' + indented + '\n  "'
+        entries.append(((keys[0][0], keys[0][1]), line))
+    if not entries:
+        return ""
+    entries.sort(key=lambda e: e[0])
+    return "{\n" + "".join(line + "\n" for _, line in entries) + "}\n"
+
+
+def _single_tuple_sharding(text: str, shape: TupleShape) -> str:
+    """One sharding `{s}` on a tuple-shaped instruction as XLA keeps it: a tuple sharding
+    with `s` for every leaf (one element for a tuple without leaves); `{}` stays."""
+    if text.replace(" ", "") == "{}":
+        return text
+    return "{" + ", ".join([text] * max(1, len(shape.leaves()))) + "}"
 
 
 def _normalize_tuple_sharding(text: str) -> str:
@@ -860,15 +943,27 @@ class ModuleParser(_Parser):
                     if t2 != "{":
                         lx.next()
                         module_attrs[key] = A.Raw("{" + t2 + "}")
-                        continue
+                    else:
+                        module_attrs[key] = self.value(vkind, key)
+                    if module_attrs[key].text.replace(" ", "") == "{false}":
+                        del module_attrs[key]  # XLA does not print the default
+                    continue
                 if key == "origin_recovery_table" and lx.peek()[1] == "{":
                     # Kept verbatim: XLA prints it over several lines (with embedded module
-                    # texts), ending with a newline of its own.
-                    module_attrs[key] = A.Raw(lx.take_balanced("{", "}")[0] + "\n")
+                    # texts), ending with a newline of its own; an empty one not at all.
+                    table, tstart = lx.take_balanced("{", "}")
+                    try:
+                        table = _recovery_table(table)
+                    except (ValueError, HloParseError, HloShapeError) as e:
+                        self.error(f"origin_recovery_table: {e}", tstart)
+                    if table:
+                        module_attrs[key] = A.Raw(table)
                     continue
                 module_attrs[key] = self.value(vkind, key)
                 if key == "frontend_attributes":
                     module_attrs[key] = A.Raw(_normalize_frontend_attrs(module_attrs[key].text))
+                    if module_attrs[key].text == "{}":
+                        del module_attrs[key]  # XLA prints no empty map
                 if key == "input_output_alias":
                     module_attrs[key] = A.Raw(_normalize_io_alias(module_attrs[key].text))
         tables = self.stack_frame_tables()
@@ -1267,6 +1362,9 @@ class ModuleParser(_Parser):
                 start_attrs[aspec.name] = value
             else:
                 wattrs[aspec.name] = value
+        sharding = start_attrs.get("sharding")
+        if sharding is not None and not sharding.text.startswith("{{"):  # on the tuple
+            start_attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))  # type: ignore[arg-type]
         thread = self.sugar_thread
         if thread is not None:
             start_attrs = {"async_execution_thread": thread, **start_attrs}
@@ -1345,7 +1443,8 @@ class ModuleParser(_Parser):
             for key, tok in _MD_FIELD.findall(vm.group(1), 1, len(vm.group(1)) - 1):
                 if key == "inf" or key == "nan":
                     return _SLOW  # these lex as numbers, not as `key=`
-                if tok != '""' and tok != "0":  # XLA drops fields at their default
+                # (XLA drops fields at their default, but prints an empty payload)
+                if (tok != '""' or key == "metadata_payload") and tok != "0":
                     fields.append((key, tok if tok.isascii() else _escaped(tok)))
                 if key == "stack_frame_id":
                     self.saw_stack_frame_id = True
@@ -1504,6 +1603,18 @@ class ModuleParser(_Parser):
             attrs[key] = value
             if key == "frontend_attributes":
                 attrs[key] = A.Raw(_normalize_frontend_attrs(attrs[key].text))
+                if attrs[key].text == "{}":
+                    del attrs[key]  # XLA prints no empty map
+                    continue
+            elif key == "statistics":
+                stats = _normalize_statistics(attrs[key].text)
+                if stats is None:
+                    self.error("statistics are {visualizing_index=INT, name=NUMBER, ...}", vstart)
+                    raise AssertionError
+                if not stats:
+                    del attrs[key]  # XLA prints statistics only when there are some
+                    continue
+                attrs[key] = A.Raw(stats)
             elif key == "sharding" and attrs[key].text.startswith("{{"):
                 attrs[key] = A.Raw(_normalize_tuple_sharding(attrs[key].text))
             elif akind == "result_accuracy" and attrs[key].is_default:
@@ -1592,6 +1703,9 @@ class ModuleParser(_Parser):
                 raise AssertionError from None
         if "async_execution_thread" in attrs and not opcode.startswith("async-"):  # shorthand
             self.sugar_thread = attrs.pop("async_execution_thread")
+        sharding = attrs.get("sharding")
+        if sharding is not None and shape.is_tuple and not sharding.text.startswith("{{"):
+            attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))
         if opcode in CHECKED_OPCODES:
             # verify_instruction(op) on the values at hand, before the op exists.
             try:

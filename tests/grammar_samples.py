@@ -7,6 +7,8 @@ shape is written; the shape-inference test strips those XLA can infer.
 
 from __future__ import annotations
 
+import re
+
 _ADD = """add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -613,3 +615,99 @@ for _key, _body, _comps in (
     ("tuple", "ROOT r = (f32[4,6]{0,1}, f32[]) tuple(p0, p1)", ""),
 ):  # fmt: skip
     _add(f"{_key}/column-major", _params(_CM, "f32[]") + "\n" + _body, _comps)
+
+
+_PARAM = re.compile(r"(\w+) = (.+?) parameter\(\d+\)(.*)$")
+
+
+def async_of_sample(key: str, update: bool) -> str | None:
+    """Sample `key` with its ROOT instruction wrapped in an async-start/[update]/done (the
+    wrapped computation is the sample's entry), or None unless the entry is its parameters
+    and a ROOT taking them in order: every opcode XLA prints with async sugar, with every
+    attribute."""
+    head, _, entry = SAMPLES[key].partition("ENTRY main {\n")
+    lines = [ln.strip() for ln in entry.rstrip().removesuffix("}").strip().splitlines()]
+    params = [m for m in map(_PARAM.match, lines) if m is not None]
+    rest = [ln for ln in lines if _PARAM.match(ln) is None]
+    if len(rest) != 1 or not rest[0].startswith("ROOT "):
+        return None
+    shape = re.match(r"ROOT [\w.]+ = (.+?) [a-z][a-z0-9\-]*\(([^)]*)\)", rest[0])
+    assert shape is not None, key
+    names = ", ".join(m.group(1) for m in params)
+    if shape.group(2) != names:
+        return None  # the sugar shows the parameters: only when they are the operands
+    t = f"(({', '.join(m.group(2) for m in params)}), {shape.group(1)}, u32[])"
+    body = [m.group(0) for m in params]
+    body.append(f"async.start = {t} async-start({names}), calls=wrapped")
+    last = "async.start"
+    if update:
+        body.append(f"async.update = {t} async-update(async.start)")
+        last = "async.update"
+    body.append(f"ROOT async.done = {shape.group(1)} async-done({last})")
+    wrapped = [f"{m.group(1)} = {m.group(2)} parameter({i})" for i, m in enumerate(params)]
+    comp = "wrapped {\n" + "\n".join("  " + ln for ln in [*wrapped, rest[0]]) + "\n}\n"
+    return f"{head}{comp}\nENTRY main {{\n" + "\n".join("  " + ln for ln in body) + "\n}\n"
+
+
+def _async_attrs(inner: str, start: str = "", done: str = "") -> str:
+    return _module(
+        "p0 = f32[4] parameter(0)\n"
+        f"s = ((f32[4]), f32[4], u32[]) async-start(p0), calls=wrapped{start}\n"
+        f"ROOT d = f32[4] async-done(s){done}",
+        f"wrapped {{\n  x = f32[4] parameter(0)\n  ROOT c = f32[4] negate(x){inner}\n}}\n",
+    )
+
+
+_SH, _FA, _ST = ", sharding={replicated}", ', frontend_attributes={a="1"}', ", statistics={visualizing_index=1,s=2}"  # fmt: skip
+_MD, _BC = ', metadata={op_name="w"}', ', backend_config={"w":1}'
+# Common attributes on the wrapped instruction, the start and the done of a sugared async
+# op: XLA shows the wrapped one's sharding, frontend_attributes and statistics on the start.
+ASYNC_ATTRS: dict[str, str] = {
+    "wrapped-all": _async_attrs(_SH + _FA + _ST + _MD + _BC + ', origin={{"w"}}'),
+    "start-all": _async_attrs("", _SH + _FA + _MD + _BC),
+    "both-fa": _async_attrs(_FA, ', frontend_attributes={b="2"}'),
+    "wrapped-sh-start-fa": _async_attrs(_SH, ', frontend_attributes={b="2"}'),
+    "wrapped-fa-start-sh": _async_attrs(_FA, ", sharding={maximal device=0}"),
+    "wrapped-st-start-fa": _async_attrs(_ST, ', frontend_attributes={b="2"}'),
+    "done-fa": _async_attrs("", "", ', frontend_attributes={b="2"}'),
+    "done-fa-wrapped-st": _async_attrs(_ST, "", ', frontend_attributes={b="2"}'),
+    "done-fa-wrapped-fa": _async_attrs(_FA, "", ', frontend_attributes={b="2"}'),
+    "done-st": _async_attrs("", "", ", statistics={visualizing_index=3,t=2}"),
+    "done-sh-wrapped-fa": _async_attrs(_FA, "", _SH),
+    # XLA prints the start's statistics twice (its own and the wrapped instruction's) and
+    # both shardings: it cannot read these prints back.
+    "start-st": _async_attrs("", ", statistics={visualizing_index=3,t=2}"),
+    "both-sh": _async_attrs(_SH, ", sharding={maximal device=0}"),
+}
+
+
+# Module header attributes, stack frames with every metadata field, the recovery table and
+# the forms of the attributes every instruction may carry (checked against XLA's lists of
+# module attributes and metadata fields by tests/test_grammar.py).
+SAMPLES["module/header-attributes"] = (
+    'HloModule hdr, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) }, buffer_donor={ (2, {}) }, alias_passthrough_params=true, entry_computation_layout={(f32[4]{0}, f32[4]{0}, f32[4]{0})->(f32[4]{0}, f32[4]{0})}, allow_spmd_sharding_propagation_to_parameters={false,true,false}, allow_spmd_sharding_propagation_to_output={true}, replica_count=2, num_partitions=4, frontend_attributes={z="1",a="2"}\n\nENTRY main {\n  p0 = f32[4] parameter(0)\n  p1 = f32[4] parameter(1)\n  p2 = f32[4] parameter(2)\n  ROOT t = (f32[4], f32[4]) tuple(p0, p1)\n}\n'
+)
+SAMPLES["module/stack-frames-and-metadata"] = (
+    'HloModule st\n\nFileNames\n1 "a.py"\n2 "b.py"\n\nFunctionNames\n1 "f"\n2 "g"\n\nFileLocations\n1 {file_name_id=1 function_name_id=1 line=3 end_line=4 column=1 end_column=5}\n2 {file_name_id=2 function_name_id=2 line=7 end_line=7 column=2 end_column=9}\n\nStackFrames\n1 {file_location_id=1 parent_frame_id=1}\n2 {file_location_id=2 parent_frame_id=1}\n\nENTRY main {\n  p0 = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p0), metadata={op_type="Neg" op_name="jit(f)/neg" source_file="a.py" source_line=3 source_end_line=4 source_column=1 source_end_column=5 profile_type={1,2} deduplicated_name="neg.1" scheduling_name="n" metadata_payload="payload" stack_frame_id=2}\n}\n'
+)
+SAMPLES["module/origin-recovery-table"] = (
+    'HloModule ort, entry_computation_layout={(f32[6,3]{1,0})->f32[6,3]{1,0}}, origin_recovery_table={\n  {"reshape.2341"} : {"placeholder_reshape.201"},\n  "\n    ENTRY %recovery_computation.1 (p.1: f32[192]) -> f32[1,192] {\n    %p.1 = f32[192]{0} parameter(0)\n    ROOT %reshape.2 = f32[1,192]{1,0} reshape(%p.1)\n  }\n  "\n}\n\nENTRY main {\n  p0 = f32[6,3] parameter(0), origin={{"reshape.2341"}}\n  ROOT c = f32[6,3] copy(p0)\n}\n'
+)
+SAMPLES["common/sharding-forms"] = (
+    'HloModule s\n\nENTRY main {\n  a0 = f32[4,4] parameter(0), sharding={replicated}\n  a1 = f32[4,4] parameter(1), sharding={maximal device=1}\n  a2 = f32[4,4] parameter(2), sharding={devices=[2,2]0,1,2,3}\n  a3 = f32[4,4] parameter(3), sharding={devices=[2,2]<=[4]}\n  a4 = f32[4,4] parameter(4), sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}\n  a5 = f32[4,4] parameter(5), sharding={devices=[2,2,2]<=[8] last_tile_dims={manual}}\n  a6 = f32[4,4] parameter(6), sharding={manual}\n  a7 = f32[4,4] parameter(7), sharding={unknown}\n  a8 = f32[4,4] parameter(8), sharding={unknown shard_as 1}\n  a9 = f32[4,4] parameter(9), sharding={devices=[2,2]<=[4] shard_like 2}\n  a10 = f32[4,4] parameter(10), sharding={replicated metadata={op_name="a"}}\n  a11 = f32[4,4] parameter(11), sharding={devices=[4,1]<=[4] metadata={op_name="b" source_file="x.py"}}\n  ROOT t = () tuple()\n}\n'
+)
+SAMPLES["common/origin-forms"] = (
+    'HloModule o\n\nENTRY main {\n  p0 = f32[4] parameter(0), origin={{"p0"}}\n  q = f32[4] negate(p0), origin={[synthetic_call]}\n  tt = (f32[4], f32[4]) tuple(p0, q)\n  ROOT t = ((f32[4], f32[4]), f32[4]) tuple(tt, q), origin={(({"a" {1}}, {"b"}), {"c" {2,3}})}\n}\n'
+)
+SAMPLES["common/frontend-attributes"] = (
+    'HloModule c\n\nENTRY main {\n  p0 = f32[4] parameter(0)\n  q = f32[4] negate(p0)\n  ROOT r = f32[4] add(p0, q), frontend_attributes={z="1",a="x y",_xla_compute_type="host",k="{a=1}"}\n}\n'
+)
+SAMPLES["common/backend-config-string"] = (
+    'HloModule c\n\nENTRY main {\n  p0 = f32[4] parameter(0)\n  q = f32[4] negate(p0)\n  ROOT r = f32[4] add(p0, q), backend_config="plain \\"text\\""\n}\n'
+)
+SAMPLES["common/statistics"] = (
+    "HloModule c\n\nENTRY main {\n  p0 = f32[4] parameter(0)\n  q = f32[4] negate(p0)\n  ROOT r = f32[4] add(p0, q), statistics={visualizing_index=2,stat-a=0.5,stat-b=1e+10,c=123456789}\n}\n"
+)
+SAMPLES["common/tuple-sharding"] = (
+    "HloModule ts\n\nENTRY main {\n  p0 = f32[4] parameter(0)\n  e = () tuple(), sharding={replicated}\n  q = (f32[4], f32[4]) tuple(p0, p0), sharding={{replicated}, {manual}}\n  ROOT t = ((f32[4], f32[4]), f32[4], ()) tuple(q, p0, e), sharding={maximal device=1}\n}\n"
+)

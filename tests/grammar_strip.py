@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from hlopass.dialects.opcodes import OPCODES
+from hlopass.lexer import STRING_RE
 
 # Every opcode whose result shape the text may try to leave out (parameters and constants
 # always need theirs: XLA reads the number or literal by it).
@@ -23,4 +24,6 @@ def strip_shapes(text: str, opcodes: frozenset[str] = LEAVABLE) -> str:
             return m.group(0)
         return f"{m.group(1)}{m.group(3)}("
 
-    return _INSTRUCTION.sub(repl, text)
+    # (not inside strings: the modules of an origin_recovery_table stay as written)
+    parts = re.split(f"({STRING_RE})", text)
+    return "".join(p if i % 2 else _INSTRUCTION.sub(repl, p) for i, p in enumerate(parts))
