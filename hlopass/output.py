@@ -14,6 +14,9 @@ Every command that writes a file (`hlopass-opt -o`, `hlopass run -o`, dumps) goe
   /dev/null, as root, would replace the device for the whole machine;
 - a symbolic link: followed, and what it points to is treated by the rules above (a link to
   a regular file is updated through its target, so the link stays a link);
+- one of this process's own descriptors (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`):
+  written through that descriptor where it stands, as a shell's `>&N` would. Replacing the
+  file behind it would drop what `>> log` had appended before;
 - a directory: an error.
 
 The temporary file is removed on every failure, on Ctrl-C (SIGINT) and on SIGTERM/SIGHUP
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import stat
 import sys
@@ -71,16 +75,70 @@ def write_output(path: str | None, data: Data) -> None:
 
 
 def _write_stdout(data: Data) -> None:
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:  # a text-only stream (an embedding program's): it takes str only
+        for chunk in _chunks(data):
+            out.write(chunk if isinstance(chunk, str) else chunk.decode("utf-8", "replace"))
+        out.flush()
+        return
+    out.flush()
+    encoding, errors = getattr(out, "encoding", "utf-8"), getattr(out, "errors", "strict")
     for chunk in _chunks(data):
-        if isinstance(chunk, bytes):
-            sys.stdout.flush()
-            sys.stdout.buffer.write(chunk)
-        else:
-            sys.stdout.write(chunk)
-    sys.stdout.flush()
+        _write_all(
+            buffer, chunk.encode(encoding, errors or "strict") if isinstance(chunk, str) else chunk
+        )
+    buffer.flush()
+
+
+def _write_all(stream: object, data: bytes) -> None:
+    """Write all of `data`. Under PYTHONUNBUFFERED (or `python -u`) `sys.stdout.buffer` is the
+    raw file, whose `write` may take only part of a large chunk (a pipe whose reader left, a
+    signal); text-mode `print` drops the rest without a word."""
+    view = memoryview(data)
+    while view:
+        n = stream.write(view)  # type: ignore[attr-defined]
+        if n is None:  # a non-blocking descriptor that is full
+            import select
+
+            select.select([], [stream], [])
+            continue
+        view = view[n:]
+
+
+_OWN_FD = re.compile(r"/dev/fd/(\d+)|/proc/(?:self|thread-self|(\d+))/fd/(\d+)")
+
+
+def _own_descriptor(path: str) -> int | None:
+    """N when `path`, through any symbolic links, names this process's descriptor N."""
+    p = os.path.abspath(path)
+    for _ in range(40):  # the kernel's limit on a chain of links
+        m = _OWN_FD.fullmatch(p)
+        if m and (m[2] is None or int(m[2]) == os.getpid()):
+            return int(m[1] or m[3])
+        if not os.path.islink(p):
+            return None
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return None
+
+
+def _write_descriptor(fd: int, data: Data) -> None:
+    if fd == 1:
+        _write_stdout(data)
+        return
+    if fd == 2:
+        sys.stderr.flush()
+    with open(os.dup(fd), "wb", buffering=0) as f:
+        for chunk in _chunks(data):
+            _write_all(f, _bytes(chunk))
 
 
 def _write_path(path: str, data: Data) -> None:
+    fd = _own_descriptor(path)
+    if fd is not None:
+        os.fstat(fd)  # EBADF: a descriptor this process does not have open
+        _write_descriptor(fd, data)
+        return
     try:
         st = os.stat(path)  # follows symbolic links
     except FileNotFoundError:

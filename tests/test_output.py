@@ -344,3 +344,111 @@ def test_run_output_to_missing_directory_is_one_line(tmp_path):
     out = "/nonexistent/x.npz"
     proc = _run(tmp_path, "-o", out)
     assert "No such file or directory" in _one_line_error(proc, out)
+
+
+# --- this process's own descriptors ---------------------------------------------------------
+
+
+def test_dev_stdout_appended_log_is_kept(tmp_path):
+    """`hlopass-opt X -o /dev/stdout >> log`: the output is appended through the descriptor;
+    the old writer renamed a new file over `log` (what /proc/self/fd/1 resolves to),
+    dropping what was logged before."""
+    log = tmp_path / "log"
+    log.write_text("before\n")
+    for path in ("/dev/stdout", "/proc/self/fd/1"):
+        if not os.path.exists(path):
+            pytest.skip(f"no {path} on this system")
+        src = tmp_path / "in.hlo"
+        src.write_text(MODULE)
+        code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+        with open(log, "ab") as out:
+            proc = subprocess.run(
+                [sys.executable, "-c", code, str(src), "-o", path],
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
+        assert proc.returncode == 0, proc.stderr
+    assert log.read_text() == "before\n" + _expected_output() * 2
+    _no_temp_left(tmp_path)
+
+
+def test_symlink_to_own_stdout_pipe(tmp_path):
+    """A link to /proc/self/fd/1 whose stdout is a pipe: written into the pipe."""
+    if not os.path.exists("/proc/self/fd/1"):
+        pytest.skip("no /proc/self/fd on this system")
+    link = tmp_path / "out"
+    link.symlink_to("/proc/self/fd/1")
+    proc = _opt(tmp_path, "-o", str(link))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == _expected_output()
+    assert link.is_symlink()
+
+
+def test_descriptor_not_open_is_one_line(tmp_path):
+    proc = _opt(tmp_path, "-o", "/dev/fd/57")
+    assert "Bad file descriptor" in _one_line_error(proc, "/dev/fd/57")
+
+
+def test_unbuffered_stdout_large_output_whole_and_closed_pipe(tmp_path):
+    """Under PYTHONUNBUFFERED stdout's binary layer is the raw file: one write takes part of
+    a large chunk, and text-mode writes dropped the rest silently (a reader that left after
+    the first line saw exit 0). The whole output arrives, and a closed pipe gives 141."""
+    lines = "\n".join(f"  k{i} = f32[] constant({i})" for i in range(6000))
+    names = ", ".join(f"k{i}" for i in range(6000))
+    big = f"HloModule m\n\nENTRY e {{\n{lines}\n  ROOT t = ({', '.join(['f32[]'] * 6000)}) tuple({names})\n}}\n"
+    src = tmp_path / "big.hlo"
+    src.write_text(big)
+    code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    whole = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True,
+                           timeout=120, env=env)  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    assert len(whole.stdout) > 200_000 and whole.stdout.endswith(b"}\n\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(src)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)  # fmt: skip
+    assert child.stdout is not None
+    child.stdout.read(10)
+    child.stdout.close()  # as `head -c 10` does
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 141, err
+    assert err == b""
+
+
+# --- hlopass viz -o -----------------------------------------------------------------------
+
+
+def test_viz_output_keeps_mode_and_writes_fifo_in_place(tmp_path):
+    src = tmp_path / "m.hlo"
+    src.write_text(MODULE)
+    code = "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def viz(out: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", code, "viz", str(src), "--format", "dot", "-o", str(out)],
+            capture_output=True, text=True, timeout=120, env=env, umask=0o077,
+        )  # fmt: skip
+
+    out = tmp_path / "g.dot"
+    out.write_text("old")
+    out.chmod(0o640)
+    proc = viz(out)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    assert out.read_text().startswith("digraph")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = viz(fifo)
+    reader.join(60)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got and got[0].startswith(b"digraph")
+    missing = str(tmp_path / "no" / "g.dot")
+    assert "No such file" in _one_line_error(viz(Path(missing)), missing)
+    _no_temp_left(tmp_path)
