@@ -53,7 +53,9 @@ RELAYOUTABLE = SOURCES | {"transpose", "reduce"}
 """Besides layout-following ops, what may take any layout a user asks for (a bitcast, a
 custom-call or a while loop may not: their meaning or callee depends on their layouts)."""
 MAJOR_DIM_COLLECTIVES = {"all-gather": "dimensions", "reduce-scatter": "dimensions",
-                         "all-to-all": "dimensions"}  # fmt: skip
+                         "all-to-all": "dimensions", "ragged-all-to-all": None}  # fmt: skip
+"""Collectives XLA:GPU runs only with one dim most major: the one their attribute names
+(ragged-all-to-all: always dim 0)."""
 
 
 @dataclass
@@ -313,7 +315,8 @@ class Planner:
         if opc == "reduce":
             return self.choose_reduce(op)
         if opc in MAJOR_DIM_COLLECTIVES:
-            dims = op.attr(MAJOR_DIM_COLLECTIVES[opc]) or (0,)
+            attr = MAJOR_DIM_COLLECTIVES[opc]
+            dims = (op.attr(attr) if attr else None) or (0,)
             assert isinstance(current, ArrayShape)
             rest = [d for d in range(current.rank) if d != dims[0]]
             return with_m2m(current, tuple(reversed([dims[0], *rest])))
