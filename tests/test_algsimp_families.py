@@ -26,11 +26,15 @@ from hlopass.literal import numpy_dtype
 from hlopass.pipeline import parse_pass_pipeline
 from hlopass.shape import ArrayShape, is_float, is_integral
 from hlopass.xdsl_io import context
+from tests import op_grid
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = ROOT / "lit_tests" / "passes" / "algsimp"
 CORE = ROOT / "lit_tests" / "passes" / "core"
 """Cases of constant-folding, cse and dce at XLA's depth (same value checks)."""
+ALGSIMP_FILES = sorted((ROOT / "lit_tests" / "passes").glob("algsimp*.hlo"))
+"""The older one-file algsimp cases (`algsimp.hlo`, `algsimp-float-unsafe.hlo`): value checks
+only (their must-not-fire cases are in the same files)."""
 
 FLOAT_SPECIALS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -2.5, 3.0, 7.0, -0.125]
 
@@ -67,7 +71,10 @@ def special_values(shape: ArrayShape, shift: int) -> np.ndarray:
         pool = np.array(_int_specials(dtype), dtype=object).astype(dtype)
     else:
         raise AssertionError(f"no special values for {et}")
-    idx = (np.arange(n) * 7 + shift * 3) % len(pool)  # 7: coprime to the pool sizes
+    # and the op-grid differential's table (subnormals, shift amounts, INT_MIN/-1 neighbours)
+    pool = np.concatenate([pool, op_grid.special_values(et).astype(pool.dtype)])
+    step = next(k for k in (7, 11, 13, 17, 19) if np.gcd(k, len(pool)) == 1)
+    idx = (np.arange(n) * step + shift * 3) % len(pool)  # every value, in a scattered order
     return pool[idx].reshape(shape.dims)
 
 
@@ -80,7 +87,7 @@ def _spec(text: str) -> str:
 def _cases() -> list[tuple[str, str, str]]:
     """(id, pipeline, module text) for every case of the family files."""
     out = []
-    for path in sorted([*FAMILIES.glob("*.hlo"), *CORE.glob("*.hlo")]):
+    for path in sorted([*FAMILIES.glob("*.hlo"), *CORE.glob("*.hlo")]) + ALGSIMP_FILES:
         text = path.read_text()
         spec = _spec(text)
         for i, chunk in enumerate(text.split("\n// -----\n")):
@@ -185,3 +192,23 @@ def test_every_family_file_has_fire_and_kept_cases() -> None:
         assert any(n.endswith("_kept") for n in names), f"{path.name}: no must-not-fire case"
         assert any(not n.endswith("_kept") for n in names), f"{path.name}: no firing case"
         assert text.count("CHECK-LABEL") == len(names), f"{path.name}: a case without a label"
+
+
+def test_every_algsimp_pattern_fires_in_a_value_checked_case() -> None:
+    """Each algsimp pattern rewrites at least one of the cases above, so the XLA-CPU value
+    check (special values, integer bounds) covers every rewrite."""
+    from hlopass.passes import algsimp
+    from hlopass.passes.algsimp import barriers
+
+    fired: set[str] = set()
+    for cid, spec, text in CASES:
+        module = parse_hlo(text, cid)
+        for p in parse_pass_pipeline(spec):
+            hook = (lambda name, _what: fired.add(name)) if p.name == "algsimp" else None
+            p.run(context(), module, hook)  # type: ignore[attr-defined]
+    every = {c.__name__ for c in algsimp.PATTERNS} | {
+        barriers.OptBarrierDropUnusedElements.__name__
+    }
+    assert not every - fired, (
+        f"algsimp patterns no value-checked case fires: {sorted(every - fired)}"
+    )

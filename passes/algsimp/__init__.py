@@ -16,11 +16,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
-    PatternRewriter,
-    PatternRewriteWalker,
-)
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.passes.algsimp import (
@@ -52,7 +48,13 @@ from hlopass.passes.algsimp import (
     tuples,
 )
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, fusion_computations
+from hlopass.rewriting import (
+    HloModulePass,
+    OpcodeDispatchApplier,
+    RewriteContext,
+    TraceHook,
+    fusion_computations,
+)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class AlgebraicSimplifierPass(HloModulePass):
         patterns.append(barriers.OptBarrierDropUnusedElements(rctx, self))
         fused = set() if self.include_fusions else fusion_computations(module)
         comps = [c for c in computations(module) if c.comp_name not in fused]
-        applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+        applier = OpcodeDispatchApplier(patterns)  # each op offered to its opcode's patterns
         changed = False
         for comp in comps:
             if self.run_to_fixed_point:
@@ -114,7 +116,7 @@ class AlgebraicSimplifierPass(HloModulePass):
         return changed
 
 
-def _one_sweep(applier: GreedyRewritePatternApplier, comp: ComputationOp) -> bool:
+def _one_sweep(applier: OpcodeDispatchApplier, comp: ComputationOp) -> bool:
     """Offer each instruction of `comp` (as it was before the sweep) to the patterns once,
     in order; what a rewrite creates or changes is not revisited."""
     changed = False
@@ -173,14 +175,20 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     slice.SliceOfReverse,
     dynamic_slice.DynamicSliceConstantIndices, dynamic_slice.DynamicSliceOfScalarBroadcast,
     dynamic_slice.DynamicUpdateSliceEmptyUpdate,
-    gather_scatter.GatherOfEffectiveScalar, gather_scatter.GatherOfEmpty,
-    gather_scatter.ScatterEmptyUpdates,
+    gather_scatter.GatherOfEffectiveScalar, gather_scatter.ScatterEmptyUpdates,
     convert.ConvertNarrowing, convert.BitcastConvertChain,
     transpose_reshape.TransposeIsReshape,
     concatenate.ConcatenateOfSameScalarBroadcast,
     reduce.ReduceOfScalarBroadcast,
     broadcast.BroadcastSinkBinary, select.SelectNestedSamePredicate, bitcast.BitcastOfBitcast,
     compare.CompareIotaAgainstBound, dynamic_slice.DynamicUpdateSliceOfBroadcastToPad,
+    # families completed for issue 18 (XLA's algebraic_simplifier.cc, its guards)
+    integer.DivideSignedPowerOfTwo, integer.RemainderSignedPowerOfTwo,
+    integer.RemainderOfRemainder, integer.RemainderOfIotaPlusDivisor,
+    dot.DotStrengthReduction, dot.DotOfTransposes,
+    reduce.ReduceOfConcatenate, reduce.ReduceOfBroadcastIdempotent,
+    slice.SliceOfBroadcast, slice.SliceRedundantStride, pad.PadOfScalarBroadcast,
+    select.SelectOfCompareToMinMax, power.DivideByRsqrt,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import array, et
+from hlopass.passes.algsimp.helpers import add_reducer, array, et, src
 from hlopass.rewriting import value_shape
 from hlopass.shape import ArrayShape
 from hlopass.shape import array as shape_array
@@ -102,3 +102,88 @@ class DotToMultiply(Simplification):
             return v
         t = shape_array(s.element_type, [s.dims[p] for p in perm])
         return self.new("transpose", [v], t, {"dimensions": tuple(perm)}).result
+
+
+def _dims(op: HloOp, side: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return (tuple(op.attr(f"{side}_batch_dims") or ()),
+            tuple(op.attr(f"{side}_contracting_dims") or ()))  # fmt: skip
+
+
+class DotStrengthReduction(Simplification):
+    """`dot(a, b)` where one operand has only batch and contracting dimensions ->
+    `reduce(multiply(broadcast(a'), broadcast(b')), add)` over the contracting dimensions
+    (a', b' transposed to batch, free, contracting order; plain precision, one element type;
+    the sum's order changes, so for floats it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("dot",)
+    OPTION = "enable_dot_strength_reduction"
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        if self.opts.is_layout_sensitive or not plain_precision(op) or op.attr("sparsity"):
+            return None
+        a, b = op.operands
+        sa, sb, shape = array(value_shape(a)), array(value_shape(b)), array(op.shape)
+        if sa is None or sb is None or shape is None or shape.is_dynamic:
+            return None
+        t = shape.element_type
+        if et(a) != t or et(b) != t or t == "pred" or t in ("c64", "c128"):
+            return None
+        (lb, lc), (rb, rc) = _dims(op, "lhs"), _dims(op, "rhs")
+        lf = [d for d in range(sa.rank) if d not in lb + lc]
+        rf = [d for d in range(sb.rank) if d not in rb + rc]
+        if (lf and rf) or not lc:
+            return None  # a matrix product (or an outer product: DotToMultiply)
+        nb, nc = len(lb), len(lc)
+        full_dims = [sa.dims[d] for d in lb] + [sa.dims[d] for d in lf] + [sb.dims[d] for d in rf]
+        full_dims += [sa.dims[d] for d in lc]
+        full = shape_array(t, full_dims)
+        n_free = len(lf) + len(rf)
+        c_dims = tuple(range(nb + n_free, nb + n_free + nc))
+        a2 = self._transposed(a, sa, list(lb) + lf + list(lc))
+        b2 = self._transposed(b, sb, list(rb) + rf + list(rc))
+        a_dims = tuple(range(nb + len(lf))) + c_dims
+        b_dims = tuple(range(nb)) + tuple(range(nb + len(lf), nb + n_free)) + c_dims
+        ba = self.new("broadcast", [a2], full, {"dimensions": a_dims})
+        bb = self.new("broadcast", [b2], full, {"dimensions": b_dims})
+        m = self.new("multiply", [ba.result, bb.result], full, like=op)
+        zero = self.const(0, shape_array(t, []))
+        reducer = add_reducer(self.ctx, op, t)
+        return self.new("reduce", [m.result, zero.result], shape,
+                        {"dimensions": c_dims, "to_apply": reducer}, like=op)  # fmt: skip
+
+    def _transposed(self, v, s: ArrayShape, perm: list[int]):
+        if perm == list(range(s.rank)):
+            return v
+        t = shape_array(s.element_type, [s.dims[p] for p in perm])
+        return self.new("transpose", [v], t, {"dimensions": tuple(perm)}).result
+
+
+class DotOfTransposes(Simplification):
+    """`dot(transpose(a), transpose(b)) -> transpose(dot(b, a))` for rank-2 operands
+    contracting lhs dim 1 with rhs dim 0 (A^T B^T = (B A)^T; plain precision)."""
+
+    OPCODES = ("dot",)
+
+    def rewrite(self, op: HloOp):
+        if self.opts.is_layout_sensitive or not plain_precision(op) or op.attr("sparsity"):
+            return None
+        ta, tb = (src(v, "transpose") for v in op.operands)
+        shape = array(op.shape)
+        if ta is None or tb is None or shape is None or shape.rank != 2:
+            return None
+        if _dims(op, "lhs") != ((), (1,)) or _dims(op, "rhs") != ((), (0,)):
+            return None
+        if tuple(ta.attr("dimensions")) != (1, 0) or tuple(tb.attr("dimensions")) != (1, 0):
+            return None
+        a, b = ta.operands[0], tb.operands[0]
+        sa, sb = array(value_shape(a)), array(value_shape(b))
+        if sa is None or sb is None or sa.rank != 2 or sb.rank != 2:
+            return None
+        inner = shape_array(shape.element_type, [shape.dims[1], shape.dims[0]])
+        attrs = {"lhs_contracting_dims": (1,), "rhs_contracting_dims": (0,)}
+        for k in ("operand_precision", "algorithm"):
+            if op.attr(k) is not None:
+                attrs[k] = op.attr(k)
+        d = self.new("dot", [b, a], inner, attrs, like=op)
+        return self.new("transpose", [d.result], shape, {"dimensions": (1, 0)}, like=op)

@@ -26,19 +26,6 @@ class GatherOfEffectiveScalar(Simplification):
         return self.new("broadcast", [v], shape, {"dimensions": ()}, like=op)
 
 
-class GatherOfEmpty(Simplification):
-    """`gather(x, i) -> broadcast(0)` when x has no elements (the result has none either or
-    is all zeros, as XLA defines)."""
-
-    OPCODES = ("gather",)
-
-    def rewrite(self, op: HloOp):
-        s, shape = array(value_shape(op.operands[0])), array(op.shape)
-        if s is None or shape is None or s.num_elements != 0 or shape.num_elements == 0:
-            return None
-        return self.const(0, shape)
-
-
 class ScatterEmptyUpdates(Simplification):
     """`scatter(x, i, u) -> x` when the updates have no elements (single operand)."""
 

@@ -10,6 +10,7 @@ from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.rewriting import (
+    computation_named,
     const_array,
     is_constant_like,
     module_of,
@@ -129,10 +130,7 @@ def callee(op: HloOp, attr: str = "to_apply") -> ComputationOp | None:
     module = module_of(op)
     if not isinstance(name, str) or module is None:
         return None
-    for c in computations(module):
-        if c.comp_name == name:
-            return c
-    return None
+    return computation_named(module, name)  # no walk over the module per instruction
 
 
 def reducer_opcode(op: HloOp) -> str | None:
@@ -235,3 +233,44 @@ def is_non_negative(value: SSAValue, depth: int = 4) -> bool:
             return False  # integer overflow wraps to negative
         return all(is_non_negative(v, depth - 1) for v in vals)
     return False
+
+
+def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
+    """The name of a computation `(a, b) -> add(a, b)` over `element_type` scalars: an
+    existing one of the module, else a new one inserted before `near`'s computation."""
+    from xdsl.ir import Block
+
+    from hlopass.dialects.hlo import create_op, new_computation_op, new_return_op
+    from hlopass.shape import scalar
+
+    module = module_of(near)
+    assert module is not None
+    for c in computations(module):
+        params = c.parameters()
+        root = c.root
+        if (
+            len(params) == 2 and root.opcode == "add" and len(list(c.instructions)) == 3
+            and {o for o in root.operands} == {p.result for p in params}
+            and all(et(p) == element_type and array(p.shape).rank == 0 for p in params)  # type: ignore[union-attr]
+            and et(root) == element_type
+        ):  # fmt: skip
+            return c.comp_name
+    s = scalar(element_type)
+    a = create_op("parameter", [], s, ctx.names.fresh("lhs"), {"number": 0})
+    b = create_op("parameter", [], s, ctx.names.fresh("rhs"), {"number": 1})
+    add = create_op("add", [a.results[0], b.results[0]], s, ctx.names.fresh("add"))
+    block = Block()
+    for o in (a, b, add):
+        block.add_op(o)
+    block.add_op(new_return_op(add.results[0]))
+    taken = {c.comp_name for c in computations(module)}
+    name = ctx.names.fresh(f"add_{element_type}")
+    while name in taken:
+        name = ctx.names.fresh(f"add_{element_type}")
+    comp = new_computation_op(name, block)
+    host = near.parent_op()
+    assert isinstance(host, ComputationOp)
+    mblock = host.parent_block()
+    assert mblock is not None
+    mblock.insert_op_before(comp, host)
+    return name

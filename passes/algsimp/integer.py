@@ -7,6 +7,7 @@ from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
     commuted,
+    highest,
     power_of_two_exponent,
     src,
 )
@@ -121,3 +122,96 @@ class RemainderOfIota(Simplification):
         if v is None or shape.is_dynamic:
             return None
         return i_v if int(v) >= n else None
+
+
+def _positive_power_of_two(op: HloOp) -> int | None:
+    """k when `op`'s divisor is a splat constant 2^k > 0 of a signed integer type."""
+    shape = array(op.shape)
+    if shape is None or not shape.element_type.startswith("s") or shape.element_type == "s1":
+        return None
+    return power_of_two_exponent(splat_value(op.operands[1]))
+
+
+class _SignedBySelect(Simplification):
+    """Shared body: `select(x < 0, -f(|x|), f(|x|))` with `|x| = select(x < 0, -x, x)`
+    (for INT_MIN, -x wraps to INT_MIN, whose bits read unsigned are |INT_MIN|)."""
+
+    OPCODES = ("divide", "remainder")
+
+    def magnitude_op(self, ax, k: int, shape: ArrayShape) -> HloOp:
+        raise NotImplementedError
+
+    def rewrite(self, op: HloOp):
+        k = _positive_power_of_two(op)
+        if k is None:
+            return None
+        shape = op.shape
+        assert isinstance(shape, ArrayShape)
+        x = op.operands[0]
+        neg = self.new("compare", [x, self.const(0, shape).result],
+                       shape.with_element_type("pred"), {"direction": "LT"}, like=op)  # fmt: skip
+        minus_x = self.new("negate", [x], shape, like=op)
+        ax = self.new("select", [neg.result, minus_x.result, x], shape, like=op)
+        q = self.magnitude_op(ax.result, k, shape)
+        minus_q = self.new("negate", [q.result], shape, like=op)
+        return self.new("select", [neg.result, minus_q.result, q.result], shape, like=op)
+
+
+class DivideSignedPowerOfTwo(_SignedBySelect):
+    """`divide(x, 2^k) -> select(x < 0, -(|x| >>> k), |x| >>> k)` (signed integers, a
+    constant divisor 2^k > 0; `>>>` the logical shift; division truncates toward 0)."""
+
+    OPCODES = ("divide",)
+
+    def magnitude_op(self, ax, k: int, shape: ArrayShape) -> HloOp:
+        return self.new("shift-right-logical", [ax, self.const(k, shape).result], shape)
+
+
+class RemainderSignedPowerOfTwo(_SignedBySelect):
+    """`remainder(x, 2^k) -> select(x < 0, -(|x| & (2^k-1)), |x| & (2^k-1))` (signed
+    integers, a constant divisor 2^k > 0; the remainder takes the dividend's sign)."""
+
+    OPCODES = ("remainder",)
+
+    def magnitude_op(self, ax, k: int, shape: ArrayShape) -> HloOp:
+        mask = self.const((1 << k) - 1, shape)
+        return self.new("and", [ax, mask.result], shape)
+
+
+class RemainderOfRemainder(Simplification):
+    """`remainder(remainder(a, b), b) -> remainder(a, b)` (|a % b| < |b| already, and a % 0
+    is a for integers; for floats fmod is exact)."""
+
+    OPCODES = ("remainder",)
+
+    def rewrite(self, op: HloOp):
+        inner_v, b = op.operands
+        inner = src(inner_v, "remainder")
+        if inner is None or inner.operands[1] is not b:
+            return None
+        return inner_v
+
+
+class RemainderOfIotaPlusDivisor(Simplification):
+    """`remainder(add(iota, N), N) -> remainder(iota, N)` (N a constant scalar broadcast and
+    iota + N not overflowing the integer type)."""
+
+    OPCODES = ("remainder",)
+
+    def rewrite(self, op: HloOp):
+        sum_v, n_v = op.operands
+        s = src(sum_v, "add")
+        shape = array(op.shape)
+        n = splat_value(n_v)
+        if s is None or shape is None or n is None or not is_integral(shape.element_type):
+            return None
+        if shape.is_dynamic:
+            return None
+        for i_v, c in commuted(s):
+            iota = src(i_v, "iota")
+            if iota is None or splat_value(c) != n:
+                continue
+            if int(n) + shape.dims[iota.attr("iota_dimension")] - 1 > highest(shape.element_type):
+                return None  # iota + N would wrap
+            return self.new("remainder", [i_v, n_v], shape, like=op)
+        return None

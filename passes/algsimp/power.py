@@ -109,3 +109,19 @@ class ExpOfZero(Simplification):
         if shape is None or not is_float(shape.element_type) or not is_zero(op.operands[0]):
             return None
         return self.const(1, shape)
+
+
+class DivideByRsqrt(Simplification):
+    """`divide(a, rsqrt(b)) -> multiply(a, sqrt(b))` (single use of the rsqrt; the rounding
+    changes, so for floats it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("divide",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a, r = op.operands
+        rs = src(r, "rsqrt")
+        if rs is None or not r.has_one_use():
+            return None
+        s = self.new("sqrt", [rs.operands[0]], rs.shape, like=rs)
+        return self.new("multiply", [a, s.result], op.shape, like=op)

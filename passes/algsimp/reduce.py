@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import array, is_scalar_broadcast, reducer_opcode
+from hlopass.passes.algsimp.helpers import (
+    array,
+    is_identity_init,
+    is_scalar_broadcast,
+    reducer_opcode,
+    src,
+)
 from hlopass.rewriting import (
     value_shape,
 )
+from hlopass.shape import is_float
 
 
 class ReduceTrivial(Simplification):
@@ -69,3 +76,65 @@ class ReduceOfScalarBroadcast(Simplification):
         init = op.operands[1]
         f = self.new(kind, [init, b.operands[0]], value_shape(init), like=op)  # type: ignore[arg-type]
         return self.new("broadcast", [f.result], shape, {"dimensions": ()}, like=op)
+
+
+class ReduceOfConcatenate(Simplification):
+    """`reduce(concatenate(a, b, ...), init)` over dims including the concatenated one ->
+    `f(reduce(a, init), reduce(b, init), ...)` (reducer f one of add, multiply, maximum,
+    minimum, and, or with `init` its identity; for float add/multiply the order of the
+    sum changes, so those need `enable-floats-are-real`)."""
+
+    OPCODES = ("reduce",)
+
+    def rewrite(self, op: HloOp):
+        if len(op.operands) != 2:
+            return None
+        cat = src(op.operands[0], "concatenate")
+        kind = reducer_opcode(op)
+        shape = array(op.shape)
+        if cat is None or kind is None or shape is None or len(cat.operands) < 2:
+            return None
+        dims = tuple(op.attr("dimensions") or ())
+        if cat.attr("dimensions")[0] not in dims or not is_identity_init(op, op.operands[1]):
+            return None
+        float_sum = kind in ("add", "multiply") and is_float(shape.element_type)
+        if float_sum and not self.opts.floats_are_real:
+            return None
+        parts = [
+            self.new("reduce", [v, op.operands[1]], shape,
+                     {"dimensions": dims, "to_apply": op.attr("to_apply")}, like=op).result
+            for v in cat.operands
+        ]  # fmt: skip
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = self.new(kind, [acc, p], shape, like=op).result
+        return acc
+
+
+class ReduceOfBroadcastIdempotent(Simplification):
+    """`reduce(broadcast(x, dims), init)` over exactly the dims the broadcast added ->
+    `f(broadcast(init), x)` for an idempotent reducer f (maximum, minimum, and, or), at
+    least one element per reduced group, broadcast dims in order."""
+
+    OPCODES = ("reduce",)
+
+    def rewrite(self, op: HloOp):
+        if len(op.operands) != 2:
+            return None
+        b = src(op.operands[0], "broadcast")
+        kind = reducer_opcode(op)
+        shape = array(op.shape)
+        if b is None or kind not in _IDEMPOTENT or shape is None:
+            return None
+        x = b.operands[0]
+        sx, sb = array(value_shape(x)), array(value_shape(op.operands[0]))
+        if sx is None or sb is None or sx.rank == 0 or sb.num_elements == 0:
+            return None  # (a scalar x: ReduceOfScalarBroadcast)
+        bdims = tuple(b.attr("dimensions") or ())
+        added = tuple(d for d in range(sb.rank) if d not in bdims)
+        if tuple(sorted(op.attr("dimensions") or ())) != added or list(bdims) != sorted(bdims):
+            return None
+        if sx.dims != shape.dims or sx.element_type != shape.element_type:
+            return None
+        init = self.new("broadcast", [op.operands[1]], shape, {"dimensions": ()}, like=op)
+        return self.new(kind, [init.result, x], shape, like=op)

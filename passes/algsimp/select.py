@@ -14,6 +14,7 @@ from hlopass.rewriting import (
     splat_value,
     value_shape,
 )
+from hlopass.shape import is_integral
 
 
 class SelectSameBranches(Simplification):
@@ -106,3 +107,24 @@ class SelectNestedSamePredicate(Simplification):
         if inner is not None and inner.operands[0] is p:
             return self.new("select", [p, a, inner.operands[2]], op.shape, like=op)
         return None
+
+
+_TO_MINMAX = {"GT": "maximum", "GE": "maximum", "LT": "minimum", "LE": "minimum"}
+
+
+class SelectOfCompareToMinMax(Simplification):
+    """`select(compare(a, b, GT|GE), a, b) -> maximum(a, b)`,
+    `select(compare(a, b, LT|LE), a, b) -> minimum(a, b)` (integers: floats differ on nan
+    and on the sign of zero)."""
+
+    OPCODES = ("select",)
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        cmp = src(p, "compare")
+        if cmp is None or not is_integral(et(op)):
+            return None
+        kind = _TO_MINMAX.get(cmp.attr("direction"))
+        if kind is None or tuple(cmp.operands) != (a, b):
+            return None
+        return self.new(kind, [a, b], op.shape, like=op)

@@ -143,3 +143,48 @@ class SliceOfReverse(Simplification):
         s = self.new("slice", [x], shape, {"slice": tuple(out)}, like=op)
         return self.new("reverse", [s.result], shape, {"dimensions": tuple(sorted(rdims))},
                         like=rev)  # fmt: skip
+
+
+class SliceOfBroadcast(Simplification):
+    """`slice(broadcast(x, dims)) -> broadcast(slice(x), dims)` (x not a scalar; the slice
+    of x keeps the slice's ranges on the dims x maps to; single use of the broadcast)."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        b = src(op.operands[0], "broadcast")
+        shape = array(op.shape)
+        if b is None or shape is None or not single_use(op.operands[0]):
+            return None
+        x = b.operands[0]
+        sx = array(value_shape(x))
+        if sx is None or sx.rank == 0 or sx.is_dynamic:
+            return None
+        dims = tuple(b.attr("dimensions") or ())
+        sl = op.attr("slice")
+        inner = tuple(sl[d] for d in dims)
+        small = sx.with_dims(tuple(shape.dims[d] for d in dims))
+        v = x
+        if small.dims != sx.dims:
+            v = self.new("slice", [x], small, {"slice": inner}, like=op).result
+        return self.new("broadcast", [v], shape, {"dimensions": dims}, like=op)
+
+
+class SliceRedundantStride(Simplification):
+    """`slice(x, [s:l:k])` with a stride k > 1 on a dim that yields one element ->
+    the same slice with `[s:s+1:1]` there (XLA's canonical form)."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        if shape is None:
+            return None
+        sl = list(op.attr("slice"))
+        new = [
+            A.SliceDim(d.start, d.start + 1, 1) if n == 1 and d.stride != 1 else d
+            for d, n in zip(sl, shape.dims, strict=True)
+        ]
+        if new == sl:
+            return None
+        return self.new("slice", [op.operands[0]], shape, {"slice": tuple(new)}, like=op)
