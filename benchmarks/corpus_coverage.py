@@ -1,8 +1,10 @@
 """Every XLA-accepted corpus module under `--max-kb` KB: does `hlopass.evaluate` run it on
 seeded random inputs (tests.interp_util.random_inputs), and does it match XLA-CPU where
-XLA-CPU runs it (tests/test_interpreter_xla_correctness.py's tolerances)?
+XLA-CPU runs it (tests/test_interpreter_xla_correctness.py's tolerances)? A module whose
+collectives name N > 1 replicas runs as N replicas (replica r on inputs seeded r) in the
+interpreter and in XLA-CPU (N host devices), compared replica by replica.
 
-    python3 benchmarks/corpus_coverage.py [--max-kb 300] [--limit-s 60] [--no-xla]
+    python3 benchmarks/corpus_coverage.py [--max-kb 300] [--limit-s 60] [--no-xla] [--only S,..]
 
 Prints one line per module that does not run or does not match (with the reason), then the
 counts. XLA runs in child processes (it may abort on some modules); a module XLA:CPU cannot
@@ -24,8 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import hlopass  # noqa: E402
 from hlopass import oracle  # noqa: E402
 from hlopass.corpus import corpus_root, modules  # noqa: E402
+from hlopass.interpreter import evaluate_replicas  # noqa: E402
 from hlopass.interpreter.core import flatten  # noqa: E402
-from tests.interp_util import random_inputs, xla_execute_many, xla_friendly  # noqa: E402
+from hlopass.interpreter.replicas import replicas_needed  # noqa: E402
+from tests.interp_util import (  # noqa: E402
+    random_inputs,
+    xla_execute_many,
+    xla_execute_replicas,
+    xla_friendly,
+)
 from tests.test_interpreter_xla_correctness import _compare  # noqa: E402
 
 
@@ -42,6 +51,7 @@ def main() -> int:
     ap.add_argument("--max-kb", type=int, default=300)
     ap.add_argument("--limit-s", type=int, default=60, help="interpreter time per module")
     ap.add_argument("--no-xla", action="store_true", help="only whether evaluate runs them")
+    ap.add_argument("--only", default="", help="comma-separated substrings of module ids")
     ap.add_argument("--max-gb", type=int, default=6, help="address-space limit (GB)")
     args = ap.parse_args()
     root = corpus_root()
@@ -53,20 +63,29 @@ def main() -> int:
     resource.setrlimit(resource.RLIMIT_AS, (args.max_gb << 30, args.max_gb << 30))
     status: dict[str, str] = {}
     ours, cases = {}, []
+    replicated: set[str] = set()
     t0 = time.perf_counter()
     for m in modules(root):
+        if args.only and not any(k in m.id for k in args.only.split(",")):
+            continue
         if len(m.text) > args.max_kb * 1000 or not oracle.accepts(m.text)[0]:
             continue
         try:
             module = hlopass.parse_hlo(m.text, m.id)
-            inputs = random_inputs(module, 0)
+            n = replicas_needed(module)
+            inputs = [random_inputs(module, r) for r in range(n)]
         except Exception as e:
             status[m.id] = f"parse: {type(e).__name__}: {str(e)[:120]}"
             continue
         signal.alarm(args.limit_s)
         try:
-            ours[m.id] = hlopass.evaluate(module, *inputs)
-            cases.append((m.id, m.text, [a for x in inputs for a in flatten(x)]))
+            if n == 1:
+                ours[m.id] = hlopass.evaluate(module, *inputs[0])
+            else:
+                ours[m.id] = evaluate_replicas(module, inputs)
+                replicated.add(m.id)
+            flat = [[a for x in ins for a in flatten(x)] for ins in inputs]
+            cases.append((m.id, m.text, flat if n > 1 else flat[0]))
         except hlopass.UnsupportedOpError as e:
             status[m.id] = f"unsupported: {str(e)[:150]}"
         except _TimeLimit:
@@ -77,10 +96,13 @@ def main() -> int:
             signal.alarm(0)
         print(f"{m.id:90} {status.get(m.id, 'runs')}", file=sys.stderr, flush=True)
     ran = len(ours)
+    print(f"{len(replicated)} of them run as several replicas", file=sys.stderr)
     if args.no_xla:
         for mid, _, _ in cases:
             status[mid] = "runs"
         cases = []
+    multi = [c for c in cases if c[0] in replicated]
+    cases = [c for c in cases if c[0] not in replicated]
     results = xla_execute_many([(t, a) for _, t, a in cases]) if cases else []
     retry = []
     for (mid, text, a), r in zip(cases, results, strict=True):
@@ -88,6 +110,15 @@ def main() -> int:
             status[mid] = _compare(ours[mid], r["outputs"], text) or "match"
         else:
             retry.append((mid, text, a, r.get("error") or r.get("crash")))
+    for (mid, text, _a), r in zip(multi, xla_execute_replicas([c[1:] for c in multi]),
+                                  strict=True):  # fmt: skip
+        if "outputs" not in r:
+            why = str(r.get("error") or r.get("crash"))[:120]
+            status[mid] = f"runs ({len(ours[mid])} replicas); XLA:CPU does not: {why}"
+            continue
+        diffs = [_compare(g, w, text) for g, w in zip(ours[mid], r["outputs"], strict=True)]
+        bad = [f"replica {k}: {d}" for k, d in enumerate(diffs) if d]
+        status[mid] = bad[0] if bad else "match"
     friendly = []
     for mid, text, a, why in retry:
         try:

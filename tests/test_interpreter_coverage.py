@@ -479,3 +479,41 @@ def test_ragged_dot_matches_jax_on_xla_cpu(mode):
     (scale,) = hlopass.evaluate(hlopass.parse_hlo(_ragged_text(mode, "f64")), *mags)
     bound = 2 * k * 2.0**-24 * scale
     assert (np.abs(got.astype(np.float64) - want) <= bound).all()
+
+
+DYNAMIC_SIZES = """HloModule m
+ENTRY e {
+  p = s32[2,3,2] parameter(0)
+  d = s32[] parameter(1)
+  sd = s32[2,<=3,2] set-dimension-size(p, d), dimensions={1}
+  g1 = s32[] get-dimension-size(sd), dimensions={1}
+  g0 = s32[] get-dimension-size(sd), dimensions={0}
+  ROOT t = (s32[], s32[]) tuple(g1, g0)
+}"""
+
+
+def test_dynamic_sizes_match_xla_cpu():
+    if not oracle.available():
+        pytest.skip(ORACLE_MISSING)
+    args = [np.arange(12, dtype=np.int32).reshape(2, 3, 2), np.int32(2)]
+    (res,) = xla_execute_many([(DYNAMIC_SIZES, args)])
+    got = hlopass.evaluate(hlopass.parse_hlo(DYNAMIC_SIZES), *args)
+    assert [int(g) for g in got] == [int(w) for w in res["outputs"]] == [2, 2]
+
+
+def test_slice_to_dynamic_then_pad_to_static_by_hand():
+    """XLA-CPU implements neither target ("Custom call target PadToStatic is not
+    implemented"): the sizes SliceToDynamic notes are the ones PadToStatic reports."""
+    text = """HloModule m
+ENTRY e {
+  p = s32[2,2,2] parameter(0)
+  s = s32[] constant(2)
+  d = s32[] constant(1)
+  c = s32[2,<=2,2] custom-call(p, s, d, s), custom_call_target="SliceToDynamic"
+  b = s32[2,<=2,2] custom-call(c), custom_call_target="SetBound", literal=s32[] 2
+  ROOT q = (s32[2,2,2], s32[], s32[], s32[]) custom-call(b), custom_call_target="PadToStatic"
+}"""
+    p = np.arange(8, dtype=np.int32).reshape(2, 2, 2)
+    data, *sizes = hlopass.evaluate(hlopass.parse_hlo(text), p)
+    assert [int(s) for s in sizes] == [2, 1, 2]
+    assert np.array_equal(data, p)

@@ -20,6 +20,7 @@ from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
     collectives,
     control,
     custom_calls,
+    dynamic,
     elementwise,
     indexing,
     linalg,

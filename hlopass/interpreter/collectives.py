@@ -5,7 +5,8 @@ Each collective exchanges its operands with every replica and keeps what its gro
 combiner in group order, all-gather concatenates them, reduce-scatter keeps its block of the
 reduction, all-to-all sends block j of its operand to the j-th member, collective-broadcast
 takes the group's first member's value, collective-permute receives from the replica whose
-`source_target_pairs` names it (zeros when none does), ragged-all-to-all moves the ragged
+`source_target_pairs` names it (zeros when none does; with a `channel_id` the pairs
+name partitions, of which there is one), ragged-all-to-all moves the ragged
 row ranges its offsets and sizes name. `-start`/`-done` pairs do the exchange at the start.
 With one replica a group naming more replicas is refused with the count it needs.
 """
@@ -134,6 +135,10 @@ def _collective_done(interp, op, args):
 
 def _permute(op, x):
     pairs = [(int(s), int(t)) for s, t in (op.attr("source_target_pairs") or ())]
+    if op.attr("channel_id") is not None:
+        # with a channel the pairs name partitions (XLA's cross-partition mode), and each
+        # replica is one partition: only a pair 0 -> 0 delivers anything
+        return x.copy() if (0, 0) in pairs else np.zeros_like(x)
     if replica_count() == 1 and any(max(p) > 0 for p in pairs):
         need = max(max(p) for p in pairs) + 1
         raise unsupported(op, f"pairs name {need} replicas (evaluate with replicas={need})")
@@ -177,6 +182,9 @@ def _ragged_all_to_all(interp, op, args):
     out = args[1].copy()
     for data, in_off, send, out_off in members:
         a, n, b = (int(v.reshape(-1)[k]) for v in (in_off, send, out_off))
+        # rows that fall outside either buffer are dropped (out-of-range offsets and sizes
+        # are the program's error; the rows that do fit still move)
+        n = min(n, len(data) - a, len(out) - b) if a >= 0 and b >= 0 else 0
         if n > 0:
             out[b : b + n] = data[a : a + n]
     return out

@@ -114,4 +114,3 @@ def _add_dependency(interp, op, args):
 @handler("after-all")
 def _after_all(interp, op, args):
     return np.zeros((0,), np.uint8)
-

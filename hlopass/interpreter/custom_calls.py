@@ -8,13 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 from hlopass.interpreter.core import dtype_of, handler, unsupported
+from hlopass.interpreter.dynamic import pad_to_static, slice_to_dynamic
 from hlopass.interpreter.numeric import as_dtype, daz, widen
 
 # On one device these move no data: sharding annotations and the SPMD partitioner's
 # shard/full conversions (one shard is the whole array), host-offloading placement.
 _IDENTITY = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
                        "MoveToHost", "MoveToDevice", "annotate_device_placement", "Pin",
-                       "Unpin"})  # fmt: skip
+                       "Unpin", "SetBound"})  # fmt: skip
+# SetBound only tells XLA's dynamic padder an upper bound: the data passes unchanged.
 
 _MATH = {
     "xla_builder.math.Acos": np.arccos, "xla_builder.math.Acosh": np.arccosh,
@@ -48,6 +50,10 @@ def _custom_call(interp, op, args):
         return as_dtype(daz(_MATH[target](*(daz(widen(a)) for a in args))), out)
     if target in ("mhlo.dynamic_reshape", "dynamic-reshape"):
         return np.reshape(args[0], op.shape.dims)
+    if target == "SliceToDynamic":
+        return slice_to_dynamic(args[0], args[1:])
+    if target == "PadToStatic":
+        return pad_to_static(args[0])
     raise unsupported(op)
 
 
@@ -55,9 +61,3 @@ def _custom_call(interp, op, args):
 def _dynamic_reshape(interp, op, args):
     """The result's bounds are its static shape; the data fills it in row-major order."""
     return np.reshape(args[0], op.shape.dims)
-
-
-@handler("set-dimension-size")
-def _set_dimension_size(interp, op, args):
-    """Dynamic sizes are not tracked: the data keeps its (bounded) static shape."""
-    return args[0]

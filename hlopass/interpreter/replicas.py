@@ -123,3 +123,49 @@ def _broken(e: BaseException) -> bool:
 def per_replica(args: Sequence[Any], n: int) -> list[Sequence[Any]]:
     """The same arguments for each of `n` replicas."""
     return [args] * n
+
+
+_GROUPED = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                      "ragged-all-to-all", "collective-broadcast", "all-reduce-start",
+                      "all-gather-start"})  # fmt: skip
+
+
+def replicas_needed(module: Any) -> int:
+    """How many replicas the module's collectives name (its `replica_count` at least):
+    the largest replica id in any group or permute pair, plus one, or for all-gather /
+    reduce-scatter over all replicas (`{}`) the ratio of result to operand size."""
+    from hlopass.dialects.hlo import computations
+
+    attr = module.attributes.get("hlo.replica_count") if hasattr(module, "attributes") else None
+    need = int(str(getattr(attr, "text", None) or _int_text(attr) or 1))
+    for comp in computations(module):
+        for op in comp.instructions:
+            if op.opcode in _GROUPED:
+                groups = replica_groups(op.attr("replica_groups"), 1)
+                need = max(need, 1 + max((max(g) for g in groups if g), default=0))
+                need = max(need, _gather_ratio(op))
+            elif op.opcode in ("collective-permute", "collective-permute-start") and (
+                op.attr("channel_id") is None  # with a channel the pairs name partitions
+            ):
+                pairs = op.attr("source_target_pairs") or ()
+                need = max(need, 1 + max((max(int(s), int(t)) for s, t in pairs), default=0))
+    return need
+
+
+def _int_text(attr: Any) -> str | None:
+    if attr is None:
+        return None
+    m = re.search(r"-?\d+", str(attr))
+    return m.group(0) if m else None
+
+
+def _gather_ratio(op: Any) -> int:
+    if op.opcode not in ("all-gather", "reduce-scatter") or op.shape.is_tuple:
+        return 1
+    operand = op.operands[0].type.data
+    if operand.is_tuple:
+        return 1
+    dims = op.attr("dimensions")
+    d = int(dims[0]) if dims else 0
+    a, b = operand.dims[d], op.shape.dims[d]
+    return max(a, b) // max(1, min(a, b))

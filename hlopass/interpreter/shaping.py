@@ -148,9 +148,3 @@ def pad(x: np.ndarray, value, config) -> np.ndarray:
         slice(-min(lo, 0), g + min(hi, 0)) for g, (lo, hi, _) in zip(grown, config, strict=False)
     )
     return out[crop].copy()
-
-
-@handler("get-dimension-size")
-def _get_dimension_size(interp, op, args):
-    (x,) = args
-    return np.array(x.shape[op.attr("dimensions")[0]], dtype=dtype_of(op.shape))
