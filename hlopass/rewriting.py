@@ -15,7 +15,7 @@ import functools
 import re
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,7 +71,12 @@ class HloModulePass(ModulePass):
         raise NotImplementedError
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        self.run(ctx, op)
+        # xdsl-opt wraps several top-level modules (`hlopass-opt --split-input-file --emit
+        # xdsl` output read without --split-input-file) in an outer module: each inner one
+        # is an HLO module of its own, and the outer one has no computations to rewrite.
+        inner = [o for o in op.body.ops if isinstance(o, ModuleOp)]
+        for module in inner or [op]:
+            self.run(ctx, module)
 
 
 def _forgetting_caches(run: Callable[..., bool]) -> Callable[..., bool]:
@@ -109,28 +114,40 @@ _SUFFIX = re.compile(r"^(.*?)\.(\d+)$")
 
 
 class NameUniquer:
-    """Unique instruction names in XLA's style: `prefix`, then `prefix.1`, `prefix.2`, ..."""
+    """Unique instruction names in XLA's style: `prefix`, then `prefix.1`, `prefix.2`, ...
+
+    The module's names are collected on the first `fresh` call, not up front: most pass
+    runs of a fixpoint pipeline create nothing, and the walk costs one visit per instruction.
+    """
 
     def __init__(self, module: ModuleOp | None = None):
-        self.used: set[str] = set()
+        self._module = module
+        self._used: set[str] | None = None if module is not None else set()
         self.next: dict[str, int] = {}
-        if module is not None:
-            for comp in computations(module):
-                for op in comp.instructions:
-                    self.used.add(op.inst_name)
+
+    @property
+    def used(self) -> set[str]:
+        if self._used is None:
+            assert self._module is not None
+            self._used = {
+                op.inst_name for comp in computations(self._module) for op in comp.instructions
+            }
+            self._module = None
+        return self._used
 
     def fresh(self, base: str) -> str:
+        used = self.used
         m = _SUFFIX.match(base)
         root = m.group(1) if m else base
-        if root not in self.used:
-            self.used.add(root)
+        if root not in used:
+            used.add(root)
             return root
         n = self.next.get(root, 1)
-        while f"{root}.{n}" in self.used:
+        while f"{root}.{n}" in used:
             n += 1
         self.next[root] = n + 1
         name = f"{root}.{n}"
-        self.used.add(name)
+        used.add(name)
         return name
 
 
@@ -252,7 +269,7 @@ def is_removable(op: Operation) -> bool:
     if not op.callees():
         return True
     module = module_of(op)
-    return module is None or not calls_side_effect(op, comps_by_name(module))
+    return module is None or not calls_side_effect(op, _ModuleComps(module))
 
 
 _PINNED: weakref.WeakKeyDictionary[ModuleOp, frozenset[str]] = weakref.WeakKeyDictionary()
@@ -279,8 +296,27 @@ def is_control_predecessor(op: HloOp) -> bool:
     return module is not None and op.inst_name in control_predecessor_names(module)
 
 
+class _ModuleComps(Mapping[str, ComputationOp]):
+    """`comps_by_name(module)` read through `computation_named` (no walk per question)."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+
+    def __getitem__(self, name: str) -> ComputationOp:
+        c = computation_named(self.module, name)
+        if c is None:
+            raise KeyError(name)
+        return c
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(comps_by_name(self.module))
+
+    def __len__(self) -> int:
+        return len(computations(self.module))
+
+
 def calls_side_effect(
-    op: HloOp, comps: dict[str, ComputationOp], seen: set[str] | None = None,
+    op: HloOp, comps: Mapping[str, ComputationOp], seen: set[str] | None = None,
     random: bool = False,
 ) -> bool:  # fmt: skip
     """XLA's `HasSideEffect`: `op` or anything in the computations it calls (recursively)
@@ -355,6 +391,57 @@ def replace_with_new(
     new = new_op(rewriter, ctx, opcode, operands, shape or op.shape, attrs, like=op, before=op)
     replace_op(rewriter, op, new.result)
     return new
+
+
+class OpcodeDispatchApplier(RewritePattern):
+    """xDSL's `GreedyRewritePatternApplier` (patterns tried in order until one acts, no
+    DCE), offering an instruction only to the patterns that can match its opcode.
+
+    A pattern whose class has a non-empty `OPCODES` tuple promises that its
+    `match_and_rewrite` does nothing to any other operation (algsimp's `Simplification`
+    checks that first); every other pattern is offered everything. The result is the same
+    as trying all of them, without calling a hundred patterns per instruction.
+    """
+
+    def __init__(self, patterns: Sequence[RewritePattern]):
+        self.patterns = list(patterns)
+        self._by_opcode: dict[str | None, list[RewritePattern]] = {}
+
+    def _for(self, opcode: str | None) -> list[RewritePattern]:
+        found = self._by_opcode.get(opcode)
+        if found is None:
+            found = self._by_opcode[opcode] = [
+                p
+                for p in self.patterns
+                if not getattr(type(p), "OPCODES", ()) or opcode in type(p).OPCODES  # type: ignore[attr-defined]
+            ]
+        return found
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        for pattern in self._for(op.opcode if isinstance(op, HloOp) else None):
+            pattern.match_and_rewrite(op, rewriter)
+            if rewriter.has_done_action:
+                return
+
+
+_COMPS: weakref.WeakKeyDictionary[ModuleOp, dict[str, ComputationOp]] = weakref.WeakKeyDictionary()
+"""Per module: computations by name, as last seen (checked on every hit, see below)."""
+
+
+def computation_named(module: ModuleOp, name: str) -> ComputationOp | None:
+    """The computation of `module` called `name` (None when there is none).
+
+    The table is rebuilt only when a hit is stale (the computation left the module or was
+    renamed) or on a miss, so passes that add, drop or rename computations still get the
+    truth, and a pass asking once per instruction does not walk the module each time.
+    """
+    table = _COMPS.get(module)
+    if table is not None:
+        c = table.get(name)
+        if c is not None and c.parent is module.body.block and c.comp_name == name:
+            return c
+    table = _COMPS[module] = comps_by_name(module)
+    return table.get(name)
 
 
 def run_patterns(
