@@ -42,6 +42,24 @@ from hlopass.shape import (
 )
 from hlopass.verifier import CHECKED_OPCODES, check_instruction, verify_instruction
 
+# The fields XLA's metadata parser reads.
+METADATA_FIELDS = frozenset(
+    ("op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
+     "source_end_column", "profile_type", "deduplicated_name", "scheduling_name",
+     "stack_frame_id", "metadata_payload")
+)  # fmt: skip
+# The first word of a (non-tuple) sharding.
+_SHARDING_HEAD = re.compile(r"\{\s*(?:replicated|maximal|devices=|manual|unknown|\})")
+
+
+def _sharding_form_ok(text: str) -> bool:
+    """Whether `text` has a sharding's outer form (XLA's parser checks the rest)."""
+    if text.replace(" ", "").startswith("{{"):
+        parts = _split_tuple_sharding(text)
+        return parts is not None and all(_sharding_form_ok(p) for p in parts)
+    return _SHARDING_HEAD.match(text) is not None
+
+
 # Module header attributes, in XLA's print order, with their value kinds.
 MODULE_ATTRS: dict[str, str] = {
     "is_scheduled": "bool",
@@ -557,9 +575,22 @@ class _Parser:
             k, key, start = self.lx.next()
             if k != "ATTR":
                 self.error(f"expected a metadata field, got {_describe(k, key)}", start)
+            if key not in METADATA_FIELDS:
+                self.error(
+                    f"unknown metadata field {key!r}; the fields are "
+                    + ", ".join(sorted(METADATA_FIELDS)),
+                    start,
+                )
             k, tok, vstart = self.lx.peek()
             if tok == "{":
-                fields.append((key, _squash(self.lx.take_balanced("{", "}")[0])))
+                braced = _squash(self.lx.take_balanced("{", "}")[0])
+                if key == "profile_type":  # ProfileType values: INVALID, WINDOW, FLAG, INTEGER
+                    types = re.sub(r"\s", "", braced[1:-1])
+                    if types and not re.fullmatch(r"[0-3](?:,[0-3])*", types):
+                        self.error("profile_type is a list of integers 0 to 3", vstart)
+                    braced = "{" + types + "}"
+                if key != "profile_type" or braced[1:-1].strip():  # (XLA drops an empty one)
+                    fields.append((key, braced))
             else:
                 self.lx.next()
                 # (XLA drops fields at their default, but prints an empty payload)
@@ -746,6 +777,67 @@ def _squash(text: str) -> str:
     return "".join(parts)
 
 
+_ORIGIN_TOKEN = re.compile(rf"\s*({STRING_RE}|\[synthetic_call\]|-?\d+|[{{}}(),]|\S)")
+
+
+def _normalize_origin(text: str) -> str | None:
+    """An `origin={...}` as XLA prints it (`{[synthetic_call]}` or a tuple tree of
+    `{"name" {index}}` arrays, spaces and empty indices dropped), or None when XLA's
+    parser rejects it."""
+    toks = _ORIGIN_TOKEN.findall(text)
+    pos = 0
+
+    def take(t: str) -> bool:
+        nonlocal pos
+        if pos < len(toks) and toks[pos] == t:
+            pos += 1
+            return True
+        return False
+
+    def array() -> str | None:
+        nonlocal pos
+        if not (pos < len(toks) and toks[pos].startswith('"')):
+            return None
+        name = toks[pos]
+        pos += 1
+        index: list[str] = []
+        if take("{"):
+            while not take("}"):
+                if index and not take(","):
+                    return None
+                if not (pos < len(toks) and toks[pos].lstrip("-").isdigit()):
+                    return None
+                index.append(toks[pos])
+                pos += 1
+        if not take("}"):
+            return None
+        return "{" + name + (" {" + ",".join(index) + "}" if index else "") + "}"
+
+    def tree() -> str | None:
+        if take("("):
+            items: list[str] = []
+            while not take(")"):
+                if items and not take(","):
+                    return None
+                item = tree()
+                if item is None:
+                    return None
+                items.append(item)
+            return "(" + ", ".join(items) + ")"
+        if take("{"):
+            return array()
+        return None
+
+    if not take("{"):
+        return None
+    if take("}"):
+        return "{()}" if pos == len(toks) else None  # (XLA reads `{}` as the empty tuple)
+    out = "[synthetic_call]" if take("[synthetic_call]") else tree()
+    if out is None or not take("}") or pos != len(toks):
+        return None
+    return "{" + out + "}"
+
+
 _STAT_ITEM = re.compile(r"\s*([\w.\-]+)\s*=\s*([^,\s}]+)\s*(,|$)")
 
 
@@ -827,6 +919,12 @@ def _single_tuple_sharding(text: str, shape: TupleShape) -> str:
 
 def _normalize_tuple_sharding(text: str) -> str:
     """A tuple sharding `{{a},{b}}` as XLA prints it: elements joined by `, `."""
+    parts = _split_tuple_sharding(text)
+    return text if parts is None else "{" + ", ".join(parts) + "}"
+
+
+def _split_tuple_sharding(text: str) -> list[str] | None:
+    """The elements of a tuple sharding `{{a},{b}}` (None if its braces do not balance)."""
     parts: list[str] = []
     depth = 0
     begin = 1
@@ -851,9 +949,9 @@ def _normalize_tuple_sharding(text: str) -> str:
             begin = i + 1
         i += 1
     if depth != 0 or in_str or not text.endswith("}"):
-        return text
+        return None
     parts.append(text[begin:n].strip())
-    return "{" + ", ".join(parts) + "}"
+    return parts
 
 
 _ASYNC_SUFFIXES = ("-start", "-update", "-done")
@@ -961,7 +1059,11 @@ class ModuleParser(_Parser):
                     continue
                 module_attrs[key] = self.value(vkind, key)
                 if key == "frontend_attributes":
-                    module_attrs[key] = A.Raw(_normalize_frontend_attrs(module_attrs[key].text))
+                    fa = _normalize_frontend_attrs(module_attrs[key].text)
+                    if fa is None:
+                        self.error(_FA_FORM, kstart)
+                        raise AssertionError
+                    module_attrs[key] = A.Raw(fa)
                     if module_attrs[key].text == "{}":
                         del module_attrs[key]  # XLA prints no empty map
                 if key == "input_output_alias":
@@ -1441,8 +1543,8 @@ class ModuleParser(_Parser):
         if kind == "metadata":
             fields: list[tuple[str, str]] = []
             for key, tok in _MD_FIELD.findall(vm.group(1), 1, len(vm.group(1)) - 1):
-                if key == "inf" or key == "nan":
-                    return _SLOW  # these lex as numbers, not as `key=`
+                if key == "inf" or key == "nan" or key not in METADATA_FIELDS:
+                    return _SLOW  # (numbers, not `key=`; or an unknown field to report)
                 # (XLA drops fields at their default, but prints an empty payload)
                 if (tok != '""' or key == "metadata_payload") and tok != "0":
                     fields.append((key, tok if tok.isascii() else _escaped(tok)))
@@ -1602,10 +1704,24 @@ class ModuleParser(_Parser):
                 value = self.value(akind, key, opcode)
             attrs[key] = value
             if key == "frontend_attributes":
-                attrs[key] = A.Raw(_normalize_frontend_attrs(attrs[key].text))
+                fa = _normalize_frontend_attrs(attrs[key].text)
+                if fa is None:
+                    self.error(_FA_FORM, vstart)
+                    raise AssertionError
+                attrs[key] = A.Raw(fa)
                 if attrs[key].text == "{}":
                     del attrs[key]  # XLA prints no empty map
                     continue
+            elif key == "origin":
+                origin = _normalize_origin(attrs[key].text)
+                if origin is None:
+                    self.error(
+                        "origin is {[synthetic_call]} or a tuple tree of original arrays "
+                        '{"name" {index}}',
+                        vstart,
+                    )
+                    raise AssertionError
+                attrs[key] = A.Raw(origin)
             elif key == "statistics":
                 stats = _normalize_statistics(attrs[key].text)
                 if stats is None:
@@ -1615,8 +1731,15 @@ class ModuleParser(_Parser):
                     del attrs[key]  # XLA prints statistics only when there are some
                     continue
                 attrs[key] = A.Raw(stats)
-            elif key == "sharding" and attrs[key].text.startswith("{{"):
-                attrs[key] = A.Raw(_normalize_tuple_sharding(attrs[key].text))
+            elif key == "sharding":
+                if not _sharding_form_ok(attrs[key].text):
+                    self.error(
+                        "a sharding is {replicated}, {maximal device=N}, {devices=[...]...}, "
+                        "{manual}, {unknown} or a tuple {{...}, ...} of them",
+                        vstart,
+                    )
+                if attrs[key].text.startswith("{{"):
+                    attrs[key] = A.Raw(_normalize_tuple_sharding(attrs[key].text))
             elif akind == "result_accuracy" and attrs[key].is_default:
                 del attrs[key]  # XLA keeps no trace of the default mode
                 continue
@@ -1769,34 +1892,39 @@ class ModuleParser(_Parser):
         return value
 
 
+_FA_FORM = 'frontend_attributes are {name="value", name={...}, ...}'
 _STRING_BODY = r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"'  # STRING_RE, the text between the quotes a group
 _FA_KEY = re.compile(rf"\s*+(?:{_STRING_BODY}|([\w.\-$]++))\s*+=\s*+")
 _FA_STRING = re.compile(_STRING_BODY)
 
 
-def _normalize_frontend_attrs(text: str) -> str:
+def _normalize_frontend_attrs(text: str) -> str | None:
     """frontend_attributes as XLA re-prints them: sorted by key, `k="v"` joined by commas,
-    values that are themselves `{...}` unquoted."""
+    values that are themselves `{...}` unquoted; None where XLA's parser rejects the text
+    (a quoted or missing key, an unquoted value, a missing or trailing comma)."""
     body = text.strip()
     if not (body.startswith("{") and body.endswith("}")):
-        return text
+        return None
     body = body[1:-1]
     pairs: dict[str, str] = {}
     pos = 0
     n = len(body)
-    while pos < n:
-        if body[pos] in ", \t\n":
+    while True:
+        while pos < n and body[pos] in " \t\r\n":
             pos += 1
-            continue
+        if pos == n:
+            if pairs:
+                return None  # a trailing comma
+            break
         m = _FA_KEY.match(body, pos)
-        if not m:
-            return text
-        key = m.group(1) if m.group(1) is not None else m.group(2)
+        if not m or m.group(2) is None:
+            return None
+        key = m.group(2)
         pos = m.end()
         if pos < n and body[pos] == '"':
             sm = _FA_STRING.match(body, pos)
             if not sm:
-                return text
+                return None
             raw = sm.group(1)
             pos = sm.end()
             value = _unescape('"' + raw + '"')
@@ -1809,11 +1937,18 @@ def _normalize_frontend_attrs(text: str) -> str:
         elif pos < n and body[pos] == "{":
             i = find_closing(body, pos)
             if i < 0:
-                i = n
+                return None
             pairs[key] = body[pos : i + 1]
             pos = i + 1
         else:
-            return text
+            return None
+        while pos < n and body[pos] in " \t\r\n":
+            pos += 1
+        if pos == n:
+            break
+        if body[pos] != ",":
+            return None
+        pos += 1
     return "{" + ",".join(f"{k}={pairs[k]}" for k in sorted(pairs)) + "}"
 
 

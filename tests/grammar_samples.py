@@ -711,3 +711,27 @@ SAMPLES["common/statistics"] = (
 SAMPLES["common/tuple-sharding"] = (
     "HloModule ts\n\nENTRY main {\n  p0 = f32[4] parameter(0)\n  e = () tuple(), sharding={replicated}\n  q = (f32[4], f32[4]) tuple(p0, p0), sharding={{replicated}, {manual}}\n  ROOT t = ((f32[4], f32[4]), f32[4], ()) tuple(q, p0, e), sharding={maximal device=1}\n}\n"
 )
+
+
+def _bad(attrs: str) -> str:
+    return f"HloModule bad\n\nENTRY main {{\n  ROOT p0 = f32[4] parameter(0), {attrs}\n}}\n"
+
+
+# Malformed common attributes XLA's parser rejects (so must we, in one line).
+BAD_COMMON: dict[str, str] = {
+    "profile-type-name": _bad('metadata={op_name="a" profile_type={relative}}'),
+    "profile-type-range": _bad('metadata={op_name="a" profile_type={4}}'),
+    "fa-quoted-key": _bad('frontend_attributes={"quoted key"="v"}'),
+    "fa-bare-value": _bad("frontend_attributes={k=v}"),
+    "fa-trailing-comma": _bad('frontend_attributes={k="v",}'),
+    "fa-no-comma": _bad('frontend_attributes={k="v" j="w"}'),
+    "statistics-value": _bad("statistics={visualizing_index=1,a=x}"),
+    "statistics-index": _bad("statistics={visualizing_index=1.5,a=2}"),
+    "statistics-no-comma": _bad("statistics={visualizing_index=1 a=2}"),
+    "origin-synthetic": _bad("origin={[synthetic]}"),
+    "origin-nested-synthetic": _bad('origin={({"a"}, [synthetic_call])}'),
+    "origin-extra": _bad('origin={{"a" {0} "c"}}'),
+    "origin-two": _bad("origin={[synthetic_call], [synthetic_call]}"),
+    "sharding-word": _bad("sharding={zz}"),
+    "metadata-unknown": _bad("metadata={zz=1}"),
+}

@@ -33,6 +33,7 @@ from tests.grammar_samples import (
     ASYNC_ATTRS,
     ASYNC_MODULES,
     ASYNC_WRAPPED,
+    BAD_COMMON,
     SAMPLES,
     async_module,
     async_of_sample,
@@ -127,6 +128,8 @@ def xla(tmp_path_factory) -> dict[str, dict]:
         jobs[f"async:{key}:{update}"] = async_of_sample(key, update)  # type: ignore[assignment]
     for key, text in ASYNC_ATTRS.items():
         jobs[f"async:attrs:{key}"] = text
+    for key, text in BAD_COMMON.items():
+        jobs["bad:" + key] = text
     ours = {}
     for key, text in SAMPLES.items():
         ours["ours:" + key] = _ours(text)
@@ -358,6 +361,16 @@ def _check_async(xla: dict[str, dict], job: str) -> None:
     # XLA reads the sugar back (not always to the same text: a sugared start's sharding is
     # the start's, on its tuple); so do we.
     assert _ours(got) == back["print"], _diff(back["print"], _ours(got))
+
+
+@needs_oracle
+@pytest.mark.parametrize("key", list(BAD_COMMON))
+def test_malformed_common_attribute_is_refused_as_xla(xla, key):
+    assert "error" in xla["bad:" + key], xla["bad:" + key]
+    with pytest.raises(HloError) as e:
+        parse_hlo(BAD_COMMON[key], "b.hlo")
+    msg = str(e.value)
+    assert re.match(r"^b\.hlo:4:\d+: error: ", msg) and "\n" not in msg, msg
 
 
 def test_unknown_attribute_error_names_the_attributes():
