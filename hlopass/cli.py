@@ -131,7 +131,17 @@ def build_opt_parser() -> argparse.ArgumentParser:
         help="treat '// -----' lines as separators of independent modules",
     )
     p.add_argument("-p", "--passes", default="", help="pass pipeline, e.g. 'dce,cse'")
-    p.add_argument("--verify-each", action="store_true", help="verify after every pass")
+    p.add_argument(
+        "--verify-each",
+        action="store_true",
+        help="verify the module first and after every pass that changed it (as XLA's pipeline)",
+    )
+    p.add_argument(
+        "--allow-mixed-precision",
+        action="store_true",
+        help="accept elementwise ops on floats of different precisions (minimum(f16, f32)), "
+        "as XLA's verifier with allow_mixed_precision",
+    )
     p.add_argument("--list-passes", action="store_true", help="list passes and exit")
     p.add_argument(
         "--load-pass-plugin",
@@ -199,8 +209,11 @@ def _runner(args: argparse.Namespace) -> Any:
 
 
 def opt_main(argv: Sequence[str] | None = None) -> int:
+    from hlopass.verifier import allow_mixed_precision
+
     args = build_opt_parser().parse_args(argv)
-    return guard(lambda: _opt(args), "<stdin>" if args.input == "-" else args.input)
+    with allow_mixed_precision(args.allow_mixed_precision):
+        return guard(lambda: _opt(args), "<stdin>" if args.input == "-" else args.input)
 
 
 def _opt(args: argparse.Namespace) -> int:

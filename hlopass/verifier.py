@@ -3,16 +3,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from xdsl.utils.exceptions import VerifyException
 
 from hlopass.dialects.opcodes import OPCODES
-from hlopass.shape import UNBOUNDED, ArrayShape, Shape, TupleShape
+from hlopass.shape import UNBOUNDED, ArrayShape, Shape, TupleShape, is_float
 
 if TYPE_CHECKING:
     from hlopass.dialects.hlo import HloOp
+
+MIXED_PRECISION: ContextVar[bool] = ContextVar("allow_mixed_precision", default=False)
+"""XLA's `HloVerifier(allow_mixed_precision=true)`: the operands and the result of an
+elementwise op may be floats of different precisions (`minimum(f16, f32) -> f32`)."""
+
+
+@contextmanager
+def allow_mixed_precision(allow: bool = True) -> Iterator[None]:
+    """Verify (and infer shapes) as XLA's verifier with `allow_mixed_precision` does."""
+    token = MIXED_PRECISION.set(allow)
+    try:
+        yield
+    finally:
+        MIXED_PRECISION.reset(token)
+
+
+def mixed_floats(*element_types: str) -> bool:
+    """Floats of several precisions, allowed where mixed precision is (XLA ignores the
+    precision of floating-point types then, not of integers or complex)."""
+    return MIXED_PRECISION.get() and all(is_float(t) for t in element_types)
+
 
 # Elementwise binary ops whose operands and result share one element type.
 _SAME_TYPE_BINARY = frozenset({
@@ -329,6 +352,8 @@ def check_instruction(
             et = shape.element_type  # type: ignore[union-attr]
             for s in operand_shapes:
                 if s is not shape and s.element_type != et:  # type: ignore[union-attr]
+                    if mixed_floats(et, s.element_type):  # type: ignore[union-attr]
+                        continue
                     raise VerifyException(
                         f"{name}: {opcode} of {s.text(False)} does not give {shape.text(False)}"
                         if len({o.element_type for o in operand_shapes}) == 1  # type: ignore[union-attr]

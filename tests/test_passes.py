@@ -479,3 +479,59 @@ ENTRY e {
     out = print_hlo(module)
     # entry's call is folded first (the interpreter schedules f), then f's add, then g's call
     assert out.count("call(") == 1 and out.count("constant(12)") == 2, out
+
+
+_MIXED = """HloModule mixed
+ENTRY e {
+  a = f16[6] parameter(0)
+  b = f32[6] parameter(1)
+  m = minimum(a, b)
+  ROOT r = f32[6] add(m, b)
+}
+"""
+
+
+def test_mixed_precision_needs_the_verifier_option() -> None:
+    """`minimum(f16, f32)` is refused (one line) unless `allow_mixed_precision` is on, as in
+    XLA's HloVerifier; integers of different widths are refused either way."""
+    from hlopass.errors import HloError
+    from hlopass.verifier import allow_mixed_precision
+
+    with pytest.raises(HloError, match="different element types"):
+        parse_hlo(_MIXED, "mixed.hlo")
+    with allow_mixed_precision():
+        module = parse_hlo(_MIXED, "mixed.hlo")
+        module.verify()
+        assert "f32[6]{0} minimum(%a, %b)" in print_hlo(module)
+        with pytest.raises(HloError, match="different element types"):
+            parse_hlo(_MIXED.replace("f16", "s16").replace("f32", "s32"), "int.hlo")
+    with pytest.raises(HloError):  # the option does not outlive its scope
+        parse_hlo(_MIXED, "mixed.hlo")
+
+
+def test_mixed_precision_values_match_xla_cpu_of_the_converted_module(xla) -> None:
+    """The interpreter computes `minimum(f16, f32)` as XLA does once the f16 operand is
+    converted (XLA-CPU's own verifier refuses the mixed module, so it runs the converted)."""
+    import hlopass
+    from hlopass.verifier import allow_mixed_precision
+    from tests.interp_util import xla_execute_many
+    from tests.op_grid import special_values
+
+    a = special_values("f16")
+    b = np.resize(special_values("f32"), a.shape)
+    text = _MIXED.replace("[6]", f"[{a.size}]")
+    converted = text.replace(
+        "m = minimum(a, b)", "ca = f32[%d] convert(a)\n  m = minimum(ca, b)" % a.size
+    )
+    with allow_mixed_precision():
+        got = hlopass.evaluate(parse_hlo(text, "mixed.hlo"), a, b)
+    (want,) = xla_execute_many([(converted, [a, b])])
+    assert "outputs" in want, want
+    g, w = (
+        np.asarray(got[0] if isinstance(got, (list, tuple)) else got),
+        np.asarray(want["outputs"][0]),
+    )
+    assert g.dtype == w.dtype == np.float32
+    num = ~np.isnan(w)  # (any nan equals any nan: XLA does not define its sign)
+    assert np.array_equal(g, w, equal_nan=True)
+    assert np.array_equal(np.signbit(g[num]), np.signbit(w[num]))

@@ -51,6 +51,11 @@ def _binary(ctx: Ctx) -> Shape:
     a, b = ctx.array(0), ctx.array(1)
     _same_dims(ctx, a, b)
     if a.element_type != b.element_type:
+        from hlopass.shape import ELEMENT_BITS
+        from hlopass.verifier import mixed_floats
+
+        if mixed_floats(a.element_type, b.element_type):  # the higher precision
+            return a if ELEMENT_BITS[a.element_type] >= ELEMENT_BITS[b.element_type] else b
         raise CannotInfer(
             f"{ctx.opcode} operands have different element types: "
             f"{a.text(False)} and {b.text(False)}"
