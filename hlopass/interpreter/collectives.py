@@ -151,8 +151,10 @@ def _permute(op, x):
 
 @handler("collective-permute")
 def _collective_permute(interp, op, args):
-    if len(args) != 1:
+    if op.attr("slice_sizes") is not None or any(isinstance(a, tuple) for a in args):
         raise unsupported(op, "in-place (buffer) form")
+    if len(args) > 1:  # combined: each operand permuted alike
+        return tuple(_permute(op, a) for a in args)
     return _permute(op, args[0])
 
 
