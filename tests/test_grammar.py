@@ -405,6 +405,17 @@ def test_grammar_page_is_current():
     assert page == render(), "run `python -m hlopass.grammar > docs/GRAMMAR.md`"
 
 
+@needs_oracle
+def test_grammar_page_lists_xlas_opcodes(xla):
+    """The checked-in page has one row per opcode of XLA's HloOpcode enum, no more."""
+    page = (ROOT / "docs" / "GRAMMAR.md").read_text()
+    rows = re.findall(r"^\| `([a-z0-9\-]+)` \|", page, re.M)
+    spelled = spelling_of_enum()
+    xla_names = xla["opcodes"]["opcodes"]
+    assert all(n in spelled for n in xla_names), [n for n in xla_names if n not in spelled]
+    assert sorted(rows) == sorted(spelled[n] for n in xla_names)
+
+
 def test_interpreter_knows_every_opcode():
     """Each opcode runs in the interpreter or is listed as unsupported with its reason."""
     from hlopass.interpreter import HANDLERS
