@@ -238,15 +238,17 @@ class Runner:
         if self.timer is not None:
             self.timer.add(p.name, time.perf_counter() - t0)
         self.log.append((p.name, changed))
-        if self.verify_each:
-            try:
-                module.verify()
-            except Exception as e:
-                raise PipelineError(
-                    f"error: module does not verify after pass '{p.name}': {_first_line(e)}"
-                ) from None
+        if self.verify_each and changed:  # as XLA's pipeline: a pass that changed nothing
+            self._verify(module, f"after pass '{p.name}'")  # left the verified module as is
         self._dump(p, label, module, changed, before)
         return changed
+
+    @staticmethod
+    def _verify(module: ModuleOp, when: str) -> None:
+        try:
+            module.verify()
+        except Exception as e:
+            raise PipelineError(f"error: module does not verify {when}: {_first_line(e)}") from None
 
     def _next_round(self, n: int) -> None:
         self.round = n
@@ -272,8 +274,16 @@ class Runner:
             print(self._print(module), file=self.out, end="")
 
     def run(self, passes: list[HloModulePass], module: ModuleOp) -> bool:
+        from hlopass.gcutil import gc_paused
+
         changed = False
-        with self.progress if self.progress is not None else contextlib.nullcontext():
+        progress = self.progress if self.progress is not None else contextlib.nullcontext()
+        # Passes allocate and drop many small objects next to a module of hundreds of
+        # thousands: with the collector on, its older generations, which hold the whole
+        # module, are traversed again and again. The caller's setting is restored after.
+        with progress, gc_paused():
+            if self.verify_each and passes:  # XLA's `pipeline-start` check
+                self._verify(module, "before the first pass")
             for p in passes:
                 changed |= self.run_one(p, module)
         return changed
