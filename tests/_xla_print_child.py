@@ -5,7 +5,8 @@ XLA may abort the process (a C++ CHECK failure) on some inputs, so the parent
 killed it. argv[1]: a JSON manifest, a list of texts; argv[2]: the index to start at.
 Prints `{"start": i}` before each text, then `{"i": i, "print": text}` (XLA's print with
 large constants) or `{"i": i, "error": message}`. The text `--opcodes` answers with the
-names of XLA's HloOpcode enum instead.
+names of XLA's HloOpcode enum instead; a text starting with the line `--compile` also
+says whether XLA:CPU compiles XLA's print (`"compiles"`, its verifier included).
 """
 
 import json
@@ -24,10 +25,18 @@ def main() -> None:
         if text == "--opcodes":
             print(json.dumps({"i": i, "opcodes": oracle.opcode_enum_names()}), flush=True)
             continue
+        compile_it = text.startswith("--compile\n")
         try:
-            msg = {"i": i, "print": oracle.reprint(text)}
+            msg = {"i": i, "print": oracle.reprint(text.removeprefix("--compile\n"))}
         except Exception as e:  # XLA's parse error (XlaRuntimeError / ValueError)
             msg = {"i": i, "error": str(e)}
+        if compile_it and "print" in msg:  # does XLA compile (verify) its own print?
+            try:
+                oracle.compile(msg["print"])
+                msg["compiles"] = True
+            except Exception as e:
+                msg["compiles"] = False
+                msg["compile_error"] = str(e)[:500]
         print(json.dumps(msg), flush=True)
 
 

@@ -735,3 +735,71 @@ BAD_COMMON: dict[str, str] = {
     "sharding-word": _bad("sharding={zz}"),
     "metadata-unknown": _bad("metadata={zz=1}"),
 }
+
+
+def _column_major_params(text: str) -> str:
+    """`text` with every parameter of rank 2 or more that has no layout written given the
+    column-major layout {0,1,...} (to see which inferred shapes keep an operand's layout)."""
+
+    def repl(m: re.Match[str]) -> str:
+        rank = len(m.group(2).split(","))
+        if rank < 2:
+            return m.group(0)
+        return f"{m.group(1)}[{m.group(2)}]{{{','.join(map(str, range(rank)))}}}"
+
+    out = []
+    for line in text.split("\n"):
+        if " parameter(" in line:
+            line = re.sub(r"\b([a-z]\w*)\[([\d,]+)\](?!\{)", repl, line)
+        out.append(line)
+    return "\n".join(out)
+
+
+# Opcodes whose samples above give no operand a non-default layout: each sample of theirs
+# again with column-major parameters.
+for _key in [k for k in SAMPLES if k.split("/")[0] in (
+    "and", "or", "xor", "not", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+    "popcnt", "count-leading-zeros", "mulhi", "compare", "complex", "broadcast", "call",
+    "cholesky", "conditional", "convolution", "domain", "fft", "gather", "scatter",
+    "ragged-dot", "scaled-dot", "scan", "topk", "triangular-solve", "while",
+    "batch-norm-grad", "batch-norm-inference", "batch-norm-training",
+)]:  # fmt: skip
+    _cm = _column_major_params(SAMPLES[_key])
+    if _cm != SAMPLES[_key]:
+        SAMPLES[_key + "/operand-layout"] = _cm
+for _op in ("and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+            "mulhi"):  # fmt: skip
+    _add(
+        f"{_op}/operand-layout",
+        _params("s32[2,3]{0,1}", "s32[2,3]") + f"\nROOT r = s32[2,3] {_op}(p0, p1)",
+    )
+for _op in ("not", "popcnt", "count-leading-zeros"):
+    _add(f"{_op}/operand-layout", _params("s32[2,3]{0,1}") + f"\nROOT r = s32[2,3] {_op}(p0)")
+_add(
+    "compare/operand-layout",
+    _params("f32[2,3]{0,1}", "f32[2,3]") + "\nROOT r = pred[2,3] compare(p0, p1), direction=LT",
+)
+_add("complex/operand-layout", _params("f32[2,3]{0,1}", "f32[2,3]{0,1}") + "\nROOT r = c64[2,3] complex(p0, p1)")  # fmt: skip
+_add(
+    "broadcast/operand-layout",
+    _params("f32[2,3]{0,1}") + "\nROOT r = f32[2,3,2,3] broadcast(p0), dimensions={2,3}",
+)
+_add(
+    "domain/operand-layout",
+    _params("f32[2,3]{0,1}")
+    + '\nROOT r = f32[2,3] domain(p0), domain={kind="sharding", entry={maximal device=0}, exit={maximal device=1}}',
+)
+_NEG2 = "neg2 {\n  x = f32[2,3]{0,1} parameter(0)\n  ROOT n = f32[2,3]{0,1} negate(x)\n}\n"
+_add("call/operand-layout", _params("f32[2,3]{0,1}") + "\nROOT r = f32[2,3] call(p0), to_apply=neg2", _NEG2)  # fmt: skip
+_add(
+    "conditional/operand-layout",
+    _params("pred[]", "f32[2,3]{0,1}", "f32[2,3]{0,1}")
+    + "\nROOT r = f32[2,3] conditional(p0, p1, p2), true_computation=neg2, false_computation=neg2",
+    _NEG2,
+)
+_add(
+    "while/operand-layout",
+    _params("(s32[], f32[2,2]{0,1})")
+    + "\nROOT r = (s32[], f32[2,2]) while(p0), condition=cond, body=body",
+    _LOOP.replace("f32[4]", "f32[2,2]{0,1}"),
+)

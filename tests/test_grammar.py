@@ -130,6 +130,8 @@ def xla(tmp_path_factory) -> dict[str, dict]:
         jobs[f"async:attrs:{key}"] = text
     for key, text in BAD_COMMON.items():
         jobs["bad:" + key] = text
+    for i, inst in enumerate(_XLA_INFERS_INVALID):
+        jobs[f"invalid-inferred:{i}"] = "--compile\n" + _one_inst(inst)
     ours = {}
     for key, text in SAMPLES.items():
         ours["ours:" + key] = _ours(text)
@@ -361,6 +363,29 @@ def _check_async(xla: dict[str, dict], job: str) -> None:
     # XLA reads the sugar back (not always to the same text: a sugared start's sharding is
     # the start's, on its tuple); so do we.
     assert _ours(got) == back["print"], _diff(back["print"], _ours(got))
+
+
+# Shape-less instructions for which XLA's parser infers a shape its own verifier rejects
+# (it reads a broadcast's `dimensions` as the sizes of new leading dimensions): we refuse.
+_XLA_INFERS_INVALID = [
+    "ROOT r = broadcast(p), dimensions={1,2}",
+    "ROOT r = broadcast(p), dimensions={0}",
+    "ROOT r = broadcast(p), dimensions={0,1}",
+]
+
+
+def _one_inst(inst: str) -> str:
+    return f"HloModule m\n\nENTRY e {{\n  p = f32[2,3] parameter(0)\n  {inst}\n}}\n"
+
+
+@needs_oracle
+@pytest.mark.parametrize("i", range(len(_XLA_INFERS_INVALID)))
+def test_shape_xla_infers_but_rejects_is_refused(xla, i):
+    want = xla[f"invalid-inferred:{i}"]
+    assert "print" in want and want["compiles"] is False, want
+    with pytest.raises(HloError) as e:
+        parse_hlo(_one_inst(_XLA_INFERS_INVALID[i]), "v.hlo")
+    assert re.match(r"^v\.hlo:5:\d+: error: cannot infer the shape of r: ", str(e.value))
 
 
 @needs_oracle
