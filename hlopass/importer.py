@@ -736,8 +736,9 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?"
 
 def _unescape(tok: str) -> str:
     """absl::CUnescape of a quoted string: octal and hex escapes are bytes (XLA prints
-    non-ASCII text as its UTF-8 bytes in octal), decoded as UTF-8 (an invalid byte kept as
-    a surrogate escape, which `c_escape` writes back as the byte)."""
+    non-ASCII text as its UTF-8 bytes in octal), `\\uXXXX`/`\\UXXXXXXXX` the character's
+    UTF-8 bytes, decoded as UTF-8 (an invalid byte kept as a surrogate escape, which
+    `c_escape` writes back as the byte). `_check_escapes` has rejected malformed escapes."""
     s = tok[1:-1]
     if "\\" not in s:
         return s
@@ -746,25 +747,76 @@ def _unescape(tok: str) -> str:
     while i < len(s):
         c = s[i]
         if c == "\\" and i + 1 < len(s):
-            n = s[i + 1]
-            if n in _ESCAPES:
-                out += _ESCAPES[n].encode()
-                i += 2
+            m = _ESCAPE.match(s, i)
+            if m is not None and m.group(6) is None:
+                octal, hexa, u4, u8, simple = m.group(1, 2, 3, 4, 5)
+                if simple is not None:
+                    out += _ESCAPES[simple].encode()
+                elif octal is not None:
+                    out.append(int(octal, 8) & 0xFF)
+                elif hexa:
+                    out.append(int(hexa, 16) & 0xFF)
+                elif u4 or u8:
+                    out += chr(min(int(u4 or u8, 16), 0x10FFFF)).encode("utf-8", "surrogatepass")
+                else:  # `\\x` without digits: rejected before; kept as written
+                    out += m.group(0).encode()
+                i = m.end()
                 continue
-            m = re.match(r"[0-7]{1,3}", s[i + 1 :])
-            if m:
-                out.append(int(m.group(0), 8) & 0xFF)
-                i += 1 + len(m.group(0))
-                continue
-            if n == "x":
-                m = re.match(r"[0-9a-fA-F]+", s[i + 2 :])
-                if m:
-                    out.append(int(m.group(0), 16) & 0xFF)
-                    i += 2 + len(m.group(0))
-                    continue
         out += c.encode("utf-8", "surrogatepass")
         i += 1
     return out.decode("utf-8", "surrogateescape")
+
+
+# One escape of absl::CUnescape (what XLA's lexer applies to every string): octal (up to
+# three digits), hex (all the digits that follow), \\u with four and \\U with eight hex
+# digits, the simple C escapes; group 6 is anything else (an error in XLA).
+_ESCAPE = re.compile(
+    r"\\(?:([0-7]{1,3})|[xX]([0-9a-fA-F]*+)|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})"
+    r"|([abfnrtv\\?'\"])|(.?))",
+    re.S,
+)
+_STRING_OR_COMMENT = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?|//[^\n]*|/\*(?:.*?\*/|.*)', re.S)
+
+
+def _escape_error(m: re.Match[str]) -> str | None:
+    """What absl::CUnescape (so XLA's lexer) finds wrong with one escape, or None."""
+    octal, hexa, u4, u8, _, other = m.groups()
+    if octal is not None:
+        return None if int(octal, 8) <= 0xFF else f"value of {m.group(0)} exceeds 0xff"
+    if hexa is not None:
+        if not hexa:
+            return "\\x must be followed by a hex digit"
+        return None if int(hexa, 16) <= 0xFF else f"value of {m.group(0)} exceeds 0xff"
+    if u4 is not None or u8 is not None:
+        v = int(u4 or u8, 16)
+        if 0xD800 <= v <= 0xDFFF or v > 0x10FFFF:
+            return f"{m.group(0)} is not a Unicode character"
+        return None
+    if other is not None:
+        if other in "uU":
+            return f"\\{other} must be followed by {4 if other == 'u' else 8} hex digits"
+        return f"unknown escape sequence {m.group(0)}"
+    return None
+
+
+def _check_escapes(lx: Lexer) -> None:
+    """XLA's lexer unescapes every string (absl::CUnescape) and rejects the module when
+    one holds a malformed escape (`"\\main"`, `"\\400"`, `"\\x100"`); one linear pass."""
+    text = lx.text
+    for sm in _STRING_OR_COMMENT.finditer(text):
+        if text[sm.start()] != '"' or "\\" not in sm.group(0):
+            continue
+        pos, end = sm.start() + 1, sm.end()
+        while True:
+            pos = text.find("\\", pos, end)
+            if pos < 0:
+                break
+            m = _ESCAPE.match(text, pos, end)
+            assert m is not None  # group 6 matches any character
+            why = _escape_error(m)
+            if why is not None:
+                lx.error_at(pos, f"invalid escape in a string: {why}")
+            pos = m.end()
 
 
 def _squash(text: str) -> str:
@@ -2287,6 +2339,8 @@ def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
     parser = ModuleParser(text, filename)
     if not text.isascii():
         _check_ascii(parser.lx)
+    if "\\" in text:
+        _check_escapes(parser.lx)
     try:
         with gc_paused():
             return as_hlo_module(parser.parse())

@@ -80,6 +80,11 @@ CASES: dict[str, Callable[[int], str]] = {
     "escapes in a string": lambda n: _attr('metadata={op_name="' + _run('\\"', n) + '"} !'),
     "backslashes in a string": lambda n: _attr('metadata={op_name="' + _run("\\\\", n) + '"} !'),
     "unterminated string": lambda n: _attr('metadata={op_name="' + _run('a\\"', n)),
+    "octal escapes": lambda n: _attr('metadata={op_name="' + _run("\\101", n) + '"} !'),
+    "hex and unicode escapes": lambda n: _attr(
+        'backend_config="' + _run("\\x41\\u00e9", n) + '" !'
+    ),
+    "bad escape at the end": lambda n: _attr('metadata={op_name="' + _run("\\101", n) + '\\q"}'),
     "many metadata fields": lambda n: _attr("metadata={" + _run("a=1  ", n) + "!}"),
     "many metadata strings": lambda n: _attr("metadata={" + _run('a="x"  ', n) + "!}"),
     "string attribute": lambda n: _attr('backend_config="' + "a" * n + '" !'),
