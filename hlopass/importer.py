@@ -54,6 +54,8 @@ _SHARDING_HEAD = re.compile(r"\{\s*(?:replicated|maximal|devices=|manual|unknown
 
 def _sharding_form_ok(text: str) -> bool:
     """Whether `text` has a sharding's outer form (XLA's parser checks the rest)."""
+    if "/*" in text:  # (XLA prints `/*index=5*/` before some elements of a tuple)
+        text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     if text.replace(" ", "").startswith("{{"):
         parts = _split_tuple_sharding(text)
         return parts is not None and all(_sharding_form_ok(p) for p in parts)
@@ -797,6 +799,24 @@ def _escape_error(m: re.Match[str]) -> str | None:
             return f"\\{other} must be followed by {4 if other == 'u' else 8} hex digits"
         return f"unknown escape sequence {m.group(0)}"
     return None
+
+
+def _check_done_channel(
+    parser: Any, name: str, opcode: str, operand: SSAValue, channel: Any, offset: int
+) -> None:
+    """XLA's parser rejects a send-done (recv-done) whose send (recv) has another
+    channel_id, or none where it has one (found by the fuzzer: accepted, then XLA refused
+    our print)."""
+    start = operand.owner
+    if getattr(start, "OPCODE", None) != opcode.removesuffix("-done"):
+        return
+    theirs = start.attr("channel_id")  # type: ignore[attr-defined]
+    if theirs != channel:
+        parser.error(
+            f"{opcode} {name} has channel_id={channel}, its {start.OPCODE} has "  # type: ignore[attr-defined]
+            f"channel_id={theirs}",
+            offset,
+        )
 
 
 def _check_escapes(lx: Lexer) -> None:
@@ -1853,6 +1873,8 @@ class ModuleParser(_Parser):
         for a in required:
             if a not in attrs:
                 self.error(f"{opcode} {name} is missing attribute {a}", ostart)
+        if opcode in ("send-done", "recv-done") and len(operands) == 1:
+            _check_done_channel(self, name, opcode, operands[0], attrs.get("channel_id"), ostart)
         if (
             opcode == "conditional"
             and "branch_computations" not in attrs
