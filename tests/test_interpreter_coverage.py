@@ -517,3 +517,76 @@ ENTRY e {
     data, *sizes = hlopass.evaluate(hlopass.parse_hlo(text), p)
     assert [int(s) for s in sizes] == [2, 1, 2]
     assert np.array_equal(data, p)
+
+
+# --- xla_builder math custom-calls without their decomposition: computed in float64 from
+# the definition and rounded; the reference is the function JAX lowers to plain HLO, run by
+# XLA-CPU in f32. XLA evaluates these with f32 series and continued fractions (dozens of
+# dependent f32 roundings), measured 14-107 ulps from ours on these inputs; the bound is
+# 256 ulps of max(|result|, 1) (2^-16 relative, absolute below 1: near a root, such as
+# digamma's at 1.46, the error is that of the O(1) terms that cancel), NaN where XLA's is.
+
+_BUILDER_ULPS = 256
+
+
+def _builder_cases():
+    import jax.numpy as jnp
+    import jax.scipy.special as jss
+    from jax import lax
+
+    rng = np.random.default_rng(5)
+    a = rng.uniform(0.3, 8, 64).astype(np.float32)
+    x = rng.uniform(0.05, 10, 64).astype(np.float32)
+    n = rng.integers(0, 4, 64).astype(np.float32)
+    u = rng.uniform(0.01, 0.99, 64).astype(np.float32)
+    return {
+        "xla_builder.math.IgammaGradA": (lax.igamma_grad_a, [a, x]),
+        "xla_builder.math.RandomGammaGrad": (lax.random_gamma_grad, [a, x]),
+        "xla_builder.math.Polygamma": (lambda k, v: jss.polygamma(k.astype(jnp.int32), v), [n, x]),
+        "xla_builder.math.RegularizedIncompleteBeta": (jss.betainc, [a, x, u]),
+    }
+
+
+@pytest.mark.skipif(not oracle.available(), reason=ORACLE_MISSING)
+def test_builder_math_calls_match_jax_on_xla_cpu():
+    import jax
+
+    cases = _builder_cases()
+    jobs = [(jax.jit(f).lower(*a).as_text(dialect="hlo"), a) for f, a in cases.values()]
+    for (target, (_, args)), res in zip(cases.items(), xla_execute_many(jobs), strict=True):
+        (want,) = res["outputs"]
+        names = [f"p{i}" for i in range(len(args))]
+        params = "".join(f"  {p} = f32[64] parameter({i})\n" for i, p in enumerate(names))
+        text = (f"HloModule m\nENTRY e {{\n{params}  ROOT c = f32[64] custom-call("
+                f"{', '.join(names)}), custom_call_target=\"{target}\"\n}}\n")  # fmt: skip
+        (got,) = hlopass.evaluate(hlopass.parse_hlo(text), *args)
+        assert np.array_equal(np.isnan(got), np.isnan(want)), target
+        err = np.abs(got.astype(np.float64) - want)
+        scale = np.maximum(np.abs(want.astype(np.float64)), 1.0)
+        assert (err <= _BUILDER_ULPS * 2.0**-24 * scale).all(), target
+
+
+def test_builder_einsum_and_tridiagonal_solver():
+    """Einsum (equation in backend_config; a doubled output letter fills a diagonal) and
+    the 4-operand TridiagonalSolver, against numpy's einsum and a dense solve."""
+    text = """HloModule m
+ENTRY e {
+  a = f32[3,3] parameter(0)
+  v = f32[3] parameter(1)
+  d = f32[3] custom-call(a, a), custom_call_target="xla_builder.matrix.Einsum", backend_config="ii,ii->i"
+  g = f32[3,3] custom-call(v, a), custom_call_target="xla_builder.matrix.Einsum", backend_config="i,ij->ii"
+  lo = f32[1,3] parameter(2)
+  mi = f32[1,3] parameter(3)
+  up = f32[1,3] parameter(4)
+  s = f32[3,3] custom-call(lo, mi, up, a), custom_call_target="xla_builder.tridiagonal.TridiagonalSolver"
+  ROOT t = (f32[3], f32[3,3], f32[3,3]) tuple(d, g, s)
+}"""
+    a = np.arange(9, dtype=np.float32).reshape(3, 3) - 4
+    v = np.array([1, -2, 3], np.float32)
+    lo, mi, up = (np.array([[0, 1, 2]], np.float32), np.array([[4, 5, 6]], np.float32),
+                  np.array([[1, -1, 0]], np.float32))  # fmt: skip
+    d, g, s = hlopass.evaluate(hlopass.parse_hlo(text), a, v, lo, mi, up)
+    assert np.array_equal(d, np.diag(a) * np.diag(a))
+    assert np.array_equal(g, np.diag((v[:, None] * a).sum(axis=1)))
+    dense = np.diag(mi[0]) + np.diag(lo[0, 1:], -1) + np.diag(up[0, :-1], 1)
+    np.testing.assert_allclose(dense.astype(np.float64) @ s, a, atol=32 * 2.0**-24 * 20)

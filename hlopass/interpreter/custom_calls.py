@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlopass.interpreter import builder_math
 from hlopass.interpreter.core import dtype_of, handler, unsupported
 from hlopass.interpreter.dynamic import pad_to_static, slice_to_dynamic
 from hlopass.interpreter.numeric import as_dtype, daz, widen
@@ -45,6 +46,15 @@ def _custom_call(interp, op, args):
     callees = op.callees()
     if target.startswith("xla_builder.") and len(callees) == 1:
         return interp.call(callees[0], args)  # the decomposition XLA's builder attached
+    if target in builder_math.MATH:
+        return builder_math.evaluate_math(target, args, dtype_of(op.shape))
+    if builder_math.is_einsum(target):
+        spec = builder_math.einsum_equation(op.attr("backend_config"))
+        if spec is None:
+            raise unsupported(op, "backend_config holds no einsum equation")
+        return builder_math.einsum(spec, args, dtype_of(op.shape))
+    if target == "xla_builder.tridiagonal.TridiagonalSolver" and len(args) == 4:
+        return builder_math.tridiagonal_solve(*args, dtype_of(op.shape))
     if target in _MATH:
         out = dtype_of(op.shape)
         return as_dtype(daz(_MATH[target](*(daz(widen(a)) for a in args))), out)
