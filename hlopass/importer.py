@@ -812,9 +812,12 @@ def _check_done_channel(
         return
     theirs = start.attr("channel_id")  # type: ignore[attr-defined]
     if theirs != channel:
+
+        def has(c: Any) -> str:
+            return "no channel_id" if c is None else f"channel_id={c}"
+
         parser.error(
-            f"{opcode} {name} has channel_id={channel}, its {start.OPCODE} has "  # type: ignore[attr-defined]
-            f"channel_id={theirs}",
+            f"{opcode} {name} has {has(channel)}, its {start.OPCODE} has {has(theirs)}",  # type: ignore[attr-defined]
             offset,
         )
 

@@ -59,7 +59,8 @@ _ELEMENTWISE = frozenset(
 CHECKED_OPCODES = _ELEMENTWISE | {
     "select", "broadcast", "reshape", "transpose", "slice", "concatenate",
     "get-tuple-element", "tuple", "pad", "reduce", "dot", "convolution",
-    "dynamic-slice", "dynamic-update-slice", "partition-id", "replica-id",
+    "dynamic-slice", "dynamic-update-slice", "partition-id", "replica-id", "all-to-all",
+    "dynamic-reshape",
 }  # fmt: skip
 
 
@@ -434,6 +435,21 @@ def check_instruction(
             raise VerifyException(f"{name}: {opcode} gives u32[], not {shape.text(False)}")
     elif opcode in _RULES:
         _RULES[opcode](name, shape, operand_shapes, attr)
+    elif opcode == "all-to-all":
+        # XLA's parser: an array all-to-all names its one split dimension, if any
+        dims = attr("dimensions")
+        if dims is not None and len(dims) != 1:
+            raise VerifyException(
+                f"{name}: all-to-all takes one split dimension, got dimensions="
+                f"{{{','.join(map(str, dims))}}}"
+            )
+    elif opcode == "dynamic-reshape":
+        # one size operand per result dimension (XLA's parser aborts otherwise)
+        if isinstance(shape, ArrayShape) and len(operand_shapes) != 1 + shape.rank:
+            raise VerifyException(
+                f"{name}: dynamic-reshape to {shape.text(False)} takes the operand and "
+                f"{shape.rank} size operand(s), got {len(operand_shapes) - 1}"
+            )
     elif opcode == "concatenate":
         dims = attr("dimensions") or ()
         if len(dims) != 1:

@@ -170,3 +170,63 @@ def test_partition_id_must_be_u32():
     """XLA's parser aborts the process (a CHECK failure) on `s32[] partition-id()`."""
     with pytest.raises(HloShapeError, match=r"partition-id gives u32\[\], not s32\[\]"):
         hlopass.parse_hlo(_m([], "s32[] partition-id()"))
+
+
+# Rules of XLA's parser (not of XLA:CPU's execution: these ops need several devices or a
+# host), found by the fuzzer where hlopass accepted a module XLA rejects or aborts on.
+# (bad module, message, corrected module); XLA's verdicts come from a child process.
+_SEND = "s = (f32[4], u32[], token[]) send(p0, p1), channel_id=1"
+_RECV = "s = (f32[4], u32[], token[]) recv(p0), channel_id=1"
+PARSER_RULES = {
+    "send_done_channel": (
+        _m(["f32[4]", "token[]"], "token[] send-done(s), channel_id=2", extra="").replace("  ROOT", f"  {_SEND}\n  ROOT"),
+        "send-done r has channel_id=2, its send has channel_id=1",
+        _m(["f32[4]", "token[]"], "token[] send-done(s), channel_id=1").replace("  ROOT", f"  {_SEND}\n  ROOT"),
+    ),
+    "send_done_no_channel": (
+        _m(["f32[4]", "token[]"], "token[] send-done(s)").replace("  ROOT", f"  {_SEND}\n  ROOT"),
+        "send-done r has no channel_id, its send has channel_id=1",
+        _m(["f32[4]", "token[]"], "token[] send-done(s), channel_id=1").replace("  ROOT", f"  {_SEND}\n  ROOT"),
+    ),
+    "recv_done_channel": (
+        _m(["token[]"], "(f32[4], token[]) recv-done(s), channel_id=3").replace("  ROOT", f"  {_RECV}\n  ROOT"),
+        "recv-done r has channel_id=3, its recv has channel_id=1",
+        _m(["token[]"], "(f32[4], token[]) recv-done(s), channel_id=1").replace("  ROOT", f"  {_RECV}\n  ROOT"),
+    ),
+    "all_to_all_split_dims": (
+        _m(["s32[16,4,64]"], "s32[16,4,64] all-to-all(p0), dimensions={0,2,1}"),
+        "all-to-all takes one split dimension, got dimensions={0,2,1}",
+        _m(["s32[16,4,64]"], "s32[16,4,64] all-to-all(p0), dimensions={1}"),
+    ),
+    "all_to_all_empty_dims": (
+        _m(["s32[16,4,64]"], "s32[16,4,64] all-to-all(p0), dimensions={}"),
+        "all-to-all takes one split dimension, got dimensions={}",
+        _m(["s32[16,4,64]"], "s32[16,4,64] all-to-all(p0)"),
+    ),
+    "dynamic_reshape_sizes": (  # XLA aborts on it (a CHECK failure)
+        _m(["f64[256]", "s32[]"], "f64[16,16] dynamic-reshape(p0, p1)"),
+        "dynamic-reshape to f64[16,16] takes the operand and 2 size operand(s), got 1",
+        _m(["f64[256]", "s32[]"], "f64[16,16] dynamic-reshape(p0, p1, p1)"),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", list(PARSER_RULES))
+def test_parser_rule_rejects_and_accepts(rule: str):
+    bad, message, good = PARSER_RULES[rule]
+    with pytest.raises(hlopass.HloParseError, match=re.escape(message)) as info:
+        hlopass.parse_hlo(bad, "bad.hlo")
+    assert info.value.line == bad.count("\n") - 1  # the ROOT line
+    hlopass.parse_hlo(good, "good.hlo")
+
+
+def test_parser_rules_agree_with_xla(xla):
+    from hlopass.fuzz import xla_accepts_many
+
+    texts = [t for bad, _, good in PARSER_RULES.values() for t in (bad, good)]
+    verdicts = xla_accepts_many(texts)
+    for i, rule in enumerate(PARSER_RULES):
+        assert not verdicts[2 * i][0], f"XLA accepts the bad module of {rule}"
+        assert verdicts[2 * i + 1][0], (
+            f"XLA rejects the corrected module of {rule}: {verdicts[2 * i + 1][1]}"
+        )
