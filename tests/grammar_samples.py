@@ -803,3 +803,22 @@ _add(
     + "\nROOT r = (s32[], f32[2,2]) while(p0), condition=cond, body=body",
     _LOOP.replace("f32[4]", "f32[2,2]{0,1}"),
 )
+# Attributes XLA's parser reads and drops, in use: the collective `mode`, an empty
+# convolution `sparsity_config`.
+_add(
+    "all-reduce-start/mode",
+    _params("f32[4]")
+    + "\ns = f32[4] all-reduce-start(p0), replica_groups={{0,1}}, mode=cross_replica, to_apply=add\nROOT d = f32[4] all-reduce-done(s)",
+    _ADD,
+)
+_add(
+    "reduce-scatter/mode",
+    _params("f32[8]")
+    + "\nROOT r = f32[4] reduce-scatter(p0), replica_groups={{0,1}}, dimensions={0}, mode=cross_replica_and_partition, to_apply=add",
+    _ADD,
+)
+_add(
+    "convolution/sparsity-config",
+    _params("f32[1,6,8]", "f32[3,8,16]")
+    + "\nROOT r = f32[1,4,16] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f, sparsity_config={}",
+)

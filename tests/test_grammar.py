@@ -47,15 +47,17 @@ CHILD = Path(__file__).resolve().parent / "_xla_print_child.py"
 needs_oracle = pytest.mark.skipif(not oracle.available(), reason=ORACLE_MISSING)
 
 # Attributes a sample need not show, with the reason.
-NOT_IN_SAMPLES = {
-    "mode": "XLA's parser reads it and drops it (the feature was rolled back)",
-    "sparsity_config": "XLA drops an empty one; its non-empty syntax is not printed by "
-    "jaxlib 0.10.2's parser tests, so we keep the text as given",
-    "parameter_replication": "on a parameter only (XLA aborts on it elsewhere); shown there",
+# Attributes XLA's parser reads and then drops (so do we): their samples print without
+# them, so `hlo_attrs` cannot show them; the sample text must use them instead.
+DROPPED_IN_SAMPLES = {
+    "all-reduce:mode",
+    "all-reduce-start:mode",
+    "reduce-scatter:mode",
+    "convolution:sparsity_config",  # (an empty one; the non-empty syntax is kept as given)
+    "ragged-all-to-all:dimensions",
 }
-# The same for one opcode's attribute.
+# Attributes a sample shows under another name.
 NOT_IN_SAMPLES_OF = {
-    "ragged-all-to-all:dimensions": "XLA's parser reads it and drops it",
     "custom-call:to_apply": "XLA keeps it as the one called computation and prints it as "
     "called_computations (sample custom-call/to_apply)",
 }
@@ -280,6 +282,13 @@ def test_metadata_fields_are_xlas_and_have_samples(xla):
     assert sorted(allowed - used) == []
 
 
+def test_dropped_attributes_have_samples():
+    for pair in DROPPED_IN_SAMPLES:
+        opcode, name = pair.split(":")
+        line = re.compile(rf" {re.escape(opcode)}\(.*\b{name}=")
+        assert any(line.search(t) for t in SAMPLES.values()), pair
+
+
 def test_every_opcode_and_attribute_has_a_sample():
     used: dict[str, set[str]] = {o: set() for o in OPCODES}
     for text in SAMPLES.values():
@@ -289,8 +298,8 @@ def test_every_opcode_and_attribute_has_a_sample():
     missing = {
         o: sorted(
             a
-            for a in {*s.by_name} - used[o] - set(NOT_IN_SAMPLES) - {"number", "value"}
-            if f"{o}:{a}" not in NOT_IN_SAMPLES_OF
+            for a in {*s.by_name} - used[o] - {"number", "value"}
+            if f"{o}:{a}" not in NOT_IN_SAMPLES_OF and f"{o}:{a}" not in DROPPED_IN_SAMPLES
         )
         for o, s in OPCODES.items()
     }
