@@ -532,7 +532,7 @@ class HorizontalFusionPass(HloModulePass):
         try:
             get_device(self.device)
         except KeyError as e:
-            raise ValueError(str(e.args[0])) from None
+            raise ValueError(str(e.args[0]).removeprefix("error: ")) from None
         if self.cost_model not in COST_MODELS:
             raise ValueError(
                 f"unknown cost model '{self.cost_model}' (known: {', '.join(sorted(COST_MODELS))})"
