@@ -20,7 +20,9 @@ _ELEMENT = (
 # Blanks and comments between tokens. Each loop is possessive and its alternatives start
 # differently (a blank, `//`, `/*`), so a failed match after a long run of blanks is never
 # retried by splitting the run another way (the earlier `(?:\s+|...)*` tried all 2**n splits).
-TRIVIA_RE = r"\s*+(?:(?://[^\n]*+|/\*.*?\*/)\s*+)*+"
+# XLA's lexer ends a `//` comment at '\r' too (what follows is code again) and reads NUL
+# as the end of its input (an error anywhere but in a string).
+TRIVIA_RE = r"\s*+(?:(?://[^\n\r\x00]*+|/\*.*?\*/)\s*+)*+"
 """What the lexer skips between tokens: linear time, constant memory."""
 
 # A quoted string with C escapes, as an "unrolled loop": runs of plain characters and single
@@ -52,6 +54,7 @@ _TOKEN = re.compile(
 )
 
 _TRIVIA = re.compile(TRIVIA_RE, re.S)
+_INT_MIN, _UINT_MAX = -(1 << 63), (1 << 64) - 1
 
 EOF = "EOF"
 
@@ -99,6 +102,9 @@ class Lexer:
                 self.error_at(start, f"unexpected character {self.text[start]!r}")
             kind = m.lastgroup
             assert kind is not None
+            if kind == "INT" and not _INT_MIN <= int(m.group(kind)) <= _UINT_MAX:
+                # XLA's lexer reads integers as s64 or u64 and refuses any other
+                self.error_at(m.start(kind), f"integer {m.group(kind)} out of range")
             self._peeked = (kind, m.group(kind), m.start(kind))
             self.pos = m.end()
         return self._peeked

@@ -47,6 +47,15 @@ CASES = {
     "non-ASCII in a comment": _root("ROOT p = f32[3] parameter(0) // \u00e9"),
     "newline inside a shape": _root("ROOT p = f32[3,\n4] parameter(0)"),
     "literal without commas": _root("ROOT c = f32[3] constant({1 2 3})"),
+    # XLA's lexer ends a `//` comment at a carriage return and stops at NUL
+    "carriage return ends a comment": "HloModule m\n// c\rx\n"
+    + _root("")[12:].replace("  \n", "  ROOT p = f32[3] parameter(0)\n"),
+    "comment after a carriage return": "HloModule m\n// c\r// d\nENTRY e {\n"
+    "  ROOT p = f32[3] parameter(0)\n}\n",
+    "NUL in a comment": "HloModule m\n// c\x00x\nENTRY e {\n  ROOT p = f32[3] parameter(0)\n}\n",
+    "NUL after the module": _root("ROOT p = f32[3] parameter(0)") + "\x00",
+    "CRLF line ends": _root("ROOT p = f32[3] parameter(0) // x").replace("\n", "\r\n"),
+    "out-of-range integer literal": _root("ROOT c = f32[] constant(99999999999999999999)"),
 }
 
 KNOWN_DIFFERENCES = {
