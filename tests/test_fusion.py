@@ -28,6 +28,7 @@ from hlopass.exporter import print_hlo
 from hlopass.importer import parse_hlo
 from hlopass.pipeline import PipelineError, parse_pass_pipeline, run_pipeline
 from tests.conftest import CORPUS
+from tests.error_bound import assert_within_bound, program_bounds_or_none
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMPLIFY = "algsimp,constant-folding,dce,cse"
@@ -104,10 +105,14 @@ def test_priority_fusion_keeps_outputs(program: str, corpus: Path, xla) -> None:
     _assert_bitwise(got, before, f"{program} fused vs unfused")
     # against XLA's reference: no further off than the interpreter on the original module
     original = interp.evaluate(parse_hlo((d / "before_optimizations.hlo").read_text()), *args)
+    bounds = program_bounds_or_none(d)
     for i, (g, o, w) in enumerate(zip(got, original, want, strict=True)):
         g, o, w = np.asarray(g), np.asarray(o), np.asarray(w)
         if g.dtype.kind in "biu":
             np.testing.assert_array_equal(g, w, err_msg=f"{program} out{i} vs XLA")
+            continue
+        if bounds is not None:
+            assert_within_bound(g, w, bounds[i], what=f"{program} out{i} vs XLA")
             continue
         rtol, atol = _tolerance(g.dtype)
         gf, of, wf = (x.astype(np.complex128) for x in (g, o, w))
@@ -143,9 +148,12 @@ def test_priority_fusion_xla_cpu_outputs(program: str, corpus: Path, xla, tmp_pa
     got = pickle.loads(res.read_bytes())
     _, want = _io(d)
     assert len(got) == len(want)
+    bounds = program_bounds_or_none(d)
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if g.dtype.kind in "biu":
             np.testing.assert_array_equal(g, w, err_msg=f"{program} out{i} (XLA:CPU)")
+        elif bounds is not None:
+            assert_within_bound(g, w, bounds[i], what=f"{program} out{i} (XLA:CPU)")
         else:
             rtol, atol = _tolerance(g.dtype)
             np.testing.assert_allclose(g.astype(np.complex128), w.astype(np.complex128),
@@ -556,3 +564,18 @@ def test_live_bytes_start_from_the_memory_model(program: str, corpus: Path) -> N
             best = max(best, run)
         assert live.peak == best, comp.comp_name
     assert checked, "no computation without control flow"
+
+
+@pytest.mark.parametrize(
+    "pass_name", ["priority-fusion", "multi-output-fusion", "horizontal-fusion"]
+)
+@pytest.mark.parametrize("option", ["device=nope", "cost-model=nope"])
+def test_bad_fusion_option_is_one_line(pass_name: str, option: str, tmp_path: Path) -> None:
+    src = tmp_path / "m.hlo"
+    src.write_text(SIDE_BY_SIDE)
+    r = subprocess.run([sys.executable, "-m", "hlopass.cli", str(src), "-p", f"{pass_name}{{{option}}}"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith(f"{src}: error: bad option for pass '{pass_name}': unknown "), lines
