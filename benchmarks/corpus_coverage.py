@@ -60,7 +60,8 @@ def main() -> int:
         return 0
     signal.signal(signal.SIGALRM, _alarm)
     # a module needing more memory fails with MemoryError instead of the OOM killer
-    resource.setrlimit(resource.RLIMIT_AS, (args.max_gb << 30, args.max_gb << 30))
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (args.max_gb << 30, hard))
     status: dict[str, str] = {}
     ours, cases = {}, []
     replicated: set[str] = set()
@@ -95,6 +96,8 @@ def main() -> int:
         finally:
             signal.alarm(0)
         print(f"{m.id:90} {status.get(m.id, 'runs')}", file=sys.stderr, flush=True)
+    # the limit was for one module's run; all the outputs together are compared below
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
     ran = len(ours)
     print(f"{len(replicated)} of them run as several replicas", file=sys.stderr)
     if args.no_xla:
