@@ -3,7 +3,8 @@
 For each module, a fresh process parses it and runs `defuse` (optimized inputs only), the
 simplifier passes and the fusion passes (`priority-fusion`, `multi-output-fusion`,
 `horizontal-fusion`), timing each; the table gives seconds and µs per instruction for the
-fusion passes together and for the whole pipeline, so growth is visible (near-constant
+fusion passes together (wall and CPU time of the process: on a loaded machine the CPU
+column is the one to compare) and for the whole pipeline, so growth is visible (near-constant
 µs/instruction = linear). The whole command (`hlopass-opt -p ...`, fresh process, parse and
 print included) is timed too.
 
@@ -42,7 +43,8 @@ path, passes = sys.argv[1], sys.argv[2].split(",")
 t = time.perf_counter(); m = parse_hlo(open(path).read(), path); out = {"parse": time.perf_counter() - t}
 out["instructions"] = sum(1 for c in computations(m) for _ in c.instructions)
 for p in passes:
-    t = time.perf_counter(); run_pipeline(m, p); out[p] = time.perf_counter() - t
+    t, c = time.perf_counter(), time.process_time(); run_pipeline(m, p)
+    out[p] = time.perf_counter() - t; out[p + ":cpu"] = time.process_time() - c
     if p == "defuse":
         out["instructions"] = sum(1 for c in computations(m) for _ in c.instructions)
 t = time.perf_counter(); text = print_hlo(m); out["print"] = time.perf_counter() - t
@@ -74,9 +76,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="runs per module (median reported)")
     ap.add_argument("--only", default="", help="only modules whose label contains this")
+    ap.add_argument("--no-command", action="store_true", help="skip timing the hlopass-opt command")
     args = ap.parse_args()
     print(f"{'module':20s} {'instr':>7s} {'fusions':>7s} {'fusion s':>9s} {'us/instr':>9s} "
-          f"{'pipeline s':>10s} {'us/instr':>9s} {'command s':>9s}")  # fmt: skip
+          f"{'cpu s':>7s} {'us/instr':>9s} {'pipeline s':>10s} {'us/instr':>9s} {'command s':>9s}")  # fmt: skip
     for label, rel, defuse in MODULES:
         if args.only and args.only not in label:
             continue
@@ -87,11 +90,14 @@ def main() -> None:
         passes = (["defuse"] if defuse else []) + SIMPLIFY + FUSE
         rows = [run_child(path, passes) for _ in range(args.runs)]
         fusion = statistics.median(sum(r[p] for p in FUSE) for r in rows)
+        cpu = statistics.median(sum(r[p + ":cpu"] for p in FUSE) for r in rows)
         parts = {p: statistics.median(r[p] for r in rows) for p in FUSE}
         pipeline = statistics.median(sum(r[p] for p in passes) for r in rows)
-        command = statistics.median(run_command(path, passes) for _ in range(args.runs))
+        command = (float("nan") if args.no_command
+                   else statistics.median(run_command(path, passes) for _ in range(args.runs)))  # fmt: skip
         n = rows[0]["instructions"]
         print(f"{label:20s} {n:7d} {rows[0]['fusions']:7d} {fusion:9.2f} {fusion / n * 1e6:9.1f} "
+              f"{cpu:7.2f} {cpu / n * 1e6:9.1f} "
               f"{pipeline:10.2f} {pipeline / n * 1e6:9.1f} {command:9.2f}  "
               + " ".join(f"{p}={t:.2f}s" for p, t in parts.items()), flush=True)  # fmt: skip
 
