@@ -20,6 +20,7 @@ from hlopass.importer import parse_hlo
 from hlopass.pipeline import PipelineError, parse_pass_pipeline, run_pipeline
 from hlopass.shape import ArrayShape, Layout
 from tests.conftest import CORPUS
+from tests.error_bound import assert_within_bound, program_bounds_or_none
 
 LAYOUT = "layout-assignment,layout-normalization,copy-elision"
 CORE = "fixpoint{passes=algsimp,constant-folding,dce,cse}"
@@ -105,11 +106,14 @@ def test_layout_pipeline_keeps_outputs(program: str, pipeline: str, corpus: Path
     module = parse_hlo(after, program)
     got = interp.evaluate(module, *args)
     assert len(got) == len(wants) == len(base)
+    bounds = program_bounds_or_none(d)
     for i, (g, b, w) in enumerate(zip(got, base, wants, strict=True)):
         assert g.shape == w.shape and g.dtype == b.dtype, f"out{i}"
         np.testing.assert_array_equal(g, b, err_msg=f"{program} out{i}: changed by {spec}")
         if g.dtype.kind in "biu":
             np.testing.assert_array_equal(g, w, err_msg=f"{program} out{i} vs XLA")
+        elif bounds is not None:
+            assert_within_bound(g, w, bounds[i], what=f"{program} out{i} vs XLA")
         else:
             err = np.nanmax(np.abs(g.astype(np.complex128) - w.astype(np.complex128)), initial=0)
             err_base = np.nanmax(
@@ -137,6 +141,7 @@ def test_layout_pipeline_xla_cpu_outputs(corpus: Path, xla) -> None:
             cases.append((xla_friendly(_run(d, pre, spec)[1]), args))
             keys.append((p, name))
     results = xla_execute_many(cases)
+    bounds = {p: program_bounds_or_none(corpus / "jax" / p) for p in programs}
     for (p, name), (text, _), r in zip(keys, cases, results, strict=True):
         assert "outputs" in r, f"{p} {name}: {r}"
         module = parse_hlo(text, p)
@@ -146,6 +151,8 @@ def test_layout_pipeline_xla_cpu_outputs(corpus: Path, xla) -> None:
             assert g.shape == w.shape and g.dtype == w.dtype, f"{p} {name} out{i}"
             if g.dtype.kind in "biu":
                 np.testing.assert_array_equal(g, w, err_msg=f"{p} {name} out{i}")
+            elif bounds[p] is not None:
+                assert_within_bound(g, w, bounds[p][i], what=f"{p} {name} out{i}")
             else:
                 np.testing.assert_allclose(
                     g.astype(np.complex128), w.astype(np.complex128), rtol=0,
