@@ -822,3 +822,57 @@ _add(
     _params("f32[1,6,8]", "f32[3,8,16]")
     + "\nROOT r = f32[1,4,16] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f, sparsity_config={}",
 )
+
+
+# Ops on tokens under async sugar (their entry needs an after-all, so not from SAMPLES).
+def _async_token(params: str, pshapes: list[str], inst: str, shape: str, args: str) -> str:
+    w = (
+        "wrapped {\n"
+        + "".join(f"  x{i} = {s} parameter({i})\n" for i, s in enumerate(pshapes))
+        + f"  ROOT c = {shape} {inst}\n}}\n"
+    )
+    e = (
+        "ENTRY main {\n"
+        + params
+        + f"  s = (({', '.join(pshapes)}), {shape}, u32[]) async-start({args}), calls=wrapped\n  ROOT d = {shape} async-done(s)\n}}\n"
+    )
+    return "HloModule m\n\n" + w + "\n" + e
+
+
+ASYNC_TOKEN_OPS: dict[str, str] = {
+    "after-all": _async_token(
+        "  t = token[] after-all()\n",
+        ["token[]", "token[]"],
+        "after-all(x0, x1)",
+        "token[]",
+        "t, t",
+    ),
+    "add-dependency": _async_token(
+        "  p = f32[4] parameter(0)\n  t = token[] after-all()\n",
+        ["f32[4]", "token[]"],
+        "add-dependency(x0, x1)",
+        "f32[4]",
+        "p, t",
+    ),
+    "infeed": _async_token(
+        "  t = token[] after-all()\n",
+        ["token[]"],
+        'infeed(x0), infeed_config="c"',
+        "(f32[4], token[])",
+        "t",
+    ),
+    "outfeed": _async_token(
+        "  p = f32[4] parameter(0)\n  t = token[] after-all()\n",
+        ["f32[4]", "token[]"],
+        'outfeed(x0, x1), outfeed_shape=f32[4]{0}, outfeed_config="c"',
+        "token[]",
+        "p, t",
+    ),
+    "send-done": _async_token(
+        "  p = f32[4] parameter(0)\n  t = token[] after-all()\n  sd = (f32[4], u32[], token[]) send(p, t), channel_id=1\n",
+        ["(f32[4], u32[], token[])"],
+        "send-done(x0), channel_id=1",
+        "token[]",
+        "sd",
+    ),
+}

@@ -32,6 +32,7 @@ from tests.conftest import ORACLE_MISSING
 from tests.grammar_samples import (
     ASYNC_ATTRS,
     ASYNC_MODULES,
+    ASYNC_TOKEN_OPS,
     ASYNC_WRAPPED,
     BAD_COMMON,
     SAMPLES,
@@ -130,6 +131,8 @@ def xla(tmp_path_factory) -> dict[str, dict]:
         jobs[f"async:{key}:{update}"] = async_of_sample(key, update)  # type: ignore[assignment]
     for key, text in ASYNC_ATTRS.items():
         jobs[f"async:attrs:{key}"] = text
+    for key, text in ASYNC_TOKEN_OPS.items():
+        jobs[f"async:token:{key}"] = text
     for key, text in BAD_COMMON.items():
         jobs["bad:" + key] = text
     for i, inst in enumerate(_XLA_INFERS_INVALID):
@@ -357,6 +360,12 @@ def test_async_sugar_common_attributes_print_as_xla(xla, key):
     """Sharding, frontend_attributes, statistics, metadata, ... on the wrapped instruction,
     the start and the done of a sugared async op print where XLA prints them."""
     _check_async(xla, f"async:attrs:{key}")
+
+
+@needs_oracle
+@pytest.mark.parametrize("key", list(ASYNC_TOKEN_OPS))
+def test_async_sugar_of_token_ops_prints_as_xla(xla, key):
+    _check_async(xla, f"async:token:{key}")
 
 
 def _check_async(xla: dict[str, dict], job: str) -> None:
