@@ -876,3 +876,9 @@ ASYNC_TOKEN_OPS: dict[str, str] = {
         "sd",
     ),
 }
+_add(
+    "scan/operand-layout",
+    _params("f32[8,2]{0,1}", "f32[2]")
+    + "\nROOT r = (f32[8,2], f32[2]) scan(p0, p1), dimensions={0}, num_carries=1, to_apply=step2",
+    _SCAN_BODY.replace("step {", "step2 {").replace("f32[]", "f32[2]"),
+)
