@@ -364,29 +364,29 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
     if et == "pred":
         vals = []
         for t in tokens:
-            if t in ("1", "true"):
-                vals.append(True)
-            elif t in ("0", "false"):
-                vals.append(False)
+            if t in ("true", "false"):
+                vals.append(t == "true")
+            elif _is_int_token(t):  # XLA: any integer, nonzero is true
+                vals.append(int(t) != 0)
             else:
                 raise ValueError(f"{t!r} is not a pred value")
         return np.array(vals, dtype=np.bool_)
     if et[0] in "su":
         ints = [int(t) for t in tokens]
-        info = np.iinfo(np.int64 if et[0] == "s" else np.uint64)
         bits = int(et[1:])
         lo, hi = (
             (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if et[0] == "s" else (0, (1 << bits) - 1)
         )
+        if bits == 64:  # XLA: any s64 or u64 number, as its 64 bits
+            lo, hi = -(1 << 63), (1 << 64) - 1
         for v in ints:
             if not lo <= v <= hi:
-                # XLA accepts negative values for unsigned types by bit-casting.
-                if et[0] == "u" and -(1 << (bits - 1)) <= v < 0:
-                    continue
                 raise ValueError(f"{v} out of range for {et}")
-        del info
+        mask = (1 << bits) - 1
         if et[0] == "u":
-            ints = [v & ((1 << bits) - 1) for v in ints]
+            ints = [v & mask for v in ints]
+        elif bits == 64:
+            ints = [(v & mask) - (1 << 64) if v & (1 << 63) else v for v in ints]
         if et in ("s1", "u1"):
             return np.array(ints, dtype=dtype)
         return np.array(ints, dtype=np.int64 if et[0] == "s" else np.uint64).astype(dtype)

@@ -57,6 +57,15 @@ CASES = {
     "CRLF line ends": _root("ROOT p = f32[3] parameter(0) // x").replace("\n", "\r\n"),
     "out-of-range integer literal": _root("ROOT c = f32[] constant(99999999999999999999)"),
 }
+# Integer literals: exact range below 64 bits (no negative unsigned), any s64/u64 number
+# as its 64 bits, any integer for pred (nonzero is true).
+for _t, _v in [("u2", "-2"), ("u8", "-1"), ("u16", "-1"), ("u8[2]", "{1, -1}"), ("u4", "4"),
+               ("s8", "200"), ("s32", "4294967295"), ("s4", "-8"), ("u64", "-1"),
+               ("u64", "-9223372036854775808"), ("s64", "18446744073709551615"),
+               ("s64[2]", "{1, 9223372036854775808}"), ("pred", "2"), ("pred", "-1"),
+               ("pred[2]", "{1, 2}")]:  # fmt: skip
+    _shape = _t if "[" in _t else f"{_t}[]"
+    CASES[f"{_t} literal {_v}"] = _root(f"ROOT c = {_shape} constant({_v})")
 
 KNOWN_DIFFERENCES = {
     "newline inside a shape": "the lexer's shape pattern stops at a newline",
