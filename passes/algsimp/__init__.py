@@ -85,7 +85,8 @@ class AlgebraicSimplifierPass(HloModulePass):
     """Rewrite a dot that contracts nothing (an outer product) or of scalars into a multiply."""
 
     enable_conv_simplification: bool = True
-    """Simplify convolutions (swap operands, 1x1 convolutions, empty convolutions)."""
+    """Rewrite a convolution with a 1x..x1 window (no stride, padding, dilation or groups)
+    into a dot."""
 
     use_associative_reordering: bool = False
     """Reorder dot chains `(A B) C <-> A (B C)` when it saves flops (XLA's option)."""
@@ -189,6 +190,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     reduce.ReduceOfConcatenate, reduce.ReduceOfBroadcastIdempotent,
     slice.SliceOfBroadcast, slice.SliceRedundantStride, pad.PadOfScalarBroadcast,
     select.SelectOfCompareToMinMax, power.DivideByRsqrt,
+    convolution.ConvolutionToDot, dot.DotAssociativeReordering,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 
