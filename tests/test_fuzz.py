@@ -97,10 +97,13 @@ def test_fuzz_no_crash_no_hang(campaign):
 
 
 def test_fuzz_prints_are_accepted_by_xla(campaign, xla):
+    """Every accepted mutant's print is accepted by XLA's parser. Where XLA rejects the
+    mutant itself too, hlopass accepted more than XLA (found this way: `"\\main"` escapes,
+    send-done channels, all-to-all split dimensions, dynamic-reshape sizes); on this seed
+    there is no such case left, so any is a regression to fix or to list with its reason."""
     differences = fuzz.xla_differences(campaign.printed)
-    ours = [d for d in differences if "and the mutant itself" not in d[2]]
-    listing = "\n".join(f"{r}\n{m[:400]}" for m, _, r in ours[:3])
-    assert not ours, f"XLA accepts the mutant but not our print of it:\n{listing}"
+    listing = "\n".join(f"{r}\n{m[:400]}" for m, _, r in differences[:3])
+    assert not differences, f"{len(differences)} print(s) XLA rejects:\n{listing}"
 
 
 def test_rejected_mutants_raise_only_parse_errors():
