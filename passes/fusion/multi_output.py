@@ -157,6 +157,34 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
     )
 
 
+def output_index(a: HloOp, v: SSAValue) -> int | None:
+    """Which output of `a` the value `v` is: 0 for a's own result when a has one output,
+    the index of a get-tuple-element of a multi-output a, else None."""
+    if v is a.result:
+        return None if isinstance(a.shape, TupleShape) else 0
+    owner = v.owner
+    element = isinstance(owner, HloOp) and owner.opcode == "get-tuple-element"
+    if element and owner.operands[0] is a.result:  # type: ignore[union-attr]
+        return owner.attr("index")  # type: ignore[union-attr]
+    return None
+
+
+def readers_through_elements(op: HloOp) -> list[Operation]:
+    """Who reads op's value: its users, or, for a multi-output op, its elements' users."""
+    out: list[Operation] = []
+    for use in op.result.uses:
+        u = use.operation
+        if (
+            isinstance(op.shape, TupleShape)
+            and isinstance(u, HloOp)
+            and (u.opcode == "get-tuple-element")
+        ):
+            out += [w.operation for w in u.result.uses]
+        else:
+            out.append(u)
+    return list(dict.fromkeys(out))
+
+
 @dataclass
 class MergePlan:
     """A built, unplaced multi-output fused computation for kernels `a` and `b`."""
@@ -188,21 +216,24 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
         return got
 
     outputs: list[SSAValue] = []
-    a_out: SSAValue | None = None
+    a_outs: list[SSAValue] = []
+
+    def bind(v: SSAValue, k: int) -> SSAValue:
+        """b's read of a (directly, or an element of a multi-output a) becomes a's value."""
+        i = output_index(a, v) if k == 1 else None
+        return a_outs[i] if i is not None and i < len(a_outs) else param(v)
+
     for k, op in enumerate((a, b)):
         mapping: dict[SSAValue, SSAValue] = {}
         if op.opcode == "fusion":
             comp = comps[op.attr("calls")]
             for p in comp.parameters():
-                v = op.operands[p.attr("number")]
-                mapping[p.result] = (
-                    a_out if (k == 1 and v is a.result and a_out is not None) else param(v)
-                )
+                mapping[p.result] = bind(op.operands[p.attr("number")], k)
             body = [x for x in comp.instructions if x.opcode != "parameter"]
             root = comp.root
         else:
             for v in op.operands:
-                mapping[v] = a_out if (k == 1 and v is a.result and a_out is not None) else param(v)
+                mapping[v] = bind(v, k)
             body, root = [op], op
         for x in body:
             clone = x.clone(value_mapper=mapping)
@@ -217,7 +248,7 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
         else:
             outs = [r]
         if k == 0:
-            a_out = outs[0] if len(outs) == 1 else None
+            a_outs = list(outs)
         outputs += outs
     return MergePlan(block, operands, outputs, members)
 
@@ -383,7 +414,7 @@ class MultiOutputDriver:
                 return CYCLE
         else:
             for v in b.operands:
-                if v is not a.result and reach.reaches(a, v.owner):
+                if output_index(a, v) is None and v is not a.result and reach.reaches(a, v.owner):
                     return CYCLE
         return None
 
@@ -445,12 +476,11 @@ class MultiOutputDriver:
                 changed |= self._merge_siblings(readers, reach)
         # producer-consumer: a producer read by several kernels joins one of them
         for p in list(self.comp.instructions):
-            if p.parent is None or isinstance(p.shape, TupleShape):
+            if p.parent is None or (isinstance(p.shape, TupleShape) and p.opcode != "fusion"):
                 continue
             if not mof_root_eligible(p, comps):
                 continue
-            readers = [u.operation for u in p.result.uses]
-            readers = [r for r in dict.fromkeys(readers) if isinstance(r, HloOp)]
+            readers = [r for r in readers_through_elements(p) if isinstance(r, HloOp)]
             if len(readers) < 2:
                 continue
             for c in readers:
