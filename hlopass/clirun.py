@@ -33,7 +33,24 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     instead of the usage block followed by the error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{self._hint(message)} "
+                  f"(see {self.prog} --help)\n")  # fmt: skip
+
+    def _hint(self, message: str) -> str:
+        """` (did you mean '--x'?)` for a misspelt flag or choice."""
+        import difflib
+
+        if message.startswith("unrecognized arguments: "):
+            words = [w.split("=")[0] for w in message.split(": ", 1)[1].split()]
+            flags = [f for a in self._actions for f in a.option_strings if f.startswith("--")]
+            pool, word = flags, next((w for w in words if w.startswith("-")), "")
+        else:
+            m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+            if m is None:
+                return ""
+            pool, word = re.findall(r"'([^']*)'", m.group(2)), m.group(1)
+        close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6) if word else []
+        return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def error_line(e: BaseException, where: str) -> str:

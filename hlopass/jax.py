@@ -8,8 +8,9 @@
 
 `compile(fn, pipeline)` lowers `fn` with `jax.jit` for the arguments of each call (one
 lowering per argument shapes and dtypes, as `jax.jit` caches), runs the pipeline on the
-module, prints it and has XLA compile and run the printed module (XLA:CPU, the platform
-this build of jaxlib runs on). Outputs come back with `fn`'s output structure, so the
+module, prints it and has XLA compile and run the printed module on jax's default platform
+(XLA:CPU here; the GPU where jax has one). Outputs are jax arrays left on the device, as
+`jax.jit` returns them. Outputs come back with `fn`'s output structure, so the
 callable slots into a training loop in place of `jax.jit(fn)` and the two can be compared
 for values and run time. `.module(*args)` gives the transformed module, `.runner` the last
 run's instrumentation (pass log, timings with `time_passes=True`).
@@ -69,7 +70,8 @@ class Compiled:
         if self.pipeline:
             self.runner = Runner(**self.runner_options)
             self.runner.run(parse_pass_pipeline(self.pipeline), module)
-        run = oracle.compile(print_hlo(module))
+        # on jax's default platform (the GPU when there is one), outputs left on the device
+        run = oracle.compile(print_hlo(module), jax.default_backend(), numpy=False)
         return run, lowered.out_tree, module
 
     def _entry(

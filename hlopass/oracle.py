@@ -60,21 +60,23 @@ def cost_analysis(text: str) -> dict[str, float]:
     return dict(xc._xla.hlo_module_cost_analysis(client, parse(text)))
 
 
-def compile(text: str) -> Any:
-    """Compile an HLO module for XLA:CPU; call the result with a list of arrays to run it."""
+def compile(text: str, platform: str = "cpu", numpy: bool = True) -> Any:
+    """Compile an HLO module for XLA:CPU (or another of jax's platforms, e.g. "gpu"); call
+    the result with a list of arrays to run it. Outputs are numpy arrays, or with
+    `numpy=False` jax arrays left on the device (no copy, no wait: what jax.jit returns)."""
     import jax
 
     xc = _xc()
     module = parse(text)
     mlir = xc._xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-    devices = jax.devices("cpu")[:1]
+    devices = jax.devices(platform)[:1]
     client = devices[0].client
     exe = client.compile_and_load(mlir, xc.DeviceList(tuple(devices)), xc.CompileOptions())
 
     def run(args: list[Any]) -> list[Any]:
         results = exe.execute_sharded([jax.device_put(a, devices[0]) for a in args])
         arrays = results.disassemble_into_single_device_arrays()
-        return [_numpy(a[0]) for a in arrays]
+        return [_numpy(a[0]) for a in arrays] if numpy else [a[0] for a in arrays]
 
     return run
 

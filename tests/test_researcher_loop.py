@@ -4,6 +4,7 @@ on them, the shipped lit configuration, run_pass, check_equivalent and the CLI p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import subprocess
@@ -258,11 +259,38 @@ def test_short_device_names_and_cost_sorting(tmp_path):
     assert "transcendentals" in p.stdout and "dram_bytes" in p.stdout
 
 
-def test_every_flag_has_help():
-    parser = build_opt_parser()
-    for action in parser._actions:
-        if not isinstance(action, argparse._HelpAction):
-            assert action.help, f"{action.option_strings or action.dest} has no help text"
+def test_every_flag_of_every_command_has_help(monkeypatch):
+    """Every option of hlopass-opt and of each `hlopass` subcommand (their parsers are
+    caught as each command builds its own)."""
+    from hlopass.cli import main
+
+    seen: list[argparse.ArgumentParser] = []
+
+    def catch(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(self)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
+    for cmd in ("opt", "run", "cost", "rank", "viz"):
+        with contextlib.suppress(SystemExit):
+            main([cmd, "m.hlo"])
+    assert [p.prog for p in seen][1:] == [f"hlopass {c}" for c in ("run", "cost", "rank", "viz")]
+    for parser in [build_opt_parser(), *seen]:
+        for action in parser._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{parser.prog}: {action.option_strings or action.dest}"
+
+
+def test_did_you_mean_for_misspelt_flags_and_choices(tmp_path):
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text(HLO)
+    for args, want in (([OPT, str(hlo), "--trace-rewritez"], "did you mean '--trace-rewrites'?"),
+                       ([HLOPASS, "cost", str(hlo), "--sort", "tim"], "did you mean 'time'?"),
+                       ([HLOPASS, "viz", str(hlo), "--formt", "svg"], "did you mean '--format'?"),
+                       ([HLOPASS, "run", str(hlo), "--inputz", "x"], "did you mean '--inputs'?")):  # fmt: skip
+        p = run(args)
+        assert p.returncode == 2 and want in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
 
 
 def test_stdin_at_a_terminal_says_it_reads_stdin():
@@ -297,6 +325,57 @@ def test_progress_line_only_on_a_terminal():
             time.sleep(0.1)
     assert "[hlopass]" in tty.getvalue() and "pass algsimp" in tty.getvalue()
     assert pipe.getvalue() == ""
+
+
+SLOW_PASS = """
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hlopass.rewriting import HloModulePass
+
+
+@dataclass(frozen=True)
+class Slow(HloModulePass):
+    \"\"\"Take three seconds, change nothing.\"\"\"
+
+    name: ClassVar[str] = "slow"
+
+    def run(self, ctx, module, trace=None) -> bool:
+        time.sleep(3)
+        return False
+"""
+
+
+def test_progress_line_from_hlopass_opt_at_a_terminal_only(tmp_path):
+    """A run over two seconds shows `[hlopass] 2.0s  pass slow` on a terminal's stderr and
+    clears it at the end; with stderr a pipe it prints nothing."""
+    import pty
+
+    plugin = tmp_path / "slow.py"
+    plugin.write_text(SLOW_PASS)
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text(HLO)
+    args = [OPT, str(hlo), "--load-pass-plugin", str(plugin), "-p", "slow", "-o", os.devnull]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=follower)  # fmt: skip
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    assert b"[hlopass]" in seen and b"pass slow" in seen, seen
+    assert seen.endswith(b"\r\x1b[K")  # the line is cleared when the run ends
+    piped = run(args)
+    assert piped.returncode == 0 and piped.stderr == ""
 
 
 def test_estimate_rows_and_top():

@@ -13,7 +13,9 @@ FORMATS = ("dot", "svg", "html", "me-json")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from hlopass.clirun import OneLineArgumentParser
+
+    p = OneLineArgumentParser(
         prog="hlopass viz",
         description="Draw an HLO module: instructions coloured by family, fusions and called "
         "computations as clusters, kernels with their estimated time.",
@@ -37,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import a pass plug-in before running -p")  # fmt: skip
     p.add_argument("--node-data", metavar="OUT.json",
                    help="with me-json: also write Model Explorer node data (estimated µs)")  # fmt: skip
+    p.add_argument("--explain-fusion", action="store_true",
+                   help="with -p: colour each fusion apart, mark producers kept out of "
+                   "fusion and say why (tooltips, side panel, Model Explorer attributes)")  # fmt: skip
+    p.add_argument("--explain-layout", action="store_true",
+                   help="with -p: note each dot/convolution's layout choice and the "
+                   "estimated time of every candidate")  # fmt: skip
     p.add_argument("-o", "--output", help="output file (default: stdout)")
     return p
 
@@ -76,6 +84,9 @@ def render(args: argparse.Namespace) -> str:
         raise HloError("error: two FILEs need --diff (more than two are not drawn together)")
     if args.diff and len(args.files) == 1 and not args.passes:
         raise HloError("error: --diff needs two FILEs or one FILE and -p PIPELINE")
+    explaining = args.explain_fusion or args.explain_layout
+    if explaining and not args.passes:
+        raise HloError("error: --explain-fusion/--explain-layout need -p PIPELINE")
     budget = args.max_nodes or (20000 if fmt == "me-json" else 400)
     device = None if args.no_cost else args.device
     if device:
@@ -92,12 +103,22 @@ def render(args: argparse.Namespace) -> str:
             load_pass_plugin(plugin)
         if args.diff and len(modules) == 1:
             modules.insert(0, modules[0].clone())
-        run_pipeline(modules[-1], args.passes)
+        if explaining:
+            from hlopass.viz.explain import collect
+
+            notes = collect(lambda: run_pipeline(modules[-1], args.passes),
+                            args.explain_fusion, args.explain_layout)  # fmt: skip
+        else:
+            run_pipeline(modules[-1], args.passes)
 
     def graph(m):  # noqa: ANN001, ANN202
         return build_graph(m, device, args.focus, args.radius, budget)
 
     graphs = [graph(m) for m in modules]
+    if explaining:
+        from hlopass.viz.explain import apply
+
+        apply(graphs[-1], notes)
     marks: dict[str, str] | None = None
     if args.diff:
         from hlopass.viz.diff import diff_marks
@@ -116,7 +137,7 @@ def render(args: argparse.Namespace) -> str:
             from hlopass.cli import write_output
 
             write_output(args.node_data, node_data(labelled))
-        return to_me_json(labelled)
+        return to_me_json(labelled, marks=marks)
     g = graphs[-1]
     if fmt == "html":
         from hlopass.viz.html import to_html

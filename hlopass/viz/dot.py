@@ -30,12 +30,21 @@ COLOURS: dict[str, tuple[str, str]] = {
     "fusion": ("#90caf9", "black"),
 }
 GROUP_FILL = {"fusion": "#e3f2fd", "body": "#f5f5f5", "condition": "#fafafa"}
+# one pale colour per fusion when the fusion explanation is drawn
+FUSION_PALETTE = ("#e3f2fd", "#fce4ec", "#e8f5e9", "#fff3e0", "#ede7f6", "#e0f7fa",
+                  "#f9fbe7", "#fbe9e7", "#e8eaf6", "#f1f8e9", "#fffde7", "#efebe9")  # fmt: skip
+KEPT = "#d81b60"
 ADDED, REMOVED, CHANGED = "#2e7d32", "#c62828", "#ef6c00"
 
 
 def _q(text: str) -> str:
     """A DOT string literal."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+# Graphviz's scanner refuses a quoted string over 16384 bytes (a tuple-shaped ROOT of Llama
+# 3.1 8B prints longer than that); tooltips are cut well below it, in bytes of UTF-8.
+TOOLTIP_CHARS = 4000
 
 
 def _short(text: str, n: int = 48) -> str:
@@ -55,6 +64,8 @@ def node_label(n: Node) -> str:
         _short(n.shape),
     ]
     c = cost_line(n.cost)
+    if n.kept:
+        lines.append("kept out of fusion")
     return "\n".join(lines + ([c] if c else []))
 
 
@@ -79,6 +90,8 @@ def to_dot(g: Graph, marks: dict[str, str] | None = None) -> str:
     for nid, n in g.nodes.items():
         members.setdefault(n.group, []).append(nid)
 
+    fusion_index: dict[str, int] = {}
+
     def emit(group: str, indent: str) -> None:
         for nid in members.get(group, []):
             out.append(indent + _node(ids[nid], g.nodes[nid], (marks or {}).get(nid)))
@@ -87,6 +100,10 @@ def to_dot(g: Graph, marks: dict[str, str] | None = None) -> str:
             out.append(f"{indent}subgraph {clusters[gid]} {{")
             glabel = grp.label + (f"\n{cost_line(grp.cost)}" if grp.cost else "")
             fill = GROUP_FILL.get(grp.kind, "#fafafa")
+            if g.colour_fusions and grp.kind == "fusion":
+                fill = FUSION_PALETTE[
+                    fusion_index.setdefault(gid, len(fusion_index)) % len(FUSION_PALETTE)
+                ]
             out.append(f'{indent}  label={_q(glabel)}; style="rounded,filled"; fillcolor="{fill}";'
                        f' color="#90a4ae"; fontsize=10; id={_q("g:" + grp.label.split(" ")[0])};')  # fmt: skip
             emit(gid, indent + "  ")
@@ -104,12 +121,19 @@ def to_dot(g: Graph, marks: dict[str, str] | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def tooltip(n: Node) -> str:
+    """The node's HLO line, then what the fusion/layout passes said about it."""
+    return "\n".join([n.text or n.name, *n.notes])
+
+
 def _node(did: str, n: Node, mark: str | None) -> str:
     fill, font = COLOURS.get(n.family, COLOURS["elementwise"])
     attrs = [f"id={_q(did)}", f"label={_q(node_label(n))}", f'fillcolor="{fill}"',
-             f'fontcolor="{font}"', f"tooltip={_q(n.text or n.name)}"]  # fmt: skip
+             f'fontcolor="{font}"', f"tooltip={_q(_short(tooltip(n), TOOLTIP_CHARS))}"]  # fmt: skip
     if n.opcode == "parameter":
         attrs.append("shape=ellipse")
+    if n.kept and not mark:
+        attrs += [f'color="{KEPT}"', "penwidth=2", 'style="rounded,filled,dashed"']
     if mark:
         colour = {"added": ADDED, "removed": REMOVED, "changed": CHANGED}[mark]
         attrs += [f'color="{colour}"', "penwidth=3"]

@@ -116,6 +116,10 @@ class Node:
     cost: dict[str, Any] | None = None
     collapsed: int = 0
     """For a fusion drawn as one node: how many fused instructions it stands for."""
+    notes: list[str] = field(default_factory=list)
+    """What the fusion and layout passes said about it (`hlopass.viz.explain`)."""
+    kept: bool = False
+    """A producer that a fusion pass considered and left out of every fusion."""
 
 
 @dataclass
@@ -145,6 +149,8 @@ class Graph:
     device: str = ""
     aliases: dict[str, str] = field(default_factory=dict)
     """Instruction names drawn as groups (expanded fusions) -> the node id of their root."""
+    colour_fusions: bool = False
+    """Give each fusion cluster a colour of its own (the fusion explanation overlay)."""
 
     def nx(self) -> nx.DiGraph:
         g = nx.DiGraph()

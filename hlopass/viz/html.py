@@ -57,6 +57,7 @@ function show(id) {
   h += `<pre>${esc(n.text)}</pre>`;
   if (n.op_name) h += `<div><b>op_name</b> ${esc(n.op_name)}</div>`;
   if (n.source) h += `<div><b>source</b> ${esc(n.source)}</div>`;
+  if (n.notes && n.notes.length) h += `<h4>why</h4><ul>` + n.notes.map(x => `<li>${esc(x)}</li>`).join('') + '</ul>';
   if (n.cost) {
     const c = n.cost;
     h += `<h4>estimated on ${esc(data.device)}</h4><table>` +
@@ -111,6 +112,7 @@ def to_html(g: Graph, marks: dict[str, str] | None = None, title: str | None = N
                 "op_name": n.op_name,
                 "source": n.source,
                 "cost": n.cost,
+                "notes": n.notes,
             }
             for nid, n in g.nodes.items()
         },  # fmt: skip

@@ -1,7 +1,8 @@
 """Model Explorer's graph JSON (and node-data JSON) of a `Graph`, without Model Explorer.
 
 Model Explorer (`pip install ai-edge-model-explorer`, or hlopass's `viz` extra) loads these
-files directly, or through the adapter in `hlopass.viz.model_explorer`. Mapping:
+files directly (`model-explorer graphs.json`, its JSON loader; `--node_data_paths=nd.json`
+for the cost overlay), or HLO through the adapter in `hlopass.viz.model_explorer`. Mapping:
 
 - each instruction is a node (`label` its opcode, `attrs` its name, shape, HLO text,
   metadata and estimated cost, `outputsMetadata` its shape);
@@ -41,8 +42,11 @@ def _namespaces(g: Graph) -> dict[str, str]:
     return out
 
 
-def to_me_graph(g: Graph, graph_id: str | None = None) -> dict[str, Any]:
-    """One Model Explorer `Graph` as a dict (graph_builder.Graph's fields)."""
+def to_me_graph(
+    g: Graph, graph_id: str | None = None, marks: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One Model Explorer `Graph` as a dict (graph_builder.Graph's fields); `marks` (node id
+    -> added/changed, from a diff) become a `diff` attribute."""
     ns = _namespaces(g)
     incoming: dict[str, list[dict[str, str]]] = {}
     for s, t, _ in g.edges:
@@ -58,6 +62,12 @@ def to_me_graph(g: Graph, graph_id: str | None = None) -> dict[str, Any]:
             attrs.append({"key": "op_name", "value": n.op_name})
         if n.source:
             attrs.append({"key": "source", "value": n.source})
+        if marks and nid in marks:
+            attrs.append({"key": "diff", "value": marks[nid]})
+        if n.notes:
+            attrs.append({"key": "explain", "value": "\n".join(n.notes)})
+        if n.kept:
+            attrs.append({"key": "fusion", "value": "kept out"})
         if n.cost:
             attrs += [{"key": "estimated_us", "value": f"{n.cost['time_us'] * n.cost.get('count', 1):.3f}"},
                       {"key": "bound", "value": str(n.cost["bound"])},
@@ -75,9 +85,19 @@ def to_me_graph(g: Graph, graph_id: str | None = None) -> dict[str, Any]:
     return {"id": graph_id or g.name, "nodes": nodes}
 
 
-def to_me_json(graphs: list[tuple[str, Graph]]) -> str:
-    """`{"graphs": [...]}` for one or more labelled graphs (e.g. before and after a pipeline)."""
-    return json.dumps({"graphs": [to_me_graph(g, label) for label, g in graphs]})
+def to_me_json(
+    graphs: list[tuple[str, Graph]],
+    label: str | None = None,
+    marks: dict[str, str] | None = None,
+) -> str:
+    """A Model Explorer graph collection, `{"label": ..., "graphs": [...]}`, of one or more
+    labelled graphs (e.g. before and after a pipeline): the form Model Explorer's JSON
+    loader reads (it refuses a bare `{"graphs": [...]}`), and `graph_builder.GraphCollection`'s
+    fields."""
+    label = label or (graphs[0][1].name if graphs else "hlo")
+    last = len(graphs) - 1
+    out = [to_me_graph(g, name, marks if i == last else None) for i, (name, g) in enumerate(graphs)]
+    return json.dumps({"label": label, "graphs": out})
 
 
 def node_data(graphs: list[tuple[str, Graph]], what: str = "time_us") -> str:
