@@ -253,7 +253,11 @@ class _Parser:
             elements: list[Shape] = []
             if not self.accept(")"):
                 while True:
+                    at = self.lx.peek()[2]
                     elements.append(self.shape())
+                    why = _tuple_element_problem(elements[-1])
+                    if why is not None:
+                        self.error(why, at)
                     if self.accept(")"):
                         break
                     self.expect(",")
@@ -284,6 +288,8 @@ class _Parser:
                 )
             except ValueError:
                 return None  # `shape` reports it at the element's place
+            if any(_tuple_element_problem(e) for e in tup.elements):
+                return None  # likewise
             _TUPLE_CACHE[m.group()] = tup
         self.lx.pos = m.end()
         return tup
@@ -798,6 +804,17 @@ def _escape_error(m: re.Match[str]) -> str | None:
         if other in "uU":
             return f"\\{other} must be followed by {4 if other == 'u' else 8} hex digits"
         return f"unknown escape sequence {m.group(0)}"
+    return None
+
+
+def _tuple_element_problem(shape: Shape) -> str | None:
+    """What XLA's parser finds wrong with an element of a tuple shape beyond what it checks
+    in any array shape: it validates a tuple's layouts, where a tile dimension of 0 is an
+    error (found by the fuzzer: `(f32[5,5]{1,0:T(0)})`; a lone array shape may have it)."""
+    layout = getattr(shape, "layout", None)
+    for tile in getattr(layout, "tiles", ()):
+        if any(d is not None and d <= 0 for d in tile.dims):
+            return f"tile {tile} of a tuple element's layout must have positive sizes"
     return None
 
 
@@ -1715,6 +1732,10 @@ class ModuleParser(_Parser):
                 operands = fast
             elif not self.accept(")"):
                 while True:
+                    while self.accept(","):  # XLA skips empty items: add(, a,, b,)
+                        pass
+                    if self.accept(")"):
+                        break
                     operands.append(self.operand(values, block))
                     if self.accept(")"):
                         break

@@ -203,6 +203,11 @@ PARSER_RULES = {
         "all-to-all takes one split dimension, got dimensions={}",
         _m(["s32[16,4,64]"], "s32[16,4,64] all-to-all(p0)"),
     ),
+    "tuple_tile_zero": (  # XLA validates the layouts of a tuple shape, not of an array one
+        _m(["f32[5,5]"], "(f32[5,5]{1,0:T(0)}) tuple(p0)"),
+        "tile (0) of a tuple element's layout must have positive sizes",
+        _m(["f32[5,5]"], "(f32[5,5]{1,0:T(2)}) tuple(p0)"),
+    ),
     "dynamic_reshape_sizes": (  # XLA aborts on it (a CHECK failure)
         _m(["f64[256]", "s32[]"], "f64[16,16] dynamic-reshape(p0, p1)"),
         "dynamic-reshape to f64[16,16] takes the operand and 2 size operand(s), got 1",
