@@ -191,6 +191,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     slice.SliceOfBroadcast, slice.SliceRedundantStride, pad.PadOfScalarBroadcast,
     select.SelectOfCompareToMinMax, power.DivideByRsqrt,
     convolution.ConvolutionToDot, dot.DotAssociativeReordering,
+    dynamic_slice.DynamicSliceOfIota,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import array, is_scalar_broadcast
+from hlopass.passes.algsimp.helpers import array, et, highest, is_scalar_broadcast, src
 from hlopass.rewriting import const_array, value_shape
+from hlopass.shape import is_integral, scalar
 
 
 class DynamicSliceFull(Simplification):
@@ -104,3 +105,33 @@ class DynamicUpdateSliceOfBroadcastToPad(Simplification):
             low = min(max(int(c.reshape(-1)[0]), 0), dim - size)
             pads.append(A.PadDim(low, dim - size - low, 0))
         return self.new("pad", [u, b.operands[0]], shape, {"padding": tuple(pads)}, like=op)
+
+
+class DynamicSliceOfIota(Simplification):
+    """`dynamic-slice(iota(d), i...) -> add(iota(d), broadcast(convert(clamp(0, i_d, n - s))))`
+    of the slice's shape (integer iota: the slice counts on from the clamped start)."""
+
+    OPCODES = ("dynamic-slice",)
+
+    def rewrite(self, op: HloOp):
+        x, *idx = op.operands
+        iota = src(x, "iota")
+        s, shape = array(value_shape(x)), array(op.shape)
+        if iota is None or s is None or shape is None or s.is_dynamic or len(idx) != s.rank:
+            return None
+        t = shape.element_type
+        if not is_integral(t):
+            return None
+        d = iota.attr("iota_dimension")
+        i, it = idx[d], et(idx[d])
+        n, size = s.dims[d], shape.dims[d]
+        if n - size > highest(it):  # (the bound must fit the index type)
+            return None
+        lo = self.const(0, scalar(it))
+        hi = self.const(n - size, scalar(it))
+        start = self.new("clamp", [lo.result, i, hi.result], scalar(it), like=op).result
+        if it != t:
+            start = self.new("convert", [start], scalar(t), like=op).result
+        small = self.new("iota", [], shape, {"iota_dimension": d}, like=iota)
+        b = self.new("broadcast", [start], shape, {"dimensions": ()}, like=op)
+        return self.new("add", [small.result, b.result], shape, like=op)
