@@ -57,6 +57,10 @@ CASES = {
     "CRLF line ends": _root("ROOT p = f32[3] parameter(0) // x").replace("\n", "\r\n"),
     "out-of-range integer literal": _root("ROOT c = f32[] constant(99999999999999999999)"),
 }
+for _ops in ("p, , p", "p, p,", ", p, p", ",,p,,,p,", "p p"):  # empty operand list items
+    CASES[f"operands ({_ops})"] = (
+        f"HloModule m\nENTRY e {{\n  p = f32[] parameter(0)\n  ROOT a = f32[] add({_ops})\n}}\n"
+    )
 # Integer literals: exact range below 64 bits (no negative unsigned), any s64/u64 number
 # as its 64 bits, any integer for pred (nonzero is true).
 for _t, _v in [("u2", "-2"), ("u8", "-1"), ("u16", "-1"), ("u8[2]", "{1, -1}"), ("u4", "4"),
