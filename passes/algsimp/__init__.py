@@ -191,7 +191,9 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     slice.SliceOfBroadcast, slice.SliceRedundantStride, pad.PadOfScalarBroadcast,
     select.SelectOfCompareToMinMax, power.DivideByRsqrt,
     convolution.ConvolutionToDot, dot.DotAssociativeReordering,
-    dynamic_slice.DynamicSliceOfIota,
+    dynamic_slice.DynamicSliceOfIota, dynamic_slice.DynamicSliceTrivialIndex,
+    dynamic_slice.DynamicUpdateSliceTrivialIndex, broadcast.BroadcastDropDegenerateDims,
+    transpose_reshape.ReshapeOfIota,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -92,3 +92,26 @@ class BroadcastSinkBinary(Simplification):
             attrs["type"] = op.attr("type")  # type: ignore[index]
         inner = self.new(op.opcode, [a, b], small, attrs, like=op)
         return self.new("broadcast", [inner.result], shape, {"dimensions": dims}, like=op)
+
+
+class BroadcastDropDegenerateDims(Simplification):
+    """`broadcast(x, dims)` where x has size-1 dimensions ->
+    `broadcast(reshape(x without them), dims without them)` (XLA's canonical form: only
+    the dims that carry data are mapped)."""
+
+    OPCODES = ("broadcast",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        s, shape = array(value_shape(x)), array(op.shape)
+        if s is None or shape is None or s.is_dynamic or shape.is_dynamic:
+            return None
+        dims = tuple(op.attr("dimensions") or ())
+        keep = [i for i in range(s.rank) if s.dims[i] != 1]
+        if len(keep) == s.rank:
+            return None
+        small = shape_array(s.element_type, [s.dims[i] for i in keep])
+        r = self.new("reshape", [x], small, like=op)
+        return self.new("broadcast", [r.result], shape,
+                        {"dimensions": tuple(dims[i] for i in keep)}, like=op)  # fmt: skip

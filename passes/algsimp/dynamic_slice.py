@@ -6,7 +6,7 @@ from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, et, highest, is_scalar_broadcast, src
-from hlopass.rewriting import const_array, value_shape
+from hlopass.rewriting import const_array, is_zero, value_shape
 from hlopass.shape import is_integral, scalar
 
 
@@ -135,3 +135,52 @@ class DynamicSliceOfIota(Simplification):
         small = self.new("iota", [], shape, {"iota_dimension": d}, like=iota)
         b = self.new("broadcast", [start], shape, {"dimensions": ()}, like=op)
         return self.new("add", [small.result, b.result], shape, like=op)
+
+
+def _zero_index(self: Simplification, op: HloOp, first: int, sizes, dims):
+    """The operands of `op` with the index of each fully covered dimension (slice as big
+    as the operand: the start clamps to 0) replaced by a constant 0; None if none changes."""
+    operands = list(op.operands)
+    changed = False
+    for k, (size, dim) in enumerate(zip(sizes, dims, strict=True)):
+        v = operands[first + k]
+        if size == dim and not is_zero(v):
+            operands[first + k] = self.const(0, scalar(et(v))).result
+            changed = True
+    return operands if changed else None
+
+
+class DynamicSliceTrivialIndex(Simplification):
+    """`dynamic-slice(x, ..., i_k, ...)` with slice size = x's size on dim k ->
+    the same with `i_k = 0` (the start clamps to 0 whatever i_k is)."""
+
+    OPCODES = ("dynamic-slice",)
+
+    def rewrite(self, op: HloOp):
+        s = array(value_shape(op.operands[0]))
+        if s is None or s.is_dynamic or len(op.operands) != s.rank + 1:
+            return None
+        sizes = op.attr("dynamic_slice_sizes")
+        operands = _zero_index(self, op, 1, sizes, s.dims)
+        if operands is None:
+            return None
+        return self.new("dynamic-slice", operands, op.shape,
+                        {"dynamic_slice_sizes": tuple(sizes)}, like=op)  # fmt: skip
+
+
+class DynamicUpdateSliceTrivialIndex(Simplification):
+    """`dynamic-update-slice(x, u, ..., i_k, ...)` with u as big as x on dim k ->
+    the same with `i_k = 0` (the start clamps to 0 whatever i_k is)."""
+
+    OPCODES = ("dynamic-update-slice",)
+
+    def rewrite(self, op: HloOp):
+        s, su = array(value_shape(op.operands[0])), array(value_shape(op.operands[1]))
+        if s is None or su is None or s.is_dynamic or su.is_dynamic:
+            return None
+        if len(op.operands) != s.rank + 2:
+            return None
+        operands = _zero_index(self, op, 2, su.dims, s.dims)
+        if operands is None:
+            return None
+        return self.new("dynamic-update-slice", operands, op.shape, like=op)

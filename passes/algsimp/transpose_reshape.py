@@ -94,3 +94,26 @@ class TransposeIsReshape(Simplification):
         if big != sorted(big):
             return None
         return self.new("reshape", [x], op.shape, like=op)
+
+
+class ReshapeOfIota(Simplification):
+    """`reshape(iota(d))` that only adds or removes size-1 dimensions -> `iota(d')` of the
+    reshape's shape (d' the position dimension d moves to)."""
+
+    OPCODES = ("reshape",)
+
+    def rewrite(self, op: HloOp):
+        iota = src(op.operands[0], "iota")
+        shape = array(op.shape)
+        if iota is None or shape is None or shape.is_dynamic:
+            return None
+        s = array(value_shape(op.operands[0]))
+        d = iota.attr("iota_dimension")
+        big_in = [(i, n) for i, n in enumerate(s.dims) if n != 1]  # type: ignore[union-attr]
+        big_out = [(i, n) for i, n in enumerate(shape.dims) if n != 1]
+        if [n for _, n in big_in] != [n for _, n in big_out]:
+            return None  # the reshape regroups elements
+        if s.dims[d] == 1:  # type: ignore[union-attr]
+            return self.const(0, shape)  # every element of a size-1 iota dimension is 0
+        new_d = big_out[[i for i, _ in big_in].index(d)][0]
+        return self.new("iota", [], shape, {"iota_dimension": new_d}, like=iota)
