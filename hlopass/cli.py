@@ -213,7 +213,19 @@ def opt_main(argv: Sequence[str] | None = None) -> int:
 
     args = build_opt_parser().parse_args(argv)
     with allow_mixed_precision(args.allow_mixed_precision):
-        return guard(lambda: _opt(args), "<stdin>" if args.input == "-" else args.input)
+        code = guard(lambda: _opt(args), "<stdin>" if args.input == "-" else args.input)
+    if argv is None:  # the process's own command (not a call from Python): it ends now
+        _no_collection_at_exit()
+    return code
+
+
+def _no_collection_at_exit() -> None:
+    """Freeze what is left (the module's graph of cyclic objects, garbage by now), so the
+    interpreter's last collection at exit does not traverse and free it object by object:
+    about a fifth of a Mixtral round trip's CPU time; the OS takes the memory back at once."""
+    import gc
+
+    gc.freeze()
 
 
 def _opt(args: argparse.Namespace) -> int:

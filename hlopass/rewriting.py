@@ -98,7 +98,7 @@ def forget_cached_state(module: ModuleOp) -> None:
     Today: the interpreter `hlopass.interpreter.interpreter_for(module)` keeps, whose
     computation table and per-computation schedules go stale when a pass edits the module.
     """
-    _PINNED.pop(module, None)
+    module.__dict__.pop(_PINNED, None)
     core = sys.modules.get("hlopass.interpreter.core")  # never imported just for this
     if core is not None:
         core.forget(module)
@@ -161,7 +161,7 @@ class RewriteContext:
 
     @staticmethod
     def of(module: ModuleOp, trace: TraceHook | None = None) -> RewriteContext:
-        _PINNED.pop(module, None)  # recomputed for this run
+        module.__dict__.pop(_PINNED, None)  # recomputed for this run
         return RewriteContext(module, NameUniquer(module), trace)
 
     def note(self, pattern: object, op: HloOp | None, what: str = "") -> None:
@@ -272,13 +272,14 @@ def is_removable(op: Operation) -> bool:
     return module is None or not calls_side_effect(op, _ModuleComps(module))
 
 
-_PINNED: weakref.WeakKeyDictionary[ModuleOp, frozenset[str]] = weakref.WeakKeyDictionary()
-"""Per module: names of instructions that are some instruction's control predecessor."""
+_PINNED = "_hlopass_control_predecessor_names"
+"""The module's attribute caching `control_predecessor_names` (asked for each instruction a
+pattern looks at: an attribute read is several times cheaper than a weak-dictionary one)."""
 
 
 def control_predecessor_names(module: ModuleOp) -> frozenset[str]:
     """Instructions named in some `control-predecessors={...}` (cached until a pass ends)."""
-    names = _PINNED.get(module)
+    names = module.__dict__.get(_PINNED)
     if names is None:
         found: set[str] = set()
         for comp in computations(module):
@@ -286,7 +287,8 @@ def control_predecessor_names(module: ModuleOp) -> frozenset[str]:
                 preds = op.attr("control-predecessors")
                 if preds:
                     found.update(preds)
-        names = _PINNED[module] = frozenset(found)
+        names = frozenset(found)
+        setattr(module, _PINNED, names)
     return names
 
 
@@ -341,9 +343,22 @@ _REMOVABLE_IMPURE = frozenset({"replica-id", "partition-id", "custom-call"})
 """Not marked pure, but removable when unused and without side effects (XLA's HloDCE)."""
 
 
+_CLASS_TRAITS: dict[tuple[type, type], bool] = {}
+"""(op class, trait class) -> whether the class has the trait: traits belong to the class,
+and xDSL's `has_trait` scans the class's list with `isinstance` on every call."""
+
+
+def _class_has(op: Operation, trait: type) -> bool:
+    key = (type(op), trait)
+    found = _CLASS_TRAITS.get(key)
+    if found is None:
+        found = _CLASS_TRAITS[key] = op.has_trait(trait)
+    return found
+
+
 def has_side_effect(op: HloOp) -> bool:
     """XLA's `HasSideEffectNoRecurse`, from the traits and custom-call's flag."""
-    if op.has_trait(HasSideEffect):
+    if _class_has(op, HasSideEffect):
         return True
     if op.opcode == "custom-call":
         return bool(op.attr("custom_call_has_side_effect"))
@@ -351,7 +366,7 @@ def has_side_effect(op: HloOp) -> bool:
 
 
 def is_random(op: HloOp) -> bool:
-    return op.has_trait(RandomNumber)
+    return _class_has(op, RandomNumber)
 
 
 def erase_dead(rewriter: PatternRewriter, values: Iterable[SSAValue]) -> None:
@@ -550,10 +565,15 @@ def is_root(op: HloOp) -> bool:
 
 
 def module_of(op: Operation) -> ModuleOp | None:
-    p = op.parent_op()
-    while p is not None and not isinstance(p, ModuleOp):
-        p = p.parent_op()
-    return p
+    """The module around `op` (None when it is detached). Asked for every instruction a
+    pattern looks at, so it follows the `parent` fields, not the `parent_op()` calls."""
+    p: Any = op
+    while True:
+        block = p.parent
+        region = block.parent if block is not None else None
+        p = region.parent if region is not None else None
+        if p is None or isinstance(p, ModuleOp):
+            return p
 
 
 def comps_by_name(module: ModuleOp) -> dict[str, ComputationOp]:
