@@ -35,12 +35,18 @@ MODULE = textwrap.dedent("""\
 IS_ROOT = os.geteuid() == 0
 
 
+def _pythonpath() -> str:
+    """The checkout first, then whatever PYTHONPATH the suite runs with (where the
+    dependencies may be)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def _opt(tmp_path: Path, *args: str, umask: int | None = None):
     src = tmp_path / "in.hlo"
     src.write_text(MODULE)
     src.chmod(0o644)
     code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
     return subprocess.run(
         [sys.executable, "-c", code, str(src), *args],
         capture_output=True,
@@ -286,7 +292,7 @@ def test_run_killed_mid_write(tmp_path, signum):
     the temporary file is gone, and the child died of the signal (SIGINT: Ctrl-C)."""
     out = tmp_path / "out.bin"
     out.write_bytes(b"old content")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
     child = subprocess.Popen(
         [sys.executable, "-c", _KILLED_CHILD, str(out)],
         stdout=subprocess.PIPE,
@@ -312,7 +318,7 @@ def _run(tmp_path: Path, *args: str):
     inputs = tmp_path / "in.npz"
     np.savez(inputs, in0=np.array([1.5, -2.0], np.float32))
     code = "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
     return subprocess.run(
         [sys.executable, "-c", code, "run", str(src), "--inputs", str(inputs), *args],
         capture_output=True,
@@ -368,7 +374,7 @@ def test_dev_stdout_appended_log_is_kept(tmp_path):
                 stderr=subprocess.PIPE,
                 text=True,
                 timeout=120,
-                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                env=dict(os.environ, PYTHONPATH=_pythonpath()),
             )
         assert proc.returncode == 0, proc.stderr
     assert log.read_text() == "before\n" + _expected_output() * 2
@@ -402,7 +408,7 @@ def test_unbuffered_stdout_large_output_whole_and_closed_pipe(tmp_path):
     src = tmp_path / "big.hlo"
     src.write_text(big)
     code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=_pythonpath(), PYTHONUNBUFFERED="1")
     whole = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True,
                            timeout=120, env=env)  # fmt: skip
     assert whole.returncode == 0, whole.stderr
@@ -424,7 +430,7 @@ def test_viz_output_keeps_mode_and_writes_fifo_in_place(tmp_path):
     src = tmp_path / "m.hlo"
     src.write_text(MODULE)
     code = "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
 
     def viz(out: Path) -> subprocess.CompletedProcess:
         return subprocess.run(
