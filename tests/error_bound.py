@@ -323,6 +323,28 @@ class _Analysis:
         gamma = n * u / np.maximum(1 - n * u, 0.5)
         return moved + 2 * gamma * magnitude
 
+    def _independent(self, op: HloOp, k: int) -> list[str] | None:
+        """The combiner's op per output when a variadic reduce is k reductions side by side
+        (output i = f_i(accumulator i, input i), f_i add/multiply/maximum/minimum), else
+        None."""
+        if op.opcode != "reduce":
+            return None
+        comp = self.interp.comp(op.attr("to_apply"))
+        root = comp.root
+        if root.opcode != "tuple":
+            return None
+        params = {p.attr("number"): p for p in comp.instructions if p.opcode == "parameter"}
+        kinds = []
+        for i, value in enumerate(root.operands):
+            f = value.owner
+            opcode = getattr(f, "opcode", None)
+            if opcode not in ("add", "multiply", "maximum", "minimum"):
+                return None
+            if {o.owner for o in f.operands} != {params.get(i), params.get(k + i)}:
+                return None
+            kinds.append(opcode)
+        return kinds
+
     def _selection(self, op: HloOp, errs: list[Any], v: tuple) -> Any:
         """A variadic reduce whose combiner only compares and selects (argmax, argmin): each
         float result is one of its operand's elements, so its difference is at most the
@@ -345,6 +367,13 @@ class _Analysis:
 
     def _reduction(self, op: HloOp, vals: list[Any], errs: list[Any], v: Any) -> Any:
         if isinstance(v, tuple):
+            kinds = self._independent(op, len(v))
+            if kinds is not None:
+                return tuple(
+                    _single_reduce(kinds[i], op, vals[i], vals[len(v) + i], errs[i],
+                                   errs[len(v) + i], v[i])
+                    for i in range(len(v))
+                )  # fmt: skip
             return self._selection(op, errs, v)
         kind = _combiner(self.interp, op)
         x, init = (np.asarray(t) for t in vals)
@@ -378,6 +407,28 @@ def _combiner(interp: Interpreter, op: HloOp, attr: str = "to_apply") -> str:
     comp = interp.comp(op.attr(attr))
     root = comp.root
     return root.opcode
+
+
+def _single_reduce(kind: str, op: HloOp, x: Any, init: Any, ex: Any, einit: Any, v: Any) -> Any:
+    """The bound of one reduce of `x` over the op's dimensions with the combiner `kind`
+    (the same rules as a one-operand reduce, computed directly)."""
+    dims = tuple(op.attr("dimensions"))
+    x64, i64 = _f64(x), _f64(init)
+    ex, einit = np.asarray(ex, np.float64), np.asarray(einit, np.float64)
+    if not is_float(np.asarray(x)):
+        return np.zeros(np.shape(v))
+    if kind in ("maximum", "minimum"):
+        return np.maximum(np.max(ex, axis=dims, initial=0.0), einit)
+    n = math.prod(np.shape(x)[d] for d in dims) + 1  # terms per output, init included
+    u = unit_roundoff(np.asarray(x).dtype)
+    gamma = n * u / max(1 - n * u, 0.5)
+    if kind == "multiply":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.sum(np.where(ex > 0, ex / np.abs(x64), 0.0), axis=dims)
+            rel = rel + np.where(einit > 0, einit / np.abs(i64), 0.0)
+        return np.abs(_f64(v)) * (rel + 2 * gamma)
+    magnitude = np.sum(np.abs(x64), axis=dims) + np.abs(i64)
+    return np.sum(ex, axis=dims) + einit + 2 * gamma * magnitude
 
 
 def _fft_error(op: HloOp, x: np.ndarray, dx: np.ndarray, v: Any, u: float) -> np.ndarray:

@@ -198,3 +198,10 @@ def test_correctness_modules_match_xla(correctness_rows):
     lines = [f"  {k}: {v}" for k, v in sorted(unexpected.items())]
     lines += [f"  {k}: now runs and matches (remove it from NOT_RUNNING)" for k in fixed]
     assert not lines, "correctness modules differ from the expected list:\n" + "\n".join(lines)
+
+
+def test_every_module_has_a_derived_bound(correctness_rows):
+    """No module falls back to the per-type `TOLERANCE` table: each float output is
+    compared within the bound derived from its computation (tests/error_bound.py)."""
+    missing = [r.id for r in correctness_rows if r.bounds is None]
+    assert not missing, f"no derived bound for {missing[:5]}"
