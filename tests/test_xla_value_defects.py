@@ -115,6 +115,46 @@ ENTRY e {
 }
 """
 
+# XLA-CPU skips padded positions and lhs-dilation holes instead of reducing `init` into the
+# window there: with a non-identity init the sums differ (init counted once per window).
+REDUCE_WINDOW_PADDING = """HloModule m
+
+r {
+  a = f32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  d = s32[] parameter(3)
+  x = f32[] add(a, c)
+  y = s32[] add(b, d)
+  ROOT t = (f32[], s32[]) tuple(x, y)
+}
+
+s {
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  ROOT x = f32[] add(a, c)
+}
+
+m {
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  ROOT x = f32[] multiply(a, c)
+}
+
+ENTRY e {
+  p = f32[4,2] parameter(0)
+  q = s32[4,2] parameter(1)
+  i = f32[] parameter(2)
+  j = s32[] parameter(3)
+  rw = (f32[2,2], s32[2,2]) reduce-window(p, q, i, j), window={size=5x1 stride=3x1 pad=2_2x0_0}, to_apply=r
+  one = f32[2,2] reduce-window(p, i), window={size=5x1 stride=3x1 pad=2_2x0_0}, to_apply=s
+  dil = f32[7,3] reduce-window(p, i), window={size=3x2 pad=1_1x1_0 lhs_dilate=2x2}, to_apply=m
+  a = f32[2,2] get-tuple-element(rw), index=0
+  b = s32[2,2] get-tuple-element(rw), index=1
+  ROOT t = (f32[2,2], s32[2,2], f32[2,2], f32[7,3]) tuple(a, b, one, dil)
+}
+"""
+
 _MIN64 = np.iinfo(np.int64).min
 _TINY = float(np.finfo(np.float32).smallest_subnormal)
 _ZEROS = [
@@ -147,6 +187,15 @@ CASES = {
     "max_min_signed_zeros": (MAX_MIN_ZEROS, _ZEROS),
     "complex_divide_annex_g": (COMPLEX_DIVIDE, _C),
     "ftz_daz": (DENORMALS, _D),
+    "reduce_window_padding": (
+        REDUCE_WINDOW_PADDING,
+        [
+            np.arange(8, dtype=np.float32).reshape(4, 2) - 3,
+            np.arange(8, dtype=np.int32).reshape(4, 2),
+            np.float32(10),
+            np.int32(100),
+        ],
+    ),  # fmt: skip
 }
 
 

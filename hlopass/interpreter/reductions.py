@@ -105,16 +105,22 @@ def _reduce_window(interp, op, args):
     out_dims = cast(ArrayShape, out_shape).dims
     config = [(w.pad_low, w.pad_high, w.lhs_dilation - 1) for w in window]
     padded = [pad(x, i, config) for x, i in zip(inputs, inits, strict=False)]
+    # XLA-CPU never reduces padding or lhs-dilation holes into a window (it skips those
+    # positions; the accumulator starts at init): a window over k padded positions is not
+    # f(init, ..., init, x...) but f(init, x...), which differs when init is no identity
+    real = pad(np.ones(np.shape(inputs[0]), bool), np.array(False), config) if inputs else None
     binop = simple_binop(interp, comp) if n == 1 else None
     if binop is not None:
         acc = np.broadcast_to(widen(inits[0]), out_dims)
         fn = binop_ufunc(binop, acc.dtype)
-        for _, (view,) in _windows(op, [widen(padded[0])], out_dims):
-            acc = fn(acc, view)
+        for _, (view, ok) in _windows(op, [widen(padded[0]), real], out_dims):
+            acc = np.where(ok, fn(acc, view), acc)
         return as_dtype(acc, out_dts[0])
     accs = [np.broadcast_to(i, out_dims) for i in inits]
-    for _, views in _windows(op, padded, out_dims):
-        accs = apply_computation(interp, comp, accs + views)
+    for _, views in _windows(op, padded + [real], out_dims):
+        ok = views.pop()
+        new = apply_computation(interp, comp, accs + views)
+        accs = [np.where(ok, a_new, a) for a_new, a in zip(new, accs, strict=True)]
     return _pack(op, [np.asarray(a).astype(dt) for a, dt in zip(accs, out_dts, strict=False)])
 
 
