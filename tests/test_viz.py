@@ -147,6 +147,13 @@ def test_viz_cli_formats_and_errors(tmp_path):
     )
     p = subprocess.run([HLOPASS, "viz", str(src), str(src)], capture_output=True, text=True)
     assert p.returncode == 1 and "--diff" in p.stderr
+    p = subprocess.run([HLOPASS, "viz", str(src), "--device", "h10x"], capture_output=True,
+                       text=True)  # fmt: skip
+    assert p.returncode == 2 and "did you mean 'h100_sxm'" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = subprocess.run([HLOPASS, "viz", str(src), "--device", "a100", "--format", "dot"],
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 0 and "(a100_sxm_80)" in p.stdout
 
 
 def test_diff_marks_added_changed_removed(tmp_path):

@@ -31,9 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--radius", type=int, default=3, help="edges around --focus (default 3)")
     p.add_argument("--max-nodes", type=int, default=None,
                    help="node budget (default 400; 20000 for me-json)")  # fmt: skip
-    p.add_argument(
-        "--device", default="h100_sxm", help="GPU for the cost overlay (default h100_sxm)"
-    )
+    from hlopass.cost.cli import _device
+
+    p.add_argument("--device", default="h100_sxm", type=_device,
+                   help="GPU for the cost overlay: a name, alias (h100) or unique prefix "
+                   "(default h100_sxm)")  # fmt: skip
     p.add_argument("--no-cost", action="store_true", help="no cost estimates on kernels")
     p.add_argument("--load-pass-plugin", action="append", metavar="FILE.py|MODULE",
                    help="import a pass plug-in before running -p")  # fmt: skip
@@ -89,10 +91,6 @@ def render(args: argparse.Namespace) -> str:
         raise HloError("error: --explain-fusion/--explain-layout need -p PIPELINE")
     budget = args.max_nodes or (20000 if fmt == "me-json" else 400)
     device = None if args.no_cost else args.device
-    if device:
-        from hlopass.cost.devices import device_name
-
-        device = device_name(device)
     modules = [parse_hlo(_read(f), f) for f in args.files]
     if args.passes:
         from hlopass.pipeline import run_pipeline
