@@ -91,7 +91,8 @@ def main() -> None:
         rows = [run_child(path, passes) for _ in range(args.runs)]
         fusion = statistics.median(sum(r[p] for p in FUSE) for r in rows)
         cpu = statistics.median(sum(r[p + ":cpu"] for p in FUSE) for r in rows)
-        parts = {p: statistics.median(r[p] for r in rows) for p in FUSE}
+        parts = {p: (statistics.median(r[p] for r in rows),
+                     statistics.median(r[p + ":cpu"] for r in rows)) for p in FUSE}  # fmt: skip
         pipeline = statistics.median(sum(r[p] for p in passes) for r in rows)
         command = (float("nan") if args.no_command
                    else statistics.median(run_command(path, passes) for _ in range(args.runs)))  # fmt: skip
@@ -99,7 +100,8 @@ def main() -> None:
         print(f"{label:20s} {n:7d} {rows[0]['fusions']:7d} {fusion:9.2f} {fusion / n * 1e6:9.1f} "
               f"{cpu:7.2f} {cpu / n * 1e6:9.1f} "
               f"{pipeline:10.2f} {pipeline / n * 1e6:9.1f} {command:9.2f}  "
-              + " ".join(f"{p}={t:.2f}s" for p, t in parts.items()), flush=True)  # fmt: skip
+              + " ".join(f"{p}={t:.2f}s/{c:.2f}s cpu" for p, (t, c) in parts.items()),
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
