@@ -95,14 +95,30 @@ class Reachability:
             anc |= self.anc.pop(id(o), 0)
         anc &= ~bits
         self.bits[id(new)], self.anc[id(new)] = bits, anc
+        done: set[int] = set()
         for e in extra:  # get-tuple-elements of the new fusion
             self.bits[id(e)] = 0
             self.anc[id(e)] = anc | bits
-        start = min((self.pos.get(id(o), 0) for o in olds), default=0)
-        for op in self.order[start:]:  # descendants come later in block order
+            done.add(id(e))
+        # descendants inherit the new ancestors: walk the readers from the merged nodes and
+        # stop where the ancestors are already there (ancestor sets are closed under
+        # reading, so everything further down has them too) -- no scan of the computation
+        stack = [u for x in (new, *olds, *extra) for u in _readers(x)]
+        while stack:
+            op = stack.pop()
+            if id(op) in done:
+                continue
+            done.add(id(op))
             a = self.anc.get(id(op))
-            if a is not None and a & bits:
-                self.anc[id(op)] = a | anc
+            if a is None or a | anc == a:
+                continue
+            self.anc[id(op)] = a | anc
+            stack.extend(_readers(op))
+
+
+def _readers(op: Any) -> list[Any]:
+    result = getattr(op, "result", None)
+    return [u.operation for u in result.uses] if result is not None else []
 
 
 def _outputs(op: HloOp, comps: dict[str, ComputationOp]) -> list[Any]:
