@@ -47,7 +47,8 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.irdl.operations import OptPropertyDef, _PropertyFieldDef  # noqa: F401
+from xdsl.irdl.constraints import AnyAttr, BaseAttr, EqIntConstraint, RangeLengthConstraint, RangeOf
+from xdsl.irdl.operations import OpDef, OptPropertyDef, VarOperandDef, _PropertyFieldDef  # noqa: F401
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.traits import (
@@ -318,7 +319,68 @@ def _make_op_class(spec: OpcodeSpec) -> type[HloOp]:
     traits.append(HasParent(ComputationOp))
     fields["traits"] = traits_def(*traits)
     cls = type(_class_name(spec.opcode), (HloOp,), fields)
-    return irdl_op_definition(cls)  # type: ignore[arg-type]
+    op_cls = irdl_op_definition(cls)  # type: ignore[arg-type]
+    op_cls.verify_ = _fast_verify(op_cls.get_irdl_definition(), HloOp.verify_)  # type: ignore[method-assign]
+    return op_cls
+
+
+class _NoAttr:
+    """An attribute class nothing is an instance of (an unknown property's constraint)."""
+
+
+def _fast_verify(op_def: OpDef, custom: Any) -> Any:
+    """`verify_` doing xDSL's generic definition checks of an instruction op (one
+    `ShapeType` result, no regions or successors, the known properties of their classes,
+    the traits) as a few direct tests; xDSL's own `OpDef.verify` runs only when one of them
+    fails, so every error reads as before. A module verify under `--verify-each` spends
+    most of its time in those generic checks otherwise."""
+    props = {name: d.constr.attr for name, d in op_def.properties.items()}  # type: ignore[attr-defined]
+    required = tuple(n for n, d in op_def.properties.items() if not isinstance(d, OptPropertyDef))
+    traits = tuple(t for t in op_def.traits if type(t).verify is not OpTrait.verify)
+
+    def verify_(self: HloOp) -> None:
+        results = self.results
+        p = self.properties
+        if (
+            len(results) != 1
+            or not isinstance(results[0].type, ShapeType)
+            or self.regions
+            or self.successors
+            or any(n not in p for n in required)
+            or any(not isinstance(a, props.get(k, _NoAttr)) for k, a in p.items())
+        ):
+            op_def.verify(self)  # raises xDSL's own message
+        else:
+            for t in traits:
+                t.verify(self)
+        custom(self)
+
+    return verify_ if _fast_checks_suffice(op_def) else _generic_verify(op_def, custom)
+
+
+def _fast_checks_suffice(op_def: OpDef) -> bool:
+    """The definition has only what `_fast_verify` tests for: any operands, one `ShapeType`
+    result, properties constrained by class alone, no attributes, regions or options."""
+    ((_, operands),) = op_def.operands
+    ((_, result),) = op_def.results
+    return (
+        isinstance(operands, VarOperandDef)
+        and isinstance(operands.constr, RangeOf)
+        and isinstance(operands.constr.constr, AnyAttr)
+        and isinstance(result.constr, RangeLengthConstraint)
+        and result.constr.constraint == RangeOf(BaseAttr(ShapeType))
+        and result.constr.length == EqIntConstraint(1)
+        and not (op_def.regions or op_def.successors or op_def.attributes or op_def.options)
+        and all(type(d.constr) is BaseAttr for d in op_def.properties.values())
+    )
+
+
+def _generic_verify(op_def: OpDef, custom: Any) -> Any:
+    def verify_(self: HloOp) -> None:
+        op_def.verify(self)
+        custom(self)
+
+    return verify_
 
 
 @irdl_op_definition
