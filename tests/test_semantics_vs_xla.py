@@ -31,9 +31,6 @@ _NO_TEXT = ("not folded on purpose: a complex result with a NaN real part and a 
             "imaginary part has no text form (XLA's parser reads `(nan, x)` as (nan, nan))")  # fmt: skip
 _COMPLEX = ("XLA-CPU's complex formula on inf/NaN/FLT_MAX parts (or with FMA contraction, or "
             "DAZ of one part) is not reproduced yet; finite values agree within COMPLEX_REL")  # fmt: skip
-_HUGE_TRIG = ("XLA-CPU's formula is reproduced (mlir ComplexToStandard's pow, FMA, FTZ); left: "
-              "its own sin/cos/atan2 approximations on huge or denormal arguments "
-              "((1+1j)^FLT_MAX: sin(q) for q ~ 1e38 has another sign than libm's)")  # fmt: skip
 _NO_XLA = "XLA-CPU rejects it (hlo_to_stablehlo: no bitcast between complex and real types)"
 _NO_XLA_UNSIGNED = "XLA-CPU rejects it (stablehlo abs/sign take no unsigned integers)"
 
@@ -104,8 +101,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("c64/unary", "tan", "interpreter"): _COMPLEX,
     ("c64/unary", "tanh", "interpreter"): _COMPLEX,
     ("c64/unary", "tanh", "folding"): _COMPLEX,
+    ("c64/binary", "multiply", "interpreter"): _COMPLEX,
     ("c64/binary", "divide", "interpreter"): _COMPLEX,
-    ("c64/binary", "power", "interpreter"): _HUGE_TRIG,
+    ("c64/binary", "power", "interpreter"): _COMPLEX,
 }
 
 
