@@ -7,6 +7,16 @@ import math
 import ml_dtypes
 import numpy as np
 
+from hlopass.interpreter.complex_math import (
+    complex_cos,
+    complex_divide,
+    complex_multiply,
+    complex_power,
+    complex_rsqrt,
+    complex_sign,
+    complex_sin,
+    complex_sqrt,
+)
 from hlopass.interpreter.core import dtype_of, handler, unsupported
 from hlopass.interpreter.numeric import (
     as_dtype,
@@ -25,19 +35,12 @@ from hlopass.shape import ELEMENT_BITS
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
-def _no_neg_zero_imag(x):
-    """XLA's complex sqrt ignores the sign of a zero imaginary part: sqrt(-1.5 - 0j) = +1.22j."""
-    if x.dtype.kind != "c":
-        return x
-    return np.where(x.imag == 0, x.real + 0j, x).astype(x.dtype)
-
-
 _FLOAT_UNARY = {
     "exponential": np.exp,
     "exponential-minus-one": np.expm1,
     "log": np.log,
     "log-plus-one": np.log1p,
-    "sqrt": lambda x: np.sqrt(_no_neg_zero_imag(x)),
+    "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "cbrt": np.cbrt,
     "sine": np.sin,
@@ -64,6 +67,11 @@ _FLOAT_UNARY = {
 }
 
 
+# XLA-CPU's complex formulas (hlopass/interpreter/complex_math.py)
+_COMPLEX_UNARY = {"sqrt": complex_sqrt, "rsqrt": complex_rsqrt, "sine": complex_sin,
+                  "cosine": complex_cos}  # fmt: skip
+
+
 @handler(*_FLOAT_UNARY)
 def _float_unary(interp, op, args):
     (x,) = args
@@ -73,6 +81,8 @@ def _float_unary(interp, op, args):
     if op.opcode in _NO_FLUSH and real and not (op.opcode == "tanh" and x.dtype == np.float64):
         return as_dtype(fn(widen(x)), out)  # (f64 tanh flushes its result)
     w = daz(widen(x))
+    if not real and op.opcode in _COMPLEX_UNARY:
+        return as_dtype(daz(_COMPLEX_UNARY[op.opcode](w)), out)
     if op.opcode == "logistic" and x.dtype.kind != "c":
         return as_dtype(
             daz(np.where(w >= 0, 1 / (1 + np.exp(-w)), np.exp(w) / (1 + np.exp(w)))), out
@@ -107,10 +117,9 @@ def _unary(interp, op, args):
     if code == "negate":
         return as_dtype(-w if w.dtype.kind != "b" else w, out)
     if code == "sign":
-        if x.dtype.kind == "c":  # x / |x|, and x itself (unflushed) where |x| reads as 0
+        if x.dtype.kind == "c":  # x / |x|, and x itself (unflushed) where x reads as 0
             f = daz(w)
-            mag = np.abs(f)
-            return as_dtype(np.where(mag == 0, w, f / np.where(mag == 0, 1, mag)), out)
+            return as_dtype(np.where(f == 0, w, daz(complex_sign(f))), out)
         w = daz(w)
         return as_dtype(np.where(w == 0, w, np.sign(w)), out)
     if code == "not":
@@ -241,49 +250,18 @@ def _binary(interp, op, args):
     fn = _BINARY[code]
     if code == "remainder":  # libm's fmod with the divisor flushed
         return as_dtype(fn(wa, daz(wb)), out)
+    if code == "power" and wa.dtype.kind == "c":
+        return as_dtype(daz(complex_power(daz(wa), daz(wb))), out)
     if code in _NO_FLUSH:  # power, atan2: operands as they are, the result flushed
         return as_dtype(daz(fn(wa, wb)), out)
     wa, wb = daz(wa), daz(wb)
+    if code == "multiply" and wa.dtype.kind == "c":
+        return as_dtype(daz(complex_multiply(wa, wb)), out)
     if code == "divide" and wa.dtype.kind == "c":
         return as_dtype(daz(complex_divide(wa, wb)), out)
     if code in ("maximum", "minimum"):
         return as_dtype(float_max_min(code, wa, wb), out)
     return as_dtype(daz(fn(wa, wb)), out)
-
-
-def complex_divide(x, y):
-    """(a+bi)/(c+di) as XLA-CPU computes it: Smith's range reduction, then C99 Annex G's
-    recovery of the special cases (x/0 = inf of the numerator's direction, inf/finite =
-    inf, finite/inf = 0)."""
-    a, b = np.real(x), np.imag(x)
-    c, d = np.real(y), np.imag(y)
-    big_c = np.abs(c) >= np.abs(d)
-    r = np.where(big_c, d / c, c / d)
-    den = np.where(big_c, c + d * r, d + c * r)
-    re = np.where(big_c, (a + b * r) / den, (a * r + b) / den)
-    im = np.where(big_c, (b - a * r) / den, (b * r - a) / den)
-    nan_out = np.isnan(re) & np.isnan(im)
-    one = np.ones((), a.dtype)
-    inf = np.array(np.inf, a.dtype)
-    # x / 0 with x not NaN
-    zero_den = (c == 0) & (d == 0) & ~(np.isnan(a) & np.isnan(b))
-    z_re, z_im = np.copysign(inf, c) * a, np.copysign(inf, c) * b
-    # inf / finite
-    x_inf = (np.isinf(a) | np.isinf(b)) & np.isfinite(c) & np.isfinite(d)
-    a1 = np.copysign(np.where(np.isinf(a), one, 0 * one), a)
-    b1 = np.copysign(np.where(np.isinf(b), one, 0 * one), b)
-    i_re, i_im = inf * (a1 * c + b1 * d), inf * (b1 * c - a1 * d)
-    # finite / inf
-    y_inf = (np.isinf(c) | np.isinf(d)) & np.isfinite(a) & np.isfinite(b)
-    c1 = np.copysign(np.where(np.isinf(c), one, 0 * one), c)
-    d1 = np.copysign(np.where(np.isinf(d), one, 0 * one), d)
-    f_re, f_im = 0 * (a * c1 + b * d1), 0 * (b * c1 - a * d1)
-    for cond, vr, vi in ((y_inf, f_re, f_im), (x_inf, i_re, i_im), (zero_den, z_re, z_im)):
-        pick = nan_out & cond
-        re, im = np.where(pick, vr, re), np.where(pick, vi, im)
-    out = np.empty(np.shape(re), x.dtype)
-    out.real, out.imag = re, im
-    return out
 
 
 def float_max_min(code, a, b):
