@@ -269,6 +269,8 @@ class _Analysis:
             return self._reduction(op, vals, errs, v)
         if opcode in ("scatter", "select-and-scatter"):
             return self._scatter(op, vals, errs, u)
+        if opcode in _EXPANDED_RULES:
+            return _EXPANDED_RULES[opcode](op, operands, vals, v)
         raise NoBound(f"no error rule for {opcode} (instruction {op.inst_name})")
 
     def _moved(self, op: HloOp, operands: list[Any], vals: list[Any]) -> Any:
@@ -589,3 +591,209 @@ def program_bounds_or_none(folder: Any, text: str | None = None) -> list[np.ndar
     except NoBound:
         assert Path(folder).name in NO_BOUND_YET, f"{Path(folder).name}: no derived bound"
         return None
+
+
+# --- linear algebra and batch norm ------------------------------------------------------
+# Rules for ops XLA:CPU expands into loops or smaller ops before it runs them
+# (CholeskyExpander, TriangularSolveExpander, BatchNormExpander). Per element, like the
+# rules above: the difference of two implementations is at most the operands' differences
+# carried through the op (first order) plus each side's own rounding error.
+
+
+def _cholesky_error(op: HloOp, operands: list[Any], vals: list[Any], v: Any) -> np.ndarray:
+    """cholesky: whatever order its inner products are summed in, the computed factor L of
+    an n x n matrix is the exact factor of A + dA with |dA| <= gamma_{n+1} |L| |L^H|
+    (Higham, Theorem 10.3). To first order dL = L Phi(L^-1 dA L^-H), Phi keeping the strict
+    lower triangle and half the diagonal, so |dL| <= |L| Phi(|L^-1| |dA| |L^-H|). The two
+    sides' dA add up, with the operand's difference (read from the triangle the op reads,
+    mirrored): E = Da + 2 gamma_{n+1} |L| |L^H|. `U = L^H` for lower=false: the same, mirrored.
+    The other triangle is zero on both sides (bound 0)."""
+    lower = op.attr("lower") is not False and op.attr("lower") is not None
+    fac = np.asarray(v)
+    n = fac.shape[-1]
+    u = unit_roundoff(fac.dtype)
+    gamma = (n + 1) * u / (1 - (n + 1) * u)
+    low = fac.astype(np.complex128 if fac.dtype.kind == "c" else np.float64)
+    ea = np.asarray(operands[0].e, np.float64)
+    if not lower:
+        low, ea = _herm(low), np.swapaxes(ea, -1, -2)
+    ea = np.tril(ea) + np.swapaxes(np.tril(ea, -1), -1, -2)  # the read triangle, mirrored
+    abs_l = np.abs(low)
+    with np.errstate(all="ignore"):
+        inv = np.abs(np.linalg.inv(np.where(np.isfinite(low), low, 0)))
+    e = ea + 2 * gamma * abs_l @ np.swapaxes(abs_l, -1, -2)
+    x = inv @ e @ np.swapaxes(inv, -1, -2)
+    phi = np.tril(x, -1) + np.eye(n) * x / 2
+    d = abs_l @ phi
+    d = np.where(np.isfinite(low).all(axis=(-1, -2), keepdims=True), d, np.nan)
+    return d if lower else np.swapaxes(d, -1, -2)
+
+
+def _herm(m: np.ndarray) -> np.ndarray:
+    return np.conj(np.swapaxes(m, -1, -2))
+
+
+def _triangular_solve_error(op: HloOp, operands: list[Any], vals: list[Any], v: Any) -> np.ndarray:
+    """triangular-solve op(T) X = B (X op(T) = B for left_side=false: transposed, the same).
+    Each side is within gamma_n (|T^-1| |T| |T^-1| + |T^-1|) |B| of the exact X, for
+    substitution in any order (Higham, Theorem 8.5: (T + dT) X = B, |dT| <= gamma_n |T|,
+    so |dX| <= gamma_n |T^-1| |T| |X| <= gamma_n |T^-1| |T| |T^-1| |B|) and for XLA's
+    expansion that inverts T's diagonal blocks by substitution and multiplies (the same
+    term for the inverse, plus gamma_n |T^-1| |B| for the product). The operands'
+    differences add |T^-1| (DB + DT |X|)."""
+    a, b = (np.asarray(x) for x in vals)
+    ea, eb = (np.asarray(o.e, np.float64) for o in operands)
+    wide = np.complex128 if a.dtype.kind == "c" else np.float64
+    t, rhs, x = a.astype(wide), b.astype(wide), np.asarray(v).astype(wide)
+    n = t.shape[-1]
+    tri = np.tril if op.attr("lower") else np.triu
+    t, ea = tri(t), tri(ea)
+    if op.attr("unit_diagonal"):
+        t = t * (1 - np.eye(n)) + np.eye(n)
+        ea = ea * (1 - np.eye(n))
+    if (op.attr("transpose_a") or "NO_TRANSPOSE") in ("TRANSPOSE", "ADJOINT"):
+        t, ea = np.swapaxes(t, -1, -2), np.swapaxes(ea, -1, -2)  # |conj| = || for ADJOINT
+    right = not op.attr("left_side")
+    if right:  # X T = B  <=>  T^T X^T = B^T
+        t, ea = np.swapaxes(t, -1, -2), np.swapaxes(ea, -1, -2)
+        rhs, eb, x = (np.swapaxes(m, -1, -2) for m in (rhs, eb, x))
+    u = unit_roundoff(np.asarray(v).dtype)
+    gamma = n * u / (1 - n * u)
+    with np.errstate(all="ignore"):
+        inv = np.abs(np.linalg.inv(t))
+    own = inv @ np.abs(t) @ inv + inv
+    d = inv @ (eb + ea @ np.abs(x)) + 2 * gamma * own @ np.abs(rhs)
+    return np.swapaxes(d, -1, -2) if right else d
+
+
+_ET = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+
+
+def _batch_norm_error(op: HloOp, operands: list[Any], vals: list[Any], v: Any) -> Any:
+    """batch norm: the bound of XLA's own expansion (BatchNormExpander: reductions of
+    length N = elements per feature, E[X^2] - E[X]^2 for the variance, then elementwise
+    ops), derived by the rules above on the operands and their differences. An
+    implementation with a more accurate formula (the interpreter: two passes in f64) is
+    within this bound too, the expansion's being the larger of the two sides' errors."""
+    from hlopass import parse_hlo
+
+    x = np.asarray(vals[0])
+    feature = op.attr("feature_index")
+    et = _ET[str(x.dtype)]
+    dims = ",".join(str(d) for d in x.shape)
+    rest = ",".join(str(d) for d in range(x.ndim) if d != feature)
+    nf = x.shape[feature]
+    count = x.size // max(nf, 1)
+    text = (_BN_HEAD + _BN_TEXT[op.opcode]).format(
+        et=et, X=f"{et}[{dims}]", F=f"{et}[{nf}]", f=feature, rest=rest, n=count,
+        eps=repr(float(np.asarray(op.attr("epsilon"), x.dtype))),
+    )  # fmt: skip
+    module = parse_hlo(text)
+    out = _Analysis(module).call(entry_computation(module), operands)
+    return _errors(out) if isinstance(out, tuple) else out.e
+
+
+_BN_HEAD = """HloModule bn
+
+add {{
+  a = {et}[] parameter(0)
+  b = {et}[] parameter(1)
+  ROOT s = {et}[] add(a, b)
+}}
+
+"""
+_BN_TEXT = {
+    "batch-norm-training": """ENTRY e {{
+  x = {X} parameter(0)
+  sc = {F} parameter(1)
+  of = {F} parameter(2)
+  z = {et}[] constant(0)
+  nc = {et}[] constant({n})
+  n = {F} broadcast(nc), dimensions={{}}
+  ec = {et}[] constant({eps})
+  ex = {X} broadcast(ec), dimensions={{}}
+  xx = {X} multiply(x, x)
+  sx = {F} reduce(x, z), dimensions={{{rest}}}, to_apply=add
+  sxx = {F} reduce(xx, z), dimensions={{{rest}}}, to_apply=add
+  mean = {F} divide(sx, n)
+  sqm = {F} divide(sxx, n)
+  msq = {F} multiply(mean, mean)
+  var = {F} subtract(sqm, msq)
+  vb = {X} broadcast(var), dimensions={{{f}}}
+  ve = {X} add(vb, ex)
+  rs = {X} rsqrt(ve)
+  mb = {X} broadcast(mean), dimensions={{{f}}}
+  xm = {X} subtract(x, mb)
+  nx = {X} multiply(xm, rs)
+  scb = {X} broadcast(sc), dimensions={{{f}}}
+  y0 = {X} multiply(nx, scb)
+  ofb = {X} broadcast(of), dimensions={{{f}}}
+  y = {X} add(y0, ofb)
+  ROOT t = ({X}, {F}, {F}) tuple(y, mean, var)
+}}
+""",
+    "batch-norm-inference": """ENTRY e {{
+  x = {X} parameter(0)
+  sc = {F} parameter(1)
+  of = {F} parameter(2)
+  mean = {F} parameter(3)
+  var = {F} parameter(4)
+  ec = {et}[] constant({eps})
+  ef = {F} broadcast(ec), dimensions={{}}
+  ve = {F} add(var, ef)
+  rs = {F} rsqrt(ve)
+  ts = {F} multiply(sc, rs)
+  mts = {F} multiply(mean, ts)
+  sh = {F} subtract(of, mts)
+  tsb = {X} broadcast(ts), dimensions={{{f}}}
+  xt = {X} multiply(x, tsb)
+  shb = {X} broadcast(sh), dimensions={{{f}}}
+  ROOT y = {X} add(xt, shb)
+}}
+""",
+    "batch-norm-grad": """ENTRY e {{
+  x = {X} parameter(0)
+  sc = {F} parameter(1)
+  mean = {F} parameter(2)
+  var = {F} parameter(3)
+  dy = {X} parameter(4)
+  z = {et}[] constant(0)
+  nc = {et}[] constant({n})
+  nx = {X} broadcast(nc), dimensions={{}}
+  ec = {et}[] constant({eps})
+  ex = {X} broadcast(ec), dimensions={{}}
+  ef = {F} broadcast(ec), dimensions={{}}
+  scb = {X} broadcast(sc), dimensions={{{f}}}
+  vb = {X} broadcast(var), dimensions={{{f}}}
+  mb = {X} broadcast(mean), dimensions={{{f}}}
+  vex = {X} add(vb, ex)
+  rsx = {X} rsqrt(vex)
+  vef = {F} add(var, ef)
+  rsf = {F} rsqrt(vef)
+  xm = {X} subtract(x, mb)
+  dxm = {X} multiply(dy, xm)
+  i3f = {F} reduce(dxm, z), dimensions={{{rest}}}, to_apply=add
+  gb = {F} reduce(dy, z), dimensions={{{rest}}}, to_apply=add
+  gs = {F} multiply(i3f, rsf)
+  i2 = {X} broadcast(gb), dimensions={{{f}}}
+  i3 = {X} broadcast(i3f), dimensions={{{f}}}
+  i4 = {X} multiply(i3, xm)
+  i5 = {X} divide(i4, vex)
+  sr = {X} multiply(scb, rsx)
+  srn = {X} divide(sr, nx)
+  i1 = {X} multiply(dy, nx)
+  d12 = {X} subtract(i1, i2)
+  i6 = {X} subtract(d12, i5)
+  gx = {X} multiply(srn, i6)
+  ROOT t = ({X}, {F}, {F}) tuple(gx, gs, gb)
+}}
+""",
+}
+
+_EXPANDED_RULES = {
+    "cholesky": _cholesky_error,
+    "triangular-solve": _triangular_solve_error,
+    "batch-norm-training": _batch_norm_error,
+    "batch-norm-inference": _batch_norm_error,
+    "batch-norm-grad": _batch_norm_error,
+}
