@@ -70,8 +70,9 @@ COMPLEX_FORMULAS = ("multiply", "divide")
 # XLA does not define these bits across machines. Measured on one Intel Xeon (AVX512-BF16,
 # AMX), jax/jaxlib 0.11.2, bf16 operands 9.18e-41 and 2.76e-40: with XLA-CPU's default ISA
 # these ops compare with subnormals read as zero but return an operand's bits unflushed
-# (max(9.18e-41, -0) = -0, min(0, 9.18e-41) = 9.18e-41); with
-# XLA_FLAGS=--xla_cpu_max_isa=AVX512 (or AVX2, SSE4_2) on the same machine and jax, and
+# (max(9.18e-41, -0) = -0, min(0, 9.18e-41) = 9.18e-41), also with
+# XLA_FLAGS=--xla_cpu_max_isa=AVX512_BF16 or AMX; with --xla_cpu_max_isa=AVX512_VNNI (or
+# AVX512, AVX2, SSE4_2) on the same machine and jax, and
 # with jax 0.10.2 on an AVX512-BF16 Xeon, they flush operands and result (max(9.18e-41, -0)
 # = +0), which the interpreter reproduces. So for an element with a subnormal operand
 # either is accepted: the same bits, or one operand's own bits whose value, subnormals
