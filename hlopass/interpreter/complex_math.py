@@ -210,3 +210,79 @@ def complex_rsqrt(x: np.ndarray) -> np.ndarray:
     re = np.where(is_zero, inf, re)
     im = np.where(is_zero, dt.type(np.nan), im)
     return compose(re, im, x.dtype)
+
+
+def complex_exp(x: np.ndarray) -> np.ndarray:
+    """e^x cos y + i e^x sin y; +0 for a NaN imaginary part of a zero y (e^x = inf or NaN)."""
+    re, im = parts(x)
+    with np.errstate(all="ignore"):
+        e = np.exp(re)
+        out_im = e * np.sin(im)
+        out_im = np.where((im == 0) & np.isnan(out_im), im.dtype.type(0), out_im)
+        return compose(e * np.cos(im), out_im, x.dtype)
+
+
+def complex_expm1(x: np.ndarray) -> np.ndarray:
+    """exp(x) - 1 + 0i, as mlir expands it."""
+    e = complex_exp(x)
+    re, im = parts(e)
+    return compose(re - 1, im, x.dtype)
+
+
+def complex_log(x: np.ndarray, raw: np.ndarray | None = None) -> np.ndarray:
+    """ln max(|x|, |y|) + ln(1 + (min/max)^2) / 2 (no overflow of |x|; min where NaN) +
+    i atan2(y, x), the angle of the unflushed operand `raw` (XLA-CPU's atan2 reads
+    denormals)."""
+    re, im = parts(x)
+    dt = re.dtype
+    raw_re, raw_im = parts(x if raw is None else raw)
+    with np.errstate(all="ignore"):
+        big, small = np.maximum(np.abs(re), np.abs(im)), np.minimum(np.abs(re), np.abs(im))
+        ratio = daz(small / big)
+        r = np.log(big) + dt.type(0.5) * np.log1p(daz(ratio * ratio))
+        r = np.where(np.isnan(r), np.log(small), r)
+        return compose(r, np.arctan2(raw_im, raw_re), x.dtype)
+
+
+def complex_log1p(x: np.ndarray, raw: np.ndarray | None = None) -> np.ndarray:
+    """log(1 + x) by mlir's expansion: log1p of max(|x+1|, |y|) - 1 (x where x+1 > |y|) plus
+    half log1p((min/max)^2); min where that is NaN; atan2(y, x + 1) of the unflushed `raw`."""
+    re, im = parts(x)
+    raw_re, raw_im = parts(x if raw is None else raw)
+    dt = re.dtype
+    with np.errstate(all="ignore"):
+        re1 = re + 1
+        a_re1, a_im = np.abs(re1), np.abs(im)
+        big, small = np.maximum(a_re1, a_im), np.minimum(a_re1, a_im)
+        big_m1 = np.where(re1 > a_im, re, big - 1)
+        ratio = daz(small / big)
+        r = dt.type(0.5) * np.log1p(daz(ratio * ratio)) + np.log1p(big_m1)
+        return compose(np.where(np.isnan(r), small, r), np.arctan2(raw_im, raw_re + 1), x.dtype)
+
+
+def complex_tanh(x: np.ndarray, tan: bool = False) -> np.ndarray:
+    """tanh(x+iy) = (e^2x - e^-2x + 4i cos y sin y) / (e^2x - 1 + e^-2x - 1 + 4 cos^2 y), the
+    real part -+1 where the denominator overflows; tan(x+iy) = -i tanh(-y + ix)."""
+    re, im = parts(x)
+    dt = re.dtype
+    if tan:
+        re, im = -im, re
+    zero, inf = dt.type(0), dt.type(np.inf)
+    with np.errstate(all="ignore"):
+        e_p, e_m = np.expm1(re + re), np.expm1(-(re + re))
+        cos, sin = np.cos(im), np.sin(im)
+        imag_num = dt.type(4) * (cos * sin)
+        exp_sum = e_p + e_m
+        den = exp_sum + (cos * cos) * dt.type(4)
+        out_re = np.where(exp_sum == inf, np.copysign(dt.type(1), re), (e_p - e_m) / den)
+        out_im = imag_num / den
+    re_inf = np.abs(re) == inf
+    out_re = np.where(np.isnan(imag_num) & ~re_inf, dt.type(np.nan), out_re)
+    out_im = np.where((im == 0) | (re_inf & np.isnan(imag_num)), zero, out_im)
+    if tan:
+        out_re, out_im = out_im, -out_re
+    return compose(out_re, out_im, x.dtype)
+
+
+def complex_tan(x: np.ndarray) -> np.ndarray:
+    return complex_tanh(x, tan=True)

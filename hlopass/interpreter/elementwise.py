@@ -10,12 +10,20 @@ import numpy as np
 from hlopass.interpreter.complex_math import (
     complex_cos,
     complex_divide,
+    complex_exp,
+    complex_expm1,
+    complex_log,
+    complex_log1p,
     complex_multiply,
     complex_power,
     complex_rsqrt,
     complex_sign,
     complex_sin,
     complex_sqrt,
+    complex_tan,
+    complex_tanh,
+    compose,
+    parts,
 )
 from hlopass.interpreter.core import dtype_of, handler, unsupported
 from hlopass.interpreter.numeric import (
@@ -69,7 +77,16 @@ _FLOAT_UNARY = {
 
 # XLA-CPU's complex formulas (hlopass/interpreter/complex_math.py)
 _COMPLEX_UNARY = {"sqrt": complex_sqrt, "rsqrt": complex_rsqrt, "sine": complex_sin,
-                  "cosine": complex_cos}  # fmt: skip
+                  "cosine": complex_cos, "tan": complex_tan, "tanh": complex_tanh,
+                  "exponential": complex_exp, "exponential-minus-one": complex_expm1}  # fmt: skip
+# their angle is XLA-CPU's atan2 of the unflushed operand, itself unflushed
+_COMPLEX_LOG = {"log": complex_log, "log-plus-one": complex_log1p}
+
+
+def _complex_log(code: str, x: np.ndarray, out: np.dtype) -> np.ndarray:
+    wide = widen(x)
+    re, im = parts(_COMPLEX_LOG[code](daz(wide), raw=wide))
+    return as_dtype(compose(daz(re), im, wide.dtype), out)
 
 
 @handler(*_FLOAT_UNARY)
@@ -80,6 +97,8 @@ def _float_unary(interp, op, args):
     real = x.dtype.kind != "c"  # complex formulas flush like any arithmetic
     if op.opcode in _NO_FLUSH and real and not (op.opcode == "tanh" and x.dtype == np.float64):
         return as_dtype(fn(widen(x)), out)  # (f64 tanh flushes its result)
+    if not real and op.opcode in _COMPLEX_LOG:
+        return _complex_log(op.opcode, x, out)
     w = daz(widen(x))
     if not real and op.opcode in _COMPLEX_UNARY:
         return as_dtype(daz(_COMPLEX_UNARY[op.opcode](w)), out)
