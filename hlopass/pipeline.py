@@ -170,17 +170,31 @@ class FixpointPass(HloModulePass):
         self,
         run_one: Callable[[HloModulePass], bool],
         on_round: Callable[[int], None] | None = None,
+        on_skip: Callable[[HloModulePass], None] | None = None,
     ) -> bool:
         """Rounds of `run_one` over the inner passes until a round changes nothing;
-        `on_round(n)` is told each round's number (1, 2, ...) before it starts."""
+        `on_round(n)` is told each round's number (1, 2, ...) before it starts.
+
+        A pass that changed nothing is not run again until some pass changes the module:
+        on the same module it would change nothing again (passes are deterministic), and
+        the last round mostly re-runs such passes. `on_skip(p)` is told of each one."""
         passes = self.inner()
         changed = False
+        idle: set[int] = set()  # passes that changed nothing, with no change by any since
         for n in range(1, self.max_iterations + 1):
             if on_round is not None:
                 on_round(n)
             round_changed = False
-            for p in passes:
-                round_changed |= run_one(p)
+            for i, p in enumerate(passes):
+                if i in idle:
+                    if on_skip is not None:
+                        on_skip(p)
+                    continue
+                if run_one(p):
+                    round_changed = True
+                    idle.clear()
+                else:
+                    idle.add(i)
             changed |= round_changed
             if not round_changed:
                 break
@@ -221,7 +235,11 @@ class Runner:
         if isinstance(p, FixpointPass):
             outer = self.round
             try:
-                return p.iterate(lambda inner: self.run_one(inner, module), self._next_round)
+                return p.iterate(
+                    lambda inner: self.run_one(inner, module),
+                    self._next_round,
+                    lambda inner: self._skipped(inner, module),
+                )
             finally:
                 self.round = outer
         label = p.name + (f" (fixpoint round {self.round})" if self.round else "")
@@ -242,6 +260,13 @@ class Runner:
             self._verify(module, f"after pass '{p.name}'")  # left the verified module as is
         self._dump(p, label, module, changed, before)
         return changed
+
+    def _skipped(self, p: HloModulePass, module: ModuleOp) -> None:
+        """A fixpoint pass not re-run (it would change nothing): logged and dumped as a
+        run that changed nothing, so logs and dumps read the same either way."""
+        label = p.name + (f" (fixpoint round {self.round})" if self.round else "")
+        self.log.append((p.name, False))
+        self._dump(p, label, module, False, "")
 
     @staticmethod
     def _verify(module: ModuleOp, when: str) -> None:
