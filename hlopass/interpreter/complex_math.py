@@ -1,5 +1,7 @@
-"""Complex ops with XLA-CPU's formulas (its elemental IR emitter), so that inf/NaN/overflow
-parts come out as XLA-CPU's do, not as numpy's C99 Annex G functions give them."""
+"""Complex ops with XLA-CPU's formulas, so that inf/NaN/overflow parts come out as XLA-CPU's
+do, not as numpy's C99 Annex G functions give them. XLA-CPU lowers complex math through mlir's
+ComplexToStandard expansions; LLVM then contracts multiply-adds into FMAs, and the CPU flushes
+every denormal intermediate (FTZ/DAZ), which the formulas here repeat where it shows."""
 
 from __future__ import annotations
 
