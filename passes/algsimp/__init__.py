@@ -194,6 +194,8 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     dynamic_slice.DynamicSliceOfIota, dynamic_slice.DynamicSliceTrivialIndex,
     dynamic_slice.DynamicUpdateSliceTrivialIndex, broadcast.BroadcastDropDegenerateDims,
     transpose_reshape.ReshapeOfIota,
+    broadcast.BroadcastSinkUnary, power.RsqrtOfReciprocal, power.RsqrtOfPowerMinusTwo,
+    dynamic_slice.DynamicSliceOfTranspose,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -115,3 +115,30 @@ class BroadcastDropDegenerateDims(Simplification):
         r = self.new("reshape", [x], small, like=op)
         return self.new("broadcast", [r.result], shape,
                         {"dimensions": tuple(dims[i] for i in keep)}, like=op)  # fmt: skip
+
+
+class BroadcastSinkUnary(Simplification):
+    """`f(broadcast(x, dims)) -> broadcast(f(x), dims)` for an elementwise unary f (XLA's
+    `TryToSinkBroadcastAfterOpWithUniqueNonScalarOperand`: f then runs on the smaller x)."""
+
+    OPCODES = (
+        "abs", "negate", "exponential", "exponential-minus-one", "log", "log-plus-one",
+        "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "logistic", "floor",
+        "ceil", "round-nearest-afz", "round-nearest-even", "sign", "not", "is-finite",
+        "convert", "real", "imag", "popcnt", "count-leading-zeros", "erf",
+    )  # fmt: skip
+    """Not copy (XLA keeps copies: they change layouts) nor fusion."""
+
+    def rewrite(self, op: HloOp):
+        b = src(op.operands[0], "broadcast")
+        if b is None or op.attr("result_accuracy") is not None:
+            return None  # (an accuracy request is not carried over to the new op)
+        x = b.operands[0]
+        sx, shape = array(value_shape(x)), array(op.shape)
+        if sx is None or shape is None or shape.rank == 0:
+            return None  # (XLA: a broadcast to a scalar is left alone)
+        if sx.num_elements >= shape.num_elements:
+            return None  # nothing to gain (a no-op broadcast is removed by BroadcastNoop)
+        inner = self.new(op.opcode, [x], sx.with_element_type(shape.element_type), like=op)
+        return self.new("broadcast", [inner.result], shape,
+                        {"dimensions": tuple(b.attr("dimensions") or ())}, like=op)  # fmt: skip

@@ -184,3 +184,31 @@ class DynamicUpdateSliceTrivialIndex(Simplification):
         if operands is None:
             return None
         return self.new("dynamic-update-slice", operands, op.shape, like=op)
+
+
+class DynamicSliceOfTranspose(Simplification):
+    """`dynamic-slice(transpose(x, perm), i...) -> transpose(dynamic-slice(x, i[perm^-1]...),
+    perm)`: the slice moves to x (each index clamps in its own dimension, so the values are
+    the same) and the transpose then moves fewer elements."""
+
+    OPCODES = ("dynamic-slice",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        t = src(op.operands[0], "transpose")
+        if t is None or not op.operands[0].has_one_use():
+            return None  # (another user would keep the big transpose: no gain)
+        x, idx = t.operands[0], list(op.operands[1:])
+        sx, shape = array(value_shape(x)), array(op.shape)
+        perm = tuple(t.attr("dimensions") or ())
+        if sx is None or shape is None or sx.is_dynamic or len(idx) != sx.rank:
+            return None
+        sizes = tuple(op.attr("dynamic_slice_sizes"))
+        # output dim k of the transpose is x's dim perm[k]
+        new_idx, new_sizes = [idx[0]] * sx.rank, [0] * sx.rank
+        for k, d in enumerate(perm):
+            new_idx[d], new_sizes[d] = idx[k], sizes[k]
+        small = sx.with_dims(tuple(new_sizes))
+        ds = self.new("dynamic-slice", [x, *new_idx], small,
+                      {"dynamic_slice_sizes": tuple(new_sizes)}, like=op)  # fmt: skip
+        return self.new("transpose", [ds.result], shape, {"dimensions": perm}, like=op)

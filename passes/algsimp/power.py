@@ -125,3 +125,34 @@ class DivideByRsqrt(Simplification):
             return None
         s = self.new("sqrt", [rs.operands[0]], rs.shape, like=rs)
         return self.new("multiply", [a, s.result], op.shape, like=op)
+
+
+class RsqrtOfReciprocal(Simplification):
+    """`rsqrt(divide(1, x)) -> sqrt(x)` for x known to be >= 0 (x = -0 gives nan against
+    -0; for x > 0 the two roundings differ: it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("rsqrt",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        d = src(op.operands[0], "divide")
+        if d is None or not is_float(et(op)) or not splat_is(d.operands[0], 1.0):
+            return None
+        x = d.operands[1]
+        if not is_non_negative(x):
+            return None
+        return self.new("sqrt", [x], op.shape, like=op)
+
+
+class RsqrtOfPowerMinusTwo(Simplification):
+    """`rsqrt(power(x, -2)) -> abs(x)` (x^-2 rounds, and rsqrt rounds again: it needs
+    `enable-floats-are-real`)."""
+
+    OPCODES = ("rsqrt",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        p = src(op.operands[0], "power")
+        if p is None or not is_float(et(op)) or not splat_is(p.operands[1], -2.0):
+            return None
+        return self.new("abs", [p.operands[0]], op.shape, like=op)
