@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 
 _DEF = re.compile(r"^(\s*(?:ROOT )?)(%?)([A-Za-z_][\w.\-]*)( = )")
-_USE = re.compile(r"(?<![\w.\-%])(%?)([A-Za-z_][\w.\-]*)(?![\w.\-])")
-_HEAD = re.compile(r"^(ENTRY )?%?[\w.\-]+ [(]|^HloModule ")
+# `ENTRY main {` without a signature is how hand-written (and XLA's short) text heads one.
+_HEAD = re.compile(r"^(ENTRY )?%?[\w.\-]+ (?:[(]|\{$)|^HloModule ")
+_SPLIT = "// -----"
 _FILECHECK_SPECIAL = re.compile(r"(\[\[|\{\{)")
 
 
@@ -45,6 +46,10 @@ def generate_checks(output: str, prefix: str = "CHECK") -> str:
     for line in output.splitlines():
         if not line.strip():
             continue
+        if line.strip() == _SPLIT:  # `--split-input-file` output: a new module, kept bare
+            names.clear()
+            lines_out.append(_SPLIT)
+            continue
         if _HEAD.match(line):
             names.clear()  # instruction names are per computation
             lines_out.append(f"// {prefix}-LABEL: {_escape(line)}")
@@ -64,22 +69,123 @@ def generate_checks(output: str, prefix: str = "CHECK") -> str:
 
 
 def _substitute_uses(rest: str, names: dict[str, str]) -> str:
-    """Operand names already captured become `[[VAR]]`; all other text is escaped."""
+    """`rest` is `shape opcode(operands), attributes`. Only the names of the operand list and
+    of `control-predecessors={...}` become `[[VAR]]`: the shape, the opcode (XLA names an
+    instruction after its opcode, `%add = f32[] add(...)`), attribute keys and values
+    (called computations stay literal, as their headers are) are escaped text."""
+    spans = _operand_spans(rest)
     out: list[str] = []
     pos = 0
-    for m in _USE.finditer(rest):
-        name = m.group(2)
-        if name not in names or not _is_operand_position(rest, m.start()):
+    for start, end in spans:
+        sigil, name = _split_name(rest[start:end])
+        if name not in names:
             continue
-        out.append(_escape(rest[pos : m.start()]))
-        out.append(m.group(1) + f"[[{names[name]}]]")
-        pos = m.end()
+        name_at = end - len(name) - len(sigil)
+        out.append(_escape(rest[pos:name_at]))
+        out.append(sigil + f"[[{names[name]}]]")
+        pos = end
     out.append(_escape(rest[pos:]))
     return "".join(out)
 
 
-def _is_operand_position(text: str, at: int) -> bool:
-    """A name right after `(`, `, ` or `={`: an operand or control predecessor, not an
-    attribute key or a word inside a string."""
-    before = text[:at].rstrip(" %")
-    return before.endswith(("(", ",", "{", "}", "]")) and text.count('"', 0, at) % 2 == 0
+# `/*index=5*/%x`: the printer numbers every fifth operand of a long list.
+_NAME_TAIL = re.compile(r"(?:^|(?<=[ (])|(?<=\*/))(%?)([A-Za-z_][\w.\-]*)$")
+_OPCODE = re.compile(r" ([a-z][\w\-]*)\(")
+_CONTROL = ", control-predecessors={"
+
+
+def _split_name(operand: str) -> tuple[str, str]:
+    """(`%` or ``, name) of one operand (`%x`, `x`, or old-style `f32[4]{0} %x`); the name is
+    the last word, so a shape before it never counts."""
+    m = _NAME_TAIL.search(operand)
+    return (m.group(1), m.group(2)) if m else ("", "")
+
+
+def _operand_spans(rest: str) -> list[tuple[int, int]]:
+    """(start, end) of each operand and control predecessor in `rest`, trailing blanks
+    excluded. A constant's parentheses hold a literal (`true`, `inf`), not operands."""
+    shape_end = _close_depth0(rest, 0, " ")
+    m = _OPCODE.match(rest, shape_end) if shape_end is not None else None
+    if m is None:
+        return []
+    spans: list[tuple[int, int]] = []
+    close = _close_depth0(rest, m.end(), ")")
+    if close is None:
+        return []
+    if m.group(1) != "constant":
+        spans += _items(rest, m.end(), close)
+    at = _find_depth0(rest, _CONTROL, close + 1)
+    if at is not None:
+        inner = at + len(_CONTROL)
+        end = _close_depth0(rest, inner, "}")
+        if end is not None:
+            spans += _items(rest, inner, end)
+    return spans
+
+
+def _items(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Spans of the comma-separated items of text[start:end] at bracket depth 0."""
+    spans: list[tuple[int, int]] = []
+    while start < end:
+        comma = _close_depth0(text, start, ",", end)
+        stop = end if comma is None else comma
+        a, b = start, stop
+        while a < b and text[a] == " ":
+            a += 1
+        while b > a and text[b - 1] == " ":
+            b -= 1
+        if a < b:
+            spans.append((a, b))
+        start = stop + 1
+    return spans
+
+
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _close_depth0(text: str, start: int, char: str, end: int | None = None) -> int | None:
+    """Index of the first `char` at depth 0 from `start` (brackets and strings skipped)."""
+    depth, in_str, i = 0, False, start
+    stop = len(text) if end is None else end
+    while i < stop:
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == char and depth == 0:
+            return i
+        elif c == '"':
+            in_str = True
+        elif c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return None
+        i += 1
+    return None
+
+
+def _find_depth0(text: str, needle: str, start: int) -> int | None:
+    """Index of `needle` at depth 0 outside strings from `start` (an attribute, not text
+    inside another attribute's value)."""
+    depth, in_str, i = 0, False, start
+    while i < len(text):
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif depth == 0 and text.startswith(needle, i):
+            return i
+        elif c == '"':
+            in_str = True
+        elif c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        i += 1
+    return None
