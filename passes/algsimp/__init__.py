@@ -195,7 +195,8 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     dynamic_slice.DynamicUpdateSliceTrivialIndex, broadcast.BroadcastDropDegenerateDims,
     transpose_reshape.ReshapeOfIota,
     broadcast.BroadcastSinkUnary, power.RsqrtOfReciprocal, power.RsqrtOfPowerMinusTwo,
-    dynamic_slice.DynamicSliceOfTranspose,
+    dynamic_slice.DynamicSliceOfTranspose, reduce_window.ReduceWindowOfPad,
+    broadcast.BroadcastSinkBinaryWithScalar,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

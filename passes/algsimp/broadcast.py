@@ -6,6 +6,8 @@ from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
+    et,
+    is_scalar_broadcast,
     src,
 )
 from hlopass.rewriting import (
@@ -140,5 +142,38 @@ class BroadcastSinkUnary(Simplification):
         if sx.num_elements >= shape.num_elements:
             return None  # nothing to gain (a no-op broadcast is removed by BroadcastNoop)
         inner = self.new(op.opcode, [x], sx.with_element_type(shape.element_type), like=op)
+        return self.new("broadcast", [inner.result], shape,
+                        {"dimensions": tuple(b.attr("dimensions") or ())}, like=op)  # fmt: skip
+
+
+class BroadcastSinkBinaryWithScalar(Simplification):
+    """`f(broadcast(x, dims), broadcast(s)) -> broadcast(f(x, broadcast(s)), dims)` for an
+    elementwise binary f and a scalar s (either side): the broadcast is f's unique
+    non-scalar operand, and f then runs on x's smaller shape."""
+
+    OPCODES = BroadcastSinkBinary.OPCODES
+
+    def rewrite(self, op: HloOp):
+        ops = list(op.operands)
+        big = [k for k, v in enumerate(ops) if is_scalar_broadcast(v) is None]
+        if len(big) != 1 or (b := src(ops[big[0]], "broadcast")) is None:
+            return None
+        x = b.operands[0]
+        sx, shape = array(value_shape(x)), array(op.shape)
+        if sx is None or shape is None or sx.rank == 0 or sx.num_elements >= shape.num_elements:
+            return None
+        k = 1 - big[0]
+        s = is_scalar_broadcast(ops[k])
+        assert s is not None
+        small_s = self.new("broadcast", [s.operands[0]], sx.with_element_type(et(s)),
+                           {"dimensions": ()}, like=s)  # fmt: skip
+        args = [x, x]
+        args[k] = small_s.result
+        attrs = None
+        if op.opcode == "compare":
+            attrs = {"direction": op.attr("direction")}
+            if op.attr("type") is not None:
+                attrs["type"] = op.attr("type")
+        inner = self.new(op.opcode, args, sx.with_element_type(shape.element_type), attrs, like=op)
         return self.new("broadcast", [inner.result], shape,
                         {"dimensions": tuple(b.attr("dimensions") or ())}, like=op)  # fmt: skip
