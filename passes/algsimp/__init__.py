@@ -196,7 +196,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     transpose_reshape.ReshapeOfIota,
     broadcast.BroadcastSinkUnary, power.RsqrtOfReciprocal, power.RsqrtOfPowerMinusTwo,
     dynamic_slice.DynamicSliceOfTranspose, reduce_window.ReduceWindowOfPad,
-    broadcast.BroadcastSinkBinaryWithScalar,
+    broadcast.BroadcastSinkBinaryWithScalar, broadcast.BroadcastSinkTernary,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -177,3 +177,54 @@ class BroadcastSinkBinaryWithScalar(Simplification):
         inner = self.new(op.opcode, args, sx.with_element_type(shape.element_type), attrs, like=op)
         return self.new("broadcast", [inner.result], shape,
                         {"dimensions": tuple(b.attr("dimensions") or ())}, like=op)  # fmt: skip
+
+
+class BroadcastSinkTernary(Simplification):
+    """`f(broadcast(a, dims), broadcast(b, dims), broadcast(c, dims)) ->
+    broadcast(f(a, b, c), dims)` for select and clamp, where each operand is either a
+    broadcast of x's shape with the same dims, a scalar broadcast (re-broadcast to x's
+    shape) or a scalar (clamp bounds, select predicate: kept as is)."""
+
+    OPCODES = ("select", "clamp")
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        big = [b for v in op.operands if (b := src(v, "broadcast")) is not None
+               and is_scalar_broadcast(v) is None]  # fmt: skip
+        if shape is None or not big:
+            return None
+        dims = tuple(big[0].attr("dimensions") or ())
+        sx = array(value_shape(big[0].operands[0]))
+        if sx is None or sx.num_elements >= shape.num_elements:
+            return None
+        kinds = [_sink_kind(v, dims, sx.dims) for v in op.operands]
+        if None in kinds:
+            return None  # some operand is neither a scalar nor a compatible broadcast
+        args = []
+        for v, kind in zip(op.operands, kinds, strict=True):
+            if kind == "scalar":
+                args.append(v)
+            elif kind == "scalar-broadcast":
+                sb = src(v, "broadcast")
+                assert sb is not None
+                args.append(self.new("broadcast", [sb.operands[0]], sx.with_element_type(et(v)),
+                                     {"dimensions": ()}, like=sb).result)  # fmt: skip
+            else:
+                args.append(src(v, "broadcast").operands[0])  # type: ignore[union-attr]
+        inner = self.new(op.opcode, args, sx.with_element_type(shape.element_type), like=op)
+        return self.new("broadcast", [inner.result], shape, {"dimensions": dims}, like=op)
+
+
+def _sink_kind(v, dims: tuple[int, ...], small: tuple[int, ...]) -> str | None:
+    """How operand `v` moves below a sunk broadcast: "scalar" (stays), "scalar-broadcast"
+    (re-broadcast to the small shape), "broadcast" (its operand, of the small shape)."""
+    s = array(value_shape(v))
+    if s is not None and s.rank == 0:
+        return "scalar"
+    if is_scalar_broadcast(v) is not None:
+        return "scalar-broadcast"
+    b = src(v, "broadcast")
+    if b is None or tuple(b.attr("dimensions") or ()) != dims:
+        return None
+    sa = array(value_shape(b.operands[0]))
+    return "broadcast" if sa is not None and sa.dims == small else None
