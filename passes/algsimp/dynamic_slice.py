@@ -212,3 +212,30 @@ class DynamicSliceOfTranspose(Simplification):
         ds = self.new("dynamic-slice", [x, *new_idx], small,
                       {"dynamic_slice_sizes": tuple(new_sizes)}, like=op)  # fmt: skip
         return self.new("transpose", [ds.result], shape, {"dimensions": perm}, like=op)
+
+
+class DynamicSliceOfBroadcast(Simplification):
+    """`dynamic-slice(broadcast(x, dims), i...) -> broadcast(dynamic-slice(x, i[dims]...),
+    dims)`: x's dim j is the broadcast's dim dims[j], of the same size, so its index clamps
+    the same way; the other indices only pick among equal copies."""
+
+    OPCODES = ("dynamic-slice",)
+
+    def rewrite(self, op: HloOp):
+        b = src(op.operands[0], "broadcast")
+        if b is None or is_scalar_broadcast(op.operands[0]) is not None:
+            return None  # (a scalar's broadcast: DynamicSliceOfScalarBroadcast)
+        x, idx = b.operands[0], list(op.operands[1:])
+        sx, shape = array(value_shape(x)), array(op.shape)
+        if sx is None or shape is None or sx.is_dynamic or shape.is_dynamic:
+            return None
+        dims = tuple(b.attr("dimensions") or ())
+        sizes = tuple(op.attr("dynamic_slice_sizes"))
+        new_sizes = tuple(sizes[d] for d in dims)
+        if new_sizes == sx.dims:
+            inner = x  # the whole of x is kept: only the broadcast shrinks
+        else:
+            inner = self.new("dynamic-slice", [x, *(idx[d] for d in dims)],
+                             sx.with_dims(new_sizes),
+                             {"dynamic_slice_sizes": new_sizes}, like=op).result  # fmt: skip
+        return self.new("broadcast", [inner], shape, {"dimensions": dims}, like=op)
