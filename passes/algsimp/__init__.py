@@ -197,7 +197,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     broadcast.BroadcastSinkUnary, power.RsqrtOfReciprocal, power.RsqrtOfPowerMinusTwo,
     dynamic_slice.DynamicSliceOfTranspose, reduce_window.ReduceWindowOfPad,
     broadcast.BroadcastSinkBinaryWithScalar, broadcast.BroadcastSinkTernary,
-    dynamic_slice.DynamicSliceOfBroadcast,
+    dynamic_slice.DynamicSliceOfBroadcast, reduce.ReduceOfBatchDot,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -12,6 +12,7 @@ from hlopass.passes.algsimp.helpers import (
     src,
 )
 from hlopass.rewriting import (
+    is_zero,
     value_shape,
 )
 from hlopass.shape import is_float
@@ -138,3 +139,43 @@ class ReduceOfBroadcastIdempotent(Simplification):
             return None
         init = self.new("broadcast", [op.operands[1]], shape, {"dimensions": ()}, like=op)
         return self.new(kind, [init.result, x], shape, like=op)
+
+
+class ReduceOfBatchDot(Simplification):
+    """`reduce(dot(a, b), 0, add) over batch dims -> dot(a, b)` with those batch dims
+    contracted instead (single-use dot of plain precision; the sum's order changes, so for
+    floats it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("reduce",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        from hlopass.passes.algsimp.dot import plain_precision
+
+        if len(op.operands) != 2 or self.opts.is_layout_sensitive:
+            return None  # (dot rewrites do not run when layouts are fixed)
+        d, init = src(op.operands[0], "dot"), op.operands[1]
+        if d is None or not op.operands[0].has_one_use() or not plain_precision(d):
+            return None
+        shape = array(op.shape)
+        if shape is None or shape.element_type in ("pred", "c64", "c128") or d.attr("sparsity"):
+            return None
+        if reducer_opcode(op) != "add":
+            return None
+        if not is_identity_init(op, init) and not (is_float(shape.element_type) and is_zero(init)):
+            return None  # (+0 is not add's float identity, but this runs with fast math only)
+        lb, rb = list(d.attr("lhs_batch_dims") or ()), list(d.attr("rhs_batch_dims") or ())
+        dims = sorted(op.attr("dimensions") or ())
+        if not dims or any(k >= len(lb) for k in dims):
+            return None  # some reduced dimension is not a batch dimension
+        attrs = {
+            "lhs_batch_dims": tuple(x for k, x in enumerate(lb) if k not in dims),
+            "rhs_batch_dims": tuple(x for k, x in enumerate(rb) if k not in dims),
+            "lhs_contracting_dims": tuple(d.attr("lhs_contracting_dims") or ())
+            + tuple(lb[k] for k in dims),
+            "rhs_contracting_dims": tuple(d.attr("rhs_contracting_dims") or ())
+            + tuple(rb[k] for k in dims),
+        }
+        if d.attr("operand_precision") is not None:
+            attrs["operand_precision"] = d.attr("operand_precision")
+        return self.new("dot", list(d.operands), shape, attrs, like=d)
