@@ -64,13 +64,13 @@ class Reachability:
     """Who reaches whom in one computation: each instruction's ancestors as a bitset.
 
     A merge gives the new instruction the union of the merged ones' bits, so paths into
-    or out of them stay answered; descendants then inherit the new ancestors."""
+    or out of them stay answered; descendants then inherit the new ancestors. `order`
+    keeps the instructions' sequence (`pos` comparable keys) with O(1) updates."""
 
     def __init__(self, comp: ComputationOp):
         self.bits: dict[int, int] = {}
         self.anc: dict[int, int] = {}
-        self.order: list[HloOp] = []
-        self.pos: dict[int, int] = {}
+        self.order = Order()
         for i, op in enumerate(comp.instructions):
             self.bits[id(op)] = 1 << i
             a = 0
@@ -78,10 +78,10 @@ class Reachability:
                 a |= self.bits.get(id(v.owner), 0) | self.anc.get(id(v.owner), 0)
             self.anc[id(op)] = a
             self.order.append(op)
-        self.renumber()
 
-    def renumber(self) -> None:
-        self.pos = {id(op): i for i, op in enumerate(self.order)}
+    @property
+    def pos(self) -> dict[int, float]:
+        return self.order.key
 
     def reaches(self, a: Any, b: Any) -> bool:
         """A path of one or more edges from a to b."""
@@ -116,6 +116,81 @@ class Reachability:
             stack.extend(_readers(op))
 
 
+class Order:
+    """A sequence of instructions as a linked list with increasing float keys: inserting
+    or removing is O(1) (keys are respaced, O(n), only when a gap is used up), where
+    rebuilding a list and its index per merge made merging quadratic."""
+
+    def __init__(self) -> None:
+        self.key: dict[int, float] = {}
+        self.prev: dict[int, Any] = {}
+        self.next: dict[int, Any] = {}
+        self.last: Any = None
+        self.first: Any = None
+
+    def append(self, op: Any) -> None:
+        self.key[id(op)] = self.key[id(self.last)] + 1.0 if self.last is not None else 0.0
+        self._link(op, self.last, None)
+
+    def _link(self, op: Any, before: Any, after: Any) -> None:
+        self.prev[id(op)], self.next[id(op)] = before, after
+        if before is None:
+            self.first = op
+        else:
+            self.next[id(before)] = op
+        if after is None:
+            self.last = op
+        else:
+            self.prev[id(after)] = op
+
+    def insert_before(self, anchor: Any, ops: list[Any]) -> None:
+        for op in ops:
+            self._link(op, self.prev[id(anchor)], anchor)
+        self._key(ops)
+
+    def insert_after(self, anchor: Any, ops: list[Any]) -> None:
+        for op in reversed(ops):
+            self._link(op, anchor, self.next[id(anchor)])
+        self._key(ops)
+
+    def remove(self, op: Any) -> None:
+        before, after = self.prev.pop(id(op)), self.next.pop(id(op))
+        self.key.pop(id(op))
+        if before is None:
+            self.first = after
+        else:
+            self.next[id(before)] = after
+        if after is None:
+            self.last = before
+        else:
+            self.prev[id(after)] = before
+
+    def between(self, a: Any, b: Any) -> list[Any]:
+        """The instructions strictly between a and b (a before b)."""
+        out = []
+        op = self.next[id(a)]
+        while op is not None and op is not b:
+            out.append(op)
+            op = self.next[id(op)]
+        return out
+
+    def _key(self, ops: list[Any]) -> None:
+        """Keys for consecutive new `ops`, between their neighbours'."""
+        before, after = self.prev[id(ops[0])], self.next[id(ops[-1])]
+        lo = self.key[id(before)] if before is not None else self.key[id(after)] - 1.0
+        hi = self.key[id(after)] if after is not None else lo + 1.0
+        step = (hi - lo) / (len(ops) + 1)
+        keys = [lo + step * (i + 1) for i in range(len(ops))]
+        if all(x < y for x, y in zip([lo, *keys], [*keys, hi], strict=True)):
+            for op, k in zip(ops, keys, strict=True):
+                self.key[id(op)] = k
+            return
+        op, i = self.first, 0.0  # the gap is used up: respace all
+        while op is not None:
+            self.key[id(op)] = i
+            op, i = self.next[id(op)], i + 1.0
+
+
 def _readers(op: Any) -> list[Any]:
     result = getattr(op, "result", None)
     return [u.operation for u in result.uses] if result is not None else []
@@ -147,9 +222,10 @@ def _dims(shape: Any) -> Any:
     return shape.dims if isinstance(shape, ArrayShape) else None
 
 
-def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
+def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None) -> bool:
     """XLA IsFusibleAsMultiOutputFusionRoot: loop or input (reduction) fusions, and
-    elementwise instructions; no scatter or transpose heroes, no kCustom."""
+    elementwise instructions; no scatter or transpose heroes, no kCustom. `kinds`: a cache
+    of fusions' emitter kinds (`KindCache`)."""
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
             return False
@@ -161,7 +237,9 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
             )
         ):
             return False  # only multi-output fusions read through get-tuple-element
-        kind = emitter_kind(_body(op, comps), _outputs(op, comps))
+        kind = (
+            kinds(op) if kinds is not None else emitter_kind(_body(op, comps), _outputs(op, comps))
+        )
         return kind in ("loop", "reduction")
     from hlopass.cost.fusion import is_elementwise
 
@@ -270,6 +348,92 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
 
 
 @dataclass
+class MergeSketch:
+    """What `build_merged(a, b)` would build, counted without building it: the budget's
+    numbers, and the instruction names the build takes (in the order it takes them), so a
+    refused merge costs O(|a| + |b|) name look-ups instead of cloning both kernels."""
+
+    operands: int
+    outputs: int
+    reductions: int
+    smem: int
+    names: list[str]
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a kernel adds to a merge: which operands its parameters read (in the order
+    the build binds them; None: all operands), its body's names, unnested reductions and
+    shared memory, its number of outputs. Fixed while the kernel lives (merges make new
+    fusions), so it is computed once per kernel."""
+
+    numbers: list[int] | None
+    names: list[str]
+    reductions: int
+    smem: int
+    outputs: int
+
+    @staticmethod
+    def of(op: HloOp, comps: dict[str, ComputationOp]) -> Part:
+        if op.opcode == "fusion":
+            comp = comps[op.attr("calls")]
+            numbers = [p.attr("number") for p in comp.parameters()]
+            body = [x for x in comp.instructions if x.opcode != "parameter"]
+            root = comp.root
+            n = len(root.operands) if root.opcode == "tuple" else 1
+        else:
+            numbers, body, n = None, [op], 1
+        reductions = sum(is_unnested_reduction(x) for x in body)
+        smem = sum(shared_memory(x) for x in body)
+        return Part(numbers, [x.inst_name for x in body], reductions, smem, n)
+
+    def reads(self, op: HloOp) -> list[SSAValue]:
+        if self.numbers is None:
+            return list(op.operands)
+        return [op.operands[i] for i in self.numbers]
+
+
+class PerKernel:
+    """A value computed once per live kernel (keyed by identity: ids are reused)."""
+
+    def __init__(self, compute: Any):
+        self.compute = compute
+        self.hits: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, op: Any) -> Any:
+        hit = self.hits.get(id(op))
+        if hit is None or hit[0] is not op:
+            hit = self.hits[id(op)] = (op, self.compute(op))
+        return hit[1]
+
+
+def sketch_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
+                  parts: Any = None) -> MergeSketch:  # fmt: skip
+    """`build_merged`'s walk without the clones (keep the two in step). `parts`: a
+    `PerKernel` cache of `Part.of`."""
+    bound: set[int] = set()
+    names: list[str] = []
+    reductions = smem = 0
+    n_a = 0
+    outputs = 0
+    for k, op in enumerate((a, b)):
+        part = parts(op) if parts is not None else Part.of(op, comps)
+        for v in part.reads(op):
+            i = output_index(a, v) if k == 1 else None
+            if (i is not None and i < n_a) or id(v) in bound:
+                continue
+            names.append(f"param_{len(bound)}")
+            bound.add(id(v))
+        names += part.names
+        reductions += part.reductions
+        smem += part.smem
+        if k == 0:
+            n_a = part.outputs
+        outputs += part.outputs
+    return MergeSketch(len(bound), outputs, reductions, smem, names)
+
+
+@dataclass
 class MultiOutputMerge(RewritePattern):
     """Shared by both rewrites: replace kernels `a` and `b` by one fusion writing the
     outputs of both; their readers read get-tuple-elements of it."""
@@ -325,10 +489,9 @@ class MultiOutputMerge(RewritePattern):
                 old.result.replace_all_uses_with(g.result)
             offset += n
         self.reach.merged(fusion, [a, b], gtes)
-        idx = self.reach.pos[id(later)]
-        self.reach.order[idx:idx] = [fusion, *gtes]
-        self.reach.order = [op for op in self.reach.order if op is not a and op is not b]
-        self.reach.renumber()
+        self.reach.order.insert_before(later, [fusion, *gtes])
+        self.reach.order.remove(a)
+        self.reach.order.remove(b)
         for old in (a, b):
             callee = old.attr("calls") if old.opcode == "fusion" else None
             _erase(old)
@@ -345,8 +508,7 @@ class MultiOutputMerge(RewritePattern):
         """Readers of `earlier` placed before `later` move after the new fusion (none of
         them reaches `later`: that would be a cycle)."""
         order = self.reach.order
-        i, j = self.reach.pos[id(earlier)], self.reach.pos[id(later)]
-        moved = [op for op in order[i + 1 : j] if self.reach.reaches(earlier, op)]
+        moved = [op for op in order.between(earlier, later) if self.reach.reaches(earlier, op)]
         anchor: Operation = fusion
         for op in moved:
             op.detach()
@@ -355,11 +517,9 @@ class MultiOutputMerge(RewritePattern):
             block.insert_op_after(op, anchor)
             anchor = op
         if moved:
-            ids = {id(op) for op in moved}
-            rest = [op for op in order if id(op) not in ids]
-            k = rest.index(later)
-            self.reach.order = rest[: k + 1] + moved + rest[k + 1 :]
-            self.reach.renumber()
+            for op in moved:
+                order.remove(op)
+            order.insert_after(later, moved)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         raise NotImplementedError  # the concrete rewrites below
@@ -414,12 +574,21 @@ class MultiOutputDriver:
     made: list[tuple[FusionRecord, HloOp]] = field(default_factory=list)
     """Each merge's record and fusion (named once the builder has renamed them)."""
 
-    def time_of(self, op: HloOp) -> float:
-        return self.model.kernel_time_us(_body(op, self.comps), _outputs(op, self.comps))
+    def __post_init__(self) -> None:
+        # per-kernel facts, each computed once: recomputing them for the growing fusion
+        # on every candidate made a sibling group quadratic
+        comps = self.comps
+        self.kinds = PerKernel(lambda op: emitter_kind(_body(op, comps), _outputs(op, comps)))
+        self.parts = PerKernel(lambda op: Part.of(op, comps))
+        self.time_of = PerKernel(
+            lambda op: self.model.kernel_time_us(_body(op, comps), _outputs(op, comps))
+        )
 
     def refusal(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> str | None:
         comps = self.comps
-        if not mof_root_eligible(b, comps) or not mof_root_eligible(a, comps):
+        if not mof_root_eligible(b, comps, self.kinds) or not mof_root_eligible(
+            a, comps, self.kinds
+        ):
             return NOT_ROOT
         if sibling and a.opcode != "fusion" and b.opcode != "fusion":
             return "no fusion among the siblings"
@@ -434,13 +603,12 @@ class MultiOutputDriver:
                     return CYCLE
         return None
 
-    def budget(self, plan: MergePlan) -> str | None:
-        if len(plan.operands) + len(plan.outputs) + 1 > MAX_OPERANDS_AND_OUTPUTS:
+    def budget(self, sketch: MergeSketch) -> str | None:
+        if sketch.operands + sketch.outputs + 1 > MAX_OPERANDS_AND_OUTPUTS:
             return BUDGET
-        if sum(is_unnested_reduction(m) for m in plan.members) > MAX_UNNESTED_REDUCTIONS:
+        if sketch.reductions > MAX_UNNESTED_REDUCTIONS:
             return f"over {MAX_UNNESTED_REDUCTIONS} unnested reductions in fusion"
-        smem = sum(shared_memory(m) for m in plan.members)
-        if smem > SHARED_MEMORY_PER_BLOCK:
+        if sketch.smem > SHARED_MEMORY_PER_BLOCK:
             return f"shared memory usage would be over the budget of {SHARED_MEMORY_PER_BLOCK}B"
         return None
 
@@ -451,8 +619,15 @@ class MultiOutputDriver:
         why = self.refusal(a, b, reach, sibling)
         plan = None
         if why is None:
-            plan = build_merged(a, b, self.comps, self.builder)
-            why = self.budget(plan)
+            # the budget is decided on a sketch: building (cloning the growing fusion) for
+            # every refused candidate made large sibling groups quadratic
+            sketch = sketch_merged(a, b, self.comps, self.parts)
+            why = self.budget(sketch)
+            if why is None:
+                plan = build_merged(a, b, self.comps, self.builder)
+            else:  # the names the build would have taken, so later names stay the same
+                for name in sketch.names:
+                    self.builder.fresh_inst(name)
         if why is None and plan is not None:
             unfused = self.time_of(a) + self.time_of(b)
             fused = self.model.kernel_time_us(plan.members, [v.owner for v in plan.outputs])
@@ -486,7 +661,7 @@ class MultiOutputDriver:
             readers = [u.operation for u in value_owner.result.uses]
             readers = [r for r in dict.fromkeys(readers)
                        if isinstance(r, HloOp) and r.parent is not None
-                       and mof_root_eligible(r, comps)]  # fmt: skip
+                       and mof_root_eligible(r, comps, self.kinds)]  # fmt: skip
             if len(readers) >= 2:
                 readers.sort(key=lambda r: reach.pos[id(r)])
                 changed |= self._merge_siblings(readers, reach)
@@ -494,7 +669,7 @@ class MultiOutputDriver:
         for p in list(self.comp.instructions):
             if p.parent is None or (isinstance(p.shape, TupleShape) and p.opcode != "fusion"):
                 continue
-            if not mof_root_eligible(p, comps):
+            if not mof_root_eligible(p, comps, self.kinds):
                 continue
             readers = [r for r in readers_through_elements(p) if isinstance(r, HloOp)]
             if len(readers) < 2:
