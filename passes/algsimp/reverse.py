@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, is_scalar_broadcast, src
-from hlopass.rewriting import value_shape
+from hlopass.rewriting import const_array, owner, value_shape
 
 
 class ReverseOfReverse(Simplification):
@@ -44,3 +46,45 @@ class ReverseOfScalarBroadcast(Simplification):
 
     def rewrite(self, op: HloOp):
         return op.operands[0] if is_scalar_broadcast(op.operands[0]) is not None else None
+
+
+class ReverseOfElementwiseWithConstant(Simplification):
+    """`reverse(f(x, c)) -> f(reverse(x), reverse(c))` for an elementwise binary f and a
+    constant (or scalar broadcast) c, reversed here: the reverse moves towards x, where it
+    may meet another reverse or a slice (single-use f)."""
+
+    OPCODES = ("reverse",)
+
+    def rewrite(self, op: HloOp):
+        f = owner(op.operands[0])
+        if f is None or f.opcode not in _BINARY or not op.operands[0].has_one_use():
+            return None
+        k = next((k for k, v in enumerate(f.operands) if _constant_like(v)), None)
+        if k is None or _constant_like(f.operands[1 - k]):
+            return None  # both constant: constant folding's work
+        dims = tuple(op.attr("dimensions") or ())
+        x, c = f.operands[1 - k], f.operands[k]
+        rx = self.new("reverse", [x], value_shape(x), {"dimensions": dims}, like=op).result
+        if is_scalar_broadcast(c) is None:
+            arr, sc = const_array(c), array(value_shape(c))
+            assert arr is not None and sc is not None
+            c = self.array_const(np.flip(arr, dims).copy(), sc).result
+        args = [rx, c] if k == 1 else [c, rx]
+        attrs = None
+        if f.opcode == "compare":
+            attrs = {"direction": f.attr("direction")}
+            if f.attr("type") is not None:
+                attrs["type"] = f.attr("type")
+        return self.new(f.opcode, args, op.shape, attrs, like=f)
+
+
+_BINARY = (
+    "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power",
+    "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "compare",
+)  # fmt: skip
+
+
+def _constant_like(v) -> bool:
+    """A scalar broadcast or a constant whose elements are known (not elided)."""
+    return is_scalar_broadcast(v) is not None or const_array(v) is not None
