@@ -1,9 +1,9 @@
 """Our fusion plan against XLA's H100 plan, program by program.
 
 For every `../shared/corpus/jax/<program>/`: run our pipeline (default
-`call-inliner,algsimp,constant-folding,dce,cse,priority-fusion,multi-output-fusion,
-horizontal-fusion`: XLA's GPU pipeline also inlines calls before fusion and runs
-HorizontalLoopFusion after it; the issue's acceptance pipeline is the middle part, see
+`call-inliner,algsimp,constant-folding,dce,cse,tree-reduction-rewriter,priority-fusion,
+multi-output-fusion,horizontal-fusion`: XLA's GPU pipeline also inlines calls and splits
+long reductions (TreeReductionRewriter) before fusion and runs HorizontalLoopFusion after it; the issue's acceptance pipeline is the middle part, see
 `--pipeline`) on `before_optimizations.hlo` through `hlopass-opt` in a fresh process, and
 compare the result with `xla_h100_optimized.hlo`:
 
@@ -58,8 +58,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PIPELINE = (
-    "call-inliner,algsimp,constant-folding,dce,cse,priority-fusion,multi-output-fusion,"
-    "horizontal-fusion"
+    "call-inliner,algsimp,constant-folding,dce,cse,tree-reduction-rewriter,priority-fusion,"
+    "multi-output-fusion,horizontal-fusion"
 )
 DEVICE = "h100_sxm"
 

@@ -51,6 +51,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
             "horizontal-fusion": _lazy("hlopass.passes.fusion", "HorizontalFusionPass"),
             "multi-output-fusion": _lazy("hlopass.passes.fusion", "MultiOutputFusionPass"),
+            "tree-reduction-rewriter": _lazy(
+                "hlopass.passes.tree_reduction_rewriter", "TreeReductionRewriterPass"
+            ),
             "fixpoint": lambda: FixpointPass,
             "copy-elision": _lazy("hlopass.passes.layout.copy_elision", "CopyElisionPass"),
             "layout-assignment": _lazy("hlopass.passes.layout.assignment", "LayoutAssignmentPass"),
