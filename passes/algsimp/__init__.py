@@ -198,7 +198,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     dynamic_slice.DynamicSliceOfTranspose, reduce_window.ReduceWindowOfPad,
     broadcast.BroadcastSinkBinaryWithScalar, broadcast.BroadcastSinkTernary,
     dynamic_slice.DynamicSliceOfBroadcast, reduce.ReduceOfBatchDot,
-    reverse.ReverseOfElementwiseWithConstant,
+    reverse.ReverseOfElementwiseWithConstant, pad.PadOfBroadcast,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 
