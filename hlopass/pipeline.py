@@ -54,6 +54,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "tree-reduction-rewriter": _lazy(
                 "hlopass.passes.tree_reduction_rewriter", "TreeReductionRewriterPass"
             ),
+            "while-loop-unroller": _lazy(
+                "hlopass.passes.while_loop_unroller", "WhileLoopUnrollerPass"
+            ),
             "fixpoint": lambda: FixpointPass,
             "copy-elision": _lazy("hlopass.passes.layout.copy_elision", "CopyElisionPass"),
             "layout-assignment": _lazy("hlopass.passes.layout.assignment", "LayoutAssignmentPass"),
