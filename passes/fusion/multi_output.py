@@ -767,17 +767,9 @@ class MultiOutputFusionPass(HloModulePass):
     """`default` or `roofline` (see priority-fusion)."""
 
     def __post_init__(self) -> None:
-        from hlopass.cost import get_device
-        from hlopass.cost.fusion_model import COST_MODELS
+        from hlopass.cost.fusion_model import check_pricing_options
 
-        try:
-            get_device(self.device)
-        except KeyError as e:
-            raise ValueError(str(e.args[0]).removeprefix("error: ")) from None
-        if self.cost_model not in COST_MODELS:
-            raise ValueError(
-                f"unknown cost model '{self.cost_model}' (known: {', '.join(sorted(COST_MODELS))})"
-            )
+        check_pricing_options(self.device, self.cost_model)
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         changed, records = multi_output_fusion(module, self.device, self.cost_model, trace)

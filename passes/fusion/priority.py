@@ -413,17 +413,9 @@ class PriorityFusionPass(HloModulePass):
     (hlopass.memory's model, in block order) above this many bytes (-1: no limit)."""
 
     def __post_init__(self) -> None:
-        from hlopass.cost import get_device
-        from hlopass.cost.fusion_model import COST_MODELS
+        from hlopass.cost.fusion_model import check_pricing_options
 
-        try:
-            get_device(self.device)
-        except KeyError as e:
-            raise ValueError(str(e.args[0]).removeprefix("error: ")) from None
-        if self.cost_model not in COST_MODELS:
-            raise ValueError(
-                f"unknown cost model '{self.cost_model}' (known: {', '.join(sorted(COST_MODELS))})"
-            )
+        check_pricing_options(self.device, self.cost_model)
 
     def plan(self, module: ModuleOp, trace: TraceHook | None = None) -> FusionReport:
         return priority_fusion(module, self.device, self.cost_model, self.max_fusions, trace,
