@@ -38,7 +38,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.attrs import SliceDim
 from hlopass.cost.fusion import is_elementwise
-from hlopass.cost.fusion_model import FusionCostModel, fusion_cost_model
+from hlopass.cost.fusion_model import FusionCostModel
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
@@ -48,7 +48,7 @@ from hlopass.dialects.hlo import (
     new_return_op,
 )
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
-from hlopass.passes.fusion.rewrites import FusionBuilder, _erase, settle
+from hlopass.passes.fusion.rewrites import FusionBuilder, _erase, run_merge_drivers
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, has_side_effect
 from hlopass.shape import ArrayShape, TupleShape, default_layout
 
@@ -496,21 +496,8 @@ def horizontal_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: st
                       trace: TraceHook | None = None) -> tuple[bool, list[FusionRecord]]:  # fmt: skip
     """Run XLA's horizontal loop fusion on the entry computation (XLA: "run on the entry
     computation is actually enough") in place; returns (changed, records)."""
-    import hlopass.cost as cost
-
-    cost.clear_cache()
-    model = fusion_cost_model(cost_model, device)
-    ctx = RewriteContext.of(module, trace)
-    builder = FusionBuilder(module)
-    driver = HorizontalFusionDriver(entry_computation(module), builder.comps, model, builder, ctx)
-    changed = driver.run()
-    builder.finish()
-    for record, op in driver.made:
-        record.kernels = [op.inst_name] if op.parent is not None else []
-    cost.clear_cache()
-    if changed:
-        settle(module)
-    return changed, driver.records
+    return run_merge_drivers(module, [entry_computation(module)], HorizontalFusionDriver,
+                             device, cost_model, trace)  # fmt: skip
 
 
 @dataclass(frozen=True)

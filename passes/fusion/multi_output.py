@@ -29,7 +29,6 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from hlopass.cost.fusion_model import (
     FusionCostModel,
     emitter_kind,
-    fusion_cost_model,
     fusion_kind,
     is_unnested_reduction,
 )
@@ -42,7 +41,7 @@ from hlopass.dialects.hlo import (
 )
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.priority import fusible_computations
-from hlopass.passes.fusion.rewrites import FusionBuilder, _erase, settle
+from hlopass.passes.fusion.rewrites import FusionBuilder, _erase, run_merge_drivers
 from hlopass.passes.fusion.rules import (
     MAX_OPERANDS_AND_OUTPUTS,
     MAX_UNNESTED_REDUCTIONS,
@@ -730,28 +729,8 @@ class MultiOutputDriver:
 
 def multi_output_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str = "default",
                         trace: TraceHook | None = None) -> tuple[bool, list[FusionRecord]]:  # fmt: skip
-    import hlopass.cost as cost
-
-    cost.clear_cache()
-    model = fusion_cost_model(cost_model, device)
-    ctx = RewriteContext.of(module, trace)
-    builder = FusionBuilder(module)
-    changed = False
-    records: list[FusionRecord] = []
-    drivers = []
-    for comp in fusible_computations(module):
-        driver = MultiOutputDriver(comp, builder.comps, model, builder, ctx)
-        changed |= driver.run()
-        records += driver.records
-        drivers.append(driver)
-    builder.finish()
-    for driver in drivers:
-        for record, op in driver.made:
-            record.kernels = [op.inst_name] if op.parent is not None else []
-    cost.clear_cache()
-    if changed:
-        settle(module)
-    return changed, records
+    return run_merge_drivers(module, fusible_computations(module), MultiOutputDriver,
+                             device, cost_model, trace)  # fmt: skip
 
 
 @dataclass(frozen=True)

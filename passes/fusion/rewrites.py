@@ -13,15 +13,16 @@ Which rewrite runs where is the drivers' business (priority.py, multi_output.py)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.cost.fusion import _heroes
-from hlopass.cost.fusion_model import fusion_kind
+from hlopass.cost.fusion_model import FusionCostModel, fusion_cost_model, fusion_kind
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
@@ -30,7 +31,7 @@ from hlopass.dialects.hlo import (
     new_computation_op,
     new_return_op,
 )
-from hlopass.rewriting import RewriteContext
+from hlopass.rewriting import RewriteContext, TraceHook
 from hlopass.shape import TupleShape
 
 _NAMED_HEROES = frozenset({"reduce", "transpose", "scatter", "concatenate"})
@@ -216,6 +217,38 @@ class FusionBuilder:
             self.comps[new] = comp
             self.callers[new] = self.callers.pop(old, 1)
             fusion.set_attr("calls", new)
+
+
+def run_merge_drivers(
+    module: ModuleOp,
+    comps: Sequence[ComputationOp],
+    make_driver: Callable[..., Any],
+    device: str,
+    cost_model: str,
+    trace: TraceHook | None,
+) -> tuple[bool, list[Any]]:
+    """Run a merging driver (multi-output, horizontal) over `comps` with one cost model and
+    one `FusionBuilder`; returns (changed, the drivers' records, each naming its kernels)."""
+    import hlopass.cost as cost
+
+    cost.clear_cache()
+    model: FusionCostModel = fusion_cost_model(cost_model, device)
+    ctx = RewriteContext.of(module, trace)
+    builder = FusionBuilder(module)
+    changed, records, drivers = False, [], []
+    for comp in comps:
+        driver = make_driver(comp, builder.comps, model, builder, ctx)
+        changed |= driver.run()
+        records += driver.records
+        drivers.append(driver)
+    builder.finish()
+    for driver in drivers:  # names are final only once the builder has finished
+        for record, op in driver.made:
+            record.kernels = [op.inst_name] if op.parent is not None else []
+    cost.clear_cache()
+    if changed:
+        settle(module)
+    return changed, records
 
 
 def settle(module: ModuleOp) -> None:
