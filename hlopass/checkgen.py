@@ -104,12 +104,12 @@ def _split_name(operand: str) -> tuple[str, str]:
 def _operand_spans(rest: str) -> list[tuple[int, int]]:
     """(start, end) of each operand and control predecessor in `rest`, trailing blanks
     excluded. A constant's parentheses hold a literal (`true`, `inf`), not operands."""
-    shape_end = _close_depth0(rest, 0, " ")
+    shape_end = _find_depth0(rest, " ", 0)
     m = _OPCODE.match(rest, shape_end) if shape_end is not None else None
     if m is None:
         return []
     spans: list[tuple[int, int]] = []
-    close = _close_depth0(rest, m.end(), ")")
+    close = _find_depth0(rest, ")", m.end())
     if close is None:
         return []
     if m.group(1) != "constant":
@@ -117,7 +117,7 @@ def _operand_spans(rest: str) -> list[tuple[int, int]]:
     at = _find_depth0(rest, _CONTROL, close + 1)
     if at is not None:
         inner = at + len(_CONTROL)
-        end = _close_depth0(rest, inner, "}")
+        end = _find_depth0(rest, "}", inner)
         if end is not None:
             spans += _items(rest, inner, end)
     return spans
@@ -127,7 +127,7 @@ def _items(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Spans of the comma-separated items of text[start:end] at bracket depth 0."""
     spans: list[tuple[int, int]] = []
     while start < end:
-        comma = _close_depth0(text, start, ",", end)
+        comma = _find_depth0(text, ",", start, end)
         stop = end if comma is None else comma
         a, b = start, stop
         while a < b and text[a] == " ":
@@ -143,36 +143,13 @@ def _items(text: str, start: int, end: int) -> list[tuple[int, int]]:
 _OPEN, _CLOSE = "([{", ")]}"
 
 
-def _close_depth0(text: str, start: int, char: str, end: int | None = None) -> int | None:
-    """Index of the first `char` at depth 0 from `start` (brackets and strings skipped)."""
+def _find_depth0(text: str, needle: str, start: int, end: int | None = None) -> int | None:
+    """Index of the first `needle` at depth 0 from `start`, brackets and strings skipped (a
+    closing bracket of the enclosing list, or an attribute rather than text inside another
+    attribute's value); None past `end` or once a bracket closes what `start` was inside."""
     depth, in_str, i = 0, False, start
     stop = len(text) if end is None else end
     while i < stop:
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == char and depth == 0:
-            return i
-        elif c == '"':
-            in_str = True
-        elif c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-            if depth < 0:
-                return None
-        i += 1
-    return None
-
-
-def _find_depth0(text: str, needle: str, start: int) -> int | None:
-    """Index of `needle` at depth 0 outside strings from `start` (an attribute, not text
-    inside another attribute's value)."""
-    depth, in_str, i = 0, False, start
-    while i < len(text):
         c = text[i]
         if in_str:
             if c == "\\":
@@ -187,5 +164,7 @@ def _find_depth0(text: str, needle: str, start: int) -> int | None:
             depth += 1
         elif c in _CLOSE:
             depth -= 1
+            if depth < 0:
+                return None
         i += 1
     return None
