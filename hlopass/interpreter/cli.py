@@ -4,7 +4,9 @@ Inputs are the flattened parameters `in0..inN` of an `.npz` (`out0..outM` beside
 reference outputs, are ignored), each with exactly the
 parameter's dtype (arrays of raw bytes of the same item size, how numpy keeps bf16 and the
 f8 types in an `.npz`, are read as that type). Anything else is one error line naming the
-keys found and the parameters expected.
+keys found and the parameters expected. `--max-iterations N` stops a `while` loop that has
+not ended after N iterations (an infinite loop otherwise runs until Ctrl-C), with one line
+`file:line:col: error: ...` at the loop's instruction.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ def run_main(argv: Sequence[str]) -> int:
     parser.add_argument("file", help="HLO text file ('-' for stdin)")
     parser.add_argument("--inputs", help=".npz holding in0..inN (omit for no parameters)")
     parser.add_argument("-o", "--output", help="write out0..outM to this .npz (default: print)")
+    parser.add_argument(
+        "--max-iterations",
+        type=_positive,
+        metavar="N",
+        help="error out of a while loop still running after N iterations (default: no limit)",
+    )
     args = parser.parse_args(list(argv))
     return guard(lambda: _run(args), "<stdin>" if args.file == "-" else args.file)
 
@@ -39,11 +47,21 @@ def run_main(argv: Sequence[str]) -> int:
 def _run(args: argparse.Namespace) -> int:
     from hlopass import evaluate
     from hlopass.cli import _read, parse_input
+    from hlopass.interpreter.control import IterationLimitError
+    from hlopass.interpreter.core import interpreter_for
 
     name = "<stdin>" if args.file == "-" else args.file
-    module = parse_input(_read(args.file), name)
+    text = _read(args.file)
+    module = parse_input(text, name)
     inputs = _load_inputs(args.inputs, module)
-    outputs = evaluate(module, *inputs)
+    interpreter_for(module).max_iterations = args.max_iterations
+    try:
+        outputs = evaluate(module, *inputs)
+    except IterationLimitError as e:
+        line, col = _defined_at(text, e.inst_name)
+        raise HloInputError(
+            f"{name}:{line}:{col}: error: {e} (--max-iterations {e.limit})"
+        ) from None
     if args.output:
         # typed as Any: numpy's stubs would match the arrays against `allow_pickle: bool`
         arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
@@ -57,6 +75,27 @@ def _run(args: argparse.Namespace) -> int:
             print(f"out{i}: {o.dtype}{list(o.shape)}")
             print(np.array2string(o, threshold=64))
     return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def _defined_at(text: str, inst_name: str) -> tuple[int, int]:
+    """Line and column (1-based) of the instruction `inst_name`'s definition in `text`
+    (the start of the text where it cannot be found)."""
+    at = re.search(rf"^[ \t]*(?:ROOT[ \t]+)?%?({re.escape(inst_name)})[ \t]*=", text, re.M)
+    if at is None:
+        return 1, 1
+    start = at.start(1)
+    line = text.count("\n", 0, start) + 1
+    return line, start - (text.rfind("\n", 0, start) + 1) + 1
 
 
 _OUT_KEY = re.compile(r"out\d+")

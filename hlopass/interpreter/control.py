@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlopass.errors import HloVerifyError
+from hlopass.errors import HloError, HloVerifyError
 from hlopass.interpreter.core import handler, unsupported
 from hlopass.interpreter.numeric import widen
+from hlopass.interpreter.plan import clean_leaves, covers
 from hlopass.shape import ArrayShape
 
 
@@ -68,13 +69,43 @@ def _async_done(interp, op, args):
     return args[0][1]
 
 
+class IterationLimitError(HloError):
+    """A `while` loop ran more iterations than the interpreter's `max_iterations` allows."""
+
+    def __init__(self, inst_name: str, limit: int):
+        self.inst_name = inst_name
+        self.limit = limit
+        super().__init__(f"while loop {inst_name} did not end within {limit} iterations")
+
+
 @handler("while")
 def _while(interp, op, args):
-    cond = interp.plan(interp.comp(op.attr("condition")))
-    body = interp.plan(interp.comp(op.attr("body")))
+    cond_comp, body_comp = interp.comp(op.attr("condition")), interp.comp(op.attr("body"))
+    cond, body = interp.plan(cond_comp), interp.plan(body_comp)
+    limit = interp.max_iterations
     state = args[0]
-    while cond((state,)):
+    if not cond((state,)):
+        return state
+    if limit is not None and limit < 1:
+        raise IterationLimitError(op.inst_name, limit)
+    state = body((state,))
+    # From the second iteration on the state is the body's result: plan both computations
+    # knowing which parts of it the body flushed, so they are not flushed again.
+    clean = body.clean_out
+    if any(clean_leaves(clean)):
+        again = interp.plan(body_comp, (clean,))
+        if covers(again.clean_out, clean):  # the knowledge holds for every later iteration
+            cond, body = interp.plan(cond_comp, (clean,)), again
+    if limit is None:  # the loop without a counter: it is the cost of every iteration
+        while cond((state,)):
+            state = body((state,))
+        return state
+    for _ in range(limit - 1):
+        if not cond((state,)):
+            return state
         state = body((state,))
+    if cond((state,)):
+        raise IterationLimitError(op.inst_name, limit)
     return state
 
 

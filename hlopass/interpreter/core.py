@@ -151,7 +151,10 @@ class Interpreter:
         comps = computations(module) if module is not None else []
         self.comps: dict[str, ComputationOp] = {c.comp_name: c for c in comps}
         self._schedules: dict[int, tuple[list[HloOp], HloOp]] = {}
-        self._plans: dict[tuple[int, bool], Callable[[Sequence[Value]], Value]] = {}
+        self._plans: dict[tuple[int, bool, tuple], Callable[[Sequence[Value]], Value]] = {}
+        # the most iterations one `while` loop may run (None: no limit, as in XLA);
+        # beyond it `control.IterationLimitError` (`hlopass run --max-iterations`)
+        self.max_iterations: int | None = None
 
     def entry(self) -> ComputationOp:
         return entry_computation(self.module)
@@ -188,14 +191,17 @@ class Interpreter:
                 "HLOPASS_INTERP_MAX_BYTES lower to be told which instruction is too big)"
             ) from None
 
-    def plan(self, comp: ComputationOp) -> Callable[[Sequence[Value]], Value]:
-        """The computation prepared once per float mode (`hlopass.interpreter.plan`)."""
-        key = (id(comp), flushing())
+    def plan(
+        self, comp: ComputationOp, clean_args: tuple = ()
+    ) -> Callable[[Sequence[Value]], Value]:
+        """The computation prepared once per float mode and per knowledge of which parts of
+        its arguments are flushed already (`hlopass.interpreter.plan`)."""
+        key = (id(comp), flushing(), clean_args)
         run = self._plans.get(key)
         if run is None:
             from hlopass.interpreter.plan import build_plan
 
-            run = self._plans[key] = build_plan(self, comp)
+            run = self._plans[key] = build_plan(self, comp, clean_args)
         return run
 
     def handler_of(self, op: HloOp) -> Handler:

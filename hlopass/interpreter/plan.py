@@ -13,7 +13,10 @@ iteration. A plan is built once per (computation, float mode):
 - everything else calls its handler with the instruction bound in advance.
 
 The steps are compiled into one Python function (locals, no dictionary per value), so a
-loop iteration costs a few microseconds per instruction.
+loop iteration costs a few microseconds per instruction. A plan may be built knowing which
+parts of its arguments are already flushed (`clean_args`) and says which parts of its
+result are (`run.clean_out`): a `while` body's second plan skips flushing the state that
+its own previous iteration flushed.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ from typing import Any
 import numpy as np
 
 from hlopass.interpreter.numeric import daz, flushing
+
+try:  # the C function; numpy's Python wrapper costs as much again on small arrays
+    from numpy._core.multiarray import count_nonzero as _count_nonzero
+except ImportError:  # pragma: no cover - other numpy layouts
+    _count_nonzero = np.count_nonzero
 
 _PRECOMPUTE_MAX_ELEMENTS = 1 << 20
 _PURE_PRECOMPUTE = frozenset({
@@ -43,6 +51,37 @@ _COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equ
             "GT": np.greater, "GE": np.greater_equal}  # fmt: skip
 _FAST_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _FAST_INTS = tuple(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64))
+# 0-d arrays: comparing with a Python float converts it on every call
+_TINY = {dt: np.array(np.finfo(dt).tiny, dt) for dt in _FAST_FLOATS}
+_ZERO = {dt: np.zeros((), dt) for dt in _FAST_FLOATS}
+_abs, _less, _equal, _where, _copysign = np.abs, np.less, np.equal, np.where, np.copysign
+
+# Clean-ness of a value: a bool for an array (flushed already, or not a float), a tuple of
+# those for a tuple value.
+Clean = bool | tuple
+
+
+def _daz(x: np.ndarray) -> np.ndarray:
+    """`numeric.daz` of an f32/f64 value (the only ones a plan flushes), in fewer numpy
+    calls: a flushing plan runs it on nearly every float value of every iteration."""
+    small = _less(_abs(x), _TINY[x.dtype])
+    if not _count_nonzero(small):
+        return x
+    return _where(small, _copysign(_ZERO[x.dtype], x), x)  # zeros keep their sign
+
+
+def _max_min(ufunc: Any, code: str) -> Callable[[Any, Any], np.ndarray]:
+    """`elementwise.float_max_min` for f32/f64: only a result that is zero can need its
+    sign fixed (both operands zero), so the common case is one ufunc and one compare."""
+    from hlopass.interpreter.elementwise import float_max_min
+
+    def run(a: Any, b: Any) -> np.ndarray:
+        r = ufunc(a, b)
+        if _count_nonzero(_equal(r, _ZERO[r.dtype])):
+            return np.asarray(float_max_min(code, a, b))
+        return np.asarray(r)
+
+    return run
 
 
 def _array_dtype(value: Any) -> np.dtype | None:
@@ -68,15 +107,19 @@ class _Step:
         self.flushes = flushes  # it reads its operands flushed (`_daz`)
 
 
-def build_plan(interp: Any, comp: Any) -> Callable[[Sequence[Any]], Any]:
-    """The computation as one function of its argument list."""
+def build_plan(
+    interp: Any, comp: Any, clean_args: tuple[Clean, ...] = ()
+) -> Callable[[Sequence[Any]], Any]:
+    """The computation as one function of its argument list; `clean_args[k]` says which
+    parts of argument k the caller guarantees flushed (missing: none). The function's
+    `clean_out` says the same of its result."""
     ops, root = interp.schedule(comp)
     flush = flushing()
     names: dict[Any, str] = {}
-    clean: dict[Any, bool] = {}
+    clean: dict[Any, Clean] = {}
     known: dict[Any, Any] = {}  # value -> planning-time value
     flushed: dict[Any, str] = {}  # value -> the name of its flushed copy (for flushing steps)
-    ns: dict[str, Any] = {"_daz": daz, "_np": np, "_asarray": np.asarray}
+    ns: dict[str, Any] = {"_daz": _daz if flush else daz, "_np": np, "_asarray": np.asarray}
     lines = ["def run(args):"]
 
     def bind(obj: Any) -> str:
@@ -90,8 +133,9 @@ def build_plan(interp: Any, comp: Any) -> Callable[[Sequence[Any]], Any]:
         names[res] = name
         opcode = op.opcode
         if opcode == "parameter":
-            lines.append(f"    {name} = args[{op.attr('number')}]")
-            clean[res] = False
+            number = op.attr("number")
+            lines.append(f"    {name} = args[{number}]")
+            clean[res] = clean_args[number] if number < len(clean_args) else False
             continue
         if _precomputable(op, known):
             try:
@@ -120,11 +164,36 @@ def build_plan(interp: Any, comp: Any) -> Callable[[Sequence[Any]], Any]:
         if step is None:
             fn = interp.handler_of(op)
             step = _Step(f"{bind(fn)}({bind(interp)}, {bind(op)}, [{', '.join(args)}])")
-        clean[res] = step.clean
+        clean[res] = _clean_of(op, step, [clean.get(v, False) for v in op.operands])
         lines.append(f"    {name} = {step.code}")
     lines.append(f"    return {names[root.result]}")
     exec(compile("\n".join(lines), f"<plan of {comp.comp_name}>", "exec"), ns)  # noqa: S102
-    return ns["run"]
+    run = ns["run"]
+    run.clean_out = clean[root.result]
+    return run
+
+
+def _clean_of(op: Any, step: _Step, operands: list[Clean]) -> Clean:
+    """Tuples carry their elements' clean-ness through; other steps say their own."""
+    if op.opcode == "tuple":
+        return tuple(operands)
+    if op.opcode == "get-tuple-element":
+        of = operands[0]
+        return of[op.attr("index")] if isinstance(of, tuple) else False
+    return step.clean
+
+
+def covers(have: Clean, need: Clean) -> bool:
+    """Every part that `need` says is clean is clean in `have`."""
+    if isinstance(need, tuple):
+        if not isinstance(have, tuple):
+            return not any(clean_leaves(need))
+        return len(have) == len(need) and all(map(covers, have, need))
+    return bool(have) or not need
+
+
+def clean_leaves(c: Clean) -> list[bool]:
+    return [x for i in c for x in clean_leaves(i)] if isinstance(c, tuple) else [c]
 
 
 def _precomputable(op: Any, known: dict[Any, Any]) -> bool:
@@ -158,10 +227,8 @@ def _fast(op: Any, args: list[str], clean: list[bool], flush: bool, bind) -> _St
         expr = f"{bind(_FLOAT_UFUNC[opcode])}({flushed(0)}, {flushed(1)})"
         return _Step(f"_daz(_asarray({expr}))" if flush else f"_asarray({expr})", True, flush)
     if dt in _FAST_FLOATS and opcode in ("maximum", "minimum"):
-        from hlopass.interpreter.elementwise import float_max_min
-
-        code = f"{bind(float_max_min)}({opcode!r}, {flushed(0)}, {flushed(1)})"
-        return _Step(code, True, flush)
+        fn = _max_min(np.maximum if opcode == "maximum" else np.minimum, opcode)
+        return _Step(f"{bind(fn)}({flushed(0)}, {flushed(1)})", True, flush)
     if opcode == "compare" and op.attr("type") in (None, "FLOAT", "SIGNED", "UNSIGNED"):
         fn = bind(_COMPARE[op.attr("direction")])
         if dt in _FAST_FLOATS:
