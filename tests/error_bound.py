@@ -207,7 +207,7 @@ class _Analysis:
     def _error(self, op: HloOp, operands: list[Any], vals: list[Any], v: Any) -> Any:
         opcode = op.opcode
         if opcode in _MOVE:
-            return self._moved(op, operands, vals)
+            return self._moved(op, operands, vals, v)
         if opcode == "bitcast-convert":  # bits to a float: identical bits, identical value
             if is_float(vals[0]) and float(np.max(operands[0].e, initial=0.0)) > 0:
                 raise NoBound(f"bitcast-convert of an inexact float ({op.inst_name})")
@@ -225,7 +225,8 @@ class _Analysis:
             # FMA: XLA may fuse `a*b + c` into one rounding, dropping the product's rounding
             fma = sum(u * np.abs(x) for x, o in zip(xs, op.operands, strict=True)
                       if _is_product(o))  # fmt: skip
-            return d + _rounding(d, u, av) + fma
+            # with an FMA the two sides round different exact sums: one ulp apart more
+            return d + fma + _rounding(d + fma, u, av)
         if opcode == "multiply":
             a, b = np.abs(xs[0]), np.abs(xs[1])
             d = b * errs[0] + a * errs[1] + errs[0] * errs[1]
@@ -273,17 +274,11 @@ class _Analysis:
             return _EXPANDED_RULES[opcode](op, operands, vals, v)
         raise NoBound(f"no error rule for {opcode} (instruction {op.inst_name})")
 
-    def _moved(self, op: HloOp, operands: list[Any], vals: list[Any]) -> Any:
+    def _moved(self, op: HloOp, operands: list[Any], vals: list[Any], v: Any) -> Any:
         """The op applied to the errors (float operands), indices and predicates as they are."""
-        args = []
-        for o, x in zip(operands, vals, strict=True):
-            if isinstance(o, _Val) and is_float(x):
-                e = np.asarray(o.e)
-                args.append(e.astype(np.asarray(x).dtype) if np.asarray(x).dtype.kind != "c"
-                            else e.astype(np.asarray(x).dtype))  # fmt: skip
-            else:
-                args.append(x)
-        return _to_f64_tree(self.interp.eval(op, args))
+        args = [_errors_as_values(o, x) for o, x in zip(operands, vals, strict=True)]
+        # a tuple (opt-barrier) also moves its integer leaves: those stay exact
+        return _exact_where_not_float(v, _to_f64_tree(self.interp.eval(op, args)))
 
     def _sum_of_products(self, op: HloOp, vals: list[Any], errs: list[Any], u: float) -> Any:
         a, b = (np.asarray(x) for x in vals)
@@ -454,6 +449,21 @@ def _fft_error(op: HloOp, x: np.ndarray, dx: np.ndarray, v: Any, u: float) -> np
 
 
 _SHAPE_ONLY = frozenset({"bitcast", "reshape", "broadcast", "transpose", "copy", "slice"})
+
+
+def _errors_as_values(o: Any, x: Any) -> Any:
+    """A float operand's errors in its own dtype (tuples leaf by leaf); others as they are."""
+    if isinstance(o, tuple):
+        return tuple(_errors_as_values(a, b) for a, b in zip(o, x, strict=True))
+    if isinstance(o, _Val) and is_float(x):
+        return np.asarray(o.e).astype(np.asarray(x).dtype)
+    return x
+
+
+def _exact_where_not_float(v: Any, e: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_exact_where_not_float(a, b) for a, b in zip(v, e, strict=True))
+    return e if is_float(v) else np.zeros(np.shape(v))
 
 
 def _is_product(value: Any) -> bool:
