@@ -77,10 +77,6 @@ MODULE_ATTRS: dict[str, str] = {
     "origin_recovery_table": "raw",
 }
 
-_SHAPE_CACHE: dict[str, Shape] = {}
-_TUPLE_CACHE: dict[str, TupleShape] = {}  # `flat_tuple_shape`: tuple text -> shape
-# Shape token -> its interned IR type (`shape_type` hashes the whole shape on each call).
-_TYPE_CACHE: dict[str, ShapeType] = {}
 _DIMS_RE = re.compile(r"(<=)?(\d+|\?)")
 
 
@@ -94,19 +90,9 @@ def parse_shape_text(text: str) -> Shape:
     return shape
 
 
-def _type_from_token(tok: str) -> ShapeType:
-    """The interned IR type of an array shape token (ValueError when malformed)."""
-    t = _TYPE_CACHE.get(tok)
-    if t is None:
-        t = _TYPE_CACHE[tok] = shape_type(_array_shape_from_token(tok))
-    return t
-
-
 def _array_shape_from_token(tok: str) -> ArrayShape:
-    """`f32[2,<=3]{1,0:T(8)}` -> ArrayShape (layout filled with the default when absent)."""
-    cached = _SHAPE_CACHE.get(tok)
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    """`f32[2,<=3]{1,0:T(8)}` -> ArrayShape (layout filled with the default when absent);
+    uncached: the parser reads each distinct token once per parse (`_Parser.array_shape`)."""
     lb = tok.index("[")
     rb = tok.index("]")
     et = tok[:lb]
@@ -143,9 +129,7 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
         layout = _parse_layout(layout_text, len(dims))
     else:
         layout = default_layout(len(dims))
-    shape = ArrayShape(et, tuple(dims), tuple(dynamic) if any(dynamic) else (), layout)
-    _SHAPE_CACHE[tok] = shape
-    return shape
+    return ArrayShape(et, tuple(dims), tuple(dynamic) if any(dynamic) else (), layout)
 
 
 # XLA's lexer lets the closing `)` of the last item go (`{1,0:E(4}` reads as E(4)).
@@ -204,6 +188,24 @@ class _Parser:
     def __init__(self, lx: Lexer):
         self.lx = lx
         self.intern: dict[tuple[str, Any], Any] = {}
+        # Per parse (never process-wide): a module repeats few distinct shape tokens.
+        self.shapes: dict[str, ArrayShape] = {}  # array shape token -> shape
+        self.types: dict[str, ShapeType] = {}  # -> its interned IR type
+        self.tuples: dict[str, TupleShape] = {}  # `flat_tuple_shape`: tuple text -> shape
+
+    def array_shape(self, tok: str) -> ArrayShape:
+        """The shape of an array shape token (ValueError when malformed), read once."""
+        shape = self.shapes.get(tok)
+        if shape is None:
+            shape = self.shapes[tok] = _array_shape_from_token(tok)
+        return shape
+
+    def type_of(self, tok: str) -> ShapeType:
+        """The interned IR type of an array shape token (ValueError when malformed)."""
+        t = self.types.get(tok)
+        if t is None:
+            t = self.types[tok] = shape_type(self.array_shape(tok))
+        return t
 
     # --- token helpers ------------------------------------------------------------------
 
@@ -243,7 +245,7 @@ class _Parser:
         kind, tok, start = self.lx.next()
         if kind == "SHAPE":
             try:
-                return _array_shape_from_token(tok)
+                return self.array_shape(tok)
             except ValueError as e:
                 self.error(str(e), start)
         if tok == "(" and kind == "PUNCT":
@@ -280,17 +282,15 @@ class _Parser:
         m = _FLAT_TUPLE.match(text, start)
         if m is None:
             return None
-        tup = _TUPLE_CACHE.get(m.group())
+        tup = self.tuples.get(m.group())
         if tup is None:
             try:
-                tup = TupleShape(
-                    tuple(map(_array_shape_from_token, _SHAPE_TOKEN.findall(m.group())))
-                )
+                tup = TupleShape(tuple(map(self.array_shape, _SHAPE_TOKEN.findall(m.group()))))
             except ValueError:
                 return None  # `shape` reports it at the element's place
             if any(_tuple_element_problem(e) for e in tup.elements):
                 return None  # likewise
-            _TUPLE_CACHE[m.group()] = tup
+            self.tuples[m.group()] = tup
         self.lx.pos = m.end()
         return tup
 
@@ -1264,7 +1264,7 @@ class ModuleParser(_Parser):
                 if pm is None or pm.group(1) in _NOT_NAMES:  # (`inf:` lexes as a number)
                     return None
                 try:
-                    _array_shape_from_token(pm.group(2))  # (cached: read again as a parameter)
+                    self.array_shape(pm.group(2))  # (cached: read again as a parameter)
                 except ValueError:
                     return None
                 pos = pm.end()
@@ -1274,7 +1274,7 @@ class ModuleParser(_Parser):
         if rm is None:
             return None
         try:
-            result = _array_shape_from_token(rm.group(1))
+            result = self.array_shape(rm.group(1))
         except ValueError:
             return None
         lx.pos = rm.end()
@@ -1607,10 +1607,12 @@ class ModuleParser(_Parser):
         spec = OPCODES.get(opcode)
         if spec is None or name in values:
             return None
-        try:
-            stype = _type_from_token(shape_tok)
-        except ValueError:
-            return None
+        stype = self.types.get(shape_tok)
+        if stype is None:
+            try:
+                stype = self.type_of(shape_tok)
+            except ValueError:
+                return None
         self.lx.pos = m.end()
         return self.instruction_body(
             name, opcode, spec, stype.data, values, block, m.start(2), m.start(4), False, stype
@@ -1656,7 +1658,7 @@ class ModuleParser(_Parser):
             return A.Raw(tok if tok[0] == "[" else _BLANKS.sub("", tok))  # XLA prints {{0,1},{2,3}}
         if kind == "shapes":
             try:
-                return tuple(map(_array_shape_from_token, _SHAPE_TOKEN.findall(vm.group(1))))
+                return tuple(map(self.array_shape, _SHAPE_TOKEN.findall(vm.group(1))))
             except ValueError:
                 return _SLOW
         if kind == "slice":
@@ -1673,6 +1675,7 @@ class ModuleParser(_Parser):
         text = lx.text
         pos = lx.pos
         match = _OPERAND.match
+        types = self.types
         operands: list[SSAValue] = []
         while True:
             m = match(text, pos)
@@ -1683,8 +1686,8 @@ class ModuleParser(_Parser):
             if value is None:
                 return None
             # A typed operand whose token gives the value's (interned) type is compatible.
-            if shape_tok is not None and _TYPE_CACHE.get(shape_tok) is not value._type:  # type: ignore[attr-defined]
-                typed = _SHAPE_CACHE.get(shape_tok)
+            if shape_tok is not None and types.get(shape_tok) is not value._type:  # type: ignore[attr-defined]
+                typed = self.shapes.get(shape_tok)
                 if typed is None or not typed.compatible(value._type.data):  # type: ignore[attr-defined]
                     return None
             operands.append(value)
@@ -1868,13 +1871,13 @@ class ModuleParser(_Parser):
             # XLA gives send (data, u32[], token[]) whatever shape the text declares.
             data = operands[0].type.data  # type: ignore[attr-defined]
             sent = TupleShape(
-                (data, _array_shape_from_token("u32[]"), _array_shape_from_token("token[]"))
+                (data, self.array_shape("u32[]"), self.array_shape("token[]"))
             )
             if shape != sent:
                 shape, stype = sent, None
         elif opcode in ("send-done", "after-all") and shape is not None:
             # XLA gives these a token[] whatever shape the text declares.
-            token = _array_shape_from_token("token[]")
+            token = self.array_shape("token[]")
             if shape != token:
                 shape, stype = token, None
         elif opcode == "add-dependency" and operands and shape is not None:
