@@ -1151,13 +1151,9 @@ class ModuleParser(_Parser):
                     continue
                 module_attrs[key] = self.value(vkind, key)
                 if key == "frontend_attributes":
-                    fa = _normalize_frontend_attrs(module_attrs[key].text)
-                    if fa is None:
-                        self.error(_FA_FORM, kstart)
-                        raise AssertionError
-                    module_attrs[key] = A.Raw(fa)
-                    if module_attrs[key].text == "{}":
-                        del module_attrs[key]  # XLA prints no empty map
+                    fa = self.frontend_attributes(module_attrs.pop(key), kstart)
+                    if fa is not None:
+                        module_attrs[key] = fa
                 if key == "input_output_alias":
                     module_attrs[key] = A.Raw(_normalize_io_alias(module_attrs[key].text))
         tables = self.stack_frame_tables()
@@ -1285,6 +1281,15 @@ class ModuleParser(_Parser):
             result,
             rm.start(1),
         )
+
+    def frontend_attributes(self, raw: A.Raw, start: int) -> A.Raw | None:
+        """frontend_attributes (of the module or of an instruction) as XLA keeps them
+        (`_normalize_frontend_attrs`); None for an empty map, which XLA does not print."""
+        fa = _normalize_frontend_attrs(raw.text)
+        if fa is None:
+            self.error(_FA_FORM, start)
+            raise AssertionError
+        return A.Raw(fa) if fa != "{}" else None
 
     def computation(self) -> ComputationOp:
         lx = self.lx
@@ -1597,13 +1602,11 @@ class ModuleParser(_Parser):
     ) -> HloOp | None:
         """The common `[ROOT] %name = f32[2]{0} opcode(` head, matched by `_HEAD`; None (and
         nothing consumed) when the slow path must handle it (or report its error)."""
-        root_kw, name, shape_tok, opcode = m.group(1, 2, 3, 4)
-        if reserved_name(name):
-            return None  # the slow path reports it
-        if name.startswith("%"):
+        name, shape_tok, opcode = m.group(2, 3, 4)
+        if name in _RESERVED:
+            return None  # the slow path reports it (`inf`, `nan`, `ROOT` are no names)
+        if name[0] == "%":
             name = name[1:]
-        elif name in _NOT_NAMES and (not root_kw or name != "ROOT"):
-            return None  # `inf` and `nan` do not lex as names; a lone `ROOT` is the keyword
         spec = OPCODES.get(opcode)
         if spec is None or name in values:
             return None
@@ -1674,6 +1677,21 @@ class ModuleParser(_Parser):
         lx = self.lx
         text = lx.text
         pos = lx.pos
+        m = _PLAIN_OPERANDS.match(text, pos)
+        if m is not None:  # untyped names only: one match for the whole list
+            body = m.group(1)
+            if body is None:
+                lx.pos = m.end()
+                return []
+            body = body.replace("%", "").replace(" ", "")  # (`%` starts a name only)
+            if "\t" in body:
+                body = body.replace("\t", "")
+            try:
+                operands = list(map(values.__getitem__, body.split(",")))
+            except KeyError:
+                return None
+            lx.pos = m.end()
+            return operands
         match = _OPERAND.match
         types = self.types
         operands: list[SSAValue] = []
@@ -1803,14 +1821,10 @@ class ModuleParser(_Parser):
                 value = self.value(akind, key, opcode)
             attrs[key] = value
             if key == "frontend_attributes":
-                fa = _normalize_frontend_attrs(attrs[key].text)
+                fa = self.frontend_attributes(attrs.pop(key), vstart)
                 if fa is None:
-                    self.error(_FA_FORM, vstart)
-                    raise AssertionError
-                attrs[key] = A.Raw(fa)
-                if attrs[key].text == "{}":
-                    del attrs[key]  # XLA prints no empty map
                     continue
+                attrs[key] = fa
             elif key == "origin":
                 origin = _normalize_origin(attrs[key].text)
                 if origin is None:
@@ -2286,6 +2300,10 @@ _HEAD = re.compile(
 _OPERAND = re.compile(
     rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
 )
+# A whole operand list of untyped names (group 1; None when empty) up to its `)`.
+_PLAIN_OPERANDS = re.compile(
+    rf"[ \t]*+((?:{_NAME_RE}[ \t]*+,[ \t]*+)*+{_NAME_RE})?+[ \t]*+\)"
+)
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
 # Words XLA's lexer reads as keywords, never as an instruction's name ("expects name"):
 # element types even after `%`, the other keywords only without it (checked with jaxlib).
@@ -2296,11 +2314,13 @@ _KEYWORDS = frozenset({
 })  # fmt: skip
 
 
+# Name tokens (`%` included) that `reserved_name` rejects, as one set for the fast path.
+_RESERVED = _TYPE_WORDS | _KEYWORDS | {"%" + w for w in _TYPE_WORDS}
+
+
 def reserved_name(tok: str) -> bool:
     """Whether the name token `tok` (with its `%`, if any) is a keyword to XLA."""
-    if tok.startswith("%"):
-        return tok[1:] in _TYPE_WORDS
-    return tok in _TYPE_WORDS or tok in _KEYWORDS
+    return tok in _RESERVED
 
 
 _SKIP = TRIVIA_RE  # what the lexer skips between tokens
