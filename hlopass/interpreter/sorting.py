@@ -1,4 +1,5 @@
-"""sort (any comparator, stable), topk and the TopK custom-call."""
+"""sort (any comparator; stable, or unstable in XLA-CPU's order), topk and the TopK
+custom-call."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 
 from hlopass.interpreter.apply import apply_computation
 from hlopass.interpreter.core import handler
-from hlopass.interpreter.numeric import is_float_dtype, total_order_key, widen
+from hlopass.interpreter.numeric import daz, is_float_dtype, total_order_key, widen
+from hlopass.interpreter.stdsort import std_sort_order
 from hlopass.shape import TupleShape
 
 
@@ -30,8 +32,9 @@ def _sort_key(x: np.ndarray, descending: bool, total: bool) -> np.ndarray:
         if total:
             k = total_order_key(x)
             return -k - 1 if descending else k
-        w = widen(x).astype(np.float64)
-        # Partial order: NaNs compare false both ways; XLA's stable sort leaves them unspecified.
+        w = daz(widen(x)).astype(np.float64)  # the comparator's compare reads denormals as 0
+        # Partial order: NaNs compare false both ways; a stable sort leaves them unspecified,
+        # the unstable one puts them where std::sort does (`_unstable_perm`).
         return -w if descending else w
     w = widen(x)
     if descending:
@@ -47,11 +50,44 @@ def _sort(interp, op, args):
     simple = _simple_comparator(interp, comp)
     if simple is not None:
         k, desc, total = simple
-        perm = np.argsort(_sort_key(moved[k], desc, total), axis=-1, kind="stable")
+        key = _sort_key(moved[k], desc, total)
+        perm = np.argsort(key, axis=-1, kind="stable")
     else:
         perm = _generic_perm(interp, comp, moved)
+        key = None
+    if not op.attr("is_stable") and perm.size:
+        perm = _unstable_perm(interp, comp, moved, perm, key)
     out = [np.moveaxis(np.take_along_axis(m, perm, axis=-1), -1, dim).copy() for m in moved]
     return tuple(out) if isinstance(op.shape, TupleShape) else out[0]
+
+
+def _unstable_perm(interp, comp, moved, perm: np.ndarray, key: np.ndarray | None) -> np.ndarray:
+    """XLA-CPU's order for `is_stable=false`: std::sort's (`stdsort`), replayed on each row
+    where it can differ from the stable order, that is a row with equivalent elements (or
+    NaN keys, which compare false both ways). The comparator is replayed through keys: the
+    simple one's own (`_sort_key`, NaN included), a general one's rank in the stable order
+    (equal ranks for neighbours neither of which is less: a strict weak order's classes)."""
+    shape = perm.shape
+    n = shape[-1] if shape else 1
+    rows = perm.reshape(-1, n).copy()
+    if key is not None:
+        keys = np.asarray(key).reshape(-1, n)
+        s = np.take_along_axis(keys, rows, axis=1)
+        tied = (s[:, 1:] == s[:, :-1]).any(axis=1)
+        if keys.dtype.kind == "f":
+            tied |= np.isnan(keys).any(axis=1)
+    else:
+        in_order = [np.take_along_axis(np.asarray(m).reshape(-1, n), rows, 1) for m in moved]
+        apart = _less(interp, comp, [v[:, :-1] for v in in_order], [v[:, 1:] for v in in_order])
+        ranks = np.concatenate([np.zeros((rows.shape[0], 1), np.int64),
+                                np.cumsum(apart, axis=1)], axis=1)  # fmt: skip
+        keys = np.empty_like(ranks)
+        np.put_along_axis(keys, rows, ranks, axis=1)
+        tied = ~apart.all(axis=1)
+    for r in np.flatnonzero(tied):
+        k = keys[r].tolist()
+        rows[r] = std_sort_order(n, lambda i, j, k=k: k[i] < k[j])
+    return rows.reshape(shape)
 
 
 def _less(interp, comp, a_vals, b_vals) -> np.ndarray:
