@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import hlopass
@@ -224,6 +225,57 @@ def test_check_equivalent_catches_a_wrong_rewrite():
     )
     result = hlopass.check_equivalent(a, b)
     assert not result.ok and "NOT equivalent" in str(result)
+
+
+SUM = """HloModule sum, entry_computation_layout={(f32[4096]{0})->f32[]}
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[4096]{0} parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add
+}
+"""
+
+
+def test_check_equivalent_allows_another_summation_order():
+    # The rewrite sums 4096 terms as 64 partial sums of 64 (tree-reduction-rewriter's form):
+    # another rounding, within gamma_n * sum|x| of the exact sum, so equivalent.
+    two_stage = SUM.replace(
+        "  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add",
+        "  y = f32[64,64]{1,0} reshape(x)\n"
+        "  p = f32[64]{0} reduce(y, z), dimensions={1}, to_apply=add\n"
+        "  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add",
+    )
+    a, b = hlopass.parse_hlo(SUM), hlopass.parse_hlo(two_stage)
+    args = [np.random.default_rng(1).standard_normal(4096).astype(np.float32)]
+    assert hlopass.evaluate(a, *args)[0] != hlopass.evaluate(b, *args)[0]  # not bit-equal
+    assert hlopass.check_equivalent(a, b, args).ok
+
+
+def test_check_equivalent_derived_bound_catches_a_two_ulp_error():
+    # A correctly rounded multiply has one right answer: a constant off by 2 ulps is a bug
+    # that a fixed 64-ulp tolerance lets through and the derived bound (zero here) does not.
+    hlo = """HloModule m, entry_computation_layout={(f32[8]{0})->f32[8]{0}}
+
+ENTRY e {
+  x = f32[8]{0} parameter(0)
+  c = f32[] constant(3)
+  b = f32[8]{0} broadcast(c), dimensions={}
+  ROOT r = f32[8]{0} multiply(x, b)
+}
+"""
+    off = float(np.nextafter(np.nextafter(np.float32(3), np.float32(4)), np.float32(4)))
+    a = hlopass.parse_hlo(hlo)
+    b = hlopass.parse_hlo(hlo.replace("constant(3)", f"constant({off!r})"))
+    result = hlopass.check_equivalent(a, b)
+    assert not result.ok and "derived bound" in str(result), str(result)
+    assert hlopass.check_equivalent(a, b, ulps=64).ok
 
 
 # --- CLI polish ------------------------------------------------------------------------------
