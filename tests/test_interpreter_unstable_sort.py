@@ -167,3 +167,18 @@ def test_std_sort_order_sorts(n):
     order = std_sort_order(n, lambda i, j: k[i] < k[j])
     assert sorted(order) == list(range(n))
     assert [k[i] for i in order] == sorted(k)
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_denormal_keys_compare_as_zero_like_xla(xla, stable):
+    """The comparator's compare runs under XLA-CPU's DAZ: denormals tie with zeros."""
+    rng = np.random.default_rng(7)
+    pool = np.array([1e-40, -1e-40, 3e-39, 0.0, -0.0, 1e-37, -1e-37], np.float32)
+    x = rng.choice(pool, (3, 40)).astype(np.float32)
+    text = _SIMPLE % {"t": "f32", "rows": 3, "n": 40, "dir": "LT", "type": ""}
+    if stable:
+        text = text.replace("dimensions={1}", "dimensions={1}, is_stable=true")
+    got = hlopass.evaluate(hlopass.parse_hlo(text), x)
+    (want,) = xla_execute_many([(text, [x])])
+    assert np.array_equal(got[1], want["outputs"][1])
+    assert np.array_equal(_bits(got[0]), _bits(want["outputs"][0]))
