@@ -199,6 +199,10 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     broadcast.BroadcastSinkBinaryWithScalar, broadcast.BroadcastSinkTernary,
     dynamic_slice.DynamicSliceOfBroadcast, reduce.ReduceOfBatchDot,
     reverse.ReverseOfElementwiseWithConstant, pad.PadOfBroadcast,
+    # reductions, windows, slices, powers (issue 18, part A)
+    reduce.ReduceArgMinMaxOfConstantBroadcast, reduce_window.ReduceWindowOfEmpty,
+    reduce_window.ReduceWindowOfScalar, reduce_window.ReduceWindowCumSumOfBroadcast,
+    reduce_window.ReduceWindowToReduce, slice.SliceOfReduceWindow, power.PowerThree,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -18,7 +18,7 @@ from hlopass.rewriting import (
     splat_value,
     value_shape,
 )
-from hlopass.shape import ArrayShape, Shape, is_float, is_integral
+from hlopass.shape import ArrayShape, Shape, TupleShape, is_float, is_integral
 
 
 def et(op_or_value: HloOp | SSAValue) -> str:
@@ -147,6 +147,33 @@ def reducer_opcode(op: HloOp) -> str | None:
         return None
     shape = array(root.shape)
     return root.opcode if shape is not None and shape.rank == 0 else None
+
+
+def reduce_inputs(op: HloOp) -> list[SSAValue] | None:
+    """The inputs of a (possibly variadic) reduce or reduce-window: the first half of its
+    operands (the second half are the inits); None when the count is odd."""
+    n = len(op.operands)
+    return list(op.operands[: n // 2]) if n >= 2 and n % 2 == 0 else None
+
+
+def result_shapes(op: HloOp) -> list[ArrayShape] | None:
+    """The array results of a reduce or reduce-window: its shape, or its tuple's elements
+    (one per input); None for anything else."""
+    s = op.shape
+    if isinstance(s, ArrayShape):
+        return [s] if len(op.operands) == 2 else None
+    if not isinstance(s, TupleShape) or len(s.elements) * 2 != len(op.operands):
+        return None
+    out = [array(e) for e in s.elements]
+    return None if any(e is None for e in out) else out  # type: ignore[return-value]
+
+
+def float_sum_reducer(op: HloOp) -> bool:
+    """`op` reduces floats with add or multiply (or a reducer of unknown kind): regrouping
+    its terms can change the rounding."""
+    return is_float(et(op.operands[0])) and reducer_opcode(op) not in (
+        "maximum", "minimum", "and", "or",
+    )  # fmt: skip
 
 
 def identity_of(opcode: str, element_type: str) -> Any:

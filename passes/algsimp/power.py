@@ -73,6 +73,20 @@ class PowerTwo(Simplification):
         return self.new("multiply", [x, x], op.shape, like=op)
 
 
+class PowerThree(Simplification):
+    """`power(x, 3) -> multiply(x, multiply(x, x))` (XLA's rewrite, for GELU's cube; XLA's
+    algsimp has no cbrt identity, and cbrt of a constant is constant folding's)."""
+
+    OPCODES = ("power",)
+
+    def rewrite(self, op: HloOp):
+        x, c = op.operands
+        if not splat_is(c, 3):
+            return None
+        sq = self.new("multiply", [x, x], op.shape, like=op)
+        return self.new("multiply", [x, sq.result], op.shape, like=op)
+
+
 class PowerMinusOne(Simplification):
     """`power(x, -1) -> divide(1, x)` (floats)."""
 

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
+    callee,
+    highest,
     is_identity_init,
     is_scalar_broadcast,
+    lowest,
+    reduce_inputs,
     reducer_opcode,
+    result_shapes,
     src,
 )
 from hlopass.rewriting import (
+    const_array,
     is_zero,
+    owner,
     value_shape,
 )
-from hlopass.shape import is_float
+from hlopass.shape import TupleShape, is_float
 
 
 class ReduceTrivial(Simplification):
-    """`reduce(x, init)` removing no elements -> `reshape(x)`. XLA assumes `init` is the
+    """`reduce(x, init)` removing no elements -> `reshape(x)`; a variadic
+    `reduce(x0.., init0..)` -> `tuple(reshape(x0), ...)`. XLA assumes `init` is the
     reducer's identity here, and XLA-CPU computes `x` for any init (its algsimp drops it):
     unlike reduce-window's, this rewrite keeps XLA-CPU's values."""
 
@@ -27,32 +37,46 @@ class ReduceTrivial(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        if len(op.operands) != 2:
+        xs, outs = reduce_inputs(op), result_shapes(op)
+        if xs is None or outs is None:
             return None
-        x = op.operands[0]
-        s, shape = array(value_shape(x)), array(op.shape)
-        if s is None or shape is None or s.is_dynamic or s.num_elements != shape.num_elements:
+        s = array(value_shape(xs[0]))
+        if s is None or s.is_dynamic or s.num_elements != outs[0].num_elements:
             return None
         if s.num_elements == 0:
             return None
-        if s.dims == shape.dims:
-            return x
-        return self.new("reshape", [x], shape, like=op)
+        parts = [
+            x
+            if array(value_shape(x)).dims == o.dims  # type: ignore[union-attr]
+            else self.new("reshape", [x], o, like=op).result
+            for x, o in zip(xs, outs, strict=True)
+        ]
+        if not isinstance(op.shape, TupleShape):
+            return parts[0]
+        return self.new("tuple", parts, op.shape, like=op)
 
 
 class ReduceOfEmpty(Simplification):
-    """`reduce(x, init)` of a zero-element x -> `broadcast(init)`."""
+    """`reduce(x, init)` of a zero-element x -> `broadcast(init)`; a variadic
+    `reduce(x0.., init0..)` -> `tuple(broadcast(init0), ...)`."""
 
     OPCODES = ("reduce",)
 
     def rewrite(self, op: HloOp):
-        if len(op.operands) != 2:
+        xs, outs = reduce_inputs(op), result_shapes(op)
+        if xs is None or outs is None:
             return None
-        x, init = op.operands
-        s, shape = array(value_shape(x)), array(op.shape)
-        if s is None or shape is None or s.num_elements != 0 or shape.num_elements == 0:
+        s = array(value_shape(xs[0]))
+        if s is None or s.num_elements != 0 or outs[0].num_elements == 0:
             return None
-        return self.new("broadcast", [init], shape, {"dimensions": ()}, like=op)
+        inits = op.operands[len(xs) :]
+        parts = [
+            self.new("broadcast", [i], o, {"dimensions": ()}, like=op).result
+            for i, o in zip(inits, outs, strict=True)
+        ]
+        if not isinstance(op.shape, TupleShape):
+            return parts[0]
+        return self.new("tuple", parts, op.shape, like=op)
 
 
 _IDEMPOTENT = ("maximum", "minimum", "and", "or")
@@ -179,3 +203,99 @@ class ReduceOfBatchDot(Simplification):
         if d.attr("operand_precision") is not None:
             attrs["operand_precision"] = d.attr("operand_precision")
         return self.new("dot", list(d.operands), shape, attrs, like=d)
+
+
+# --- arg-max / arg-min: variadic reduce of (values, iota) with XLA's comparator ----------
+
+
+def _param(v: SSAValue) -> int | None:
+    """The parameter number of `v` when a parameter defines it."""
+    o = owner(v)
+    return o.attr("number", 0) if o is not None and o.opcode == "parameter" else None
+
+
+def _compare(v: SSAValue, a: int, b: int, direction: str) -> bool:
+    """`v` is `compare(param a, param b), direction=direction` (operands in that order)."""
+    o = owner(v)
+    if o is None or o.opcode != "compare" or o.attr("direction") != direction:
+        return False
+    return [_param(x) for x in o.operands] == [a, b]
+
+
+def _binary(v: SSAValue, opcode: str, left, right, any_order: bool = True) -> bool:
+    """`v` is `opcode(l, r)` with `left(l)` and `right(r)` (or swapped, when `any_order`)."""
+    o = owner(v)
+    if o is None or o.opcode != opcode or len(o.operands) != 2:
+        return False
+    x, y = o.operands
+    return (left(x) and right(y)) or (any_order and left(y) and right(x))
+
+
+def _select_of(v: SSAValue, pred, a: int, b: int) -> bool:
+    """`v` is `select(p, param a, param b)` with `pred(p)`."""
+    o = owner(v)
+    if o is None or o.opcode != "select":
+        return False
+    return pred(o.operands[0]) and [_param(x) for x in o.operands[1:]] == [a, b]
+
+
+def is_arg_min_max_reducer(op: HloOp, is_max: bool) -> bool:
+    """`op`'s reducer is XLA's arg-max (or arg-min) comparator over (value, index) pairs:
+    take the greater (lesser) value or a nan, and on equal values the lower index."""
+    comp = callee(op)
+    if comp is None or len(comp.parameters()) != 4:
+        return False
+    root = comp.root
+    if root.opcode != "tuple" or len(root.operands) != 2:
+        return False
+    d = "GT" if is_max else "LT"
+
+    def value_pred(u: SSAValue) -> bool:
+        return _binary(u, "or", lambda w: _compare(w, 0, 2, d), lambda w: _compare(w, 0, 0, "NE"))
+
+    def tie(u: SSAValue) -> bool:
+        return _binary(u, "and", lambda w: _compare(w, 0, 2, "EQ"),
+                       lambda w: _compare(w, 1, 3, "LT"), any_order=False)  # fmt: skip
+
+    return _select_of(root.operands[0], value_pred, 0, 2) and _select_of(
+        root.operands[1], lambda u: _binary(u, "or", value_pred, tie), 1, 3
+    )
+
+
+def _is_scalar_const(v: SSAValue, want) -> bool:
+    arr = const_array(v)
+    if arr is None or arr.size != 1 or want is None:
+        return False
+    return bool(arr.reshape(-1)[0] == want)
+
+
+class ReduceArgMinMaxOfConstantBroadcast(Simplification):
+    """`reduce(broadcast(c), iota, init, 0)` with the arg-max (arg-min) comparator ->
+    `tuple(broadcast(c), broadcast(0))`: every value is c, so the first index wins
+    (XLA's guards: init the type's lowest (highest) value and index 0, c a scalar
+    constant, the iota's dimension among the reduced ones, at least one element)."""
+
+    OPCODES = ("reduce",)
+
+    def rewrite(self, op: HloOp):
+        outs = result_shapes(op)
+        if outs is None or len(op.operands) != 4 or len(outs) != 2:
+            return None
+        values, idx, init, idx_init = op.operands
+        b, iota = is_scalar_broadcast(values), src(idx, "iota")
+        if b is None or iota is None or const_array(b.operands[0]) is None:
+            return None
+        sv = array(value_shape(values))
+        if sv is None or sv.num_elements == 0 or outs[0].num_elements == 0:
+            return None
+        if iota.attr("iota_dimension") not in tuple(op.attr("dimensions") or ()):
+            return None
+        t = outs[0].element_type
+        is_max = _is_scalar_const(init, lowest(t))
+        if not (is_max or _is_scalar_const(init, highest(t))) or not _is_scalar_const(idx_init, 0):
+            return None
+        if not is_arg_min_max_reducer(op, is_max):
+            return None
+        v = self.new("broadcast", [b.operands[0]], outs[0], {"dimensions": ()}, like=op)
+        i = self.const(0, outs[1])
+        return self.new("tuple", [v.result, i.result], op.shape, like=op)

@@ -5,7 +5,15 @@ from __future__ import annotations
 from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import array, is_scalar_broadcast, single_use, src
+from hlopass.passes.algsimp.helpers import (
+    array,
+    float_sum_reducer,
+    is_scalar_broadcast,
+    reducer_opcode,
+    single_use,
+    src,
+)
+from hlopass.passes.algsimp.reduce_window import window_reduce_dims
 from hlopass.rewriting import (
     value_shape,
 )
@@ -188,3 +196,31 @@ class SliceRedundantStride(Simplification):
         if new == sl:
             return None
         return self.new("slice", [op.operands[0]], shape, {"slice": tuple(new)}, like=op)
+
+
+class SliceOfReduceWindow(Simplification):
+    """`slice(reduce-window(x, init))` keeping only each window that spans a whole
+    dimension -> `reshape(reduce(x, init))` over those dims (XLA's
+    `enable_window_reduce_to_reduce_replacement`; single use of the reduce-window; a float
+    add or multiply reducer sums in another order, so it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("slice",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        rw, shape = src(op.operands[0], "reduce-window"), array(op.shape)
+        if rw is None or shape is None or len(rw.operands) != 2 or not single_use(rw.result):
+            return None
+        if reducer_opcode(rw) is None:
+            return None  # (an unknown reducer may depend on the order of its terms)
+        if not self.opts.floats_are_real and float_sum_reducer(rw):
+            return None
+        dims = window_reduce_dims(rw, list(op.attr("slice")))
+        if not dims:
+            return None
+        x, init = rw.operands
+        sx = array(value_shape(x))
+        small = sx.with_dims(tuple(n for i, n in enumerate(sx.dims) if i not in dims))  # type: ignore[union-attr]
+        r = self.new("reduce", [x, init], small,
+                     {"dimensions": dims, "to_apply": rw.attr("to_apply")}, like=rw)  # fmt: skip
+        return self.new("reshape", [r.result], shape, like=op)
