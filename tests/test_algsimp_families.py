@@ -109,9 +109,11 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
     CHECK, `has_layout()`, in its pipeline) and refuses `bitcast`s before its layout
     assignment; for those the output must still pass XLA's parser and verifier, and the
     interpreter (checked against XLA-CPU op by op elsewhere) computes both sides."""
-    from tests.interp_util import xla_execute_many
+
+    from hlopass.interpreter.replicas import replicas_needed
 
     jobs: list[tuple[str, list[np.ndarray]]] = []
+    replicas: list[int] = []
     meta = []
     for cid, spec, text in CASES:
         module = parse_hlo(text, cid)
@@ -122,6 +124,7 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
             args.append(special_values(p.shape, k))
         # the input as printed (layouts made explicit: XLA-CPU needs them inside fusions)
         before = print_hlo(module)
+        replicas += [replicas_needed(module)] * 2  # collectives over groups of several
         changed = any(p.run(context(), module) for p in parse_pass_pipeline(spec))
         module.verify()
         after = print_hlo(module)
@@ -129,7 +132,7 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
         assert changed == (before != after), f"{cid}: changed={changed}"
         jobs += [(before, args), (after, args)]
         meta.append((cid, args, after, before))
-    results = xla_execute_many(jobs)
+    results = _run_replicated(jobs, replicas)
     out = {}
     for i, (cid, args, after, before) in enumerate(meta):
         want, got = results[2 * i], results[2 * i + 1]
@@ -144,6 +147,23 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
             want = {"outputs": hlopass.evaluate(parse_hlo(before), *args)}
             got = {"outputs": hlopass.evaluate(parse_hlo(after), *args)}
         out[cid] = (args, want, got, after)
+    return out
+
+
+def _run_replicated(jobs: list[tuple[str, list[np.ndarray]]], replicas: list[int]) -> list[dict]:
+    """XLA-CPU's result of each job; a job whose collectives name n > 1 replicas runs on n
+    replicas, each on the job's arguments, its outputs those of every replica in turn."""
+    from tests.interp_util import xla_execute_many, xla_execute_replicas
+
+    out: list[dict] = [{} for _ in jobs]
+    single = [k for k, n in enumerate(replicas) if n == 1]
+    for k, r in zip(single, xla_execute_many([jobs[k] for k in single]), strict=True):
+        out[k] = r
+    multi = [k for k, n in enumerate(replicas) if n > 1]
+    if multi:
+        cases = [(jobs[k][0], [jobs[k][1]] * replicas[k]) for k in multi]
+        for k, r in zip(multi, xla_execute_replicas(cases), strict=True):
+            out[k] = {"outputs": [a for per in r["outputs"] for a in per]} if "outputs" in r else r
     return out
 
 

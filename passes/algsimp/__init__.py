@@ -24,6 +24,7 @@ from hlopass.passes.algsimp import (
     barriers,
     bitcast,
     broadcast,
+    collectives,
     compare,
     complex,
     concatenate,
@@ -87,6 +88,10 @@ class AlgebraicSimplifierPass(HloModulePass):
     enable_conv_simplification: bool = True
     """Rewrite a convolution with a 1x..x1 window (no stride, padding, dilation or groups)
     into a dot."""
+
+    enable_conv_operand_swap: bool = True
+    """Swap a convolution's input and kernel when the window is larger than the input
+    (fewer window positions to sum over)."""
 
     use_associative_reordering: bool = False
     """Reorder dot chains `(A B) C <-> A (B C)` when it saves flops (XLA's option)."""
@@ -199,6 +204,13 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     broadcast.BroadcastSinkBinaryWithScalar, broadcast.BroadcastSinkTernary,
     dynamic_slice.DynamicSliceOfBroadcast, reduce.ReduceOfBatchDot,
     reverse.ReverseOfElementwiseWithConstant, pad.PadOfBroadcast,
+    # gather/scatter, batch dots, convolution swap, collectives (issue 18, part B)
+    gather_scatter.GatherOfEmpty, gather_scatter.GatherOfPad,
+    gather_scatter.GatherOfVerySmallVector, gather_scatter.ScatterOfWholeWindowToMap,
+    gather_scatter.AddOfScatters, gather_scatter.AddOfScatter,
+    dot.DotOfBatchTransposes, dot.TransposeOfDot, convolution.ConvolutionOperandSwap,
+    collectives.AllGatherOfBroadcast, collectives.AllToAllOfBroadcast,
+    collectives.AllReduceMinMaxOfBroadcast, collectives.AllReduceSumOfBroadcast,
     # reductions, windows, slices, powers (issue 18, part A)
     reduce.ReduceArgMinMaxOfConstantBroadcast, reduce_window.ReduceWindowOfEmpty,
     reduce_window.ReduceWindowOfScalar, reduce_window.ReduceWindowCumSumOfBroadcast,

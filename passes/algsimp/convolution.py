@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hlopass.attrs import ConvDims, Window, WindowDim
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
@@ -81,3 +82,69 @@ class ConvolutionToDot(Simplification):
         if perm == tuple(range(len(perm))):
             return e  # (the shape check of the base class compares it with the result's)
         return self.new("transpose", [e.result], shape, {"dimensions": perm}, like=op)
+
+
+class ConvolutionOperandSwap(Simplification):
+    """`convolution(x, k) -> convolution(reverse(k), x)` with the roles swapped (k's output
+    features become the batch, x's batch the output features, x the reversed window) when
+    the window is larger than the input it slides over: the product of the swapped window
+    sizes is smaller (XLA's `SwapConvolutionOperandsIfBeneficial`; no groups, no sparsity;
+    dims where the window covers the whole input stay; the sum's order changes, so floats
+    need `enable-floats-are-real`)."""
+
+    OPCODES = ("convolution",)
+    OPTION = "enable_conv_operand_swap"
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        if self.opts.is_layout_sensitive or len(op.operands) != 2:
+            return None
+        if op.attr("sparsity_config") is not None or op.attr("convolution_kind") is not None:
+            return None
+        if (op.attr("feature_group_count") or 1) != 1 or (op.attr("batch_group_count") or 1) != 1:
+            return None
+        x, k = op.operands
+        sx, sk = array(value_shape(x)), array(value_shape(k))
+        window, labels = op.attr("window"), op.attr("dim_labels")
+        if sx is None or sk is None or sx.is_dynamic or sk.is_dynamic or window is None:
+            return None
+        _b, _f, x_spatial = labels.input
+        _i, _o, k_spatial = labels.kernel
+        new_dims, reverse = [], []
+        product, swapped_product = 1, 1
+        for w, xd, kd in zip(window.dims, x_spatial, k_spatial, strict=True):
+            n = sx.dims[xd]
+            plain = not w.reversal and w.pad_low == 0 and w.pad_high == 0 and w.rhs_dilation == 1
+            if plain and w.size == n and w.lhs_dilation == 1 and w.stride == 1:
+                new_dims.append(w)  # the window covers the input: a plain contraction
+                continue
+            if plain and w.lhs_dilation == w.size and w.stride == w.size - 1:
+                return None  # (XLA keeps such "group" dims as they are; we do not swap)
+            k_dilated = 1 + (w.size - 1) * w.rhs_dilation
+            n_dilated = 1 + (n - 1) * w.lhs_dilation
+            product *= w.size
+            full = (n == 1 and w.stride == 1 and w.rhs_dilation == 1
+                    and w.pad_low == w.size - 1 and w.pad_high == w.size - 1)  # fmt: skip
+            swapped_product *= w.size if full else n
+            if not w.reversal:
+                reverse.append(kd)
+            low, high = n_dilated + w.pad_low - k_dilated, n_dilated + w.pad_high - k_dilated
+            if low < 0 or high < 0:
+                return None  # (a negative window padding: we do not build one)
+            new_dims.append(WindowDim(size=n, stride=w.stride, pad_low=low, pad_high=high,
+                                      lhs_dilation=w.rhs_dilation, rhs_dilation=w.lhs_dilation,
+                                      reversal=True))  # fmt: skip
+        if product <= swapped_product:
+            return None
+        lhs, rhs, out = str(labels).replace("->", "_").split("_")
+        swap = str.maketrans({"o": "b", "i": "f"}), str.maketrans({"b": "o", "f": "i"})
+        out_swap = str.maketrans({"b": "f", "f": "b"})
+        new_labels = f"{rhs.translate(swap[0])}_{lhs.translate(swap[1])}->{out.translate(out_swap)}"
+        attrs = {"window": Window(tuple(new_dims)), "dim_labels": ConvDims(new_labels)}
+        p = op.attr("operand_precision")
+        if p is not None:
+            attrs["operand_precision"] = tuple(reversed(tuple(p)))
+        kernel = k
+        if reverse:
+            kernel = self.new("reverse", [k], sk, {"dimensions": tuple(reverse)}, like=op).result
+        return self.new("convolution", [kernel, x], op.shape, attrs, like=op)

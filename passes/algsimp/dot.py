@@ -236,3 +236,88 @@ class DotAssociativeReordering(Simplification):
             ab = self.new("dot", [a, b], shape_array(t, [m, n]), attrs, like=inner)
             return self.new("dot", [ab.result, c], op.shape, attrs, like=op)
         return None
+
+
+def _swapped_precision(op: HloOp, attrs: dict) -> None:
+    """Copy `op`'s precision config into `attrs` for a dot of swapped operands (XLA's
+    `SwapOperandsInDotPrecisionConfig`)."""
+    p = op.attr("operand_precision")
+    if p is not None:
+        attrs["operand_precision"] = tuple(reversed(tuple(p)))
+    if op.attr("algorithm") is not None:
+        attrs["algorithm"] = op.attr("algorithm")
+
+
+class DotOfBatchTransposes(Simplification):
+    """`dot(transpose(a, p), transpose(b, p)) -> transpose(dot(b, a), p)` for a batch dot
+    `[B..,m,k] x [B..,k,n]` when p swaps the two last dims (and may permute the batch
+    dims), or `-> transpose(dot(a, b), p)` when p only permutes the batch dims (XLA's
+    `RemoveTransposesFromDotOperands`; one permutation on both sides)."""
+
+    OPCODES = ("dot",)
+
+    def rewrite(self, op: HloOp):
+        if self.opts.is_layout_sensitive or op.attr("sparsity"):
+            return None
+        ta, tb = (src(v, "transpose") for v in op.operands)
+        shape = array(op.shape)
+        if ta is None or tb is None or shape is None or shape.rank < 3:
+            return None  # (rank 2: DotOfTransposes)
+        perm = tuple(ta.attr("dimensions"))
+        if tuple(tb.attr("dimensions")) != perm:
+            return None
+        r = shape.rank
+        (lb, lc), (rb, rc) = _dims(op, "lhs"), _dims(op, "rhs")
+        if lb != rb or sorted(lb) != list(range(r - 2)) or lc != (r - 1,) or rc != (r - 2,):
+            return None
+        if perm[r - 2 :] == (r - 2, r - 1):
+            first, second = ta.operands[0], tb.operands[0]
+        elif perm[r - 2 :] == (r - 1, r - 2):
+            first, second = tb.operands[0], ta.operands[0]
+        else:
+            return None  # the permutation mixes batch and matrix dims
+        inner = shape_array(shape.element_type, [shape.dims[perm.index(d)] for d in range(r)])
+        attrs = {"lhs_batch_dims": lb, "rhs_batch_dims": rb,
+                 "lhs_contracting_dims": lc, "rhs_contracting_dims": rc}  # fmt: skip
+        if first is ta.operands[0]:
+            for k in ("operand_precision", "algorithm"):
+                if op.attr(k) is not None:
+                    attrs[k] = op.attr(k)
+        else:
+            _swapped_precision(op, attrs)
+        d = self.new("dot", [first, second], inner, attrs, like=op)
+        return self.new("transpose", [d.result], shape, {"dimensions": perm}, like=op)
+
+
+class TransposeOfDot(Simplification):
+    """`transpose(dot(a, b)) -> dot(b, a)` when the transpose keeps the batch dims first
+    and puts b's free dims before a's (the order `dot(b, a)` produces; the dot has no other
+    user; contracting dims swap sides, batch dims follow the permutation)."""
+
+    OPCODES = ("transpose",)
+
+    def rewrite(self, op: HloOp):
+        d = src(op.operands[0], "dot")
+        if d is None or not d.result.has_one_use() or d.attr("sparsity"):
+            return None
+        a, b = d.operands
+        sa, sb = array(value_shape(a)), array(value_shape(b))
+        if sa is None or sb is None:
+            return None
+        perm = tuple(op.attr("dimensions"))
+        (lb, lc), (rb, rc) = _dims(d, "lhs"), _dims(d, "rhs")
+        nb = len(lb)
+        n_lhs = sa.rank - len(lb) - len(lc)
+        n_rhs = sb.rank - len(rb) - len(rc)
+        if any(p >= nb for p in perm[:nb]):
+            return None
+        if perm[nb : nb + n_rhs] != tuple(range(nb + n_lhs, nb + n_lhs + n_rhs)):
+            return None
+        if perm[nb + n_rhs :] != tuple(range(nb, nb + n_lhs)):
+            return None
+        attrs = {"lhs_contracting_dims": rc, "rhs_contracting_dims": lc}
+        if nb:
+            attrs["lhs_batch_dims"] = tuple(rb[p] for p in perm[:nb])
+            attrs["rhs_batch_dims"] = tuple(lb[p] for p in perm[:nb])
+        _swapped_precision(d, attrs)
+        return self.new("dot", [b, a], op.shape, attrs, like=d)

@@ -1,12 +1,15 @@
-"""`algsimp` family: gather and scatter."""
+"""`algsimp` family: gather and scatter (XLA's `HandleGather`, `HandleScatter`, and the
+scatter combining of `HandleAdd`)."""
 
 from __future__ import annotations
 
+from hlopass.attrs import PadDim, SliceDim
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import array
-from hlopass.rewriting import value_shape
-from hlopass.shape import scalar
+from hlopass.passes.algsimp.helpers import array, et, reducer_opcode, src
+from hlopass.rewriting import owner, same_shape, value_shape
+from hlopass.shape import ArrayShape, scalar
+from hlopass.shape import array as shape_array
 
 
 class GatherOfEffectiveScalar(Simplification):
@@ -36,3 +39,270 @@ class ScatterEmptyUpdates(Simplification):
             return None
         u = array(value_shape(op.operands[2]))
         return op.operands[0] if u is not None and u.num_elements == 0 else None
+
+
+def _passthrough_output_dims(op: HloOp, operand: ArrayShape) -> dict[int, int] | None:
+    """Operand dim -> output dim for each dim that `op` (a gather) copies whole: not
+    collapsed, not a batching dim, sliced at its full size (whatever the index, the start
+    clamps to 0). None when a dim list does not fit the operand."""
+    collapsed = set(op.attr("collapsed_slice_dims") or ())
+    batching = set(op.attr("operand_batching_dims") or ())
+    sizes = tuple(op.attr("slice_sizes") or ())
+    offsets = tuple(op.attr("offset_dims") or ())
+    window = [d for d in range(operand.rank) if d not in collapsed and d not in batching]
+    if len(sizes) != operand.rank or len(window) != len(offsets):
+        return None
+    return {d: offsets[k] for k, d in enumerate(window) if sizes[d] == operand.dims[d]}
+
+
+class GatherOfEmpty(Simplification):
+    """`gather(x, i) -> broadcast(0)` when x has no elements (nothing can be read; the
+    result has no elements either)."""
+
+    OPCODES = ("gather",)
+
+    def rewrite(self, op: HloOp):
+        s, shape = array(value_shape(op.operands[0])), array(op.shape)
+        if s is None or shape is None or s.is_dynamic or s.num_elements != 0:
+            return None
+        return self.const(0, shape)
+
+
+class GatherOfPad(Simplification):
+    """`gather(pad(x, v), i) -> pad(gather(x, i), v)` when only dims the gather copies whole
+    are padded (full slice size, not collapsed or batching): the gather moves those dims
+    unchanged, so padding before or after gives the same array."""
+
+    OPCODES = ("gather",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        pad = src(op.operands[0], "pad")
+        shape = array(op.shape)
+        if pad is None or shape is None or shape.is_dynamic:
+            return None
+        x, sp = pad.operands[0], array(pad.shape)
+        sx = array(value_shape(x))
+        if sx is None or sp is None or sx.is_dynamic:
+            return None
+        config = tuple(pad.attr("padding"))
+        padded = [d for d, p in enumerate(config) if (p.low, p.high, p.interior) != (0, 0, 0)]
+        through = _passthrough_output_dims(op, sp)
+        if not padded or through is None or any(d not in through for d in padded):
+            return None
+        sizes = list(op.attr("slice_sizes"))
+        dims = list(shape.dims)
+        out_pad = [PadDim(0, 0, 0)] * shape.rank
+        for d in padded:
+            sizes[d] = sx.dims[d]
+            dims[through[d]] = sx.dims[d]
+            out_pad[through[d]] = config[d]
+        attrs = {s.name: v for s, v in op.hlo_attrs() if s.name not in _NOT_COPIED}
+        attrs["slice_sizes"] = tuple(sizes)
+        g = self.new("gather", [x, op.operands[1]], shape.with_dims(tuple(dims)), attrs, like=op)
+        return self.new("pad", [g.result, pad.operands[1]], shape,
+                        {"padding": tuple(out_pad)}, like=op)  # fmt: skip
+
+
+VERY_SMALL_GATHER_SIZE = 4
+"""XLA's `very_small_gather_size` default: a gather from a vector of at most this many
+elements becomes a chain of selects."""
+
+
+class GatherOfVerySmallVector(Simplification):
+    """`gather(x, i)` of scalar indices into a vector x of n <= 4 elements ->
+    `select(i >= n-1, x[n-1], ... select(i >= 1, x[1], x[0]))` (the index clamps into
+    [0, n-1] as the gather's does)."""
+
+    OPCODES = ("gather",)
+
+    def rewrite(self, op: HloOp):
+        x, i = op.operands
+        sx, si, shape = array(value_shape(x)), array(value_shape(i)), array(op.shape)
+        if sx is None or si is None or shape is None or shape.is_dynamic or si.is_dynamic:
+            return None
+        if sx.rank != 1 or not 1 < sx.dims[0] <= VERY_SMALL_GATHER_SIZE:
+            return None  # (one element: GatherOfEffectiveScalar)
+        collapsed = tuple(op.attr("collapsed_slice_dims") or ())
+        if op.attr("index_vector_dim") != si.rank or collapsed != (0,):
+            return None
+        if tuple(shape.dims) != tuple(si.dims):
+            return None
+        t = sx.element_type
+        pred = shape.with_element_type("pred")
+
+        def element(k: int):
+            s = self.new("slice", [x], shape_array(t, [1]), {"slice": (SliceDim(k, k + 1, 1),)})
+            r = self.new("reshape", [s.result], scalar(t))
+            return self.new("broadcast", [r.result], shape, {"dimensions": ()}).result
+
+        result = element(0)
+        for k in range(1, sx.dims[0]):
+            bound = self.const(k, si)
+            mask = self.new("compare", [i, bound.result], pred, {"direction": "GE"})
+            result = self.new("select", [mask.result, element(k), result], shape).result
+        return owner(result)
+
+
+class ScatterOfWholeWindowToMap(Simplification):
+    """`scatter(x, i, u) -> map(x, u)` applying the scatter's combiner, when the indices
+    have no elements and x, u and the result have one shape (one update window covering
+    all of x)."""
+
+    OPCODES = ("scatter",)
+
+    def rewrite(self, op: HloOp):
+        if len(op.operands) != 3:
+            return None
+        x, i, u = op.operands
+        si, sx, su = (array(value_shape(v)) for v in (i, x, u))
+        if si is None or sx is None or su is None or si.num_elements != 0:
+            return None
+        if not same_shape(sx, op.shape) or not same_shape(su, op.shape):
+            return None
+        attrs = {"dimensions": tuple(range(sx.rank)), "to_apply": op.attr("to_apply")}
+        return self.new("map", [x, u], op.shape, attrs, like=op)
+
+
+_NOT_COPIED = ("metadata", "sharding", "indices_are_sorted", "unique_indices")
+"""Attributes a rebuilt gather or scatter does not take over (the base class carries the
+sharding; new indices are neither sorted nor unique)."""
+
+
+def _add_scatter(value) -> HloOp | None:
+    """The scatter defining `value` when it has one operand, combines with `add`, and has
+    no other user (XLA's guard: the add then consumes it entirely)."""
+    s = src(value, "scatter")
+    if s is None or len(s.operands) != 3 or not s.result.has_one_use():
+        return None
+    return s if reducer_opcode(s) == "add" else None
+
+
+def _scatter_guards(self: Simplification, op: HloOp) -> bool:
+    """Common guards of the add-of-scatter rewrites: layouts free (XLA skips them when
+    layout-sensitive), a numeric element type (pred's add is an or)."""
+    t = et(op)
+    return not self.opts.is_layout_sensitive and t != "pred" and array(op.shape) is not None
+
+
+_SCATTER_DNUMS = ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                  "index_vector_dim", "input_batching_dims", "scatter_indices_batching_dims")  # fmt: skip
+
+
+def _concat_dims(l_s: HloOp, r_s: HloOp) -> tuple[int, int] | None:
+    """(indices dim, updates dim) along which two scatters' indices and updates can be
+    concatenated: the only dim of unequal size, else the first equal one (XLA's search);
+    None when there is none or more than one unequal dim."""
+    li, ri = (array(value_shape(s.operands[1])) for s in (l_s, r_s))
+    lu = array(value_shape(l_s.operands[2]))
+    if li is None or ri is None or lu is None or li.rank != ri.rank:
+        return None
+    ivd = l_s.attr("index_vector_dim")
+    window = set(l_s.attr("update_window_dims") or ())
+    batching = set(l_s.attr("scatter_indices_batching_dims") or ())
+    first, found = (li.rank, lu.rank), None
+    u = lu.rank - 1
+    for d in range(li.rank - 1, -1, -1):
+        if d == ivd:
+            continue
+        while u in window:
+            u -= 1
+        if d in batching:
+            if li.dims[d] != ri.dims[d]:
+                return None
+            u -= 1
+            continue
+        if li.dims[d] == ri.dims[d]:
+            first, u = (d, u), u - 1
+            continue
+        if found is not None:
+            return None
+        found, u = (d, u), u - 1
+    found = found or first
+    return None if found[0] == li.rank else found
+
+
+class AddOfScatters(Simplification):
+    """`add(scatter(a, i, u), scatter(b, j, v)) -> scatter(add(a, b), concat(i, j),
+    concat(u, v))` for add-combining scatters of one dimension numbers (neither claims
+    sorted or unique indices, updates fewer than the result's elements), else ->
+    `scatter(scatter(add(a, b), j, v), i, u)`; each scatter used only here (the sums
+    regroup, so floats need `enable-floats-are-real`)."""
+
+    OPCODES = ("add",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        if not _scatter_guards(self, op):
+            return None
+        l_s, r_s = (_add_scatter(v) for v in op.operands)
+        if l_s is None or r_s is None or l_s is r_s:
+            return None
+        dims = _concat_dims(l_s, r_s)
+        if dims is None:
+            return None  # (XLA leaves the add as it is then)
+        lu, ru = (array(value_shape(s.operands[2])) for s in (l_s, r_s))
+        if lu.num_elements + ru.num_elements >= array(op.shape).num_elements:  # type: ignore[union-attr]
+            return None  # concatenating the updates would cost more than the add saves
+        base = self.new("add", [l_s.operands[0], r_s.operands[0]], op.shape, like=op)
+        if _concatenable(l_s, r_s):
+            i = self._concat(l_s.operands[1], r_s.operands[1], dims[0])
+            u = self._concat(l_s.operands[2], r_s.operands[2], dims[1])
+            return self.new("scatter", [base.result, i, u], op.shape, _attrs(l_s), like=op)
+        inner = self.new("scatter", [base.result, *r_s.operands[1:]], op.shape, _attrs(r_s, True),
+                         like=r_s)  # fmt: skip
+        return self.new("scatter", [inner.result, *l_s.operands[1:]], op.shape, _attrs(l_s, True),
+                        like=l_s)  # fmt: skip
+
+    def _concat(self, a, b, dim: int):
+        sa, sb = array(value_shape(a)), array(value_shape(b))
+        dims = list(sa.dims)  # type: ignore[union-attr]
+        dims[dim] += sb.dims[dim]  # type: ignore[union-attr]
+        shape = sa.with_dims(tuple(dims))  # type: ignore[union-attr]
+        return self.new("concatenate", [a, b], shape, {"dimensions": (dim,)}).result
+
+
+def _concatenable(l_s: HloOp, r_s: HloOp) -> bool:
+    """Both scatters' indices and updates can be concatenated into one scatter."""
+    if any(s.attr("indices_are_sorted") or s.attr("unique_indices") for s in (l_s, r_s)):
+        return False  # a concatenation is neither sorted nor free of repeats
+    if any(tuple(_norm(l_s.attr(k))) != tuple(_norm(r_s.attr(k))) for k in _SCATTER_DNUMS):
+        return False
+    if et(l_s.operands[1]) != et(r_s.operands[1]):
+        return False
+    lu, ru = (array(value_shape(s.operands[2])) for s in (l_s, r_s))
+    window = tuple(l_s.attr("update_window_dims") or ())
+    return [lu.dims[d] for d in window] == [ru.dims[d] for d in window]  # type: ignore[union-attr]
+
+
+def _norm(v) -> tuple:
+    return (v,) if isinstance(v, int) else tuple(v or ())
+
+
+def _attrs(s: HloOp, keep_flags: bool = False) -> dict:
+    """The attributes of scatter `s` for a rebuilt scatter (its sortedness and uniqueness
+    claims only when its own indices and updates are kept)."""
+    drop = ("metadata", "sharding") if keep_flags else _NOT_COPIED
+    return {spec.name: v for spec, v in s.hlo_attrs() if spec.name not in drop}
+
+
+class AddOfScatter(Simplification):
+    """`add(x, scatter(b, j, v)) -> scatter(add(x, b), j, v)` (either operand order) for an
+    add-combining scatter used only here (the sum regroups, so floats need
+    `enable-floats-are-real`)."""
+
+    OPCODES = ("add",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        if not _scatter_guards(self, op):
+            return None
+        l_s, r_s = (_add_scatter(v) for v in op.operands)
+        if (l_s is None) == (r_s is None):
+            return None  # (two scatters: AddOfScatters)
+        s = l_s or r_s
+        x = op.operands[1] if l_s is not None else op.operands[0]
+        pair = [s.operands[0], x] if l_s is not None else [x, s.operands[0]]  # type: ignore[union-attr]
+        base = self.new("add", pair, op.shape, like=op)
+        return self.new("scatter", [base.result, *s.operands[1:]], op.shape, _attrs(s, True),  # type: ignore[union-attr]
+                        like=s)  # fmt: skip
