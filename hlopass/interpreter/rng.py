@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlopass.interpreter.core import dtype_of, handler, unsupported
-from hlopass.interpreter.numeric import as_dtype, widen
+from hlopass.interpreter.complex_math import fma
+from hlopass.interpreter.core import dtype_of, element_type, handler, unsupported
+from hlopass.interpreter.numeric import as_dtype
 
 U32 = np.uint32
 _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
@@ -131,32 +132,212 @@ def _rng_bit_generator(interp, op, args):
     return (new_state.astype(dtype_of(op.shape.elements[0])), data.reshape(dims))
 
 
-RNG_SEED = 0x5EED
-"""Seed of the `rng` instruction's generator (numpy's PCG64), reset for each evaluate run."""
+# --- `rng`: XLA's RngExpander -----------------------------------------------------------
+#
+# XLA-CPU never runs `rng` itself: its RngExpander rewrites each one into Philox-4x32 bits
+# keyed by a compile-time u64 and counted by the instruction's own `rng-get-and-update-state`
+# (a 128-bit counter that starts at 0x7012395 and advances by the number of 32-bit words
+# drawn, each time that instruction runs), converted as xla/hlo/builder/lib/prng.cc does.
+# The key of the i-th expanded rng is `module_stream[i] ^ process_stream[j]`: the module's
+# own mt19937_64 (seed 42, fresh per module) and a process-global mt19937_64 that every
+# compilation in the process advances (j counts the rngs expanded before, in any module).
+# With jaxlib 0.10.2 that process stream is mt19937_64 seeded with 8 (measured: the keys of
+# the first compilations in a fresh process, tests/test_rng.py). So the values are
+# XLA-CPU's for the first compilation of the module in a fresh process, executed once
+# per `evaluate` (a second execution continues each counter; a second compilation draws
+# new keys). The order is the expander's: computations callees first, instructions in
+# post order.
+
+MODULE_SEED = 42
+"""Seed of HloModule's own generator (`HloModule::rng_`), fresh for every module."""
+PROCESS_SEED = 8
+"""Seed of the process-global generator RngExpander draws from, as jaxlib 0.10.2 has it."""
+STATE_INIT = 0x7012395
+"""Initial value of each rng-get-and-update-state counter on XLA-CPU (kRngStateInitialValue)."""
+
+_MASK64 = (1 << 64) - 1
+
+
+def mt19937_64(seed: int, n: int) -> list[int]:
+    """The first `n` outputs of C++'s std::mt19937_64 seeded with `seed`."""
+    mt = [seed & _MASK64]
+    for i in range(1, 312):
+        mt.append((6364136223846793005 * (mt[-1] ^ (mt[-1] >> 62)) + i) & _MASK64)
+    out: list[int] = []
+    while len(out) < n:
+        for i in range(312):
+            x = (mt[i] & 0xFFFFFFFF80000000) | (mt[(i + 1) % 312] & 0x7FFFFFFF)
+            mt[i] = mt[(i + 156) % 312] ^ (x >> 1) ^ (0xB5026F5AA96619E9 if x & 1 else 0)
+        for y in mt:
+            y ^= (y >> 29) & 0x5555555555555555
+            y ^= (y << 17) & 0x71D67FFFEDA60000
+            y ^= (y << 37) & 0xFFF7EEE000000000
+            out.append((y ^ (y >> 43)) & _MASK64)
+    return out[:n]
+
+
+def expander_order(interp) -> list:
+    """The `rng` instructions of the module in the order RngExpander visits them:
+    computations in post order (callees first), each one's instructions in post order."""
+    comps = list(interp.comps.values())
+    called = {name for c in comps for op in c.instructions for name in op.callees()}
+    order: list = []
+    seen: set[str] = set()
+
+    def visit(comp) -> None:
+        if comp.comp_name in seen:
+            return
+        seen.add(comp.comp_name)
+        for op in comp.instructions:
+            for name in op.callees():
+                if name in interp.comps:
+                    visit(interp.comps[name])
+        order.append(comp)
+
+    for comp in comps:
+        if comp.comp_name not in called:
+            visit(comp)
+    for comp in comps:  # only reachable through a cycle (rejected by the verifier)
+        visit(comp)
+    return [op for comp in order for op in _post_order(comp) if op.opcode == "rng"]
+
+
+def _post_order(comp) -> list:
+    """XLA's MakeInstructionPostOrder: from each instruction without users, in text order,
+    operands depth first, first operand first."""
+    ops = list(comp.instructions)
+    used = {id(v.owner) for op in ops for v in op.operands}
+    order: list = []
+    state: dict[int, int] = {}  # 1 visiting, 2 done
+    for top in ops:
+        if id(top) in used:
+            continue
+        stack = [top]
+        while stack:
+            cur = stack[-1]
+            if id(cur) in state:
+                stack.pop()
+                if state[id(cur)] == 1:
+                    state[id(cur)] = 2
+                    order.append(cur)
+                continue
+            state[id(cur)] = 1
+            stack.extend(v.owner for v in reversed(cur.operands))
+    return order
+
+
+def _rng_state(interp) -> dict:
+    """Keys and counters of this run (reset by `evaluate`, which drops `_rng`)."""
+    state = interp.__dict__.get("_rng")
+    if not isinstance(state, dict):
+        ops = expander_order(interp)
+        mod, proc = mt19937_64(MODULE_SEED, len(ops)), mt19937_64(PROCESS_SEED, len(ops))
+        keys = {id(op): m ^ p for op, m, p in zip(ops, mod, proc, strict=True)}
+        state = interp.__dict__["_rng"] = {"keys": keys, "counters": {}}
+    return state
+
+
+def _draw(interp, op, dims: tuple, bits: int) -> np.ndarray:
+    """Philox words for one execution of `op` (XLA's PhiloxBitGenerator), advancing the
+    counter of its rng-get-and-update-state by the 32-bit words drawn."""
+    state = _rng_state(interp)
+    key = state["keys"].get(id(op))
+    if key is None:  # an instruction outside the module (eval_instruction): first key
+        key = mt19937_64(MODULE_SEED, 1)[0] ^ mt19937_64(PROCESS_SEED, 1)[0]
+    counter = state["counters"].get(id(op), STATE_INIT)
+    n = int(np.prod(dims, dtype=np.int64))
+    state["counters"][id(op)] = (counter + n * (bits // 32)) & ((1 << 128) - 1)
+    lo, hi = np.uint64(counter & _MASK64), np.uint64(counter >> 64)
+    words, _, _ = _philox_bits(np.uint64(key), lo, hi, dims, bits)
+    return words
+
+
+_UNIFORM_BITS = {np.dtype(np.float32): 32, np.dtype(np.float64): 64}
+_INT_BITS = {"s32": 32, "u32": 32, "s64": 64, "u64": 64}
 
 
 @handler("rng")
 def _rng(interp, op, args):
-    """`rng(a, b)`: uniform in [a, b) or normal(mean a, stddev b), from a numpy generator
-    seeded with RNG_SEED per interpreter. XLA's values come from its own generator (an
-    implementation-defined stream): only the distribution and the bounds are XLA's."""
-    a, b = (widen(x) for x in args[:2])  # a third operand (a shape) may follow
+    """`rng(a, b)`: XLA-CPU's values (the RngExpander lowering above): uniform in [a, b)
+    or normal(mean a, stddev b); f16/bf16 drawn in f32 and converted."""
+    a, b = args[:2]  # a third operand (a shape) may follow
     out = dtype_of(op.shape)
-    gen = interp.__dict__.setdefault("_rng", np.random.default_rng(RNG_SEED))
     dims = tuple(op.shape.dims)
-    if op.attr("distribution") == "rng_normal":
-        return as_dtype(gen.normal(size=dims) * b + a, out)
-    if np.issubdtype(a.dtype, np.integer):
-        lo, hi = int(a), int(b)
-        return as_dtype(gen.integers(lo, max(hi, lo + 1), size=dims), out)
-    r = a + (b - a) * gen.random(size=dims)
-    return as_dtype(np.minimum(r, np.nextafter(b, a)) if (b > a).all() else r, out)
+    etype = element_type(op)
+    normal = op.attr("distribution") == "rng_normal"
+    if etype in _INT_BITS and not normal:
+        return _uniform_int(_draw(interp, op, dims, _INT_BITS[etype]), a, b, out)
+    if etype in ("f16", "bf16"):
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    elif etype not in ("f32", "f64"):
+        raise unsupported(op, f"rng of {etype} (XLA-CPU's RngExpander aborts on it)")
+    ft = np.dtype(np.float64 if etype == "f64" else np.float32)
+    if normal:
+        z = _standard_normal(interp, op, dims, ft)
+        return as_dtype(fma(b.astype(ft), z, a.astype(ft)), out)
+    bits = _draw(interp, op, dims, _UNIFORM_BITS[ft])
+    u = _unit_floats(bits, ft)
+    return as_dtype(fma(u, (b - a).astype(ft), a.astype(ft)), out)
+
+
+def _unit_floats(bits: np.ndarray, ft: np.dtype) -> np.ndarray:
+    """[0, 1) from the top mantissa-width bits, exactly (prng.cc's conversion)."""
+    mant = np.finfo(ft).nmant
+    shift = np.array(ft.itemsize * 8 - mant, bits.dtype)
+    return (bits >> shift).astype(ft) * ft.type(2.0**-mant)
+
+
+def _uniform_int(bits: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.dtype) -> np.ndarray:
+    """prng.cc's ConvertRandomBitsToUniformInt, wrapping arithmetic in the unsigned type;
+    a range of zero leaves the bits as they are (XLA's x % 0 = x)."""
+    ut = bits.dtype
+    span = (np.asarray(b).astype(out).view(ut) - np.asarray(a).astype(out).view(ut)).astype(ut)
+    safe = np.where(span == 0, ut.type(1), span)
+    dist = np.where(span == 0, bits, bits % safe).astype(ut)
+    half = dist >> ut.type(1)
+    total = np.asarray(a).astype(out).view(ut) + half + (dist - half)
+    return total.astype(ut).view(out)
+
+
+def _standard_normal(interp, op, dims: tuple, ft: np.dtype) -> np.ndarray:
+    """prng.cc's NormalFloatingPointDistribution: uniform pairs over the shape split in
+    halves (SplitShapeIntoHalves), then Box-Muller."""
+    split, half = _split_halves(dims)
+    concat = list(half)
+    concat.insert(split + 1, 2)
+    u = _unit_floats(_draw(interp, op, tuple(concat), _UNIFORM_BITS[ft]), ft)
+    u1 = np.take(u, 0, axis=split + 1)
+    u2 = np.take(u, 1, axis=split + 1)
+    u1 = np.maximum(u1, ft.type(1.0e-7))
+    v1 = ft.type(2.0 * np.pi) * u2
+    r = np.sqrt(ft.type(-2.0) * np.log(u1))
+    z = np.stack([np.sin(v1) * r, np.cos(v1) * r], axis=split + 1)
+    if not dims:
+        return z.reshape(-1)[0].reshape(())
+    full = list(dims)
+    full[split] = half[split] * 2
+    return z.reshape(full)[tuple(slice(0, d) for d in dims)]
+
+
+def _split_halves(dims: tuple) -> tuple[int, list[int]]:
+    """The dimension halved (the first even one, else the largest, the first of equals)
+    and the half shape; a scalar draws one pair."""
+    if not dims:
+        return 0, [1]
+    split = next((i for i, d in enumerate(dims) if d % 2 == 0), None)
+    if split is None:
+        split = max(range(len(dims)), key=lambda i: (dims[i], -i))
+    half = list(dims)
+    half[split] = -(-dims[split] // 2)
+    return split, half
 
 
 @handler("rng-get-and-update-state")
-def _rng_state(interp, op, args):
-    """The state before the update, then the counter advances by `delta`. XLA's initial state
-    is implementation-defined; here it is (RNG_SEED, 0) at the start of each run."""
-    counter = interp.__dict__.get("_rng_counter", 0)
-    interp.__dict__["_rng_counter"] = counter + int(op.attr("delta"))
-    return np.array([RNG_SEED, counter], np.uint64).astype(dtype_of(op.shape))
+def _rng_get_and_update_state(interp, op, args):
+    """XLA-CPU's counter of this instruction as u64[2] (low, high), then it advances by
+    `delta`: each instruction has its own, starting at STATE_INIT on each run."""
+    counters = _rng_state(interp)["counters"]
+    counter = counters.get(id(op), STATE_INIT)
+    counters[id(op)] = (counter + int(op.attr("delta"))) & ((1 << 128) - 1)
+    state = np.array([counter & _MASK64, counter >> 64], np.uint64)
+    return state.astype(dtype_of(op.shape))
