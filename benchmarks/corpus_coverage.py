@@ -188,6 +188,20 @@ def _run_one(args, m, status: dict, no_bound: dict) -> dict | None:
     return None
 
 
+def _xla_many(cases: list) -> list[dict]:
+    """xla_execute_many, except that a module with `rng` runs alone in a fresh child: XLA
+    keys each rng from a process-global generator that every compilation advances, so its
+    values are defined for the first compilation in a process (hlopass/interpreter/rng.py)."""
+    out: list = [None] * len(cases)
+    plain = [i for i, (text, _) in enumerate(cases) if " rng(" not in text]
+    for i, r in zip(plain, xla_execute_many([cases[i] for i in plain]) if plain else [], strict=True):  # fmt: skip
+        out[i] = r
+    for i, case in enumerate(cases):
+        if out[i] is None:
+            out[i] = xla_execute_many([case])[0]
+    return out
+
+
 def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set) -> None:
     """Run one chunk of modules on XLA-CPU and compare (see the module docstring)."""
     recs = {mid: _Stash.get(path) for mid, _, path, _ in chunk}
@@ -203,7 +217,7 @@ def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set
     single = [(mid, text) for mid, text, _, n in chunk if n == 1]
     multi = [(mid, text) for mid, text, _, n in chunk if n > 1]
     retry = []
-    results = xla_execute_many([(t, recs[mid]["inputs"]) for mid, t in single]) if single else []
+    results = _xla_many([(t, recs[mid]["inputs"]) for mid, t in single]) if single else []
     for (mid, text), r in zip(single, results, strict=True):
         if "outputs" in r:
             status[mid] = verdict(mid, r["outputs"], text)
@@ -226,7 +240,7 @@ def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set
             friendly.append((mid, xla_friendly(text), why))
         except Exception:
             status[mid] = f"runs; XLA:CPU does not: {str(why)[:120]}"
-    reruns = xla_execute_many([(t, recs[mid]["inputs"]) for mid, t, _ in friendly]) if friendly else []  # fmt: skip
+    reruns = _xla_many([(t, recs[mid]["inputs"]) for mid, t, _ in friendly]) if friendly else []  # fmt: skip
     for (mid, _, why), r in zip(friendly, reruns, strict=True):
         if "outputs" in r:
             status[mid] = verdict(mid, r["outputs"], texts[mid])
