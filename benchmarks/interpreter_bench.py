@@ -1,10 +1,13 @@
 """Interpreter speed against XLA:CPU on the JAX corpus, measured in the same run.
 
-    python3 benchmarks/interpreter_bench.py [--repeat N] [--loop-only]
+    python3 benchmarks/interpreter_bench.py [--repeat N] [--loop-only] [--iterations K,..]
 
 First a long `while` loop (LOOP_ITERATIONS iterations of a 10-instruction body; target:
 under LOOP_TARGET_S seconds), timed as users get it: `hlopass.evaluate` in a fresh
-process, median of N runs, XLA:CPU's run of the same module in the same run.
+process (import and parse included), wall and CPU time, median of N runs, XLA:CPU's run
+of the same module in the same run; `--iterations` times the same loop at other trip
+counts too (e.g. 1000000). Wall time counts whatever else the machine runs; CPU time
+is the interpreter's own.
 
 For each jax/<program>/before_optimizations.hlo: interpreter time (best of N), XLA:CPU
 time for the same module (`oracle.compile` once, then run, best of N; jax needed,
@@ -35,8 +38,7 @@ def _best(fn, repeat):
 
 LOOP_ITERATIONS = 100_000
 LOOP_TARGET_S = 5.0
-LOOP = (
-    """HloModule loop
+_LOOP_TEXT = """HloModule loop
 
 cond {
   s = (s32[], f32[4], f32[4]) parameter(0)
@@ -68,8 +70,13 @@ ENTRY e {
   ROOT r = f32[4] get-tuple-element(w), index=1
 }
 """
-    % LOOP_ITERATIONS
-)
+
+
+def loop_text(iterations: int) -> str:
+    return _LOOP_TEXT % iterations
+
+
+LOOP = loop_text(LOOP_ITERATIONS)
 
 _LOOP_CHILD = """
 import sys, time
@@ -83,14 +90,15 @@ print(time.perf_counter() - t, time.process_time() - c, *out.tolist())
 """
 
 
-def _loop(repeat: int) -> None:
+def _loop(repeat: int, iterations: int = LOOP_ITERATIONS) -> None:
     import statistics
     import subprocess
     import sys
 
+    text = loop_text(iterations)
     runs, cpu = [], []
     for _ in range(repeat):
-        proc = subprocess.run([sys.executable, "-c", _LOOP_CHILD], input=LOOP, text=True,
+        proc = subprocess.run([sys.executable, "-c", _LOOP_CHILD], input=text, text=True,
                               capture_output=True, check=True)  # fmt: skip
         secs, cpu_secs, *out = proc.stdout.split()
         runs.append(float(secs))
@@ -99,13 +107,15 @@ def _loop(repeat: int) -> None:
     t_xla = float("nan")
     same = "no XLA"
     if oracle.available():
-        run = oracle.compile(LOOP)
+        run = oracle.compile(text)
         x = np.array([1, 2, 3, 4], np.float32)
         want = run([x, x + 1])[0]
         same = "ok" if np.array_equal(np.array(out, np.float32), want) else "MISMATCH"
         t_xla = statistics.median(_time(lambda: run([x, x + 1])) for _ in range(repeat))
     verdict = "meets" if t_interp < LOOP_TARGET_S else "MISSES"
-    print(f"while loop, {LOOP_ITERATIONS} iterations x 10 instructions: interpreter "
+    if iterations != LOOP_ITERATIONS:
+        verdict = "no target at this count; " + verdict
+    print(f"while loop, {iterations} iterations x 10 instructions: interpreter "
           f"{t_interp:.2f} s, CPU {statistics.median(cpu):.2f} s (median of {repeat} fresh "
           f"processes, parse included; {verdict} "
           f"the {LOOP_TARGET_S:.0f} s target), XLA:CPU {t_xla * 1e3:.2f} ms, ratio "
@@ -122,8 +132,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--loop-only", action="store_true", help="only the while-loop benchmark")
+    ap.add_argument("--iterations", default="", help="also time the loop at these trip counts")
     args = ap.parse_args()
     _loop(args.repeat)
+    for k in filter(None, args.iterations.split(",")):
+        _loop(args.repeat, int(k))
     if args.loop_only:
         return 0
     root = corpus_root()
