@@ -215,6 +215,8 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     reduce.ReduceArgMinMaxOfConstantBroadcast, reduce_window.ReduceWindowOfEmpty,
     reduce_window.ReduceWindowOfScalar, reduce_window.ReduceWindowCumSumOfBroadcast,
     reduce_window.ReduceWindowToReduce, slice.SliceOfReduceWindow, power.PowerThree,
+    reduce.ReduceVariadicSingle, reduce_window.ReduceWindowVariadicSingle,
+    reduce.ReduceOfBroadcastCommute, reduce.ReduceAddOfBroadcast, reduce.ReduceOfNegate,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
@@ -300,4 +301,39 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
     mblock = host.parent_block()
     assert mblock is not None
     mblock.insert_op_before(comp, host)
+    return name
+
+
+def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
+    """The name of a copy of `op`'s reducer whose root is the single operand of the
+    original's one-element `tuple` root, inserted before `op`'s computation (instruction
+    names made fresh); None when the reducer's root is not such a tuple."""
+    from xdsl.rewriter import Rewriter
+
+    comp = callee(op)
+    module = module_of(op)
+    if comp is None or module is None:
+        return None
+    root = comp.root
+    if root.opcode != "tuple" or len(root.operands) != 1:
+        return None
+    copy = comp.clone()
+    taken = {c.comp_name for c in computations(module)}
+    name = ctx.names.fresh(f"{comp.comp_name}.clone")
+    while name in taken:
+        name = ctx.names.fresh(f"{comp.comp_name}.clone")
+    copy.sym_name = StringAttr(name)
+    ret = copy.body.block.last_op
+    assert ret is not None
+    tup = owner(ret.operands[0])
+    assert tup is not None
+    ret.operands = [tup.operands[0]]
+    Rewriter.erase_op(tup)
+    for o in copy.instructions:
+        o.inst_name = ctx.names.fresh(o.inst_name)
+    host = op.parent_op()
+    assert isinstance(host, ComputationOp)
+    mblock = host.parent_block()
+    assert mblock is not None
+    mblock.insert_op_before(copy, host)
     return name

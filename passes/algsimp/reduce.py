@@ -9,6 +9,7 @@ from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
     callee,
+    float_sum_reducer,
     highest,
     is_identity_init,
     is_scalar_broadcast,
@@ -17,6 +18,7 @@ from hlopass.passes.algsimp.helpers import (
     reducer_opcode,
     result_shapes,
     src,
+    untupled_reducer,
 )
 from hlopass.rewriting import (
     const_array,
@@ -299,3 +301,107 @@ class ReduceArgMinMaxOfConstantBroadcast(Simplification):
         v = self.new("broadcast", [b.operands[0]], outs[0], {"dimensions": ()}, like=op)
         i = self.const(0, outs[1])
         return self.new("tuple", [v.result, i.result], op.shape, like=op)
+
+
+class ReduceVariadicSingle(Simplification):
+    """`reduce((x), (init))` of one input whose reducer returns a one-element tuple ->
+    `tuple(reduce(x, init))` with the reducer's tuple taken off (a copy of it)."""
+
+    OPCODES = ("reduce",)
+
+    def rewrite(self, op: HloOp):
+        outs = result_shapes(op)
+        if outs is None or len(outs) != 1 or not isinstance(op.shape, TupleShape):
+            return None
+        comp = callee(op)
+        if comp is None or comp.root.opcode != "tuple" or len(comp.root.operands) != 1:
+            return None
+        name = untupled_reducer(self.ctx, op)
+        if name is None:
+            return None
+        attrs = {"dimensions": tuple(op.attr("dimensions") or ()), "to_apply": name}
+        r = self.new("reduce", list(op.operands), outs[0], attrs, like=op)
+        return self.new("tuple", [r.result], op.shape, like=op)
+
+
+class ReduceOfBroadcastCommute(Simplification):
+    """`reduce(broadcast(x, bdims), init)` over dims all mapped from x ->
+    `broadcast(reduce(x, init), dims')` (the replicas are not reduced again; broadcast dims
+    in order, a reducer of known kind; a float add or multiply regroups its terms, so it
+    needs `enable-floats-are-real`)."""
+
+    OPCODES = ("reduce",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        b, shape = src(op.operands[0], "broadcast"), array(op.shape)
+        if b is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) is None:
+            return None
+        if float_sum_reducer(op) and not self.opts.floats_are_real:
+            return None
+        bdims = tuple(b.attr("dimensions") or ())
+        dims = tuple(op.attr("dimensions") or ())
+        if not dims or list(bdims) != sorted(bdims) or any(d not in bdims for d in dims):
+            return None
+        x = b.operands[0]
+        sx = array(value_shape(x))
+        if sx is None or sx.is_dynamic:
+            return None
+        xdims = tuple(sorted(bdims.index(d) for d in dims))
+        small = sx.with_dims(tuple(n for i, n in enumerate(sx.dims) if i not in xdims))
+        r = self.new("reduce", [x, op.operands[1]], small,
+                     {"dimensions": xdims, "to_apply": op.attr("to_apply")}, like=op)  # fmt: skip
+        kept = [bd for bd in bdims if bd not in dims]
+        out_dims = tuple(bd - sum(1 for d in dims if d < bd) for bd in kept)
+        return self.new("broadcast", [r.result], shape, {"dimensions": out_dims}, like=op)
+
+
+class ReduceAddOfBroadcast(Simplification):
+    """`reduce(broadcast(x), init, add)` over only dims the broadcast added ->
+    `broadcast(init + x * n)` (n elements per sum; broadcast dims in order; for floats the
+    product rounds once where the sum rounds n times: it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("reduce",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        b, shape = src(op.operands[0], "broadcast"), array(op.shape)
+        if b is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) != "add":
+            return None
+        sb = array(value_shape(op.operands[0]))
+        bdims = tuple(b.attr("dimensions") or ())
+        dims = tuple(op.attr("dimensions") or ())
+        if sb is None or not dims or list(bdims) != sorted(bdims) or set(dims) & set(bdims):
+            return None
+        if shape.element_type == "pred" or sb.is_dynamic:
+            return None  # (a pred sum is an or: not a multiple)
+        x = b.operands[0]
+        sx = array(value_shape(x))
+        if sx is None or sx.element_type != shape.element_type:
+            return None
+        n = 1
+        for d in dims:
+            n *= sb.dims[d]
+        times = self.new("multiply", [x, self.const(n, sx).result], sx, like=op)
+        init = self.new("broadcast", [op.operands[1]], sx, {"dimensions": ()}, like=op)
+        total = self.new("add", [init.result, times.result], sx, like=op)
+        out_dims = tuple(bd - sum(1 for d in dims if d < bd) for bd in bdims)
+        return self.new("broadcast", [total.result], shape, {"dimensions": out_dims}, like=op)
+
+
+class ReduceOfNegate(Simplification):
+    """`reduce(negate(x), 0, add) -> negate(reduce(x, 0, add))` (floats; the zero's sign
+    flips with the negation, so it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("reduce",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        n, shape = src(op.operands[0], "negate"), array(op.shape)
+        if n is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) != "add":
+            return None
+        if not is_float(shape.element_type) or not is_zero(op.operands[1]):
+            return None
+        attrs = {"dimensions": tuple(op.attr("dimensions") or ()), "to_apply": op.attr("to_apply")}
+        r = self.new("reduce", [n.operands[0], op.operands[1]], shape, attrs, like=op)
+        return self.new("negate", [r.result], shape, like=op)

@@ -25,6 +25,7 @@ from hlopass.passes.algsimp.helpers import (
     reducer_opcode,
     result_shapes,
     src,
+    untupled_reducer,
     widens_exactly,
 )
 from hlopass.rewriting import const_array, is_zero, owner, same_shape, value_shape
@@ -205,7 +206,8 @@ def _count_times_c_is_exact(c: np.ndarray, n: int, init: np.ndarray) -> bool:
 
         f = Fraction(float(c))
         return all(Fraction(float(c * np.float64(j))) == f * j for j in range(1, n + 1))
-    return bool(np.all(exact.astype(c.dtype).astype(np.float64) == exact))
+    with np.errstate(over="ignore", invalid="ignore"):  # (an overflow to inf is inexact)
+        return bool(np.all(exact.astype(c.dtype).astype(np.float64) == exact))
 
 
 class ReduceWindowCumSumOfBroadcast(Simplification):
@@ -299,3 +301,24 @@ class ReduceWindowToReduce(Simplification):
         r = self.new("reduce", [x, init], small,
                      {"dimensions": dims, "to_apply": op.attr("to_apply")}, like=op)  # fmt: skip
         return self.new("reshape", [r.result], shape, like=op)
+
+
+class ReduceWindowVariadicSingle(Simplification):
+    """`reduce-window((x), (init))` of one input whose reducer returns a one-element tuple
+    -> `tuple(reduce-window(x, init))` with the reducer's tuple taken off (a copy of it)."""
+
+    OPCODES = ("reduce-window",)
+
+    def rewrite(self, op: HloOp):
+        outs = result_shapes(op)
+        if outs is None or len(outs) != 1 or not isinstance(op.shape, TupleShape):
+            return None
+        comp = callee(op)
+        if comp is None or comp.root.opcode != "tuple" or len(comp.root.operands) != 1:
+            return None
+        name = untupled_reducer(self.ctx, op)
+        if name is None:
+            return None
+        attrs = {"window": op.attr("window"), "to_apply": name}
+        r = self.new("reduce-window", list(op.operands), outs[0], attrs, like=op)
+        return self.new("tuple", [r.result], op.shape, like=op)
