@@ -217,6 +217,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     reduce_window.ReduceWindowToReduce, slice.SliceOfReduceWindow, power.PowerThree,
     reduce.ReduceVariadicSingle, reduce_window.ReduceWindowVariadicSingle,
     reduce.ReduceOfBroadcastCommute, reduce.ReduceAddOfBroadcast, reduce.ReduceOfNegate,
+    slice.SliceOfPadPaddingOnly, slice.SliceUndoesPad,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

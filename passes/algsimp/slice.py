@@ -224,3 +224,41 @@ class SliceOfReduceWindow(Simplification):
         r = self.new("reduce", [x, init], small,
                      {"dimensions": dims, "to_apply": rw.attr("to_apply")}, like=rw)  # fmt: skip
         return self.new("reshape", [r.result], shape, like=op)
+
+
+class SliceOfPadPaddingOnly(Simplification):
+    """`slice(pad(x, v))` lying wholly in the low or high edge padding along some dim ->
+    `broadcast(v)` (every element it reads is the padding value)."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        pad, shape = src(op.operands[0], "pad"), array(op.shape)
+        sp = array(value_shape(op.operands[0]))
+        if pad is None or shape is None or sp is None:
+            return None
+        for d, p, size in zip(op.attr("slice"), pad.attr("padding"), sp.dims, strict=True):
+            if d.limit <= p.low or d.start >= size - p.high:
+                v = pad.operands[1]
+                return self.new("broadcast", [v], shape, {"dimensions": ()}, like=op)
+        return None
+
+
+class SliceUndoesPad(Simplification):
+    """`slice(pad(x, v, lo_hi_interior))` starting at each `lo` with stride `interior+1`
+    and x's shape -> `x` (it reads exactly x's elements, interior padding skipped)."""
+
+    OPCODES = ("slice",)
+
+    def rewrite(self, op: HloOp):
+        pad, shape = src(op.operands[0], "pad"), array(op.shape)
+        if pad is None or shape is None:
+            return None
+        x = pad.operands[0]
+        sx = array(value_shape(x))
+        if sx is None or sx.dims != shape.dims or sx.element_type != shape.element_type:
+            return None
+        for d, p in zip(op.attr("slice"), pad.attr("padding"), strict=True):
+            if d.start != p.low or d.stride != p.interior + 1:
+                return None
+        return x
