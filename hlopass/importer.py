@@ -192,6 +192,9 @@ class _Parser:
         self.shapes: dict[str, ArrayShape] = {}  # array shape token -> shape
         self.types: dict[str, ShapeType] = {}  # -> its interned IR type
         self.tuples: dict[str, TupleShape] = {}  # `flat_tuple_shape`: tuple text -> shape
+        self.metadata_values: dict[str, A.Metadata] = {}  # `fast_value`: metadata text -> value
+        # (opcode, ids of the result and operand shapes) that passed `check_instruction`.
+        self.checked: dict[tuple[Any, ...], tuple[Shape, list[Shape]]] = {}
 
     def array_shape(self, tok: str) -> ArrayShape:
         """The shape of an array shape token (ValueError when malformed), read once."""
@@ -1638,16 +1641,20 @@ class ModuleParser(_Parser):
         if kind == "bool":
             return vm.group(1) == "true"
         if kind == "metadata":
-            fields: list[tuple[str, str]] = []
-            for key, tok in _MD_FIELD.findall(vm.group(1), 1, len(vm.group(1)) - 1):
-                if key == "inf" or key == "nan" or key not in METADATA_FIELDS:
-                    return _SLOW  # (numbers, not `key=`; or an unknown field to report)
-                # (XLA drops fields at their default, but prints an empty payload)
-                if (tok != '""' or key == "metadata_payload") and tok != "0":
-                    fields.append((key, tok if tok.isascii() else _escaped(tok)))
-                if key == "stack_frame_id":
-                    self.saw_stack_frame_id = True
-            return A.Metadata(tuple(fields))
+            raw = vm.group(1)
+            md = self.metadata_values.get(raw)  # (many instructions share one op_name)
+            if md is None:
+                fields: list[tuple[str, str]] = []
+                for key, tok in _MD_FIELD.findall(raw, 1, len(raw) - 1):
+                    if key == "inf" or key == "nan" or key not in METADATA_FIELDS:
+                        return _SLOW  # (numbers, not `key=`; or an unknown field to report)
+                    # (XLA drops fields at their default, but prints an empty payload)
+                    if (tok != '""' or key == "metadata_payload") and tok != "0":
+                        fields.append((key, tok if tok.isascii() else _escaped(tok)))
+                    if key == "stack_frame_id":
+                        self.saw_stack_frame_id = True
+                md = self.metadata_values[raw] = A.Metadata(tuple(fields))
+            return md
         if kind == "ident":
             tok = vm.group(1)
             allowed = IDENT_VALUES.get(attr)
@@ -1865,9 +1872,67 @@ class ModuleParser(_Parser):
                 self.check_defined((attrs[key],), vstart)
             elif aspec.kind == "comps":
                 self.check_defined(attrs[key], vstart)
-        if opcode not in _FIXED_UP:  # (one lookup for the many opcodes with no fix-up)
-            pass
-        elif (
+        if opcode in _FIX_UP_OR_CHECK:  # (one test for the many plain opcodes)
+            shape, stype = self.fix_up(name, opcode, ostart, operands, attrs, shape, stype)
+        if shape is None:
+            from hlopass.shape_inference import infer_shape
+
+            try:
+                shape = infer_shape(
+                    opcode,
+                    [v.type.data for v in operands],  # type: ignore[attr-defined]
+                    attrs,
+                    getattr(self, "root_shapes", {}).get,
+                )
+            except ValueError as e:
+                self.error(f"cannot infer the shape of {name}: {e}", ostart)
+                raise AssertionError from None
+        if attrs:
+            if "async_execution_thread" in attrs and not opcode.startswith("async-"):
+                self.sugar_thread = attrs.pop("async_execution_thread")  # the shorthand
+            sharding = attrs.get("sharding")
+            if sharding is not None and shape.is_tuple and not sharding.text.startswith("{{"):
+                attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))
+        if opcode in CHECKED_OPCODES:
+            # verify_instruction(op) on the values at hand, before the op exists; once per
+            # parse for each combination of shapes where the rule reads nothing else.
+            shapes = [v._type.data for v in operands]  # type: ignore[attr-defined]
+            key = (opcode, id(shape), *map(id, shapes)) if opcode in _SHAPE_RULES else None
+            if key is None or key not in self.checked:
+                try:
+                    check_instruction(opcode, name, shape, shapes, attrs.get)
+                except VerifyException as e:
+                    line, col = lx.line_col(start)
+                    raise HloShapeError(str(e), lx.filename, line, col) from None
+                if key is not None:
+                    self.checked[key] = (shape, shapes)  # (alive, so no id is reused)
+        op = create_op(opcode, operands, shape, name, attrs, self.intern, stype)
+        # block.add_op(op) for a fresh op: link it after the block's last op.
+        last = block._last_op  # pyright: ignore[reportPrivateUsage]
+        op.parent = block
+        if last is None:
+            block._first_op = op  # pyright: ignore[reportPrivateUsage]
+        else:
+            last._next_op = op  # pyright: ignore[reportPrivateUsage]
+            op._prev_op = last  # pyright: ignore[reportPrivateUsage]
+        block._last_op = op  # pyright: ignore[reportPrivateUsage]
+        values[name] = op.results[0]  # (an instruction has one result)
+        return op
+
+    def fix_up(
+        self,
+        name: str,
+        opcode: str,
+        ostart: int,
+        operands: list[SSAValue],
+        attrs: dict[str, Any],
+        shape: Shape | None,
+        stype: ShapeType | None,
+    ) -> tuple[Shape | None, ShapeType | None]:
+        """What XLA's parser adds to or changes in instructions of the `_FIXED_UP`
+        opcodes, and the checks of required attributes (`_FIX_UP_OR_CHECK` opcodes only);
+        returns the result shape and its type (None when it changed)."""
+        if (
             opcode == "broadcast"
             and "dimensions" not in attrs
             and len(operands) == 1
@@ -1884,9 +1949,7 @@ class ModuleParser(_Parser):
         elif opcode == "send" and len(operands) == 2 and shape is not None:
             # XLA gives send (data, u32[], token[]) whatever shape the text declares.
             data = operands[0].type.data  # type: ignore[attr-defined]
-            sent = TupleShape(
-                (data, self.array_shape("u32[]"), self.array_shape("token[]"))
-            )
+            sent = TupleShape((data, self.array_shape("u32[]"), self.array_shape("token[]")))
             if shape != sent:
                 shape, stype = sent, None
         elif opcode in ("send-done", "after-all") and shape is not None:
@@ -1905,13 +1968,7 @@ class ModuleParser(_Parser):
         elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
             # XLA's outfeed always carries (and prints) the shape of what it sends.
             attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
-        required = _REQUIRED.get(opcode)
-        if required is None:
-            required = _REQUIRED[opcode] = tuple(
-                [a.name for a in spec.attrs if a.required and a.name not in ("number", "value")]
-                + [a.name for a in spec.computations if a.required]
-            )
-        for a in required:
+        for a in _REQUIRED.get(opcode, ()):
             if a not in attrs:
                 self.error(f"{opcode} {name} is missing attribute {a}", ostart)
         if opcode in ("send-done", "recv-done") and len(operands) == 1:
@@ -1926,50 +1983,7 @@ class ModuleParser(_Parser):
                 "and false_computation=",
                 ostart,
             )
-        if shape is None:
-            from hlopass.shape_inference import infer_shape
-
-            try:
-                shape = infer_shape(
-                    opcode,
-                    [v.type.data for v in operands],  # type: ignore[attr-defined]
-                    attrs,
-                    getattr(self, "root_shapes", {}).get,
-                )
-            except ValueError as e:
-                self.error(f"cannot infer the shape of {name}: {e}", ostart)
-                raise AssertionError from None
-        if "async_execution_thread" in attrs and not opcode.startswith("async-"):  # shorthand
-            self.sugar_thread = attrs.pop("async_execution_thread")
-        sharding = attrs.get("sharding")
-        if sharding is not None and shape.is_tuple and not sharding.text.startswith("{{"):
-            attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))
-        if opcode in CHECKED_OPCODES:
-            # verify_instruction(op) on the values at hand, before the op exists.
-            try:
-                check_instruction(
-                    opcode,
-                    name,
-                    shape,
-                    [v._type.data for v in operands],  # type: ignore[attr-defined]
-                    attrs.get,
-                )
-            except VerifyException as e:
-                line, col = lx.line_col(start)
-                raise HloShapeError(str(e), lx.filename, line, col) from None
-        op = create_op(opcode, operands, shape, name, attrs, self.intern, stype)
-        # block.add_op(op) for a fresh op: link it after the block's last op.
-        last = block._last_op  # pyright: ignore[reportPrivateUsage]
-        op.parent = block
-        if last is None:
-            block._first_op = op  # pyright: ignore[reportPrivateUsage]
-        else:
-            last._next_op = op  # pyright: ignore[reportPrivateUsage]
-            op._prev_op = last  # pyright: ignore[reportPrivateUsage]
-        block._last_op = op  # pyright: ignore[reportPrivateUsage]
-        for res in op.results:
-            values[name] = res
-        return op
+        return shape, stype
 
     def operand(self, values: dict[str, SSAValue], block: Block) -> SSAValue:
         lx = self.lx
@@ -2301,10 +2315,13 @@ _OPERAND = re.compile(
     rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
 )
 # A whole operand list of untyped names (group 1; None when empty) up to its `)`.
-_PLAIN_OPERANDS = re.compile(
-    rf"[ \t]*+((?:{_NAME_RE}[ \t]*+,[ \t]*+)*+{_NAME_RE})?+[ \t]*+\)"
-)
+_PLAIN_OPERANDS = re.compile(rf"[ \t]*+((?:{_NAME_RE}[ \t]*+,[ \t]*+)*+{_NAME_RE})?+[ \t]*+\)")
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
+# Opcodes whose `check_instruction` rule reads the result and operand shapes only (the
+# elementwise rule, select's and reshape's): passed once, it passes for the same shapes.
+_SHAPE_RULES = frozenset(
+    op for op, spec in OPCODES.items() if "elementwise" in spec.traits or op == "reshape"
+)
 # Words XLA's lexer reads as keywords, never as an instruction's name ("expects name"):
 # element types even after `%`, the other keywords only without it (checked with jaxlib).
 _TYPE_WORDS = frozenset(ELEMENT_BITS)
@@ -2330,7 +2347,18 @@ _NEXT_ATTR = re.compile(rf"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=|(?>{_SKIP})(?!,)", 
 _INTS = re.compile(r"(\{(?:-?\d++(?:,-?\d++)*+)?+\})")
 # A called computation's name, not followed by what would make it another token.
 _COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
-_REQUIRED: dict[str, tuple[str, ...]] = {}
+# Attributes (and called computations) an instruction of each opcode must have, for the
+# opcodes that have some.
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    op: req
+    for op, spec in OPCODES.items()
+    if (
+        req := tuple(
+            [a.name for a in spec.attrs if a.required and a.name not in ("number", "value")]
+            + [a.name for a in spec.computations if a.required]
+        )
+    )
+}
 _FIXED_UP = frozenset(
     {
         "broadcast",
@@ -2343,6 +2371,7 @@ _FIXED_UP = frozenset(
         "custom-call",
     }
 )  # `instruction_body` fixes them up
+_FIX_UP_OR_CHECK = _FIXED_UP | _REQUIRED.keys() | {"conditional", "send-done", "recv-done"}
 _SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
 _SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
 _ELEMENT = rf"(?:/\*index=\d++\*/\s*+)?+{_SHAPE_ATOM}\s*+"  # XLA numbers every 5th element
