@@ -182,3 +182,33 @@ def test_denormal_keys_compare_as_zero_like_xla(xla, stable):
     (want,) = xla_execute_many([(text, [x])])
     assert np.array_equal(got[1], want["outputs"][1])
     assert np.array_equal(_bits(got[0]), _bits(want["outputs"][0]))
+
+
+_ONE = """HloModule one
+
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=%s
+}
+
+ENTRY e {
+  x = f32[4,%d] parameter(0)
+  ROOT s = f32[4,%d] sort(x), dimensions={1}, to_apply=cmp
+}
+"""
+
+
+@pytest.mark.parametrize("direction", ["LT", "GT"])
+@pytest.mark.parametrize("n", [10, 17, 300])
+def test_single_operand_signed_zeros_and_nans_where_xla_puts_them(xla, direction, n):
+    """One operand (XLA-CPU's builtin std::less / std::greater path): only ties of
+    different bits (+0 and -0) and NaNs can show the order."""
+    rng = np.random.default_rng(n)
+    x = rng.choice(np.array([0.0, -0.0, 1.0, -1.0], np.float32), (4, n)).astype(np.float32)
+    x[3, ::5] = np.nan
+    x[2] = np.abs(x[2])  # identical ties only: the stable result is XLA's too
+    text = _ONE % (direction, n, n)
+    got = hlopass.evaluate(hlopass.parse_hlo(text), x)
+    (want,) = xla_execute_many([(text, [x])])
+    assert np.array_equal(_bits(got[0]), _bits(want["outputs"][0]))

@@ -73,7 +73,11 @@ def _unstable_perm(interp, comp, moved, perm: np.ndarray, key: np.ndarray | None
     if key is not None:
         keys = np.asarray(key).reshape(-1, n)
         s = np.take_along_axis(keys, rows, axis=1)
-        tied = (s[:, 1:] == s[:, :-1]).any(axis=1)
+        same = s[:, 1:] == s[:, :-1]
+        if len(moved) == 1:  # one operand: ties of identical bits look the same either way
+            b = np.take_along_axis(_bits(moved[0]).reshape(-1, n), rows, axis=1)
+            same &= b[:, 1:] != b[:, :-1]
+        tied = same.any(axis=1)
         if keys.dtype.kind == "f":
             tied |= np.isnan(keys).any(axis=1)
     else:
@@ -88,6 +92,11 @@ def _unstable_perm(interp, comp, moved, perm: np.ndarray, key: np.ndarray | None
         k = keys[r].tolist()
         rows[r] = std_sort_order(n, lambda i, j, k=k: k[i] < k[j])
     return rows.reshape(shape)
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x)
+    return x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.itemsize in (1, 2, 4, 8) else x
 
 
 def _less(interp, comp, a_vals, b_vals) -> np.ndarray:
