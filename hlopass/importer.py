@@ -1916,7 +1916,7 @@ class ModuleParser(_Parser):
             last._next_op = op  # pyright: ignore[reportPrivateUsage]
             op._prev_op = last  # pyright: ignore[reportPrivateUsage]
         block._last_op = op  # pyright: ignore[reportPrivateUsage]
-        values[name] = op.results[0]  # (an instruction has one result)
+        (values[name],) = op.results  # (unpacked: `SSAValues.__getitem__` is Python code)
         return op
 
     def fix_up(
