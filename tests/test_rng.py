@@ -151,30 +151,261 @@ def test_rng_second_evaluate_repeats_first_execution():
         assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
-@pytest.mark.xfail(strict=True, reason="XLA's expander visited a `call`ed computation before "
-                   "an earlier while body here (its computation order after the StableHLO "
-                   "round trip is not reproduced): keys of rngs in called computations swap")  # fmt: skip
-def test_rng_order_with_call_and_while():
-    text = _module().replace(
-        "ENTRY e {",
-        """draw {
-  dl = f32[] parameter(0)
-  dh = f32[] constant(9)
-  ROOT dr = f32[2,3] rng(dl, dh), distribution=rng_uniform
-}
-
-ENTRY e {""",
-    )
-    text = text.replace(
-        "  ROOT out = (",
-        "  cl = f32[] constant(4)\n"
-        "  called = f32[2,3] call(cl), to_apply=draw\n  ROOT out = (f32[2,3], ",
-    )
-    text = text.replace(" tuple(uf,", " tuple(called, uf,")
+def _check_exact(text: str) -> None:
     xla = _xla_first_run(text)
     ours = hlopass.evaluate(hlopass.parse_hlo(text))
-    assert np.array_equal(np.asarray(ours[0]).reshape(-1).view(np.uint32), xla[0].reshape(-1))
-    assert np.array_equal(np.asarray(ours[-1]).reshape(-1).view(np.uint32), xla[-1].reshape(-1))
+    assert len(xla) == len(ours)
+    for i, (x, o) in enumerate(zip(xla, ours, strict=True)):
+        o = np.asarray(o)
+        assert np.array_equal(o.reshape(-1).view(x.dtype), x.reshape(-1)), i
+
+
+# rngs in `call`ed computations (one nested), a while body and its condition, conditional
+# branches and the entry: the keys follow XLA's expander order (`expander_order`), the
+# loop's body and condition share one counter
+_ORDER = """HloModule m4
+
+inner {
+  ip = f32[] parameter(0)
+  ih = f32[] constant(3)
+  ROOT ir = f32[5] rng(ip, ih), distribution=rng_uniform
+}
+
+fb {
+  bp = f32[] parameter(0)
+  bh = f32[] constant(2)
+  ROOT br = f32[4] rng(bp, bh), distribution=rng_uniform
+}
+
+fa {
+  ap = f32[] parameter(0)
+  ah = f32[] constant(1)
+  r1 = f32[4] rng(ap, ah), distribution=rng_uniform
+  c = f32[5] call(ap), to_apply=inner
+  ROOT t = (f32[4], f32[5]) tuple(r1, c)
+}
+
+body {
+  p = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  acc = f32[3] get-tuple-element(p), index=1
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  r = f32[3] rng(lo, hi), distribution=rng_uniform
+  s = f32[3] add(acc, r)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], f32[3]) tuple(i2, s)
+}
+
+cond {
+  p = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  lo = s32[] constant(0)
+  hi = s32[] constant(1)
+  z = s32[] rng(lo, hi), distribution=rng_uniform
+  n = s32[] constant(3)
+  nz = s32[] add(n, z)
+  ROOT c = pred[] compare(i, nz), direction=LT
+}
+
+br0 {
+  q = f32[] parameter(0)
+  qh = f32[] constant(50)
+  ROOT qr = f32[2] rng(q, qh), distribution=rng_uniform
+}
+
+br1 {
+  q = f32[] parameter(0)
+  qh = f32[] constant(60)
+  ROOT qr = f32[2] rng(q, qh), distribution=rng_uniform
+}
+
+ENTRY e {
+  x = f32[] constant(-1)
+  e1 = f32[6] rng(x, x), distribution=rng_uniform
+  zb = f32[4] call(x), to_apply=fb
+  za = (f32[4], f32[5]) call(x), to_apply=fa
+  zero = s32[] constant(0)
+  zf = f32[] constant(0)
+  init = f32[3] broadcast(zf), dimensions={}
+  t0 = (s32[], f32[3]) tuple(zero, init)
+  w = (s32[], f32[3]) while(t0), condition=cond, body=body
+  wacc = f32[3] get-tuple-element(w), index=1
+  pr = pred[] constant(true)
+  k = f32[2] conditional(pr, x, x), true_computation=br0, false_computation=br1
+  y = f32[] constant(5)
+  e2 = f32[6] rng(x, y), distribution=rng_uniform
+  za0 = f32[4] get-tuple-element(za), index=0
+  za1 = f32[5] get-tuple-element(za), index=1
+  ROOT out = (f32[6], f32[4], f32[4], f32[5], f32[3], f32[2], f32[6]) tuple(e1, zb, za0, za1, wacc, k, e2)
+}
+"""
+
+
+def test_rng_key_order_across_computations():
+    _check_exact(_ORDER)
+
+
+# rng-get-and-update-state itself: one counter per instruction in the entry, in called
+# computations and in conditional branches; one per while loop for all of its body and
+# condition (two in one body advance each other); two loops apart
+_STATES = """HloModule st5
+
+body {
+  p = (s32[], u64[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  s = u64[2] rng-get-and-update-state(), delta=10
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], u64[2]) tuple(i2, s)
+}
+
+body2 {
+  p = (s32[], u64[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  s = u64[2] rng-get-and-update-state(), delta=300
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], u64[2]) tuple(i2, s)
+}
+
+cond {
+  p = (s32[], u64[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+
+br0 {
+  q = u64[2] parameter(0)
+  r = u64[2] rng-get-and-update-state(), delta=5
+  r2 = u64[2] rng-get-and-update-state(), delta=50
+  ROOT t = (u64[2], u64[2]) tuple(r, r2)
+}
+
+br1 {
+  q = u64[2] parameter(0)
+  ROOT t = (u64[2], u64[2]) tuple(q, q)
+}
+
+ENTRY e {
+  a = u64[2] rng-get-and-update-state(), delta=100
+  zero = s32[] constant(0)
+  t0 = (s32[], u64[2]) tuple(zero, a)
+  w = (s32[], u64[2]) while(t0), condition=cond, body=body
+  ws = u64[2] get-tuple-element(w), index=1
+  w2 = (s32[], u64[2]) while(t0), condition=cond, body=body2
+  ws2 = u64[2] get-tuple-element(w2), index=1
+  pr = pred[] constant(true)
+  k = (u64[2], u64[2]) conditional(pr, a, a), true_computation=br0, false_computation=br1
+  k0 = u64[2] get-tuple-element(k), index=0
+  k1 = u64[2] get-tuple-element(k), index=1
+  ROOT out = (u64[2], u64[2], u64[2], u64[2], u64[2]) tuple(a, ws, ws2, k0, k1)
+}
+"""
+_LOOP_SHARES = """HloModule st3
+
+body {
+  p = (s32[], u64[2], u64[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  s = u64[2] rng-get-and-update-state(), delta=10
+  sb = u64[2] rng-get-and-update-state(), delta=1000
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], u64[2], u64[2]) tuple(i2, s, sb)
+}
+
+cond {
+  p = (s32[], u64[2], u64[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+
+sub {
+  q = u64[2] parameter(0)
+  r = u64[2] rng-get-and-update-state(), delta=5
+  ROOT a = u64[2] add(q, r)
+}
+
+ENTRY e {
+  a = u64[2] rng-get-and-update-state(), delta=100
+  b = u64[2] rng-get-and-update-state(), delta=1000
+  zero = s32[] constant(0)
+  t0 = (s32[], u64[2], u64[2]) tuple(zero, a, b)
+  w = (s32[], u64[2], u64[2]) while(t0), condition=cond, body=body
+  ws = u64[2] get-tuple-element(w), index=1
+  ws2 = u64[2] get-tuple-element(w), index=2
+  z = u64[2] constant({0, 0})
+  k1 = u64[2] call(z), to_apply=sub
+  ROOT out = (u64[2], u64[2], u64[2], u64[2], u64[2]) tuple(a, b, ws, ws2, k1)
+}
+"""
+
+
+@pytest.mark.parametrize("text", [_STATES, _LOOP_SHARES], ids=["apart", "loop-shares"])
+def test_rng_get_and_update_state_counters(text):
+    _check_exact(text)
+
+
+@pytest.mark.xfail(strict=True, reason="XLA runs side-effecting instructions nobody uses; "
+                   "the interpreter's schedules (interpreter core) skip dead instructions, so "
+                   "an unused rng-get-and-update-state in a loop does not advance its counter")  # fmt: skip
+def test_unused_state_in_loop_advances_the_counter():
+    _check_exact("""HloModule st
+
+body {
+  p = (s32[], u64[2], u64[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  s = u64[2] rng-get-and-update-state(), delta=10
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  c = u64[2] get-tuple-element(p), index=2
+  ROOT t = (s32[], u64[2], u64[2]) tuple(i2, s, c)
+}
+
+cond {
+  p = (s32[], u64[2], u64[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  cs = u64[2] rng-get-and-update-state(), delta=1
+  cs0 = u64[1] slice(cs), slice={[0:1]}
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+
+ENTRY e {
+  a = u64[2] rng-get-and-update-state(), delta=100
+  b = u64[2] rng-get-and-update-state(), delta=1000
+  zero = s32[] constant(0)
+  t0 = (s32[], u64[2], u64[2]) tuple(zero, a, b)
+  w = (s32[], u64[2], u64[2]) while(t0), condition=cond, body=body
+  ws = u64[2] get-tuple-element(w), index=1
+  c = u64[2] rng-get-and-update-state(), delta=7
+  ROOT out = (u64[2], u64[2], u64[2], u64[2]) tuple(a, b, ws, c)
+}
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="XLA's FlattenCallGraph clones a computation called "
+                   "from several sites before the expander: each clone its own key and counter; "
+                   "the interpreter runs one instance (no call-site context in handlers)")  # fmt: skip
+def test_rng_in_computation_called_twice():
+    _check_exact("""HloModule c2
+
+sub {
+  q = f32[] parameter(0)
+  h = f32[] constant(1)
+  ROOT r = f32[4] rng(q, h), distribution=rng_uniform
+}
+
+ENTRY e {
+  z = f32[] constant(0)
+  k1 = f32[4] call(z), to_apply=sub
+  k2 = f32[4] call(z), to_apply=sub
+  ROOT out = (f32[4], f32[4]) tuple(k1, k2)
+}
+""")
 
 
 def test_mt19937_64_is_the_cpp_engine():

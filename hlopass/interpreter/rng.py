@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlopass.dialects.hlo import ComputationOp
 from hlopass.interpreter.complex_math import fma
 from hlopass.interpreter.core import dtype_of, element_type, handler, unsupported
 from hlopass.interpreter.numeric import as_dtype
@@ -177,29 +178,39 @@ def mt19937_64(seed: int, n: int) -> list[int]:
 
 
 def expander_order(interp) -> list:
-    """The `rng` instructions of the module in the order RngExpander visits them:
-    computations in post order (callees first), each one's instructions in post order."""
-    comps = list(interp.comps.values())
-    called = {name for c in comps for op in c.instructions for name in op.callees()}
+    """The `rng` instructions of the module in the order RngExpander visits them: each
+    computation's instructions in post order, computations in the order XLA-CPU creates
+    them converting the module back from StableHLO: the `call`ed computations (functions
+    there) in text order and the entry last, each one after the computations it holds as
+    regions (while body, then condition; branches; other callees), created as its
+    instructions meet them. (Checked against XLA-CPU's keys: tests/test_rng.py.)"""
+    entry = interp.entry()
+    calls = {name for c in interp.comps.values() for op in c.instructions
+             if op.opcode == "call" for name in op.callees()}  # fmt: skip
+    funcs = [c for c in interp.comps.values() if c.comp_name in calls and c is not entry]
     order: list = []
-    seen: set[str] = set()
+    seen = {c.comp_name for c in funcs} | {entry.comp_name}
 
-    def visit(comp) -> None:
-        if comp.comp_name in seen:
-            return
-        seen.add(comp.comp_name)
-        for op in comp.instructions:
-            for name in op.callees():
-                if name in interp.comps:
-                    visit(interp.comps[name])
+    def create(comp) -> None:
+        for op in _post_order(comp):
+            if op.opcode == "call":
+                continue
+            for name in _callees(op):
+                if name not in seen and name in interp.comps:
+                    seen.add(name)
+                    create(interp.comps[name])
         order.append(comp)
 
-    for comp in comps:
-        if comp.comp_name not in called:
-            visit(comp)
-    for comp in comps:  # only reachable through a cycle (rejected by the verifier)
-        visit(comp)
+    for comp in [*funcs, entry]:
+        create(comp)
     return [op for comp in order for op in _post_order(comp) if op.opcode == "rng"]
+
+
+def _callees(op) -> list[str]:
+    names = op.callees()
+    if op.opcode == "while":  # StableHLO's while converts its body region first
+        return [op.attr("body"), op.attr("condition")]
+    return names
 
 
 def _post_order(comp) -> list:
@@ -233,8 +244,37 @@ def _rng_state(interp) -> dict:
         ops = expander_order(interp)
         mod, proc = mt19937_64(MODULE_SEED, len(ops)), mt19937_64(PROCESS_SEED, len(ops))
         keys = {id(op): m ^ p for op, m, p in zip(ops, mod, proc, strict=True)}
-        state = interp.__dict__["_rng"] = {"keys": keys, "counters": {}}
+        state = interp.__dict__["_rng"] = {"keys": keys, "counters": {}, "loops": _loops(interp)}
     return state
+
+
+def _loops(interp) -> dict[str, str]:
+    """Computation name -> the while loop whose body or condition holds it (directly or
+    through its callees): XLA-CPU gives all rng-get-and-update-state of one loop one shared
+    counter, while elsewhere (entry, called or conditional computations) each instruction
+    has its own (measured with rng-get-and-update-state outputs, tests/test_rng.py)."""
+    loops: dict[str, str] = {}
+    for comp in interp.comps.values():
+        for op in comp.instructions:
+            if op.opcode != "while" or comp.comp_name in loops:
+                continue
+            todo = [op.attr("body"), op.attr("condition")]
+            while todo:
+                name = todo.pop()
+                if name in loops or name not in interp.comps:
+                    continue
+                loops[name] = op.inst_name + "@" + comp.comp_name
+                todo += [n for o in interp.comps[name].instructions for n in o.callees()]
+    return loops
+
+
+def _counter(state: dict, op) -> object:
+    """Which counter `op` advances: its loop's, or its own."""
+    node = op.parent_op()
+    while node is not None and not isinstance(node, ComputationOp):
+        node = node.parent_op()
+    loop = state["loops"].get(node.comp_name) if node is not None else None
+    return loop if loop is not None else id(op)
 
 
 def _draw(interp, op, dims: tuple, bits: int) -> np.ndarray:
@@ -244,9 +284,10 @@ def _draw(interp, op, dims: tuple, bits: int) -> np.ndarray:
     key = state["keys"].get(id(op))
     if key is None:  # an instruction outside the module (eval_instruction): first key
         key = mt19937_64(MODULE_SEED, 1)[0] ^ mt19937_64(PROCESS_SEED, 1)[0]
-    counter = state["counters"].get(id(op), STATE_INIT)
+    which = _counter(state, op)
+    counter = state["counters"].get(which, STATE_INIT)
     n = int(np.prod(dims, dtype=np.int64))
-    state["counters"][id(op)] = (counter + n * (bits // 32)) & ((1 << 128) - 1)
+    state["counters"][which] = (counter + n * (bits // 32)) & ((1 << 128) - 1)
     lo, hi = np.uint64(counter & _MASK64), np.uint64(counter >> 64)
     words, _, _ = _philox_bits(np.uint64(key), lo, hi, dims, bits)
     return words
@@ -334,10 +375,11 @@ def _split_halves(dims: tuple) -> tuple[int, list[int]]:
 
 @handler("rng-get-and-update-state")
 def _rng_get_and_update_state(interp, op, args):
-    """XLA-CPU's counter of this instruction as u64[2] (low, high), then it advances by
-    `delta`: each instruction has its own, starting at STATE_INIT on each run."""
-    counters = _rng_state(interp)["counters"]
-    counter = counters.get(id(op), STATE_INIT)
-    counters[id(op)] = (counter + int(op.attr("delta"))) & ((1 << 128) - 1)
+    """XLA-CPU's counter as u64[2] (low, high), then it advances by `delta`: the
+    instruction's own, or its while loop's (`_loops`), starting at STATE_INIT each run."""
+    state = _rng_state(interp)
+    which = _counter(state, op)
+    counter = state["counters"].get(which, STATE_INIT)
+    state["counters"][which] = (counter + int(op.attr("delta"))) & ((1 << 128) - 1)
     state = np.array([counter & _MASK64, counter >> 64], np.uint64)
     return state.astype(dtype_of(op.shape))
