@@ -153,13 +153,15 @@ def first_parse_print(path: Path, runs: int) -> dict[str, float]:
     return row
 
 
-def roundtrip(path: Path, runs: int, out: Path) -> tuple[float, int]:
-    times, rss = [], 0
+def roundtrip(path: Path, runs: int, out: Path) -> tuple[float, int, float]:
+    """Median wall time, max RSS and median CPU time of `hlopass-opt FILE -o OUT`."""
+    times, cpu, rss = [], [], 0
     for _ in range(runs):
-        dt, r, _ = _timed_process([*_opt_cmd(), str(path), "-o", str(out)])
+        dt, r, c = _timed_process([*_opt_cmd(), str(path), "-o", str(out)])
         times.append(dt)
+        cpu.append(c)
         rss = max(rss, r)
-    return statistics.median(times), rss
+    return statistics.median(times), rss, statistics.median(cpu)
 
 
 def pipeline(path: Path, runs: int, out: Path, verify_each: bool) -> tuple[float, int, float]:
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(tmp) / "out.hlo"
         for f in files:
             row = first_parse_print(f, args.runs)
-            rt, rt_rss = roundtrip(f, args.runs, out)
+            rt, rt_rss, rt_cpu = roundtrip(f, args.runs, out)
             peak = max(peak, row["rss"], rt_rss)
             pr = row["parse_s"] / row["xla_parse_s"]
             wr = row["print_s"] / row["xla_print_s"]
@@ -296,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   (import of hlopass's parser and printer, not in the parse: {_ms(row['import_s'])};"
                   " jaxlib's import is not in XLA's either)")  # fmt: skip
             print(f"   hlopass-opt FILE -o OUT as a process {_ms(rt)}   XLA parse+print {_ms(xla_pp)}   {rr:5.2f}x")  # fmt: skip
+            xla_pp_cpu = row["xla_parse_cpu"] + row["xla_print_cpu"]
+            print(f"   (cpu time: the process {_ms(rt_cpu)}, XLA parse+print {_ms(xla_pp_cpu)}, "
+                  f"{rt_cpu / xla_pp_cpu:.2f}x)")  # fmt: skip
             print(f"   max RSS {max(row['rss'], rt_rss) / MIB:.0f} MiB")
             if pr > FIRST_TARGET:
                 misses.append(f"{f.name} first parse {pr:.2f}x")

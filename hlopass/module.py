@@ -8,8 +8,6 @@ text form still reads and writes `builtin.module`.
 
 from __future__ import annotations
 
-import html
-
 from xdsl.dialects.builtin import ModuleOp
 
 REPR_LINES = 60
@@ -34,6 +32,8 @@ class HloModule(ModuleOp):
         return self._text()
 
     def _repr_html_(self) -> str:
+        import html  # (only notebooks ask: not on the import path of parse_hlo)
+
         return f"<pre>{html.escape(self._text())}</pre>"
 
 
