@@ -208,7 +208,7 @@ def _cached_post_order(sc: _Scanned) -> list[int] | None:
     kept on the computation op for the next print as long as the operand indices are the
     same (an equality test of the lists)."""
     if sc.preds:
-        return _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
+        return _dfs_post_order(sc.kids, sc.preds, sc.bare_names)
     d = sc.comp.__dict__
     hit = d.get("_hlo_post_order")
     if hit is not None and hit[0] == sc.kids:
@@ -510,7 +510,11 @@ class _Scanned:
         self.texts = texts
         # Operand indices per instruction (for the post order).
         self.kids: list[Sequence[int]] = kids
-        self.names = names  # instruction names, without `%`
+        self.names = names  # instruction names as operands print them (with any `%`)
+
+    def bare_names(self) -> list[str]:
+        """The instruction names without `%` (as control predecessors name them)."""
+        return [n[1:] if n[:1] == "%" else n for n in self.names]
 
     def add(self, part: str, item: Any) -> None:
         """Append to one of the rarer parts."""
@@ -741,7 +745,8 @@ class _Printer:
             n += 1
             props = op.properties
             name = props["name"].data  # type: ignore[attr-defined]
-            add_name(name)
+            pname = pct + name  # (`"" + name` is `name` itself)
+            add_name(pname)
             (res,) = op.results
             add_val(res)
             res._pi = n  # type: ignore[attr-defined]
@@ -759,8 +764,6 @@ class _Printer:
                     if tuple(map(vals.__getitem__, k)) != operands:
                         raise IndexError
                     opnames = list(map(names.__getitem__, k))
-                    if pct:
-                        opnames = list(map(pct.__add__, opnames))
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     k = self._operand_indices(op, comp, vals)
                     opnames = [
@@ -777,7 +780,7 @@ class _Printer:
                     for i in range(interval, no, interval):
                         opnames[i] = f"/*index={i}*/{opnames[i]}"
                 add_kids(k)
-                text = f"{pct}{name} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
+                text = f"{pname} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
             elif no == 2:
                 v0, v1 = operands
                 try:
@@ -785,11 +788,11 @@ class _Printer:
                     j1 = v1._pi
                     if vals[j0] is not v0 or vals[j1] is not v1:
                         raise IndexError
-                    text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{names[j0]}, {pct}{names[j1]})"  # type: ignore[attr-defined]
+                    text = f"{pname} = {tt} {cls.OPCODE}({names[j0]}, {names[j1]})"  # type: ignore[attr-defined]
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     j0, j1 = self._operand_indices(op, comp, vals)
                     args = f"{self._operand_name(v0, j0, vals, names)}, {self._operand_name(v1, j1, vals, names)}"
-                    text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0, j1))
             elif no == 1:
                 (v0,) = operands  # (SSAValues.__getitem__ is Python code)
@@ -797,17 +800,17 @@ class _Printer:
                     j0 = v0._pi
                     if vals[j0] is not v0:
                         raise IndexError
-                    text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{names[j0]})"  # type: ignore[attr-defined]
+                    text = f"{pname} = {tt} {cls.OPCODE}({names[j0]})"  # type: ignore[attr-defined]
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     (j0,) = self._operand_indices(op, comp, vals)
                     args = self._operand_name(v0, j0, vals, names)
-                    text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0,))
             else:
                 add_kids(())
                 if cls is _PARAMETER:
                     number = props["number"].data  # type: ignore[attr-defined]
-                    text = f"{pct}{name} = {tt} parameter({number})"
+                    text = f"{pname} = {tt} parameter({number})"
                     nprops -= 1
                     if want_params:
                         ttn = t.__dict__.get("_hlo_text_nl") or _type_text_no_layout(t)
@@ -816,10 +819,10 @@ class _Printer:
                         params.append((number, f"{name}: {ttn}"))
                 elif cls is _CONSTANT:
                     v = props["value"].data  # type: ignore[attr-defined]
-                    text = f"{pct}{name} = {tt} constant({format_literal(v.literal, v.shape)})"
+                    text = f"{pname} = {tt} constant({format_literal(v.literal, v.shape)})"
                     nprops -= 1
                 else:
-                    text = f"{pct}{name} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
+                    text = f"{pname} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
             if nprops > 1 or cls in always_classes:
                 key = (cls, *props)
                 extras, plan = plans.get(key) or self._plan_of(cls, props, key)
@@ -912,7 +915,7 @@ class _Printer:
 
     def _operand_name(self, v: Any, j: int, vals: list[Any], names: list[str]) -> str:
         if j < len(vals) and vals[j] is v:
-            return self.pct + names[j]
+            return names[j]
         return self.pct + v.op.properties["name"].data
 
     def _omitted(self, op: HloOp, rule: int, name: str, a: Any) -> bool:
