@@ -136,18 +136,26 @@ def _rng_bit_generator(interp, op, args):
 # --- `rng`: XLA's RngExpander -----------------------------------------------------------
 #
 # XLA-CPU never runs `rng` itself: its RngExpander rewrites each one into Philox-4x32 bits
-# keyed by a compile-time u64 and counted by the instruction's own `rng-get-and-update-state`
-# (a 128-bit counter that starts at 0x7012395 and advances by the number of 32-bit words
-# drawn, each time that instruction runs), converted as xla/hlo/builder/lib/prng.cc does.
-# The key of the i-th expanded rng is `module_stream[i] ^ process_stream[j]`: the module's
-# own mt19937_64 (seed 42, fresh per module) and a process-global mt19937_64 that every
-# compilation in the process advances (j counts the rngs expanded before, in any module).
-# With jaxlib 0.10.2 that process stream is mt19937_64 seeded with 8 (measured: the keys of
-# the first compilations in a fresh process, tests/test_rng.py). So the values are
-# XLA-CPU's for the first compilation of the module in a fresh process, executed once
-# per `evaluate` (a second execution continues each counter; a second compilation draws
-# new keys). The order is the expander's: computations callees first, instructions in
-# post order.
+# keyed by a compile-time u64 and counted by a `rng-get-and-update-state` (a 128-bit counter
+# from 0x7012395, advanced by the 32-bit words drawn each time it runs; one per instruction,
+# but one shared by everything in a while loop's body and condition), converted as
+# xla/hlo/builder/lib/prng.cc does (uniform: top mantissa bits, then an FMA to [a, b);
+# integers: modulo the range, in two halves; normal: Box-Muller over the shape split in
+# halves; f16/bf16 drawn in f32). The key of the i-th expanded rng is
+# `module_stream[i] ^ process_stream[j]`: the module's own mt19937_64 (seed 42, fresh per
+# module) and a process-global mt19937_64 that every compilation in the process advances
+# (j counts the rngs expanded before, in any module). With jaxlib 0.10.2 that process
+# stream is mt19937_64 seeded with 8 (measured from the keys of a fresh process's first
+# compilations). So the semantics: XLA-CPU's values for the FIRST compilation of the module
+# in a fresh process, executed once per `evaluate` (a second execution continues the
+# counters; a second compilation draws new keys).
+#
+# Known differences (tests/test_rng.py): f32 rng_normal on arrays XLA-CPU vectorises uses
+# its own f32 log/sin/cos approximations (up to 4 ulp of the result here, libm's
+# elsewhere); a computation `call`ed from several sites is cloned per site by XLA (own key,
+# own counter) but runs as one instance here; an unused rng-get-and-update-state in a
+# loop advances the loop's counter on XLA-CPU, not here (the interpreter skips dead
+# instructions).
 
 MODULE_SEED = 42
 """Seed of HloModule's own generator (`HloModule::rng_`), fresh for every module."""
