@@ -304,8 +304,8 @@ class ReduceArgMinMaxOfConstantBroadcast(Simplification):
 
 
 class ReduceVariadicSingle(Simplification):
-    """`reduce((x), (init))` of one input whose reducer returns a one-element tuple ->
-    `tuple(reduce(x, init))` with the reducer's tuple taken off (a copy of it)."""
+    """`reduce((x), (init)) -> tuple(reduce(x, init))` for one input whose reducer
+    returns a one-element tuple (a copy of the reducer without its tuple)."""
 
     OPCODES = ("reduce",)
 

@@ -278,8 +278,8 @@ def window_reduce_dims(op: HloOp, slc: list[A.SliceDim] | None = None) -> tuple[
 
 
 class ReduceWindowToReduce(Simplification):
-    """`reduce-window(x, init)` whose windows each span a whole dimension or one element
-    -> `reshape(reduce(x, init))` over the spanned dims (no stride, padding or dilation;
+    """`reduce-window(x, init) -> reshape(reduce(x, init))` when each window spans a whole
+    dimension or one element (reducing the spanned dims; no stride, padding or dilation;
     XLA's `enable_window_reduce_to_reduce_replacement`; a float add or multiply reducer
     sums in another order, so it needs `enable-floats-are-real`)."""
 
@@ -304,8 +304,8 @@ class ReduceWindowToReduce(Simplification):
 
 
 class ReduceWindowVariadicSingle(Simplification):
-    """`reduce-window((x), (init))` of one input whose reducer returns a one-element tuple
-    -> `tuple(reduce-window(x, init))` with the reducer's tuple taken off (a copy of it)."""
+    """`reduce-window((x), (init)) -> tuple(reduce-window(x, init))` for one input whose
+    reducer returns a one-element tuple (a copy of the reducer without its tuple)."""
 
     OPCODES = ("reduce-window",)
 

@@ -199,8 +199,8 @@ class SliceRedundantStride(Simplification):
 
 
 class SliceOfReduceWindow(Simplification):
-    """`slice(reduce-window(x, init))` keeping only each window that spans a whole
-    dimension -> `reshape(reduce(x, init))` over those dims (XLA's
+    """`slice(reduce-window(x, init)) -> reshape(reduce(x, init))` when the slice keeps
+    only the windows that span a whole dimension (reducing those dims; XLA's
     `enable_window_reduce_to_reduce_replacement`; single use of the reduce-window; a float
     add or multiply reducer sums in another order, so it needs `enable-floats-are-real`)."""
 
@@ -245,8 +245,8 @@ class SliceOfPadPaddingOnly(Simplification):
 
 
 class SliceUndoesPad(Simplification):
-    """`slice(pad(x, v, lo_hi_interior))` starting at each `lo` with stride `interior+1`
-    and x's shape -> `x` (it reads exactly x's elements, interior padding skipped)."""
+    """`slice(pad(x, v, lo_hi_interior)) -> x` when the slice starts at each `lo` with
+    stride `interior+1` and has x's shape (it reads exactly x's elements)."""
 
     OPCODES = ("slice",)
 
