@@ -283,6 +283,8 @@ class ReduceArgMinMaxOfConstantBroadcast(Simplification):
         outs = result_shapes(op)
         if outs is None or len(op.operands) != 4 or len(outs) != 2:
             return None
+        if self.opts.is_layout_sensitive:
+            return None  # (as XLA: its reduce rewrites from here on skip fixed layouts)
         values, idx, init, idx_init = op.operands
         b, iota = is_scalar_broadcast(values), src(idx, "iota")
         if b is None or iota is None or const_array(b.operands[0]) is None:
@@ -368,6 +370,8 @@ class ReduceAddOfBroadcast(Simplification):
         b, shape = src(op.operands[0], "broadcast"), array(op.shape)
         if b is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) != "add":
             return None
+        if self.opts.is_layout_sensitive:
+            return None  # (as XLA: it does not run this with fixed layouts)
         sb = array(value_shape(op.operands[0]))
         bdims = tuple(b.attr("dimensions") or ())
         dims = tuple(op.attr("dimensions") or ())
@@ -400,6 +404,8 @@ class ReduceOfNegate(Simplification):
         n, shape = src(op.operands[0], "negate"), array(op.shape)
         if n is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) != "add":
             return None
+        if self.opts.is_layout_sensitive:
+            return None  # (as XLA: it does not run this with fixed layouts)
         if not is_float(shape.element_type) or not is_zero(op.operands[1]):
             return None
         attrs = {"dimensions": tuple(op.attr("dimensions") or ()), "to_apply": op.attr("to_apply")}
