@@ -2135,6 +2135,9 @@ _RISKY_SUFFIX = re.compile(
     r"\.(?=[^.\n]*+$)(?:0[^.\n]|[\x00-\x09\x0b-\x2d\x2f-\x7f]*+[^\x00-\x7f])", re.M
 )
 _ZERO_SUFFIX = re.compile(r"^(.*)\.0$", re.M)  # `a.0` has the id of `a`
+# The same two searches for ASCII names: a last `.` part `0X...`; a name ending in `.0`.
+_RISKY_ASCII = re.compile(r"\.0[^.\n][^.\n]*+$", re.M)
+_ZERO_END = re.compile(r"\.0$", re.M)
 
 
 def _names_unique(value_maps: list[dict[str, SSAValue]]) -> bool:
@@ -2150,7 +2153,15 @@ def _names_unique(value_maps: list[dict[str, SSAValue]]) -> bool:
     if len(names) != total:
         return False
     text = "\n".join(names)
-    return _RISKY_SUFFIX.search(text) is None and names.isdisjoint(_ZERO_SUFFIX.findall(text))
+    if not text.isascii():
+        return _RISKY_SUFFIX.search(text) is None and names.isdisjoint(_ZERO_SUFFIX.findall(text))
+    # ASCII names: both searches start at a `.0`, found by a literal scan (few names have one).
+    if _RISKY_ASCII.search(text) is not None:
+        return False
+    roots = []
+    for m in _ZERO_END.finditer(text):
+        roots.append(text[text.rfind("\n", 0, m.start()) + 1 : m.start()])
+    return names.isdisjoint(roots)
 
 
 def _uniquify_instruction_names(comps: list[ComputationOp]) -> None:
@@ -2314,8 +2325,11 @@ _HEAD = re.compile(
 _OPERAND = re.compile(
     rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
 )
-# A whole operand list of untyped names (group 1; None when empty) up to its `)`.
-_PLAIN_OPERANDS = re.compile(rf"[ \t]*+((?:{_NAME_RE}[ \t]*+,[ \t]*+)*+{_NAME_RE})?+[ \t]*+\)")
+# A whole operand list of untyped names (group 1; None when empty) up to its `)`. The
+# names are possessive: the last one is not given back character by character to look
+# for a comma (that cannot be in a name).
+_NAME_ATOM = r"%?+[A-Za-z_$][\w.\-$]*+"
+_PLAIN_OPERANDS = re.compile(rf"[ \t]*+((?:{_NAME_ATOM}[ \t]*+,[ \t]*+)*+{_NAME_ATOM})?+[ \t]*+\)")
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
 # Opcodes whose `check_instruction` rule reads the result and operand shapes only (the
 # elementwise rule, select's and reshape's): passed once, it passes for the same shapes.
