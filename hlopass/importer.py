@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
@@ -1896,7 +1897,7 @@ class ModuleParser(_Parser):
         if opcode in CHECKED_OPCODES:
             # verify_instruction(op) on the values at hand, before the op exists; once per
             # parse for each combination of shapes where the rule reads nothing else.
-            shapes = [v._type.data for v in operands]  # type: ignore[attr-defined]
+            shapes = list(map(_SHAPE_OF, operands))
             key = (opcode, id(shape), *map(id, shapes)) if opcode in _SHAPE_RULES else None
             if key is None or key not in self.checked:
                 try:
@@ -2331,6 +2332,7 @@ _OPERAND = re.compile(
 _NAME_ATOM = r"%?+[A-Za-z_$][\w.\-$]*+"
 _PLAIN_OPERANDS = re.compile(rf"[ \t]*+((?:{_NAME_ATOM}[ \t]*+,[ \t]*+)*+{_NAME_ATOM})?+[ \t]*+\)")
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
+_SHAPE_OF = attrgetter("_type.data")  # an SSA value's shape
 # Opcodes whose `check_instruction` rule reads the result and operand shapes only (the
 # elementwise rule, select's and reshape's): passed once, it passes for the same shapes.
 _SHAPE_RULES = frozenset(

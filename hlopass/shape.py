@@ -203,6 +203,19 @@ class ArrayShape(Shape):
     def without_layout(self) -> ArrayShape:
         return ArrayShape(self.element_type, self.dims, self.dynamic, None)
 
+    def compatible(self, other: Shape) -> bool:
+        """`Shape.compatible` without building the two layout-less shapes (the parser and
+        the verifier ask it for most instructions)."""
+        if self is other:
+            return True
+        if not isinstance(other, ArrayShape):
+            return False  # (a tuple or buffer shape is never equal to an array's)
+        return (
+            self.element_type == other.element_type
+            and self.dims == other.dims
+            and self.dynamic == other.dynamic
+        )
+
     def with_layout(self, layout: Layout | None) -> ArrayShape:
         return ArrayShape(self.element_type, self.dims, self.dynamic, layout)
 
