@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlopass.dialects.hlo import ComputationOp
+from hlopass.interpreter import xla_cpu_f32
 from hlopass.interpreter.complex_math import fma
 from hlopass.interpreter.core import dtype_of, element_type, handler, unsupported
 from hlopass.interpreter.numeric import as_dtype
@@ -150,12 +151,13 @@ def _rng_bit_generator(interp, op, args):
 # in a fresh process, executed once per `evaluate` (a second execution continues the
 # counters; a second compilation draws new keys).
 #
-# Known differences (tests/test_rng.py): f32 rng_normal on arrays XLA-CPU vectorises uses
-# its own f32 log/sin/cos approximations (up to 4 ulp of the result here, libm's
-# elsewhere); a computation `call`ed from several sites is cloned per site by XLA (own key,
-# own counter) but runs as one instance here; an unused rng-get-and-update-state in a
-# loop advances the loop's counter on XLA-CPU, not here (the interpreter skips dead
-# instructions).
+# f32 Box-Muller takes XLA-CPU's own vectorised log and the C library's sinf/cosf
+# (hlopass/interpreter/xla_cpu_f32.py): numpy's f32 versions round differently.
+#
+# Known differences (tests/test_rng.py, strict xfails): a computation `call`ed from several
+# sites is cloned per site by XLA (own key, own counter) but runs as one instance here; an
+# unused rng-get-and-update-state in a loop advances the loop's counter on XLA-CPU, not
+# here (the interpreter skips dead instructions).
 
 MODULE_SEED = 42
 """Seed of HloModule's own generator (`HloModule::rng_`), fresh for every module."""
@@ -359,8 +361,14 @@ def _standard_normal(interp, op, dims: tuple, ft: np.dtype) -> np.ndarray:
     u2 = np.take(u, 1, axis=split + 1)
     u1 = np.maximum(u1, ft.type(1.0e-7))
     v1 = ft.type(2.0 * np.pi) * u2
-    r = np.sqrt(ft.type(-2.0) * np.log(u1))
-    z = np.stack([np.sin(v1) * r, np.cos(v1) * r], axis=split + 1)
+    # f32: XLA-CPU's vectorised log (every lane of this loop) and the C library's sin/cos
+    log, sin, cos = (
+        (xla_cpu_f32.log_vector_lanes, xla_cpu_f32.sin, xla_cpu_f32.cos)
+        if (ft == np.float32)
+        else (np.log, np.sin, np.cos)
+    )
+    r = np.sqrt(ft.type(-2.0) * log(u1))
+    z = np.stack([sin(v1) * r, cos(v1) * r], axis=split + 1)
     if not dims:
         return z.reshape(-1)[0].reshape(())
     full = list(dims)

@@ -1,0 +1,93 @@
+"""f32 transcendental functions as XLA-CPU (jaxlib 0.10.2, x86 with FMA) computes them in
+vectorised loops, where they differ from numpy's own SIMD versions:
+
+- `log`: XLA's own Cephes-style polynomial (`__xla_cpu_LogV8F32`) on full vector lanes,
+  its multiply-adds contracted to FMAs; scalar remainders of a loop call the C library's
+  `logf` instead. `log_vector_lanes` is the lane formula (bit for bit on 300,000 inputs).
+- `sin`, `cos`: the C library's `sinf`/`cosf`, which XLA-CPU calls on every lane; these
+  call the same library through ctypes (numpy's f32 sin/cos differ in 12-17% of inputs),
+  falling back to numpy where no C math library can be loaded.
+
+Used where every lane is known to take the vector path (rng's Box-Muller, tests/test_rng.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import cache
+
+import numpy as np
+
+F32 = np.float32
+# Cephes' log(1 + x) polynomial on [sqrt(1/2) - 1, sqrt(2) - 1], highest degree first
+_P = tuple(F32(c) for c in (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
+                            -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                            2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1))  # fmt: skip
+# ln 2 split so that e * _LN2_HI is exact
+_LN2_LO, _LN2_HI = F32(-2.12194440e-4), F32(0.693359375)
+_MIN_NORMAL = np.array(0x00800000, np.uint32).view(F32)
+
+
+def _fma(x, y, z) -> np.ndarray:
+    """x*y + z rounded once to f32 (the f64 product of two f32 is exact)."""
+    return (np.asarray(x, np.float64) * np.asarray(y, np.float64) + z).astype(F32)
+
+
+def log_vector_lanes(x: np.ndarray) -> np.ndarray:
+    """XLA-CPU's vectorised f32 log: exponent and mantissa in [sqrt(1/2), sqrt(2)), a
+    degree-8 polynomial in three Horner chains, then the exponent's ln 2 in two parts."""
+    x = np.asarray(x, F32)
+    bits = np.maximum(x, _MIN_NORMAL).view(np.uint32)  # denormals read as the smallest normal
+    e = ((bits >> np.uint32(23)).astype(np.int32) - 126).astype(F32)
+    m = ((bits & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)).view(F32)  # in [0.5, 1)
+    low = m < F32(0.707106781186547524)
+    t = (m - F32(1)) + np.where(low, m, F32(0))
+    e = e - np.where(low, F32(1), F32(0))
+    t2 = t * t
+    t3 = t2 * t
+    y = _fma(_fma(t, _P[0], _P[1]), t, _P[2])
+    y1 = _fma(_fma(t, _P[3], _P[4]), t, _P[5])
+    y2 = _fma(_fma(t, _P[6], _P[7]), t, _P[8])
+    y = _fma(_fma(y, t3, y1), t3, y2)
+    y = _fma(y, t3, _LN2_LO * e)
+    t = _fma(-t2, F32(0.5), t)
+    t = _fma(_LN2_HI, e, t + y)
+    zero = np.abs(x) < _MIN_NORMAL  # +-0 and denormals (flushed to zero): -inf
+    out = np.where(zero, F32(-np.inf), np.where(x == np.inf, F32(np.inf), t))
+    return np.where(((x < 0) & ~zero) | np.isnan(x), F32(np.nan), out).astype(F32)
+
+
+@cache
+def _libm():
+    name = ctypes.util.find_library("m")
+    if name is None:
+        return None
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        return None
+    fns = {}
+    for fn in ("sinf", "cosf"):
+        f = getattr(lib, fn)
+        f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+        fns[fn] = np.vectorize(lambda v, f=f: f(float(v)), otypes=[F32])
+    return fns
+
+
+def _libm_or(fn: str, fallback, x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F32)
+    lib = _libm()
+    if lib is None or x.size == 0:
+        return fallback(x)
+    return lib[fn](x).reshape(x.shape)
+
+
+def sin(x: np.ndarray) -> np.ndarray:
+    """f32 sine as XLA-CPU computes it: the C library's sinf."""
+    return _libm_or("sinf", np.sin, x)
+
+
+def cos(x: np.ndarray) -> np.ndarray:
+    """f32 cosine as XLA-CPU computes it: the C library's cosf."""
+    return _libm_or("cosf", np.cos, x)
