@@ -22,8 +22,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
+from hlopass.dialects.hlo import ComputationOp
 from hlopass.errors import HloError
-from hlopass.rewriting import HloModulePass, TraceHook
+from hlopass.rewriting import HloModulePass, Scope, TraceHook
 
 
 class PipelineError(HloError):
@@ -170,37 +171,56 @@ class FixpointPass(HloModulePass):
         return parse_pass_pipeline(",".join(self.passes))
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        return self.iterate(lambda p: p.run(ctx, module, trace))
+        return self.iterate(module, lambda p, scope: p.run_scoped(ctx, module, scope, trace))
 
     def iterate(
         self,
-        run_one: Callable[[HloModulePass], bool],
+        module: ModuleOp,
+        run_one: Callable[[HloModulePass, Scope], bool],
         on_round: Callable[[int], None] | None = None,
         on_skip: Callable[[HloModulePass], None] | None = None,
     ) -> bool:
-        """Rounds of `run_one` over the inner passes until a round changes nothing;
-        `on_round(n)` is told each round's number (1, 2, ...) before it starts.
+        """Rounds of `run_one(pass, scope)` over the inner passes until a round changes
+        nothing; `on_round(n)` is told each round's number (1, 2, ...) before it starts.
 
-        A pass that changed nothing is not run again until some pass changes the module:
-        on the same module it would change nothing again (passes are deterministic), and
-        the last round mostly re-runs such passes. `on_skip(p)` is told of each one."""
+        Each pass reruns only on the computations changed (or depending on one changed,
+        see `hlopass.dirty`) since its own last run: on the others it would change nothing
+        again (passes are deterministic), nor on those it left at its own fixed point
+        (`Scope.settled`). A pass with nothing to revisit is not run; `on_skip(p)` is told
+        of it."""
+        from hlopass.dirty import CallGraph
+
         passes = self.inner()
+        graph: CallGraph | None = None  # the call sites before the first pass runs
+        dirty: list[set[ComputationOp] | None] = [None] * len(passes)  # None: everything
         changed = False
-        idle: set[int] = set()  # passes that changed nothing, with no change by any since
         for n in range(1, self.max_iterations + 1):
             if on_round is not None:
                 on_round(n)
             round_changed = False
             for i, p in enumerate(passes):
-                if i in idle:
-                    if on_skip is not None:
-                        on_skip(p)
+                todo = dirty[i]
+                if todo is not None:
+                    todo = {c for c in todo if c.parent is not None}  # not erased since
+                    if not todo:
+                        if on_skip is not None:
+                            on_skip(p)
+                        continue
+                dirty[i] = set()
+                scope = Scope(todo)
+                if graph is None:
+                    graph = CallGraph(module)
+                if not run_one(p, scope):
                     continue
-                if run_one(p):
-                    round_changed = True
-                    idle.clear()
-                else:
-                    idle.add(i)
+                round_changed = True
+                everything = scope.everything or not scope.tracked
+                now, own = graph.settle(scope.changed, everything, scope.settled)
+                for j, d in enumerate(dirty):
+                    add = own if j == i else now
+                    if add is None:
+                        dirty[j] = None
+                    elif d is not None:
+                        d |= add
             changed |= round_changed
             if not round_changed:
                 break
@@ -237,12 +257,14 @@ class Runner:
         self.log: list[tuple[str, bool]] = []
         """(pass name, changed) for every pass run, in order."""
 
-    def run_one(self, p: HloModulePass, module: ModuleOp) -> bool:
+    def run_one(self, p: HloModulePass, module: ModuleOp, scope: Scope | None = None) -> bool:
+        """Run `p` on the whole module, or (from a fixpoint) on `scope`'s computations."""
         if isinstance(p, FixpointPass):
             outer = self.round
             try:
                 return p.iterate(
-                    lambda inner: self.run_one(inner, module),
+                    module,
+                    lambda inner, s: self.run_one(inner, module, s),
                     self._next_round,
                     lambda inner: self._skipped(inner, module),
                 )
@@ -254,7 +276,10 @@ class Runner:
         before = self._print(module) if self.print_after_change == "diff" else ""
         t0 = time.perf_counter()
         try:
-            changed = bool(p.run(self.ctx, module, self.rewrites))
+            if scope is None:
+                changed = bool(p.run(self.ctx, module, self.rewrites))
+            else:
+                changed = bool(p.run_scoped(self.ctx, module, scope, self.rewrites))
         except HloError:
             raise
         except Exception as e:
@@ -263,7 +288,10 @@ class Runner:
             self.timer.add(p.name, time.perf_counter() - t0)
         self.log.append((p.name, changed))
         if self.verify_each and changed:  # as XLA's pipeline: a pass that changed nothing
-            self._verify(module, f"after pass '{p.name}'")  # left the verified module as is
+            # left the verified module as is; one that names what it changed left the rest so
+            tracked = scope is not None and scope.tracked and not scope.everything
+            only = scope.changed if tracked else None  # type: ignore[union-attr]
+            self._verify(module, f"after pass '{p.name}'", only)
         self._dump(p, label, module, changed, before)
         return changed
 
@@ -275,9 +303,12 @@ class Runner:
         self._dump(p, label, module, False, "")
 
     @staticmethod
-    def _verify(module: ModuleOp, when: str) -> None:
+    def _verify(module: ModuleOp, when: str, only: set[ComputationOp] | None = None) -> None:
+        """Verify the module (with `only`: the module-level checks and those computations)."""
+        from hlopass.verifier import verify_module
+
         try:
-            module.verify()
+            verify_module(module, only)
         except Exception as e:
             raise PipelineError(f"error: module does not verify {when}: {_first_line(e)}") from None
 

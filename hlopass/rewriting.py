@@ -16,7 +16,7 @@ import re
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,6 +31,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 from xdsl.rewriter import InsertPoint
+from xdsl.traits import Commutative
 
 from hlopass.attrs import ShapedLiteral
 from hlopass.dialects.hlo import (
@@ -62,13 +63,24 @@ class HloModulePass(ModulePass):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        run = cls.__dict__.get("run")
-        if run is not None and not getattr(run, "_forgets_caches", False):
-            cls.run = _forgetting_caches(run)  # type: ignore[method-assign]
+        for name in ("run", "run_scoped"):
+            run = cls.__dict__.get(name)
+            if run is not None and not getattr(run, "_forgets_caches", False):
+                setattr(cls, name, _forgetting_caches(run))
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         """Transform `module` in place; True when it changed."""
         raise NotImplementedError
+
+    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
+                   trace: TraceHook | None = None) -> bool:  # fmt: skip
+        """`run`, visiting only `scope.only` and noting in `scope` what changed.
+
+        This default runs on the whole module and, when it changed, reports every
+        computation as changed: a pass that tracks its changes overrides it."""
+        changed = self.run(ctx, module, trace)
+        scope.everything |= changed
+        return changed
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # xdsl-opt wraps several top-level modules (`hlopass-opt --split-input-file --emit
@@ -81,10 +93,9 @@ class HloModulePass(ModulePass):
 
 def _forgetting_caches(run: Callable[..., bool]) -> Callable[..., bool]:
     @functools.wraps(run)
-    def wrapped(self: HloModulePass, ctx: Context, module: ModuleOp,
-                trace: TraceHook | None = None) -> bool:  # fmt: skip
+    def wrapped(self: HloModulePass, ctx: Context, module: ModuleOp, *args: Any) -> bool:
         try:
-            return run(self, ctx, module, trace)
+            return run(self, ctx, module, *args)
         finally:
             forget_cached_state(module)
 
@@ -99,6 +110,7 @@ def forget_cached_state(module: ModuleOp) -> None:
     computation table and per-computation schedules go stale when a pass edits the module.
     """
     module.__dict__.pop(_PINNED, None)
+    module.__dict__.pop(_EFFECTS, None)
     core = sys.modules.get("hlopass.interpreter.core")  # never imported just for this
     if core is not None:
         core.forget(module)
@@ -106,6 +118,35 @@ def forget_cached_state(module: ModuleOp) -> None:
 
 TraceHook = Callable[[str, str], None]
 """Called as `trace(pattern_name, description)` after each rewrite."""
+
+
+@dataclass
+class Scope:
+    """Where one pass run works, and what it reports having changed: the fixpoint's
+    per-computation dirty tracking (a pass reruns only where something changed since)."""
+
+    only: set[ComputationOp] | None = None
+    """Visit only these computations (None: every one)."""
+
+    changed: set[ComputationOp] = field(default_factory=set)
+    """Computations the run edited: instructions added, removed, or changed."""
+
+    everything: bool = False
+    """The run may have changed any computation (it does not say which)."""
+
+    settled: set[ComputationOp] = field(default_factory=set)
+    """Computations the run left at its own fixed point: its last walk over one changed
+    nothing, and nothing else it reads changed after (its walk to a fixed point and
+    nothing module-wide): running it again there would change nothing."""
+
+    tracked: bool = False
+    """The run reported its changes in `changed` (set by passes that track them; a run
+    that changed the module without doing so counts as having changed everything)."""
+
+    def select(self, comps: Iterable[ComputationOp]) -> list[ComputationOp]:
+        """`comps` this run visits, in order."""
+        only = self.only
+        return list(comps) if only is None else [c for c in comps if c in only]
 
 
 # --- names --------------------------------------------------------------------------------
@@ -130,7 +171,7 @@ class NameUniquer:
         if self._used is None:
             assert self._module is not None
             self._used = {
-                op.inst_name for comp in computations(self._module) for op in comp.instructions
+                op.inst_name for comp in computations(self._module) for op in instructions(comp)
             }
             self._module = None
         return self._used
@@ -158,10 +199,18 @@ class RewriteContext:
     module: ModuleOp
     names: NameUniquer
     trace: TraceHook | None = None
+    float_op_memo: list[Any] = field(default_factory=lambda: [None, None, False])
+    """algsimp's float-unsafe guard, kept for the instruction visit it was computed for."""
+
+    @functools.cached_property
+    def pinned(self) -> frozenset[str]:
+        """`control_predecessor_names(module)`: fixed for the run, asked per pattern."""
+        return control_predecessor_names(self.module)
 
     @staticmethod
     def of(module: ModuleOp, trace: TraceHook | None = None) -> RewriteContext:
         module.__dict__.pop(_PINNED, None)  # recomputed for this run
+        module.__dict__.pop(_EFFECTS, None)
         return RewriteContext(module, NameUniquer(module), trace)
 
     def note(self, pattern: object, op: HloOp | None, what: str = "") -> None:
@@ -190,9 +239,39 @@ def rewrite_text(pattern_name: str) -> str:
 # --- building and replacing ---------------------------------------------------------------
 
 
+_HLO_CLASS: dict[type, bool] = {}
+"""op class -> whether it is an `HloOp`: `isinstance` against xDSL's abstract op classes
+goes through `ABCMeta.__instancecheck__`, several times slower than this lookup, and is
+asked for every operand a pattern looks at."""
+
+
+def is_hlo(o: object) -> bool:
+    """`isinstance(o, HloOp)`, quickly."""
+    t = type(o)
+    found = _HLO_CLASS.get(t)
+    if found is None:
+        found = _HLO_CLASS[t] = issubclass(t, HloOp)
+    return found
+
+
+def instructions(comp: ComputationOp) -> list[HloOp]:
+    """`comp.instructions` as a list, without `isinstance`'s cost per op (the module-wide
+    scans of a pass run, e.g. for fused computations, look at every instruction)."""
+    known = _HLO_CLASS
+    out = []
+    for o in comp.body.block.ops:
+        t = type(o)
+        found = known.get(t)
+        if found is None:
+            found = known[t] = issubclass(t, HloOp)
+        if found:
+            out.append(o)
+    return out
+
+
 def owner(value: SSAValue) -> HloOp | None:
     o = value.owner
-    return o if isinstance(o, HloOp) else None
+    return o if is_hlo(o) else None  # type: ignore[return-value]
 
 
 def new_op(
@@ -256,7 +335,7 @@ def splat(
 def is_removable(op: Operation) -> bool:
     """Pure (or a removable impure opcode), not a parameter, without side effects in it
     or in any computation it calls: safe to delete once unused."""
-    if not isinstance(op, HloOp):
+    if not is_hlo(op):
         return False
     if not (
         op.opcode != "parameter"
@@ -269,7 +348,15 @@ def is_removable(op: Operation) -> bool:
     if not op.callees():
         return True
     module = module_of(op)
-    return module is None or not calls_side_effect(op, _ModuleComps(module))
+    if module is None:
+        return True
+    memo = module.__dict__.setdefault(_EFFECTS, {})
+    return not calls_side_effect(op, _ModuleComps(module), memo=memo)
+
+
+_EFFECTS = "_hlopass_side_effect_memo"
+"""The module's attribute holding `is_removable`'s answers per called computation (cached
+until a pass ends, as `_PINNED`: no pass adds a side effect)."""
 
 
 _PINNED = "_hlopass_control_predecessor_names"
@@ -283,7 +370,7 @@ def control_predecessor_names(module: ModuleOp) -> frozenset[str]:
     if names is None:
         found: set[str] = set()
         for comp in computations(module):
-            for op in comp.instructions:
+            for op in instructions(comp):
                 preds = op.attr("control-predecessors")
                 if preds:
                     found.update(preds)
@@ -319,12 +406,16 @@ class _ModuleComps(Mapping[str, ComputationOp]):
 
 def calls_side_effect(
     op: HloOp, comps: Mapping[str, ComputationOp], seen: set[str] | None = None,
-    random: bool = False,
+    random: bool = False, memo: dict[tuple[str, bool], bool] | None = None,
 ) -> bool:  # fmt: skip
     """XLA's `HasSideEffect`: `op` or anything in the computations it calls (recursively)
-    has a side effect; with `random`, random-number instructions count too."""
+    has a side effect; with `random`, random-number instructions count too. With `memo`
+    (kept by the caller for one pass run), each computation's answer is worked out once:
+    a pass asks for every `reduce`, and most of them call the same few reducers."""
     if has_side_effect(op) or (random and is_random(op)):
         return True
+    if memo is not None:
+        return any(_computation_effect(name, comps, random, memo) for name in op.callees())
     seen = set() if seen is None else seen
     for name in op.callees():
         if name in seen:
@@ -333,10 +424,29 @@ def calls_side_effect(
         comp = comps.get(name)
         if comp is None:
             return True  # unknown callee: assume the worst
-        for inner in comp.instructions:
+        for inner in instructions(comp):
             if calls_side_effect(inner, comps, seen, random):
                 return True
     return False
+
+
+def _computation_effect(
+    name: str, comps: Mapping[str, ComputationOp], random: bool,
+    memo: dict[tuple[str, bool], bool],
+) -> bool:  # fmt: skip
+    """Something in computation `name` (or what it calls) has a side effect (an unknown
+    computation is assumed to); `memo` holds the answers found so far."""
+    key = (name, random)
+    found = memo.get(key)
+    if found is not None:
+        return found
+    memo[key] = False  # a call cycle (invalid HLO) adds nothing new, as `seen` above
+    comp = comps.get(name)
+    found = comp is None or any(
+        calls_side_effect(inner, comps, None, random, memo) for inner in instructions(comp)
+    )
+    memo[key] = found
+    return found
 
 
 _REMOVABLE_IMPURE = frozenset({"replica-id", "partition-id", "custom-call"})
@@ -369,17 +479,17 @@ def is_random(op: HloOp) -> bool:
     return _class_has(op, RandomNumber)
 
 
+def is_commutative(op: Operation) -> bool:
+    """`op.has_trait(Commutative)`, from the class's cached answer."""
+    return _class_has(op, Commutative)
+
+
 def erase_dead(rewriter: PatternRewriter, values: Iterable[SSAValue]) -> None:
     """Erase the owners of `values` that became unused, and recursively their operands."""
     stack = [v.owner for v in values]
     while stack:
         op = stack.pop()
-        if (
-            isinstance(op, HloOp)
-            and op.parent is not None
-            and not op.results[0].uses
-            and is_removable(op)
-        ):
+        if is_hlo(op) and op.parent is not None and not op.results[0].uses and is_removable(op):
             operands = list(op.operands)
             rewriter.erase(op)
             stack.extend(v.owner for v in operands)
@@ -433,7 +543,7 @@ class OpcodeDispatchApplier(RewritePattern):
         return found
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        for pattern in self._for(op.opcode if isinstance(op, HloOp) else None):
+        for pattern in self._for(op.OPCODE if is_hlo(op) else None):  # type: ignore[attr-defined]
             pattern.match_and_rewrite(op, rewriter)
             if rewriter.has_done_action:
                 return
@@ -463,13 +573,21 @@ def run_patterns(
     module: ModuleOp,
     patterns: Sequence[RewritePattern],
     comps: Iterable[ComputationOp] | None = None,
+    scope: Scope | None = None,
 ) -> bool:
-    """Apply `patterns` greedily to a fixed point over `comps` (all computations by default)."""
-    applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+    """Apply `patterns` greedily to a fixed point over `comps` (all computations by
+    default); the computations changed go into `scope.changed`."""
+    applier = (
+        patterns[0]
+        if len(patterns) == 1
+        else GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+    )
     changed = False
     for comp in list(comps) if comps is not None else computations(module):
-        walker = PatternRewriteWalker(applier, apply_recursively=True)
-        changed |= walker.rewrite_region(comp.body)
+        if PatternRewriteWalker(applier, apply_recursively=True).rewrite_region(comp.body):
+            changed = True
+            if scope is not None:
+                scope.changed.add(comp)
     return changed
 
 
@@ -572,8 +690,18 @@ def module_of(op: Operation) -> ModuleOp | None:
         block = p.parent
         region = block.parent if block is not None else None
         p = region.parent if region is not None else None
-        if p is None or isinstance(p, ModuleOp):
+        if p is None:
+            return None
+        t = type(p)
+        found = _MODULE_CLASS.get(t)
+        if found is None:
+            found = _MODULE_CLASS[t] = issubclass(t, ModuleOp)
+        if found:
             return p
+
+
+_MODULE_CLASS: dict[type, bool] = {}
+"""op class -> whether it is a `ModuleOp` (as `_HLO_CLASS`, without `isinstance`'s cost)."""
 
 
 def comps_by_name(module: ModuleOp) -> dict[str, ComputationOp]:
@@ -584,7 +712,7 @@ def fusion_computations(module: ModuleOp) -> set[str]:
     """Names of computations called by `fusion` instructions (XLA's fusion computations)."""
     out: set[str] = set()
     for comp in computations(module):
-        for op in comp.instructions:
+        for op in instructions(comp):
             if op.opcode == "fusion":
                 out.update(op.callees())
     return out
@@ -597,7 +725,7 @@ def reachable_computations(module: ModuleOp) -> set[str]:
     stack = [entry]
     while stack:
         c = stack.pop()
-        for op in c.instructions:
+        for op in instructions(c):
             for name in op.callees():
                 if name not in seen and name in comps:
                     seen.add(name)

@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from xdsl.ir import Operation, OpResult
 from xdsl.utils.exceptions import VerifyException
 
 from hlopass.dialects.opcodes import OPCODES
 from hlopass.shape import UNBOUNDED, ArrayShape, Shape, TupleShape, is_float
 
 if TYPE_CHECKING:
-    from hlopass.dialects.hlo import HloOp
+    from hlopass.dialects.hlo import ComputationOp, HloOp
 
 MIXED_PRECISION: ContextVar[bool] = ContextVar("allow_mixed_precision", default=False)
 """XLA's `HloVerifier(allow_mixed_precision=true)`: the operands and the result of an
@@ -489,3 +490,37 @@ def check_instruction(
         not isinstance(shape, TupleShape) or len(shape.elements) != len(operand_shapes)
     ):
         raise VerifyException(f"{name}: tuple shape does not match its operands")
+
+
+def verify_module(module: Operation, only: Collection[ComputationOp] | None = None) -> None:
+    """Verify `module` (xDSL's `verify`, which runs the checks above per instruction).
+
+    With `only`: the module-level checks (its traits: unique computation names, ...) and
+    the computations in `only`, each with its instructions; instead of the module-wide
+    isolation walk, the instructions of those computations are checked to use only values
+    of their own computation. What a pass reported as unchanged is left alone, as a pass
+    that changed nothing is (XLA's `HloPassPipeline` verifies only after a pass that
+    changed the module)."""
+    if only is None:
+        module.verify()
+        return
+    from xdsl.traits import IsolatedFromAbove
+
+    from hlopass.dialects.hlo import ComputationOp as Comp
+
+    todo = {c for c in only if c.parent is not None}
+    # the module's own traits (unique computation names, ...) but the isolation walk
+    for trait in type(module).get_irdl_definition().traits:  # type: ignore[attr-defined]
+        if not isinstance(trait, IsolatedFromAbove):
+            trait.verify(module)
+    for comp in (c for c in module.regions[0].block.ops if c in todo):  # in module order
+        assert isinstance(comp, Comp)
+        block = comp.body.block
+        for op in block.ops:
+            for v in op.operands:
+                if isinstance(v, OpResult) and v.op.parent is not block:
+                    raise VerifyException(
+                        f"{getattr(op, 'inst_name', op.name)} in computation {comp.comp_name} "
+                        "uses a value defined outside it"
+                    )
+        comp.verify()

@@ -28,12 +28,14 @@ from hlopass.literal import numpy_dtype
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
+    Scope,
     TraceHook,
-    comps_by_name,
     constant_from_numpy,
     fusion_computations,
     has_side_effect,
+    instructions,
     is_control_predecessor,
+    is_hlo,
     is_random,
     owner,
     replace_op,
@@ -158,7 +160,7 @@ class FoldConstantInstruction(RewritePattern):
     foldable_comps: dict[str, bool]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or not self._foldable(op):
+        if not is_hlo(op) or not self._foldable(op):  # type: ignore[arg-type]
             return
         try:
             self.evaluator.interpreter().reset()
@@ -194,18 +196,19 @@ class FoldConstantInstruction(RewritePattern):
 
     def _foldable(self, op: HloOp) -> bool:
         opcode = op.opcode
-        if opcode in _NEVER_FOLD or has_side_effect(op) or is_random(op):
+        if opcode in _NEVER_FOLD:
+            return False
+        # the operands first: almost every instruction has one that is no constant
+        operands = list(op.operands)
+        if not operands or not all(_is_foldable_operand(v) for v in operands):
+            return False
+        if has_side_effect(op) or is_random(op):
             return False
         if opcode == "while" and not self.opts.folds_while:
             return False
         if not isinstance(op.shape, ArrayShape) or op.shape.is_dynamic:
             return False
         if op.attr("control-predecessors") or is_control_predecessor(op):
-            return False
-        operands = list(op.operands)
-        if not operands:
-            return False
-        if not all(_is_foldable_operand(v) for v in operands):
             return False
         # every foldable operand is the result of an HloOp, so this keeps all of them
         owners = [o for o in map(owner, operands) if o is not None]
@@ -229,7 +232,7 @@ class FoldConstantInstruction(RewritePattern):
         comp = self.comps.get(name)
         ok = comp is not None
         if comp is not None:
-            for inner in comp.instructions:
+            for inner in instructions(comp):
                 if (
                     has_side_effect(inner)
                     or is_random(inner)
@@ -282,13 +285,21 @@ class ConstantFoldingPass(HloModulePass):
     bounds the work of loops with few iterations over large states."""
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        return self.run_scoped(ctx, module, Scope(), trace)
+
+    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
+                   trace: TraceHook | None = None) -> bool:  # fmt: skip
+        scope.tracked = True
         from hlopass.passes.constant_propagation import propagate_call_constants
 
         rctx = RewriteContext.of(module, trace)
-        changed = self.propagate_into_calls and propagate_call_constants(module, rctx)
-        fused = fusion_computations(module)
-        comps = [c for c in computations(module) if c.comp_name not in fused]
-        pattern = FoldConstantInstruction(
-            rctx, self, Evaluator(module, self), comps_by_name(module), {}
+        changed = self.propagate_into_calls and propagate_call_constants(
+            module, rctx, scope.changed
         )
-        return run_patterns(module, [pattern], comps) or changed
+        fused = fusion_computations(module)
+        all_comps = computations(module)
+        comps = [c for c in scope.select(all_comps) if c.comp_name not in fused]
+        pattern = FoldConstantInstruction(
+            rctx, self, Evaluator(module, self), {c.comp_name: c for c in all_comps}, {}
+        )
+        return run_patterns(module, [pattern], comps, scope) or changed

@@ -12,14 +12,14 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
-from hlopass.rewriting import RewriteContext, owner, same_shape
+from hlopass.rewriting import RewriteContext, instructions, owner, same_shape
 
 
 def _callers(module: ModuleOp) -> dict[str, list[HloOp] | None]:
     """Per computation: its `call` sites, or None when anything else references it."""
     out: dict[str, list[HloOp] | None] = {}
     for comp in computations(module):
-        for op in comp.instructions:
+        for op in instructions(comp):
             for name in op.callees():
                 if op.opcode != "call":
                     out[name] = None
@@ -39,10 +39,14 @@ def _constant_key(op: HloOp | None) -> object:
 
 
 def _has_barrier(comp: ComputationOp) -> bool:
-    return any(op.opcode == "opt-barrier" for op in comp.instructions)
+    return any(op.opcode == "opt-barrier" for op in instructions(comp))
 
 
-def propagate_call_constants(module: ModuleOp, ctx: RewriteContext) -> bool:
+def propagate_call_constants(
+    module: ModuleOp, ctx: RewriteContext, edited: set[ComputationOp] | None = None
+) -> bool:
+    """Propagate what can be (see above) in the whole module: the call sites it reads may
+    be anywhere. The computations it edits go into `edited`."""
     changed = False
     by_name = {c.comp_name: c for c in computations(module)}
     for name, sites in _callers(module).items():
@@ -67,6 +71,8 @@ def propagate_call_constants(module: ModuleOp, ctx: RewriteContext) -> bool:
             assert block.first_op is not None
             block.insert_op_before(c, block.first_op)
             param.result.replace_all_uses_with(c.result)
+            if edited is not None:
+                edited.add(comp)
             ctx.note(
                 PropagateCallConstant(), param, f"-> {c.inst_name} (from {len(sites)} call site(s))"
             )

@@ -17,17 +17,19 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
-from xdsl.traits import Commutative
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
+    Scope,
     TraceHook,
     calls_side_effect,
-    comps_by_name,
     has_side_effect,
+    instructions,
+    is_commutative,
     is_control_predecessor,
+    is_hlo,
     is_random,
     is_root,
 )
@@ -40,7 +42,8 @@ _EFFECT_FREE_WHEN_CALLEES_ARE = frozenset({"while", "conditional", "call", "cust
 they call) have no side effect and draw no random numbers: XLA's HloCSE merges them."""
 
 
-def _eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
+def _eligible(op: HloOp, comps: dict[str, ComputationOp],
+              effects: dict[tuple[str, bool], bool] | None = None) -> bool:  # fmt: skip
     """Never parameters, side effects or random numbers (in `op` or anything it calls)."""
     if op.opcode == "parameter" or has_side_effect(op) or is_random(op):
         return False
@@ -52,7 +55,7 @@ def _eligible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
         or op.opcode in _EFFECT_FREE_WHEN_CALLEES_ARE
     ):
         return False
-    return not op.callees() or not calls_side_effect(op, comps, random=True)
+    return not op.callees() or not calls_side_effect(op, comps, random=True, memo=effects)
 
 
 @dataclass
@@ -63,6 +66,8 @@ class Fingerprints:
     ignore_metadata: bool
     layout_sensitive: bool = True
     memo: dict[str, object] = field(default_factory=dict)
+    effects: dict[tuple[str, bool], bool] = field(default_factory=dict)
+    """`calls_side_effect`'s answers per called computation, for this run."""
 
     def of(self, name: str) -> object:
         if name in self.memo:
@@ -74,7 +79,7 @@ class Fingerprints:
         else:
             index: dict[SSAValue, int] = {}
             items = []
-            for i, op in enumerate(comp.instructions):
+            for i, op in enumerate(instructions(comp)):
                 index[op.result] = i
                 operands = tuple(index.get(v, -1) for v in op.operands)
                 items.append(self.attrs_key(op, operands))
@@ -111,10 +116,10 @@ class EliminateCommonSubexpression(RewritePattern):
     table: dict[object, HloOp] = field(default_factory=dict)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or not _eligible(op, self.prints.comps):
+        if not is_hlo(op) or not _eligible(op, self.prints.comps, self.prints.effects):  # type: ignore[arg-type]
             return
         operands: tuple[object, ...] = tuple(id(v) for v in op.operands)
-        if op.has_trait(Commutative) and len(operands) == 2:
+        if is_commutative(op) and len(operands) == 2:
             operands = tuple(sorted(operands))  # type: ignore[type-var]
         key = (id(op.parent_op()), self.prints.attrs_key(op, operands))
         try:
@@ -151,12 +156,20 @@ class CSEPass(HloModulePass):
     are part of the computation's signature)."""
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        return self.run_scoped(ctx, module, Scope(), trace)
+
+    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
+                   trace: TraceHook | None = None) -> bool:  # fmt: skip
+        scope.tracked = True
         rctx = RewriteContext.of(module, trace)
-        prints = Fingerprints(comps_by_name(module), self.ignore_metadata,
+        comps = computations(module)
+        prints = Fingerprints({c.comp_name: c for c in comps}, self.ignore_metadata,
                               self.is_layout_sensitive)  # fmt: skip
         changed = False
-        for comp in computations(module):
+        for comp in scope.select(comps):
             pattern = EliminateCommonSubexpression(rctx, prints)
             walker = PatternRewriteWalker(pattern, apply_recursively=False)
-            changed |= walker.rewrite_region(comp.body)
+            if walker.rewrite_region(comp.body):
+                scope.changed.add(comp)
+                changed = True
         return changed

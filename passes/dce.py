@@ -7,8 +7,8 @@ reachable from the entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -19,12 +19,15 @@ from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
+    Scope,
     TraceHook,
     calls_side_effect,
     comps_by_name,
     erase_dead,
     has_side_effect,
+    instructions,
     is_control_predecessor,
+    is_hlo,
     is_removable,
     reachable_computations,
     run_patterns,
@@ -32,16 +35,17 @@ from hlopass.rewriting import (
 from hlopass.shape import TupleShape
 
 
-def is_dead(op: Operation, comps: dict[str, ComputationOp]) -> bool:
+def is_dead(op: Operation, comps: dict[str, ComputationOp],
+            effects: dict[tuple[str, bool], bool] | None = None) -> bool:  # fmt: skip
     """No users (the root counts as used), removable, and nothing with effects called."""
-    if not isinstance(op, HloOp) or op.results[0].uses:
+    if not is_hlo(op) or op.results[0].uses:
         return False
     if is_removable(op):
         return True
     # while/call/conditional without side effects anywhere inside are removable too
     return (
         op.opcode in ("while", "call", "conditional")
-        and not calls_side_effect(op, comps)
+        and not calls_side_effect(op, comps, memo=effects)
         and not is_control_predecessor(op)
     )
 
@@ -52,11 +56,13 @@ class RemoveDeadInstruction(RewritePattern):
 
     ctx: RewriteContext
     comps: dict[str, ComputationOp]
+    effects: dict[tuple[str, bool], bool] = field(default_factory=dict)
+    """`calls_side_effect`'s answers per called computation, for this run."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not is_dead(op, self.comps):
+        if not is_dead(op, self.comps, self.effects):
             return
-        assert isinstance(op, HloOp)
+        op = cast(HloOp, op)
         self.ctx.note(self, op, "removed")
         operands = list(op.operands)
         rewriter.erase(op)
@@ -74,10 +80,13 @@ class RemoveUnusedFusionOutput(RewritePattern):
     ctx: RewriteContext
     comps: dict[str, ComputationOp]
     callers: dict[str, int]
+    edited: set[ComputationOp] | None = None
+    """Where the fused computations this shrinks are noted (the walker sees only the caller)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "fusion":
+        if getattr(op, "OPCODE", None) != "fusion":  # an HloOp's class names its opcode
             return
+        op = cast(HloOp, op)
         shape = op.shape
         if not isinstance(shape, TupleShape) or not op.result.uses:
             return
@@ -94,6 +103,8 @@ class RemoveUnusedFusionOutput(RewritePattern):
         used = sorted({u.attr("index") for u in users})  # type: ignore[union-attr]
         if len(used) == len(shape.elements):
             return
+        if self.edited is not None:
+            self.edited.add(comp)
         # shrink the fused root tuple
         new_elems = tuple(shape.elements[i] for i in used)
         new_shape = TupleShape(new_elems)
@@ -138,12 +149,15 @@ def _drop_unused_parameters(comp: ComputationOp, operands: list) -> list:
     return kept
 
 
-def _drop_unused_call_parameters(module: ModuleOp, ctx: RewriteContext) -> bool:
+def _drop_unused_call_parameters(
+    module: ModuleOp, ctx: RewriteContext, edited: set[ComputationOp] | None = None
+) -> bool:
     """Unused parameters of computations referenced only by `call` instructions go, with
-    the matching operand of every call site (the operands are then dead code)."""
+    the matching operand of every call site (the operands are then dead code). The
+    computations edited (the callee and those holding the call sites) go into `edited`."""
     sites: dict[str, list[HloOp] | None] = {}
     for comp in computations(module):
-        for op in comp.instructions:
+        for op in instructions(comp):
             for name in op.callees():
                 if op.opcode != "call" or has_side_effect(op):
                     sites[name] = None
@@ -161,6 +175,12 @@ def _drop_unused_call_parameters(module: ModuleOp, ctx: RewriteContext) -> bool:
         keep = [p.attr("number") for p in params if p.result.uses]
         for call in calls:
             call.operands = [call.operands[k] for k in keep]
+            if edited is not None:
+                host = call.parent_op()
+                assert isinstance(host, ComputationOp)
+                edited.add(host)
+        if edited is not None:
+            edited.add(comp)
         _drop_unused_parameters(comp, list(range(len(params))))
         ctx.note(RemoveUnusedCallParameters(), None, f"{name}: kept parameters {keep}")
         changed = True
@@ -191,20 +211,26 @@ class DCEPass(HloModulePass):
     operands go from every call site)."""
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        return self.run_scoped(ctx, module, Scope(), trace)
+
+    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
+                   trace: TraceHook | None = None) -> bool:  # fmt: skip
+        scope.tracked = True
         rctx = RewriteContext.of(module, trace)
         comps = comps_by_name(module)
         callers: dict[str, int] = {}
         for c in computations(module):
-            for op in c.instructions:
+            for op in instructions(c):
                 for name in op.callees():
                     callers[name] = callers.get(name, 0) + 1
         changed = False
         if self.remove_unused_call_parameters:
-            changed = _drop_unused_call_parameters(module, rctx)
-        changed |= run_patterns(
-            module,
-            [RemoveDeadInstruction(rctx, comps), RemoveUnusedFusionOutput(rctx, comps, callers)],
-        )
+            changed = _drop_unused_call_parameters(module, rctx, scope.changed)
+        patterns = [
+            RemoveDeadInstruction(rctx, comps),
+            RemoveUnusedFusionOutput(rctx, comps, callers, scope.changed),
+        ]
+        changed |= run_patterns(module, patterns, scope.select(comps.values()), scope)
         if self.remove_dead_computations:
             live = reachable_computations(module)
             for c in computations(module):

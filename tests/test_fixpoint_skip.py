@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import ModuleOp
 from hlopass import parse_hlo
 from hlopass.exporter import print_hlo
 from hlopass.pipeline import FixpointPass, Runner, parse_pass_pipeline
-from hlopass.rewriting import HloModulePass
+from hlopass.rewriting import HloModulePass, Scope
 
 SPEC = "fixpoint{passes=algsimp,constant-folding,dce,cse}"
 
@@ -42,10 +42,12 @@ def test_same_module_and_rounds_as_without_skipping(
     ran: list[str] = []
     original = Runner.run_one
 
-    def counting(self: Runner, p: HloModulePass, module: ModuleOp) -> bool:
+    def counting(
+        self: Runner, p: HloModulePass, module: ModuleOp, scope: Scope | None = None
+    ) -> bool:
         if not isinstance(p, FixpointPass):
             ran.append(p.name)
-        return original(self, p, module)
+        return original(self, p, module, scope)
 
     logged = 0
     for path in inputs:
@@ -78,12 +80,13 @@ def test_a_pass_that_changed_nothing_is_not_rerun_until_another_changes() -> Non
 
     fix = OfFakes()
 
-    def run_one(p: Fake) -> bool:
+    def run_one(p: Fake, scope: Scope) -> bool:
         runs.append(p.name)
-        return results[p.name].pop(0)
+        return results[p.name].pop(0)  # reports no computations: "changed everything"
 
     skipped: list[str] = []
-    assert fix.iterate(run_one, on_skip=lambda p: skipped.append(p.name))  # type: ignore[arg-type]
+    empty = ModuleOp([])
+    assert fix.iterate(empty, run_one, on_skip=lambda p: skipped.append(p.name))  # type: ignore[arg-type]
     # round 1: a changes, b and c not; round 2: a not, b and c skipped (nothing changed
     # since they ran); round 3 would skip all three: it ends after round 2
     assert runs == ["a", "b", "c", "a"]

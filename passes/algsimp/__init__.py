@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.passes.algsimp import (
@@ -53,6 +53,7 @@ from hlopass.rewriting import (
     HloModulePass,
     OpcodeDispatchApplier,
     RewriteContext,
+    Scope,
     TraceHook,
     fusion_computations,
 )
@@ -106,19 +107,40 @@ class AlgebraicSimplifierPass(HloModulePass):
     def floats_are_real(self) -> bool:
         return self.enable_floats_are_real or self.float_unsafe
 
+    def enables(self, cls: type[Simplification]) -> bool:
+        """`cls` may fire with these options (its option on; no layout change when layouts
+        are fixed): the others are not offered any instruction, they would refuse it."""
+        if cls.OPTION and not getattr(self, cls.OPTION):
+            return False
+        return not (cls.LAYOUT_CHANGING and self.is_layout_sensitive)
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        return self.run_scoped(ctx, module, Scope(), trace)
+
+    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
+                   trace: TraceHook | None = None) -> bool:  # fmt: skip
+        scope.tracked = True
         rctx = RewriteContext.of(module, trace)
-        patterns = [cls(rctx, self) for cls in PATTERNS]
+        patterns: list[RewritePattern] = [cls(rctx, self) for cls in PATTERNS if self.enables(cls)]
         patterns.append(barriers.OptBarrierDropUnusedElements(rctx, self))
         fused = set() if self.include_fusions else fusion_computations(module)
-        comps = [c for c in computations(module) if c.comp_name not in fused]
+        before = computations(module)
+        comps = [c for c in scope.select(before) if c.comp_name not in fused]
         applier = OpcodeDispatchApplier(patterns)  # each op offered to its opcode's patterns
         changed = False
         for comp in comps:
             if self.run_to_fixed_point:
-                changed |= PatternRewriteWalker(applier).rewrite_region(comp.body)
+                changed_here = PatternRewriteWalker(applier).rewrite_region(comp.body)
             else:
-                changed |= _one_sweep(applier, comp)
+                changed_here = _one_sweep(applier, comp)
+            if changed_here:
+                scope.changed.add(comp)
+                changed = True
+                if self.run_to_fixed_point:  # the walker stops after a walk changing nothing
+                    scope.settled.add(comp)
+        if len(computations(module)) != len(before):  # a rewrite added a reducer
+            known = set(before)
+            scope.changed.update(c for c in computations(module) if c not in known)
         return changed
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
@@ -23,7 +23,6 @@ from hlopass.rewriting import (
     RewriteContext,
     constant_from_numpy,
     erase_dead,
-    is_control_predecessor,
     new_op,
     owner,
     replace_op,
@@ -63,16 +62,18 @@ class Simplification(RewritePattern):
     _created: list[HloOp] = field(default_factory=list, init=False, repr=False)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
+        # an HloOp's class names its opcode; other ops (the return) have no OPCODE
+        if getattr(op, "OPCODE", None) not in self.OPCODES:
             return
-        if self.FLOAT_UNSAFE and not self.opts.floats_are_real and is_float_op(op):
-            return
+        op = cast(HloOp, op)
         if self.OPTION and not getattr(self.opts, self.OPTION):
             return
         if self.LAYOUT_CHANGING and self.opts.is_layout_sensitive:
             return
-        if is_control_predecessor(op):
+        if op.inst_name in self.ctx.pinned:
             return  # another instruction names it in control-predecessors: it must stay
+        if self.FLOAT_UNSAFE and not self.opts.floats_are_real and self._float_op(op, rewriter):
+            return
         self._rw = rewriter
         self._created = []
         result = self.rewrite(op)
@@ -88,6 +89,16 @@ class Simplification(RewritePattern):
             return
         self.ctx.note(self, op, "-> " + (owner(value).inst_name if owner(value) else "?"))  # type: ignore[union-attr]
         replace_op(rewriter, op, value)
+
+    def _float_op(self, op: HloOp, rewriter: PatternRewriter) -> bool:
+        """`is_float_op(op)`, computed once per visit of `op`: every float-unsafe pattern of
+        its opcode asks. A visit is known by the insertion point the walker sets for it (a
+        new one each time), so an op revisited after a rewrite is asked afresh."""
+        memo = self.ctx.float_op_memo  # [op, insertion point, answer] of the last visit
+        point = rewriter.insertion_point
+        if memo[0] is not op or memo[1] is not point:
+            memo[:] = [op, point, is_float_op(op)]
+        return memo[2]
 
     def _keeps_sharding(self, op: HloOp, value: SSAValue) -> bool:
         """A sharded `op` is replaced only by a value of the same sharding or of none, which
