@@ -17,7 +17,7 @@ XLA runs in child processes (it may abort on some modules), `--chunk` modules at
 module XLA:CPU cannot compile is retried after `xla_friendly` (fusions inlined, layouts
 dropped). Each module's inputs and outputs wait on disk for the comparison, so the process
 stays within `--max-gb` of address space above what it held at the start, whatever the
-order of the modules.
+order of the modules, while it evaluates and while it compares.
 """
 
 from __future__ import annotations
@@ -128,18 +128,23 @@ def _defined_parts(
 
 
 class _Stash:
-    """Each run module's inputs, outputs, bounds and dynamic sizes, on disk until compared."""
+    """Each run module's inputs, and its outputs, bounds and dynamic sizes, on disk (two
+    files) until compared."""
 
     def __init__(self, folder: str):
         self.folder = Path(folder)
         self.count = 0
 
-    def put(self, record: dict) -> Path:
-        path = self.folder / f"{self.count}.pkl"
+    def put(self, record: dict) -> tuple[Path, Path, int]:
+        """(inputs file, results file, their bytes)."""
+        base = self.folder / str(self.count)
         self.count += 1
-        with open(path, "wb") as f:
-            pickle.dump(record, f, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
+        paths = base.with_suffix(".in.pkl"), base.with_suffix(".out.pkl")
+        parts = {"inputs": record["inputs"]}, {k: v for k, v in record.items() if k != "inputs"}
+        for path, part in zip(paths, parts, strict=True):
+            with open(path, "wb") as f:
+                pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
+        return paths[0], paths[1], sum(p.stat().st_size for p in paths)
 
     @staticmethod
     def get(path: Path) -> dict:
@@ -147,8 +152,22 @@ class _Stash:
             return pickle.load(f)
 
 
+def _chunks(ran: list, most: int, most_bytes: int):
+    """Consecutive modules, at most `most` and `most_bytes` of stashed data a chunk (a
+    bigger module alone)."""
+    chunk, size = [], 0
+    for item in ran:
+        if chunk and (len(chunk) >= most or size + item[2][2] > most_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item[2][2]
+    if chunk:
+        yield chunk
+
+
 def _run_modules(args, root, stash: _Stash, status: dict, no_bound: dict) -> list:
-    """Evaluate every selected module; returns (id, text, stash path, replicas) of those
+    """Evaluate every selected module; returns (id, text, stash entry, replicas) of those
     that ran."""
     ran = []
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
@@ -215,49 +234,71 @@ def _xla_many(cases: list) -> list[dict]:
 
 
 def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set) -> None:
-    """Run one chunk of modules on XLA-CPU and compare (see the module docstring)."""
-    recs = {mid: _Stash.get(path) for mid, _, path, _ in chunk}
+    """Run one chunk of modules on XLA-CPU and compare (see the module docstring); each
+    module's results are read from disk only for its own comparison."""
+    inputs = {mid: _Stash.get(entry[0])["inputs"] for mid, _, entry, _ in chunk}
+    results_of = {mid: entry[1] for mid, _, entry, _ in chunk}
+    texts = {mid: text for mid, text, _, _ in chunk}
 
-    def verdict(mid: str, want: list, text: str) -> str:
-        r = recs[mid]
+    def verdict(mid: str, want: list) -> str:
+        r = _Stash.get(results_of[mid])
         got, want, bound = _defined_parts(r["outs"], want, r["bound"], r["sizes"])
-        fixed_verdicts[mid] = _compare(got, want, text)
+        fixed_verdicts[mid] = _compare(got, want, texts[mid])
         if bound is not None:
             derived.add(mid)
-        return _compare(got, want, text, bound) or "match"
+        return _compare(got, want, texts[mid], bound) or "match"
 
-    single = [(mid, text) for mid, text, _, n in chunk if n == 1]
-    multi = [(mid, text) for mid, text, _, n in chunk if n > 1]
+    def replicas_verdict(mid: str, want: list) -> str:
+        ours = _Stash.get(results_of[mid])["outs"]
+        diffs = [_compare(g, w, texts[mid]) for g, w in zip(ours, want, strict=True)]
+        bad = [f"replica {k}: {d}" for k, d in enumerate(diffs) if d]
+        return bad[0] if bad else "match"
+
+    single = [mid for mid, _, _, n in chunk if n == 1]
+    multi = [mid for mid, _, _, n in chunk if n > 1]
     retry = []
-    results = _xla_many([(t, recs[mid]["inputs"]) for mid, t in single]) if single else []
-    for (mid, text), r in zip(single, results, strict=True):
+    results = xla_execute_many([(texts[m], inputs[m]) for m in single]) if single else []
+    for k, mid in enumerate(single):
+        r, results[k] = results[k], None  # freed as soon as compared
         if "outputs" in r:
-            status[mid] = verdict(mid, r["outputs"], text)
+            status[mid] = _guarded(verdict, mid, r["outputs"])
         else:
-            retry.append((mid, text, r.get("error") or r.get("crash")))
-    replicated = xla_execute_replicas([(t, recs[mid]["inputs"]) for mid, t in multi]) if multi else []  # fmt: skip
-    for (mid, text), r in zip(multi, replicated, strict=True):
-        ours = recs[mid]["outs"]
+            retry.append((mid, r.get("error") or r.get("crash")))
+    results = xla_execute_replicas([(texts[m], inputs[m]) for m in multi]) if multi else []
+    for k, mid in enumerate(multi):
+        r, results[k] = results[k], None
         if "outputs" not in r:
             why = str(r.get("error") or r.get("crash"))[:120]
-            status[mid] = f"runs ({len(ours)} replicas); XLA:CPU does not: {why}"
+            status[mid] = f"runs (several replicas); XLA:CPU does not: {why}"
             continue
-        diffs = [_compare(g, w, text) for g, w in zip(ours, r["outputs"], strict=True)]
-        bad = [f"replica {k}: {d}" for k, d in enumerate(diffs) if d]
-        status[mid] = bad[0] if bad else "match"
+        status[mid] = _guarded(replicas_verdict, mid, r["outputs"])
     friendly = []
-    texts = {mid: text for mid, text, _, _ in chunk}
-    for mid, text, why in retry:
+    for mid, why in retry:
         try:
-            friendly.append((mid, xla_friendly(text), why))
+            friendly.append((mid, xla_friendly(texts[mid]), why))
         except Exception:
             status[mid] = f"runs; XLA:CPU does not: {str(why)[:120]}"
-    reruns = _xla_many([(t, recs[mid]["inputs"]) for mid, t, _ in friendly]) if friendly else []  # fmt: skip
-    for (mid, _, why), r in zip(friendly, reruns, strict=True):
+    results = xla_execute_many([(t, inputs[m]) for m, t, _ in friendly]) if friendly else []
+    for k, (mid, _, why) in enumerate(friendly):
+        r, results[k] = results[k], None
         if "outputs" in r:
-            status[mid] = verdict(mid, r["outputs"], texts[mid])
+            status[mid] = _guarded(verdict, mid, r["outputs"])
         else:
             status[mid] = f"runs; XLA:CPU does not: {str(why)[:120]}"
+
+
+_COMPARE_CAP = [0]  # address-space limit while comparing (not for the XLA children)
+
+
+def _guarded(compare, mid: str, want: list) -> str:
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (_COMPARE_CAP[0] or hard, hard))
+    try:
+        return compare(mid, want)
+    except MemoryError:
+        return "compare: out of memory (--max-gb)"
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
 def main() -> int:
@@ -273,6 +314,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated substrings of module ids")
     ap.add_argument("--max-gb", type=int, default=6, help="address space above the start (GB)")
     ap.add_argument("--chunk", type=int, default=24, help="modules per XLA child batch")
+    ap.add_argument("--chunk-mb", type=int, default=256, help="stashed data per XLA batch")
     args = ap.parse_args()
     root = corpus_root()
     if root is None or not oracle.available():
@@ -284,14 +326,17 @@ def main() -> int:
     fixed_verdicts: dict[str, str | None] = {}  # what the fixed tolerances would have said
     derived: set[str] = set()  # compared within a derived bound
     t0 = time.perf_counter()
+    start = _address_space()
     with tempfile.TemporaryDirectory(prefix="corpus_coverage_") as tmp:
         ran = _run_modules(args, root, _Stash(tmp), status, no_bound)
         print(f"{sum(n > 1 for *_, n in ran)} of them run as several replicas", file=sys.stderr)
         for mid, *_ in ran:
             status[mid] = "runs"
         if not args.no_xla:
-            for k in range(0, len(ran), args.chunk):
-                _compare_chunk(ran[k : k + args.chunk], status, fixed_verdicts, derived)
+            _COMPARE_CAP[0] = start + (args.max_gb << 30)
+            for chunk in _chunks(ran, args.chunk, args.chunk_mb << 20):
+                _compare_chunk(chunk, status, fixed_verdicts, derived)
+                print(f"compared {chunk[-1][0]}", file=sys.stderr, flush=True)
     _report(args, status, len(ran), fixed_verdicts, derived, no_bound, t0)
     return 0
 
