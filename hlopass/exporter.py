@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -219,6 +220,7 @@ def _cached_post_order(sc: _Scanned) -> list[int] | None:
 
 
 _ALL_BEFORE = [tuple(range(n - 1)) for n in range(1, 33)]
+_SECOND = itemgetter(1)
 
 
 def _in_post_order(
@@ -672,7 +674,7 @@ class _Printer:
             params = sc.params
             if len(params) > 1:
                 params.sort()  # type: ignore[attr-defined]  # a list once it has two (by number)
-            sig = ", ".join([p[1] for p in params])
+            sig = ", ".join(map(_SECOND, params))
             rt = sc.root_type
             if rt is None:
                 rt = comp.root.results[0].type
