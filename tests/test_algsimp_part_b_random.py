@@ -1,6 +1,6 @@
 """Random instances of the algsimp rewrites with many geometric cases (issue 18, part B):
 convolution operand swap (windows with stride, padding, dilations, reversal, any dim
-labels), gather of a pad, add of scatters, and dots with transposes, each run on XLA-CPU
+labels), gather of a pad or of a reshape of a pad, add of scatters, and dots with transposes, each run on XLA-CPU
 before and after `algsimp` and compared exactly.
 
 The lit cases check one instance of each; these draw a few dozen (fixed seeds, so a
@@ -96,6 +96,35 @@ ENTRY gather_of_pad {{
   p = s32[{_dims(p)}] pad(x, v), padding={"x".join(f"{a}_{b}_{c}" for a, b, c in pads)}
   i = s32[{nidx},1] parameter(2)
   ROOT g = s32[{_dims([nidx, *p[1:]])}] gather(p, i), offset_dims={{{_dims(list(range(1, rank)))}}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{{_dims(sizes)}}}
+}}
+"""
+
+
+def _gather_of_reshape_of_pad_case(rng: random.Random) -> str:
+    """A gather indexing dim 0 of a reshape (merging or splitting the leading dims, or not)
+    of a pad of the last dim (the rewrite needs the reshape to keep that dim as it is)."""
+    lead = [rng.randint(1, 3) for _ in range(rng.choice([1, 2]))]
+    last = rng.randint(1, 4)
+    lo, hi, it = rng.randint(-1, 2), rng.randint(0, 2), rng.randint(0, 1)
+    padded = last + (last - 1) * it + lo + hi
+    x, p = [*lead, last], [*lead, padded]
+    merged = 1
+    for d in lead:
+        merged *= d
+    r = rng.choice([[merged, padded], [*lead, padded], [merged * padded], [merged, 1, padded]])
+    if len(r) == 1 and rng.random() < 0.5:
+        r = [merged, padded]
+    rank = len(r)
+    sizes = [1, *r[1:]]
+    out = [3, *r[1:]]
+    return f"""HloModule gather_of_reshape_of_pad
+ENTRY gather_of_reshape_of_pad {{
+  x = s32[{_dims(x)}] parameter(0)
+  v = s32[] parameter(1)
+  p = s32[{_dims(p)}] pad(x, v), padding={"x".join(["0_0"] * len(lead) + [f"{lo}_{hi}_{it}"])}
+  r = s32[{_dims(r)}] reshape(p)
+  i = s32[3,1] parameter(2)
+  ROOT g = s32[{_dims(out)}] gather(r, i), offset_dims={{{_dims(list(range(1, rank)))}}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{{_dims(sizes)}}}
 }}
 """
 
@@ -215,6 +244,7 @@ def _check(make, pattern: str, seed: int, count: int, least: int) -> None:
     [
         (_conv_case, "ConvolutionOperandSwap", 120, 15),
         (_gather_of_pad_case, "GatherOfPad", 40, 15),
+        (_gather_of_reshape_of_pad_case, "GatherOfReshapeOfPad", 40, 10),
         (_scatters_case, "AddOfScatters", 40, 10),
         (_scatters_case, "AddOfScatter", 40, 5),
         (_dot_case, "DotOfBatchTransposes", 40, 12),
@@ -223,6 +253,7 @@ def _check(make, pattern: str, seed: int, count: int, least: int) -> None:
     ids=[
         "conv-swap",
         "gather-of-pad",
+        "gather-of-reshape-of-pad",
         "add-of-scatters",
         "add-of-scatter",
         "dot-transposes",

@@ -227,7 +227,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     dynamic_slice.DynamicSliceOfBroadcast, reduce.ReduceOfBatchDot,
     reverse.ReverseOfElementwiseWithConstant, pad.PadOfBroadcast,
     # gather/scatter, batch dots, convolution swap, collectives (issue 18, part B)
-    gather_scatter.GatherOfEmpty, gather_scatter.GatherOfPad,
+    gather_scatter.GatherOfEmpty, gather_scatter.GatherOfPad, gather_scatter.GatherOfReshapeOfPad,
     gather_scatter.GatherOfVerySmallVector, gather_scatter.ScatterOfWholeWindowToMap,
     gather_scatter.AddOfScatters, gather_scatter.AddOfScatter,
     dot.DotOfBatchTransposes, dot.TransposeOfDot, convolution.ConvolutionOperandSwap,

@@ -3,6 +3,8 @@ scatter combining of `HandleAdd`)."""
 
 from __future__ import annotations
 
+import math
+
 from hlopass.attrs import PadDim, SliceDim
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
@@ -100,6 +102,77 @@ class GatherOfPad(Simplification):
         attrs = {s.name: v for s, v in op.hlo_attrs() if s.name not in _NOT_COPIED}
         attrs["slice_sizes"] = tuple(sizes)
         g = self.new("gather", [x, op.operands[1]], shape.with_dims(tuple(dims)), attrs, like=op)
+        return self.new("pad", [g.result, pad.operands[1]], shape,
+                        {"padding": tuple(out_pad)}, like=op)  # fmt: skip
+
+
+def one_to_one_dims(before: tuple[int, ...], after: tuple[int, ...]) -> dict[int, int]:
+    """Dim of `before` -> dim of `after` for each dim a reshape keeps as it is: leaving out
+    size-1 dims (they do not move elements), it forms a group of its own when both dim lists
+    are cut where their running products agree (the row-major order before and after the
+    group is then the same, whatever its size). Empty when a dim has size 0."""
+    if 0 in before or 0 in after:
+        return {}
+    bs = [d for d, n in enumerate(before) if n != 1]
+    as_ = [d for d, n in enumerate(after) if n != 1]
+    out: dict[int, int] = {}
+    i = j = 0
+    while i < len(bs) and j < len(as_):
+        gi, gj, pi, pj = [bs[i]], [as_[j]], before[bs[i]], after[as_[j]]
+        while pi != pj:
+            if pi < pj and i + 1 < len(bs):
+                i += 1
+                gi.append(bs[i])
+                pi *= before[bs[i]]
+            elif pi > pj and j + 1 < len(as_):
+                j += 1
+                gj.append(as_[j])
+                pj *= after[as_[j]]
+            else:
+                return out
+        if len(gi) == 1 and len(gj) == 1:
+            out[gi[0]] = gj[0]
+        i, j = i + 1, j + 1
+    return out
+
+
+class GatherOfReshapeOfPad(Simplification):
+    """`gather(reshape(pad(x, v)), i) -> pad(gather(reshape(x), i), v)` when each padded dim
+    is kept as it is by the reshape and copied whole by the gather (XLA's gather of a
+    reshape of a pad)."""
+
+    OPCODES = ("gather",)
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        r = src(op.operands[0], "reshape")
+        pad = src(r.operands[0], "pad") if r is not None else None
+        shape = array(op.shape)
+        if r is None or pad is None or shape is None or shape.is_dynamic:
+            return None
+        x = pad.operands[0]
+        sx, sp, sr = array(value_shape(x)), array(pad.shape), array(r.shape)
+        if sx is None or sp is None or sr is None or sx.is_dynamic or sr.is_dynamic:
+            return None
+        config = tuple(pad.attr("padding"))
+        padded = [d for d, p in enumerate(config) if (p.low, p.high, p.interior) != (0, 0, 0)]
+        kept = one_to_one_dims(tuple(sp.dims), tuple(sr.dims))
+        through = _passthrough_output_dims(op, sr)
+        if not padded or through is None or any(kept.get(d) not in through for d in padded):
+            return None
+        r_dims, sizes, dims = list(sr.dims), list(op.attr("slice_sizes")), list(shape.dims)
+        out_pad = [PadDim(0, 0, 0)] * shape.rank
+        for d in padded:
+            to = kept[d]
+            r_dims[to] = sizes[to] = dims[through[to]] = sx.dims[d]
+            out_pad[through[to]] = config[d]
+        if math.prod(r_dims) != sx.num_elements:
+            return None  # (x has a size-0 dim: the new reshape would not fit)
+        x2 = self.new("reshape", [x], sr.with_dims(tuple(r_dims)), like=r)
+        attrs = {s.name: v for s, v in op.hlo_attrs() if s.name not in _NOT_COPIED}
+        attrs["slice_sizes"] = tuple(sizes)
+        g = self.new("gather", [x2.result, op.operands[1]], shape.with_dims(tuple(dims)), attrs,
+                     like=op)  # fmt: skip
         return self.new("pad", [g.result, pad.operands[1]], shape,
                         {"padding": tuple(out_pad)}, like=op)  # fmt: skip
 
