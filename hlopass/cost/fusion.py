@@ -194,8 +194,13 @@ def operand_utilization(op: Any, i: int, in_place_root: bool = False,
     return 1.0
 
 
-def utilizations(members: list[Any], outputs: list[Any], tiled: bool = False) -> dict[int, float]:
+def utilizations(members: list[Any], outputs: list[Any], tiled: bool = False,
+                 direct: set[int] | None = None) -> dict[int, float]:  # fmt: skip
     """id(op) -> utilisation for members and for the values they read from outside.
+
+    `direct`, when given, receives the ids of the instructions that reach an output through
+    elementwise ops only (their utilisation counts the outputs' shared 1 once): what two
+    sibling kernels' utilisations need to be added (`DefaultFusionCostModel.merge_siblings`).
 
     `tiled`: a Triton (block-level) kernel keeps a broadcast operand in registers for the
     whole tile instead of recomputing it per output element (what XLA's indexing model
@@ -233,6 +238,8 @@ def utilizations(members: list[Any], outputs: list[Any], tiled: bool = False) ->
                 root_util[sk] = root_util.get(sk, 0.0) + ou
     for sk in externals:
         util[sk] = sum(root_util.get(r, 0.0) for r in roots_of.get(sk, ()))
+    if direct is not None:
+        direct.update(k for k, rs in roots_of.items() if VROOT in rs)
     return util
 
 
@@ -543,9 +550,15 @@ def _uncoalesced_sources(members: list[Any], sources: list[Any], member_ids: set
     return bad
 
 
+_FIND = object()
+
+
 def _emitter(kind: str, fusion_op: Any, outputs: list[Any], reduces: list[Any],
-             transposes: list[Any], scatters: list[Any], concats: list[Any]) -> str:  # fmt: skip
-    """XLA HloFusionAnalysis::GetEmitterFusionKind, from the heroes of the outputs."""
+             transposes: list[Any], scatters: list[Any], concats: list[Any],
+             slices: Any = _FIND) -> str:  # fmt: skip
+    """XLA HloFusionAnalysis::GetEmitterFusionKind, from the heroes of the outputs.
+    `slices`: `_slices_of_one_input(outputs)` when the caller knows it (a merged kernel
+    whose roots slice one value through different parameters)."""
     if kind in ("triton", "triton_gemm", "custom_fusion"):
         return kind
     for r in reduces:
@@ -562,7 +575,7 @@ def _emitter(kind: str, fusion_op: Any, outputs: list[Any], reduces: list[Any],
             return "concatenate"
         if outputs[0].opcode == "dynamic-update-slice":
             return "in_place_dus"
-    if _slices_of_one_input(outputs) is not None:
+    if (_slices_of_one_input(outputs) if slices is _FIND else slices) is not None:
         return "input_slices"
     return "loop"
 
@@ -584,7 +597,8 @@ def _slices_of_one_input(outputs: list[Any]) -> Any:
 
 def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any],
             transposes: list[Any], scatters: list[Any], concats: list[Any], sm_count: int,
-            members: list[Any], threads_per_sm: int = THREADS_PER_SM) -> tuple[int, int]:  # fmt: skip
+            members: list[Any], threads_per_sm: int = THREADS_PER_SM,
+            slices: Any = _FIND) -> tuple[int, int]:  # fmt: skip
 
     out_shape = outputs[0].shape if outputs else None
     if outputs and outputs[0].opcode == "tuple" and outputs[0].operands:
@@ -612,7 +626,8 @@ def _launch(emitter: str, fusion_op: Any, outputs: list[Any], reduces: list[Any]
         n_in = max(elements(s) for s in operand_shapes(concats[0]))
         return loop_launch(n_in, sm_count, threads_per_sm)
     if emitter == "input_slices":
-        return loop_launch(elements(_slices_of_one_input(outputs)), sm_count, threads_per_sm)
+        src = _slices_of_one_input(outputs) if slices is _FIND else slices
+        return loop_launch(elements(src), sm_count, threads_per_sm)
     if emitter == "in_place_dus":
         return loop_launch(elements(operand_shapes(outputs[0])[1]), sm_count, threads_per_sm)
     if emitter in ("triton", "triton_gemm"):

@@ -35,6 +35,13 @@ from hlopass.cost.fusion import (
     reduction_faster_than_elemental,
     transpose_launch,
 )
+from hlopass.cost.sibling import (
+    BytesSummary,
+    EmitterFacts,
+    Input,
+    SiblingSummary,
+    _add_inputs,
+)
 from hlopass.cost.work import shape_size, transpose_is_bitcast
 from hlopass.shape import ArrayShape
 
@@ -207,6 +214,18 @@ class FusionCostModel(ABC):
     def launch_us(self) -> float:
         return self.device.launch_overhead_us
 
+    # sibling (multi-output) merges priced from summaries, nothing built
+    def sibling_summary(self, members: Sequence[Any], outputs: Sequence[Any],
+                        key_of: Callable[[Any], Any]) -> Any:  # fmt: skip
+        """What this model needs of a kernel to price it merged with a sibling: a summary
+        with `merged(other)` and `rekeyed(key)`, its inputs keyed by `key_of(source op)`."""
+        raise NotImplementedError(f"cost model '{self.name}' has no sibling summaries")
+
+    def sibling_time_us(self, summary: Any, facts: EmitterFacts) -> float:
+        """Estimated time of a (possibly merged) `sibling_summary` whose emitter is decided
+        by `facts`, launch included."""
+        raise NotImplementedError(f"cost model '{self.name}' has no sibling summaries")
+
     # cached queries
     def time_us(self, k: Kernel) -> float:
         hit = self._time.get(id(k))
@@ -359,9 +378,57 @@ class DefaultFusionCostModel(FusionCostModel):
 
         if len(members) == 1 and outputs[0] is members[0] and _plain_elementwise(members[0]):
             return self._summarize_elementwise(members[0])
-        an = self._an(members[0])
-        counter = an.counter
         util = utilizations(members, outputs)
+        ids = {id(m) for m in members}
+        alu, tensor, sources = self._flops_and_sources(members, util)
+        heroes = _heroes(outputs, ids)
+        parts = _hero_parts(heroes, ids)
+        emitter = _emitter("", None, outputs, *parts)
+        bad = _uncoalesced_sources(members, sources, ids) if emitter != "transpose" else set()
+        inputs = [(s, float(_bytes(s.shape)), _elem_bytes(s.shape), id(s) not in bad)
+                  for s in sources]  # fmt: skip
+        written = _written(outputs)
+        dev = self.device
+        blocks, threads = _launch(emitter, None, outputs, *parts, dev.sm_count, members,
+                                  dev.threads_per_sm)  # fmt: skip
+        ext = {id(s): util.get(id(s), 0.0) for s in sources}
+        return _Summary(alu, tensor, ext, inputs, written, emitter, blocks, threads)
+
+    def sibling_summary(self, members: Sequence[Any], outputs: Sequence[Any],
+                        key_of: Callable[[Any], Any]) -> SiblingSummary:  # fmt: skip
+        from hlopass.cost.fusion import _uncoalesced_sources, utilizations
+
+        members, outputs = list(members), list(outputs)
+        direct: set[int] = set()
+        util = utilizations(members, outputs, direct=direct)
+        alu, tensor, sources = self._flops_and_sources(members, util)
+        ids = {id(m) for m in members}
+        bad = _uncoalesced_sources(members, sources, ids)
+        inputs: dict[Any, Input] = {}
+        _add_inputs(inputs, [
+            (key_of(src), Input(_bytes(src.shape), _elem_bytes(src.shape), id(src) in bad,
+                                util.get(id(src), 0.0), id(src) in direct))
+            for src in sources
+        ])  # fmt: skip
+        return SiblingSummary(alu, tensor, inputs, _written(outputs))
+
+    def sibling_time_us(self, summary: SiblingSummary, facts: EmitterFacts) -> float:
+        from hlopass.cost.fusion import Read
+
+        s, dev = summary, self.device
+        emitter = facts.emitter()
+        blocks, threads = facts.launch(emitter, dev.sm_count, dev.threads_per_sm)
+        reads = []
+        for x in s.inputs.values():
+            total = float(int(x.size * x.util))
+            coalesced = emitter == "transpose" or not x.transposed
+            reads.append(Read(min(x.size, total), total, x.elem_bytes, coalesced))
+        work = _Summary(s.alu, s.tensor, {}, [], s.written, emitter, blocks, threads)
+        return self._time_of(work, reads)
+
+    def _flops_and_sources(self, members: list[Any], util: dict[int, float]) -> tuple[float, float, list[Any]]:  # fmt: skip
+        """(ALU flops, tensor flops, inputs in first-use order) of a kernel."""
+        counter = self._an(members[0]).counter
         ids = {id(m) for m in members}
         alu = tensor = 0.0
         sources: list[Any] = []
@@ -382,23 +449,7 @@ class DefaultFusionCostModel(FusionCostModel):
                 if id(src) not in ids and id(src) not in seen:
                     seen.add(id(src))
                     sources.append(src)
-        heroes = _heroes(outputs, ids)
-        parts = _hero_parts(heroes, ids)
-        emitter = _emitter("", None, outputs, *parts)
-        bad = _uncoalesced_sources(members, sources, ids) if emitter != "transpose" else set()
-        inputs = [(s, float(_bytes(s.shape)), _elem_bytes(s.shape), id(s) not in bad)
-                  for s in sources]  # fmt: skip
-        written = 0.0
-        for o in outputs:
-            if o.opcode == "dynamic-update-slice":
-                written += _bytes(o.operands[1].type.data)
-            else:
-                written += _bytes(o.shape)
-        dev = self.device
-        blocks, threads = _launch(emitter, None, outputs, *parts, dev.sm_count, members,
-                                  dev.threads_per_sm)  # fmt: skip
-        ext = {id(s): util.get(id(s), 0.0) for s in sources}
-        return _Summary(alu, tensor, ext, inputs, written, emitter, blocks, threads)
+        return alu, tensor, sources
 
     def _summarize_elementwise(self, op: Any) -> _Summary:
         """The general analysis, short-cut for one elementwise instruction (most kernels
@@ -466,6 +517,16 @@ class DefaultFusionCostModel(FusionCostModel):
         return self._time_of(fused, reads)
 
 
+def _written(outputs: list[Any]) -> float:
+    written = 0.0
+    for o in outputs:
+        if o.opcode == "dynamic-update-slice":
+            written += _bytes(o.operands[1].type.data)
+        else:
+            written += _bytes(o.shape)
+    return written
+
+
 def _plain_elementwise(op: Any) -> bool:
     return (
         is_elementwise(op)
@@ -510,16 +571,26 @@ class RooflineFusionCostModel(FusionCostModel):
     name = "roofline"
 
     def kernel_time_us(self, members: Sequence[Any], outputs: Sequence[Any]) -> float:
+        return self._bytes_time(self.sibling_summary(members, outputs, id))
+
+    def sibling_summary(self, members: Sequence[Any], outputs: Sequence[Any],
+                        key_of: Callable[[Any], Any]) -> BytesSummary:  # fmt: skip
+        """Inputs: values read from outside, and a fused computation's parameters."""
         ids = {id(m) for m in members}
-        seen: set[int] = set()
-        nbytes = 0.0
+        inputs: dict[Any, float] = {}
         for m in members:
+            if m.opcode == "parameter":
+                inputs.setdefault(key_of(m), _bytes(m.shape))
             for v in m.operands:
-                if id(v.owner) not in ids and id(v) not in seen:
-                    seen.add(id(v))
-                    nbytes += _bytes(v.type.data)
-        for o in outputs:
-            nbytes += _bytes(o.shape)
+                if id(v.owner) not in ids:
+                    inputs.setdefault(key_of(v.owner), _bytes(v.type.data))
+        return BytesSummary(inputs, sum(_bytes(o.shape) for o in outputs))
+
+    def sibling_time_us(self, summary: BytesSummary, facts: EmitterFacts) -> float:
+        return self._bytes_time(summary)
+
+    def _bytes_time(self, summary: BytesSummary) -> float:
+        nbytes = sum(summary.inputs.values()) + summary.written
         return self.launch_us + nbytes / self.device.hbm_bandwidth * 1e6
 
 

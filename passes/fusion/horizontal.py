@@ -287,6 +287,20 @@ class FuseHorizontally(RewritePattern):
     comps: dict[str, ComputationOp]
     plan: HorizontalPlan
     result: HloOp | None = None
+    reader: HloOp | None = None
+    """The instruction reading all parts, when known: the latest part is then found by
+    walking back from it, not by numbering the whole block per merge (quadratic)."""
+
+    def latest(self, parts: list[HloOp], block: Any) -> HloOp:
+        ids = {id(p) for p in parts}
+        if self.reader is not None and self.reader.parent_block() is block:
+            op = self.reader.prev_op
+            while op is not None:
+                if id(op) in ids:
+                    return op  # type: ignore[return-value]
+                op = op.prev_op
+        order = {id(x): i for i, x in enumerate(block.ops)}
+        return max(parts, key=lambda p: order[id(p)])
 
     def match_and_rewrite(self, op: Any, rewriter: PatternRewriter) -> None:
         plan = self.plan
@@ -296,8 +310,7 @@ class FuseHorizontally(RewritePattern):
         block = op.parent_block()
         if block is None or any(p.parent_block() is not block for p in parts):
             return
-        order = {id(x): i for i, x in enumerate(block.ops)}
-        latest = max(parts, key=lambda p: order[id(p)])
+        latest = self.latest(parts, block)
         tup = create_op("tuple", [o.result for o in plan.outputs],
                         TupleShape(tuple(o.shape for o in plan.outputs)),
                         self.builder.fresh_inst("tuple"))  # fmt: skip
@@ -454,10 +467,11 @@ class HorizontalFusionDriver:
         for span in self.spans(self.candidates(consumer, sliced), sliced):
             if len(span) < 2:
                 continue
-            changed |= self.consider(span, sliced, worklist)
+            changed |= self.consider(span, sliced, worklist, consumer)
         return changed
 
-    def consider(self, span: list[HloOp], sliced: bool, worklist: list[HloOp]) -> bool:
+    def consider(self, span: list[HloOp], sliced: bool, worklist: list[HloOp],
+                 reader: HloOp | None = None) -> bool:  # fmt: skip
         comps = self.comps
         record = self.record(span[0], span[1:], None)
         unfused = sum(
@@ -470,7 +484,7 @@ class HorizontalFusionDriver:
             record.reason = SLOWER
             drop_plan(plan)
             return False
-        pattern = FuseHorizontally(self.ctx, self.builder, comps, plan)
+        pattern = FuseHorizontally(self.ctx, self.builder, comps, plan, reader=reader)
         pattern.match_and_rewrite(span[0], PatternRewriter(span[0]))
         if pattern.result is None:
             drop_plan(plan)

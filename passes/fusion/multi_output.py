@@ -27,11 +27,13 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.cost.fusion_model import (
+    INPUT_EMITTERS,
     FusionCostModel,
     emitter_kind,
     fusion_kind,
     is_unnested_reduction,
 )
+from hlopass.cost.sibling import EmitterFacts
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
@@ -206,15 +208,19 @@ def _body(op: HloOp, comps: dict[str, ComputationOp]) -> list[HloOp]:
     return list(comps[op.attr("calls")].instructions) if op.opcode == "fusion" else [op]
 
 
-def loop_shape(op: HloOp, comps: dict[str, ComputationOp]) -> Any:
-    """The iteration space of a kernel: a reduction hero's input, else its output."""
-    outs = _outputs(op, comps)
-    body = _body(op, comps)
-    if emitter_kind(body, outs) == "reduction":
-        for m in body:
-            if is_unnested_reduction(m):
-                return _dims(m.operands[0].type.data)
-    return _dims(outs[0].shape)
+def first_reduction(body: list[HloOp]) -> Any:
+    """The input dimensions of the first unnested reduction in `body`, None if none."""
+    for m in body:
+        if is_unnested_reduction(m):
+            return _dims(m.operands[0].type.data)
+    return None
+
+
+def shape_of_loop(emitter: str, reduction: Any, first_output: Any) -> Any:
+    """The iteration space of a kernel: a reduction hero's input, else its first output."""
+    if emitter == "reduction" and reduction is not None:
+        return reduction
+    return _dims(first_output.shape)
 
 
 def _dims(shape: Any) -> Any:
@@ -260,6 +266,37 @@ def output_index(a: HloOp, v: SSAValue) -> int | None:
     if element and owner.operands[0] is a.result:  # type: ignore[union-attr]
         return owner.attr("index")  # type: ignore[union-attr]
     return None
+
+
+def key_of(op: HloOp) -> Any:
+    """How a kernel's summary keys its inputs: a fused computation's parameters by number,
+    an instruction's operands by the first index reading them (both: operand indexes)."""
+    if op.opcode == "fusion":
+        return lambda src: src.attr("number")
+    first: dict[int, int] = {}
+    for i, v in enumerate(op.operands):
+        first.setdefault(id(v.owner), i)
+    return lambda src: first[id(src)]
+
+
+def key_to_operand(op: HloOp, index: dict[int, int]) -> Any:
+    """op's summary keys (its operand indexes) -> indexes into another operand list."""
+    operands = op.operands
+    return lambda k: index[id(operands[k])]
+
+
+def distinct_reads(op: HloOp) -> list[SSAValue]:
+    """What a kernel reads, each value once, in parameter order (a fusion's operand i is
+    its parameter number i; an instruction's operands)."""
+    return list({id(v): v for v in op.operands}.values())
+
+
+def merged_operands(a: HloOp, b: HloOp) -> list[SSAValue]:
+    """The operands of a's and b's fusion: a's reads, then b's others (as built)."""
+    out = {id(v): v for v in distinct_reads(a)}
+    for v in distinct_reads(b):
+        out.setdefault(id(v), v)
+    return list(out.values())
 
 
 def readers_through_elements(op: HloOp) -> list[Operation]:
@@ -347,27 +384,33 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
 
 
 @dataclass
+class SiblingPlan:
+    """A priced sibling merge, built in place (`MultiOutputMerge.extend`): the merged
+    fusion's operands and kind."""
+
+    operands: list[SSAValue]
+    kind: str
+
+
+@dataclass
 class MergeSketch:
-    """What `build_merged(a, b)` would build, counted without building it: the budget's
-    numbers, and the instruction names the build takes (in the order it takes them), so a
-    refused merge costs O(|a| + |b|) name look-ups instead of cloning both kernels."""
+    """What merging a and b would build, counted without building it: the budget's
+    numbers (a refused merge costs O(operands), not a copy of both kernels)."""
 
     operands: int
     outputs: int
     reductions: int
     smem: int
-    names: list[str]
 
 
 @dataclass(frozen=True)
 class Part:
     """What a kernel adds to a merge: which operands its parameters read (in the order
-    the build binds them; None: all operands), its body's names, unnested reductions and
-    shared memory, its number of outputs. Fixed while the kernel lives (merges make new
-    fusions), so it is computed once per kernel."""
+    the build binds them; None: all operands), its unnested reductions and shared memory,
+    its number of outputs. Fixed while the kernel lives (merges make new fusions), so it is
+    computed once per kernel."""
 
     numbers: list[int] | None
-    names: list[str]
     reductions: int
     smem: int
     outputs: int
@@ -384,7 +427,12 @@ class Part:
             numbers, body, n = None, [op], 1
         reductions = sum(is_unnested_reduction(x) for x in body)
         smem = sum(shared_memory(x) for x in body)
-        return Part(numbers, [x.inst_name for x in body], reductions, smem, n)
+        return Part(numbers, reductions, smem, n)
+
+    def merged(self, other: Part) -> Part:
+        """The part of a fusion built from two (its parameters follow its operands)."""
+        return Part(None, self.reductions + other.reductions, self.smem + other.smem,
+                    self.outputs + other.outputs)  # fmt: skip
 
     def reads(self, op: HloOp) -> list[SSAValue]:
         if self.numbers is None:
@@ -399,6 +447,9 @@ class PerKernel:
         self.compute = compute
         self.hits: dict[int, tuple[Any, Any]] = {}
 
+    def put(self, op: Any, value: Any) -> None:
+        self.hits[id(op)] = (op, value)
+
     def __call__(self, op: Any) -> Any:
         hit = self.hits.get(id(op))
         if hit is None or hit[0] is not op:
@@ -411,7 +462,6 @@ def sketch_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
     """`build_merged`'s walk without the clones (keep the two in step). `parts`: a
     `PerKernel` cache of `Part.of`."""
     bound: set[int] = set()
-    names: list[str] = []
     reductions = smem = 0
     n_a = 0
     outputs = 0
@@ -421,15 +471,13 @@ def sketch_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
             i = output_index(a, v) if k == 1 else None
             if (i is not None and i < n_a) or id(v) in bound:
                 continue
-            names.append(f"param_{len(bound)}")
             bound.add(id(v))
-        names += part.names
         reductions += part.reductions
         smem += part.smem
         if k == 0:
             n_a = part.outputs
         outputs += part.outputs
-    return MergeSketch(len(bound), outputs, reductions, smem, names)
+    return MergeSketch(len(bound), outputs, reductions, smem)
 
 
 @dataclass
@@ -442,16 +490,125 @@ class MultiOutputMerge(RewritePattern):
     comps: dict[str, ComputationOp]
     reach: Reachability
     result: HloOp | None = None
+    copies: dict[int, HloOp] = field(default_factory=dict)
+    """Instructions copied (not moved) into the new fusion: id -> copy."""
 
     def merge(self, a: HloOp, b: HloOp, plan: MergePlan) -> HloOp:
+        """A fusion calling a new computation built from `plan` (copies of a and b)."""
         tup = create_op("tuple", plan.outputs,
                         TupleShape(tuple(v.type.data for v in plan.outputs)),  # type: ignore[attr-defined]
                         self.builder.fresh_inst("tuple"))  # fmt: skip
         plan.block.add_op(tup)
         plan.block.add_op(new_return_op(tup.result))
+        comp = self._register(plan.block, b)
+        kind = fusion_kind(plan.members, [v.owner for v in plan.outputs])
+        counts = [len(_outputs(a, self.comps)), len(_outputs(b, self.comps))]
+        return self._replace(a, b, list(plan.operands), tup.shape, kind, comp, counts, None)
+
+    def extend(self, a: HloOp, b: HloOp, operands: list[SSAValue], kind: str) -> HloOp:
+        """Siblings: b's body joins a's fused computation in place (moved when b's
+        computation is b's alone, else copied), so a growing fusion is never copied;
+        `operands`: the merged fusion's, a's first (`merged_operands`)."""
+        comp = self._own(a)
+        block = comp.body.block
+        ret = block.last_op
+        assert ret is not None
+        root = comp.root
+        outs = list(root.operands) if root.opcode == "tuple" else [root.result]
+        if root.opcode == "tuple":
+            _erase(root)
+        bound = {id(v): p.result for v, p in zip(distinct_reads(a), comp.parameters(), strict=True)}
+        counts = [len(outs)]
+
+        def param(v: SSAValue) -> SSAValue:
+            got = bound.get(id(v))
+            if got is None:
+                n = len(bound)
+                p = create_op("parameter", [], v.type.data, self.builder.fresh_inst(f"param_{n}"),  # type: ignore[attr-defined]
+                              {"number": n})  # fmt: skip
+                block.insert_op_before(p, ret)
+                bound[id(v)] = got = p.result
+            return got
+
+        b_outs = self._bring(b, param, block, ret)
+        counts.append(len(b_outs))
+        outs += b_outs
+        tup = create_op("tuple", outs, TupleShape(tuple(v.type.data for v in outs)),  # type: ignore[attr-defined]
+                        self.builder.fresh_inst("tuple"))  # fmt: skip
+        block.insert_op_before(tup, ret)
+        ret.operands = [tup.result]
+        return self._replace(a, b, operands, tup.shape, kind, comp, counts, comp.comp_name)
+
+    def _own(self, a: HloOp) -> ComputationOp:
+        """a's fused computation when only a calls it and reads each operand once, else a
+        new computation holding a copy of a (one instruction, or a shared body)."""
+        if (
+            a.opcode == "fusion"
+            and self.builder.callers.get(a.attr("calls")) == 1
+            and len({id(v) for v in a.operands}) == len(a.operands)
+        ):
+            return self.comps[a.attr("calls")]
+        block = Block()
+        ret = new_return_op(a.result)  # a placeholder operand, replaced below
+        block.add_op(ret)
+        bound: dict[int, SSAValue] = {}
+
+        def param(v: SSAValue) -> SSAValue:
+            got = bound.get(id(v))
+            if got is None:
+                n = len(bound)
+                p = create_op("parameter", [], v.type.data, self.builder.fresh_inst(f"param_{n}"),  # type: ignore[attr-defined]
+                              {"number": n})  # fmt: skip
+                block.insert_op_before(p, ret)
+                bound[id(v)] = got = p.result
+            return got
+
+        outs = self._bring(a, param, block, ret, copy=True)
+        if len(outs) > 1:
+            tup = create_op("tuple", outs, TupleShape(tuple(v.type.data for v in outs)),  # type: ignore[attr-defined]
+                            self.builder.fresh_inst("tuple"))  # fmt: skip
+            block.insert_op_before(tup, ret)
+            outs = [tup.result]
+        ret.operands = outs
+        return self._register(block, a)
+
+    def _bring(self, op: HloOp, param: Any, block: Block, before: Operation,
+               copy: bool = False) -> list[SSAValue]:  # fmt: skip
+        """Put op's body into `block` before `before`, its reads bound by `param(value)`
+        (in parameter order); returns its outputs there."""
+        if op.opcode != "fusion":
+            mapping = {v: param(v) for v in op.operands}
+            clone = op.clone(value_mapper=mapping)
+            clone.inst_name = self.builder.fresh_inst(op.inst_name)
+            block.insert_op_before(clone, before)
+            self.copies[id(op)] = clone
+            return [clone.result]
+        comp = self.comps[op.attr("calls")]
+        mapping = {p.result: param(op.operands[p.attr("number")]) for p in comp.parameters()}
+        root = comp.root
+        body = [x for x in comp.instructions if x.opcode != "parameter"]
+        if root.opcode == "tuple":
+            body.remove(root)
+        copy = copy or self.builder.callers.get(comp.comp_name) != 1
+        for x in body:
+            if copy:
+                moved = x.clone(value_mapper=mapping)
+                moved.inst_name = self.builder.fresh_inst(x.inst_name)
+                mapping[x.result] = moved.result
+                self.copies[id(x)] = moved
+            else:  # b's computation is erased with b: its instructions move, names kept
+                moved = x
+                x.detach()
+                if any(v in mapping for v in x.operands):
+                    x.operands = [mapping.get(v, v) for v in x.operands]
+            block.insert_op_before(moved, before)
+        outs = list(root.operands) if root.opcode == "tuple" else [root.result]
+        return [mapping.get(v, v) for v in outs]
+
+    def _register(self, block: Block, near: HloOp) -> ComputationOp:
         name = self.builder.fresh_comp("fused_computation")
-        comp = new_computation_op(name, plan.block)
-        host = b.parent_op()
+        comp = new_computation_op(name, block)
+        host = near.parent_op()
         assert isinstance(host, ComputationOp)
         mblock = host.parent_block()
         assert mblock is not None
@@ -459,10 +616,16 @@ class MultiOutputMerge(RewritePattern):
         self.builder.comps[name] = comp
         self.builder.callers[name] = 1
         self.comps[name] = comp
-        kind = fusion_kind(plan.members, [v.owner for v in plan.outputs])
-        operands = [v for v in plan.operands]
-        fusion = create_op("fusion", operands, tup.shape, self.builder.fresh_inst("fusion"),
-                           {"kind": kind, "calls": name})  # fmt: skip
+        return comp
+
+    def _replace(self, a: HloOp, b: HloOp, operands: list[SSAValue], shape: Any, kind: str,
+                 comp: ComputationOp, counts: list[int], keep: str | None) -> HloOp:  # fmt: skip
+        """A fusion of `comp` replaces a and b (placed where both may be: readers of the
+        earlier one that come before the later one move after it); a's and b's readers
+        read its elements (`counts`: a's and b's numbers of outputs). `keep`: a computation
+        of a's that is now the new fusion's."""
+        fusion = create_op("fusion", operands, shape, self.builder.fresh_inst("fusion"),
+                           {"kind": kind, "calls": comp.comp_name})  # fmt: skip
         pos = self.reach.pos
         later = b if pos[id(b)] > pos[id(a)] else a
         earlier = a if later is b else b
@@ -472,8 +635,7 @@ class MultiOutputMerge(RewritePattern):
         self._move_after(fusion, earlier, later)
         gtes: list[HloOp] = []
         offset = 0
-        for old in (a, b):
-            n = len(_outputs(old, self.comps))
+        for old, n in zip((a, b), counts, strict=True):
             if isinstance(old.shape, TupleShape):
                 for use in list(old.result.uses):
                     u = use.operation
@@ -494,7 +656,7 @@ class MultiOutputMerge(RewritePattern):
         for old in (a, b):
             callee = old.attr("calls") if old.opcode == "fusion" else None
             _erase(old)
-            if callee is not None:
+            if callee is not None and callee != keep:
                 self.builder.callers[callee] -= 1
                 if self.builder.callers[callee] == 0:
                     _erase(self.builder.comps.pop(callee))
@@ -530,12 +692,12 @@ class MergeSiblingFusions(MultiOutputMerge):
     read `get-tuple-element(f)`. Guards: see the module docstring; `sibling` is b."""
 
     sibling: HloOp | None = None
-    plan: MergePlan | None = None
+    plan: SiblingPlan | None = None
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, HloOp) or self.sibling is None or self.plan is None:
             return
-        fusion = self.merge(op, self.sibling, self.plan)
+        fusion = self.extend(op, self.sibling, self.plan.operands, self.plan.kind)
         self.ctx.note(self, fusion, f"siblings {op.inst_name}, {self.sibling.inst_name}")
 
 
@@ -569,18 +731,24 @@ class MultiOutputDriver:
     ctx: RewriteContext
     records: list[FusionRecord] = field(default_factory=list)
     _fused: HloOp | None = None
-    _shapes: dict[int, tuple[HloOp, Any]] = field(default_factory=dict)
     made: list[tuple[FusionRecord, HloOp]] = field(default_factory=list)
     """Each merge's record and fusion (named once the builder has renamed them)."""
 
     def __post_init__(self) -> None:
         # per-kernel facts, each computed once: recomputing them for the growing fusion
         # on every candidate made a sibling group quadratic
+        # (a fusion made by a sibling merge gets them from its two kernels' facts)
         comps = self.comps
-        self.kinds = PerKernel(lambda op: emitter_kind(_body(op, comps), _outputs(op, comps)))
+        self.facts = PerKernel(
+            lambda op: EmitterFacts.of(_body(op, comps), _outputs(op, comps), key_of(op))
+        )
+        self.kinds = PerKernel(lambda op: self.facts(op).emitter())
+        self.reduction = PerKernel(lambda op: first_reduction(_body(op, comps)))
         self.parts = PerKernel(lambda op: Part.of(op, comps))
+        self.summaries = PerKernel(lambda op: self.model.sibling_summary(
+            _body(op, comps), _outputs(op, comps), key_of(op)))  # fmt: skip
         self.time_of = PerKernel(
-            lambda op: self.model.kernel_time_us(_body(op, comps), _outputs(op, comps))
+            lambda op: self.model.sibling_time_us(self.summaries(op), self.facts(op))
         )
 
     def refusal(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> str | None:
@@ -616,38 +784,72 @@ class MultiOutputDriver:
                               consumers=[b.inst_name])  # fmt: skip
         self.records.append(record)
         why = self.refusal(a, b, reach, sibling)
-        plan = None
         if why is None:
-            # the budget is decided on a sketch: building (cloning the growing fusion) for
-            # every refused candidate made large sibling groups quadratic
-            sketch = sketch_merged(a, b, self.comps, self.parts)
-            why = self.budget(sketch)
-            if why is None:
-                plan = build_merged(a, b, self.comps, self.builder)
-            else:  # the names the build would have taken, so later names stay the same
-                for name in sketch.names:
-                    self.builder.fresh_inst(name)
-        if why is None and plan is not None:
-            unfused = self.time_of(a) + self.time_of(b)
-            fused = self.model.kernel_time_us(plan.members, [v.owner for v in plan.outputs])
-            record.unfused_us, record.fused_us = unfused, fused
-            if fused > unfused:
-                why = SLOWER
-        if why is not None or plan is None:
+            # the budget is decided on a sketch, nothing built for a refused candidate
+            why = self.budget(sketch_merged(a, b, self.comps, self.parts))
+        if why is not None:
             record.reason = why
             return False
-        cls = MergeSiblingFusions if sibling else FuseProducerIntoMultiOutput
-        pattern = cls(self.ctx, self.builder, self.comps, reach)
         if sibling:
-            pattern.sibling, pattern.plan = b, plan  # type: ignore[attr-defined]
+            fusion = self._merge_siblings_priced(a, b, reach, record)
         else:
-            pattern.consumer, pattern.plan = b, plan  # type: ignore[attr-defined]
-        pattern.match_and_rewrite(a, PatternRewriter(a))
+            fusion = self._merge_producer_priced(a, b, reach, record)
+        if fusion is None:
+            record.reason = SLOWER
+            return False
         record.decision = "fused"
-        if pattern.result is not None:
-            self.made.append((record, pattern.result))
-        self._fused = pattern.result
+        self.made.append((record, fusion))
+        self._fused = fusion
         return True
+
+    def _merge_siblings_priced(self, a: HloOp, b: HloOp, reach: Reachability,
+                               record: FusionRecord) -> HloOp | None:  # fmt: skip
+        fused, plan, summary, facts = self.price_siblings(a, b)
+        record.unfused_us, record.fused_us = self.time_of(a) + self.time_of(b), fused
+        if fused > record.unfused_us:
+            return None
+        known = (self.parts(a).merged(self.parts(b)), self.reduction(a), self.reduction(b))
+        pattern = MergeSiblingFusions(self.ctx, self.builder, self.comps, reach,
+                                      sibling=b, plan=plan)  # fmt: skip
+        pattern.match_and_rewrite(a, PatternRewriter(a))
+        fusion = pattern.result
+        assert fusion is not None
+        # the new fusion's facts from the two kernels': nothing re-analysed
+        self.facts.put(fusion, facts.moved(pattern.copies))
+        self.summaries.put(fusion, summary)
+        self.time_of.put(fusion, fused)
+        self.parts.put(fusion, known[0])
+        self.reduction.put(fusion, known[1] if known[1] is not None else known[2])
+        return fusion
+
+    def _merge_producer_priced(self, a: HloOp, b: HloOp, reach: Reachability,
+                               record: FusionRecord) -> HloOp | None:  # fmt: skip
+        fused, plan = self.price_producer(a, b)
+        record.unfused_us, record.fused_us = self.time_of(a) + self.time_of(b), fused
+        if fused > record.unfused_us:
+            return None
+        pattern = FuseProducerIntoMultiOutput(self.ctx, self.builder, self.comps, reach,
+                                              consumer=b, plan=plan)  # fmt: skip
+        pattern.match_and_rewrite(a, PatternRewriter(a))
+        return pattern.result
+
+    def price_siblings(self, a: HloOp, b: HloOp) -> tuple[float, SiblingPlan, Any, EmitterFacts]:
+        """a and b as one kernel, from their summaries: (µs, plan, summary, facts), the
+        summary and facts keyed by the merged fusion's operands."""
+        operands = merged_operands(a, b)
+        index = {id(v): i for i, v in enumerate(operands)}
+        ka, kb = key_to_operand(a, index), key_to_operand(b, index)
+        summary = self.summaries(a).rekeyed(ka).merged(self.summaries(b).rekeyed(kb))
+        facts = self.facts(a).rekeyed(ka).merged(self.facts(b).rekeyed(kb))
+        emitter = facts.emitter()
+        plan = SiblingPlan(operands, "kInput" if emitter in INPUT_EMITTERS else "kLoop")
+        return self.model.sibling_time_us(summary, facts), plan, summary, facts
+
+    def price_producer(self, a: HloOp, b: HloOp) -> tuple[float, MergePlan]:
+        """b reads a: the merged kernel is built (a copy of both) and analysed whole."""
+        plan = build_merged(a, b, self.comps, self.builder)
+        outputs = [v.owner for v in plan.outputs]
+        return self.model.kernel_time_us(plan.members, outputs), plan
 
     def run(self) -> bool:
         changed = False
@@ -699,10 +901,7 @@ class MultiOutputDriver:
         return changed
 
     def loop_shape(self, op: HloOp) -> Any:
-        hit = self._shapes.get(id(op))
-        if hit is None or hit[0] is not op:
-            hit = self._shapes[id(op)] = (op, loop_shape(op, self.comps))
-        return hit[1]
+        return shape_of_loop(self.kinds(op), self.reduction(op), self.facts(op).outputs[0])
 
     def _merge_group(self, readers: list[HloOp], reach: Reachability) -> bool:
         changed = False

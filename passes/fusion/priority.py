@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -24,8 +25,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
-from hlopass.cost.fusion_model import FusionCostModel, Kernel, fusion_cost_model
+from hlopass.cost.fusion_model import FusionCostModel, Kernel, RunTimes, fusion_cost_model
 from hlopass.dialects.hlo import ComputationOp, HloOp, entry_computation
+from hlopass.passes.fusion.book import ConsumerBook
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.graph import FusionGraph
 from hlopass.passes.fusion.memory_guard import LiveBytes, guard_reason
@@ -50,6 +52,8 @@ from hlopass.rewriting import (
     has_side_effect,
 )
 
+CHECK_BOOKS = bool(os.environ.get("HLOPASS_CHECK_BOOKS"))
+"""Check every consumer book against the graph (a test and debugging aid)."""
 _NEVER_PRODUCERS = frozenset({"parameter", "tuple", "get-tuple-element", "constant"})
 _CONTROL = frozenset({"while", "conditional", "call", "domain"})
 
@@ -89,6 +93,7 @@ class PriorityFusionDriver:
     _heap: list[tuple[float, int, int, int, Kernel]] = field(default_factory=list)
     _stamp: dict[int, int] = field(default_factory=dict)
     _can: dict[tuple[int, int], tuple[int, int, str | None]] = field(default_factory=dict)
+    _books: dict[int, ConsumerBook] = field(default_factory=dict)
     _consumers_of: dict[int, list[Kernel]] = field(default_factory=dict)
     """Readers of each producer when it was last priced (names for the records)."""
     max_temp_bytes: int = -1
@@ -127,18 +132,9 @@ class PriorityFusionDriver:
         self._can[key] = (producer.version, consumer.version, why)
         return why
 
-    def refusal(self, k: Kernel, consumers: list[Kernel]) -> str | None:
-        """XLA's CanFuseWithAllNonBitcastUsers."""
-        if not consumers:
-            return NO_USERS
-        readers = [c for c in consumers if not is_bitcast_kernel(c)]
-        for c in readers:
-            why = self.can_fuse(k, c)
-            if why:
-                return why
-        return None if readers else ONLY_BITCAST_USERS
-
     def priority(self, k: Kernel) -> float | None:
+        """XLA's priority of a producer: the time saved by fusing it into all its readers
+        (`estimate_run_times`, summed from the producer's `ConsumerBook`), None if refused."""
         if is_bitcast_kernel(k):
             return math.inf
         record = FusionRecord(self.pass_name, self.graph.comp.comp_name, k.root.inst_name, "kept")
@@ -146,18 +142,52 @@ class PriorityFusionDriver:
         if not self.rules.facts(k).fusible:  # XLA: the first check of CanFuse
             record.reason = NOT_FUSIBLE_PRODUCER
             return None
-        consumers = self.graph.consumers(k)
-        self._consumers_of[id(k.root)] = consumers
-        why = self.refusal(k, consumers)
+        book = self.book(k)
+        self._consumers_of[id(k.root)] = list(book.kernels)
+        if not book.kernels:
+            record.reason = NO_USERS
+            return None
+        why, any_reader = book.refusal(lambda c: self.can_fuse(k, c))
+        why = why or (None if any_reader else ONLY_BITCAST_USERS)
         if why:
             record.reason = why
             return None
-        readers = [c for c in consumers if not is_bitcast_kernel(c)]
-        times = self.model.estimate_run_times(k, readers)
+        t, f = book.times(self.model.time_us, lambda c: self.model.fused_time_us(k, c))
+        times = RunTimes(self.model.time_us(k) + t, f)
         record.unfused_us, record.fused_us = times.unfused_us, times.fused_us
         if times.benefit_us < 0:
             record.reason = "slower if fused"
         return times.benefit_us
+
+    def book(self, k: Kernel) -> ConsumerBook:
+        """k's consumers with their prices; rebuilt when k itself changed."""
+        book = self._books.get(id(k))
+        if book is None or book.version != k.version:
+            book = ConsumerBook(k.version, self.graph.consumers(k), self.graph.position)
+            self._books[id(k)] = book
+        elif CHECK_BOOKS:
+            assert [id(c) for c in book.kernels] == [id(c) for c in self.graph.consumers(k)]
+        return book
+
+    def _note_fused(self, k: Kernel, done: list[Kernel], k_producers: list[Kernel]) -> None:
+        """Tell the books what one step changed: each consumer that grew is (again) a
+        consumer of what it reads, and none of what it now computes; a dead k is nobody's."""
+        books = self._books
+        for m in k.members:
+            book = books.get(id(self.graph.kernel.get(id(m))))
+            if book is not None:
+                for c in done:
+                    book.drop(c)
+        for c in done:
+            for p in self.graph.producers(c):
+                book = books.get(id(p))
+                if book is not None:
+                    book.put(c)
+        if not k.alive:
+            for p in k_producers:
+                book = books.get(id(p))
+                if book is not None:
+                    book.drop(k)
 
     def seed(self, groups: list[tuple[HloOp, list[HloOp]]]) -> None:
         """Start from existing fusions (opened by `open_existing_fusions`): each group's
@@ -224,6 +254,7 @@ class PriorityFusionDriver:
 
     def fuse(self, k: Kernel, consumers: list[Kernel]) -> list[Kernel]:
         g = self.graph
+        k_producers = list(g.producers(k))
         done = []
         for c in consumers:
             if not self.fuel.take():
@@ -245,6 +276,8 @@ class PriorityFusionDriver:
         if not g.consumers(k) and not g.is_root(k.root):
             g.kill(k)
             self.model.invalidate(k)
+        if done:
+            self._note_fused(k, done, k_producers)
         return done
 
     def fuse_small_constants(self) -> None:
