@@ -1403,6 +1403,11 @@ class ModuleParser(_Parser):
                         self._place(op, False, m.start(2), root, params)
                     last = op
                     continue
+            if lx._peeked is None:
+                close = _CLOSE.match(text, lx.pos)
+                if close is not None:  # (what `peek` would read as the `}` token)
+                    lx.pos = close.end()
+                    break
             kind, tok, start = lx.peek()
             if tok == "}" and kind == "PUNCT":
                 lx.next()
@@ -2333,6 +2338,7 @@ _NAME_ATOM = r"%?+[A-Za-z_$][\w.\-$]*+"
 _PLAIN_OPERANDS = re.compile(rf"[ \t]*+((?:{_NAME_ATOM}[ \t]*+,[ \t]*+)*+{_NAME_ATOM})?+[ \t]*+\)")
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
 _SHAPE_OF = attrgetter("_type.data")  # an SSA value's shape
+_CLOSE = re.compile(TRIVIA_RE + r"\}", re.S)  # a computation's closing brace
 # Opcodes whose `check_instruction` rule reads the result and operand shapes only (the
 # elementwise rule, select's and reshape's): passed once, it passes for the same shapes.
 _SHAPE_RULES = frozenset(
