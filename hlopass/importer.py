@@ -1407,6 +1407,7 @@ class ModuleParser(_Parser):
                 close = _CLOSE.match(text, lx.pos)
                 if close is not None:  # (what `peek` would read as the `}` token)
                     lx.pos = close.end()
+                    start = lx.pos - 1
                     break
             kind, tok, start = lx.peek()
             if tok == "}" and kind == "PUNCT":
