@@ -1,7 +1,8 @@
 """Random instances of the algsimp rewrites with many geometric cases (issue 18, part B):
 convolution operand swap (windows with stride, padding, dilations, reversal, any dim
-labels), gather of a pad or of a reshape of a pad, add of scatters, and dots with transposes, each run on XLA-CPU
-before and after `algsimp` and compared exactly.
+labels), depthwise convolution to multiply, gather of a pad or of a reshape of a pad, add
+of scatters, and dots with transposes, each run on XLA-CPU before and after `algsimp` and
+compared exactly.
 
 The lit cases check one instance of each; these draw a few dozen (fixed seeds, so a
 failure reproduces) and require that the rewrite fired in most of them, so the test cannot
@@ -68,6 +69,35 @@ ENTRY conv {{
   x = s32[{_dims(x)}] parameter(0)
   k = s32[{_dims(k)}] parameter(1)
   ROOT c = s32[{_dims(y)}] convolution(x, k), window={{{window}}}, dim_labels={labels}
+}}
+"""
+
+
+def _depthwise_case(rng: random.Random) -> str:
+    """A depthwise convolution (one feature per group) whose window is 1 or the whole input
+    in each spatial dim (sometimes reversed, strided or padded: then it must stay)."""
+    n_sp = rng.choice([1, 2])
+    sp = [str(d) for d in range(n_sp)]
+    lhs, rhs, out = (
+        rng.sample(s, len(s)) for s in (["b", "f", *sp], ["i", "o", *sp], ["b", "f", *sp])
+    )
+    b, g = rng.randint(1, 3), rng.randint(1, 3)
+    n = [rng.randint(1, 4) for _ in sp]
+    size = [rng.choice([1, m]) for m in n]
+    odd = rng.random() < 0.2
+    window = "size=" + "x".join(map(str, size))
+    if odd:
+        window += " rhs_reversal=" + "x".join("1" for _ in sp)
+    dims_of = {"b": b, "f": g, "i": 1, "o": g}
+    x = [dims_of[c] if c in "bf" else n[int(c)] for c in lhs]
+    k = [dims_of[c] if c in "io" else size[int(c)] for c in rhs]
+    y = [dims_of[c] if c in "bf" else n[int(c)] - size[int(c)] + 1 for c in out]
+    labels = f"{''.join(lhs)}_{''.join(rhs)}->{''.join(out)}"
+    return f"""HloModule depthwise
+ENTRY depthwise {{
+  x = s32[{_dims(x)}] parameter(0)
+  k = s32[{_dims(k)}] parameter(1)
+  ROOT c = s32[{_dims(y)}] convolution(x, k), window={{{window}}}, dim_labels={labels}, feature_group_count={g}
 }}
 """
 
@@ -243,6 +273,7 @@ def _check(make, pattern: str, seed: int, count: int, least: int) -> None:
     "make,pattern,count,least",
     [
         (_conv_case, "ConvolutionOperandSwap", 120, 15),
+        (_depthwise_case, "ConvolutionToMultiply", 40, 15),
         (_gather_of_pad_case, "GatherOfPad", 40, 15),
         (_gather_of_reshape_of_pad_case, "GatherOfReshapeOfPad", 40, 10),
         (_scatters_case, "AddOfScatters", 40, 10),
@@ -252,6 +283,7 @@ def _check(make, pattern: str, seed: int, count: int, least: int) -> None:
     ],
     ids=[
         "conv-swap",
+        "conv-to-multiply",
         "gather-of-pad",
         "gather-of-reshape-of-pad",
         "add-of-scatters",

@@ -231,6 +231,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     gather_scatter.GatherOfVerySmallVector, gather_scatter.ScatterOfWholeWindowToMap,
     gather_scatter.AddOfScatters, gather_scatter.AddOfScatter,
     dot.DotOfBatchTransposes, dot.TransposeOfDot, convolution.ConvolutionOperandSwap,
+    convolution.ConvolutionToMultiply,
     collectives.AllGatherOfBroadcast, collectives.AllToAllOfBroadcast,
     collectives.AllReduceMinMaxOfBroadcast, collectives.AllReduceSumOfBroadcast,
     # reductions, windows, slices, powers (issue 18, part A)

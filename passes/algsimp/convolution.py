@@ -5,9 +5,7 @@ from __future__ import annotations
 from hlopass.attrs import ConvDims, Window, WindowDim
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import (
-    array,
-)
+from hlopass.passes.algsimp.helpers import add_reducer, array
 from hlopass.rewriting import (
     value_shape,
 )
@@ -148,3 +146,78 @@ class ConvolutionOperandSwap(Simplification):
         if reverse:
             kernel = self.new("reverse", [k], sk, {"dimensions": tuple(reverse)}, like=op).result
         return self.new("convolution", [kernel, x], op.shape, attrs, like=op)
+
+
+class ConvolutionToMultiply(Simplification):
+    """`convolution(x, k)` of one feature per group (depthwise, multiplier 1) whose window
+    covers each spatial dim whole or is 1 there -> `multiply(x', broadcast(k'))`, x' and k'
+    transposed to the output's dim order, then `reduce(add)` over the spatial dims the window
+    covers (no stride, padding, dilation or reversal; XLA's `SimplifyConvToMultiply`; floats
+    need `enable-floats-are-real`: the convolution adds its products to +0.0)."""
+
+    OPCODES = ("convolution",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        if self.opts.is_layout_sensitive or len(op.operands) != 2:
+            return None
+        if op.attr("sparsity_config") is not None or (op.attr("batch_group_count") or 1) != 1:
+            return None
+        x, k = op.operands
+        sx, sk, shape = array(value_shape(x)), array(value_shape(k)), array(op.shape)
+        window, labels = op.attr("window"), op.attr("dim_labels")
+        if sx is None or sk is None or shape is None or window is None:
+            return None
+        if sx.is_dynamic or sk.is_dynamic or shape.is_dynamic:
+            return None
+        (xb, xf, x_sp), (ki, ko, k_sp), (ob, of, o_sp) = labels.input, labels.kernel, labels.output
+        if any((w.stride, w.pad_low, w.pad_high, w.lhs_dilation, w.rhs_dilation) != (1, 0, 0, 1, 1)
+               for w in window.dims):  # fmt: skip
+            return None
+        groups = op.attr("feature_group_count") or 1
+        if sk.dims[ki] != 1 or sx.dims[xf] != groups or shape.dims[of] != groups:
+            return None
+        x_perm, k_perm = [0] * shape.rank, [0] * shape.rank
+        x_perm[ob], x_perm[of], k_perm[ob], k_perm[of] = xb, xf, ki, ko
+        reduced = []
+        for w, xd, kd, od in zip(window.dims, x_sp, k_sp, o_sp, strict=True):
+            if sk.dims[kd] != 1 and shape.dims[od] != 1:
+                return None
+            x_perm[od], k_perm[od] = xd, kd
+            if sk.dims[kd] != 1:
+                if w.reversal:
+                    return None  # (a reversed window pairs x[j] with k[K-1-j])
+                reduced.append(od)
+        t = shape.element_type
+        xt = self._arranged(x, sx, x_perm, t)
+        kt = self._arranged(k, sk, k_perm, t)
+        full = shape_array(t, [sx.dims[p] for p in x_perm])
+        kb = self._broadcast_degenerate(kt, full)
+        product = self.new("multiply", [xt, kb], full, like=op)
+        if not reduced:
+            return product
+        zero = self.const(0, shape_array(t, []))
+        reducer = add_reducer(self.ctx, op, t)
+        kept = shape_array(t, [n for d, n in enumerate(full.dims) if d not in reduced])
+        r = self.new("reduce", [product.result, zero.result], kept,
+                     {"dimensions": tuple(reduced), "to_apply": reducer}, like=op)  # fmt: skip
+        return self.new("reshape", [r.result], shape, like=op)
+
+    def _arranged(self, v, s, perm: list[int], t: str):
+        """`v` transposed by `perm` (when that moves anything) and converted to `t`."""
+        if perm != sorted(perm):
+            v = self.new("transpose", [v], shape_array(s.element_type, [s.dims[p] for p in perm]),
+                         {"dimensions": tuple(perm)}).result  # fmt: skip
+        if s.element_type != t:
+            v = self.new("convert", [v], shape_array(t, [s.dims[p] for p in perm])).result
+        return v
+
+    def _broadcast_degenerate(self, v, full):
+        """`v` (of `full`'s rank, size 1 where it differs) broadcast to `full`."""
+        s = array(value_shape(v))
+        keep = [d for d in range(full.rank) if s.dims[d] == full.dims[d] and s.dims[d] != 1]  # type: ignore[union-attr]
+        if len(keep) == full.rank:
+            return v
+        small = shape_array(full.element_type, [full.dims[d] for d in keep])
+        r = self.new("reshape", [v], small).result
+        return self.new("broadcast", [r], full, {"dimensions": tuple(keep)}).result
