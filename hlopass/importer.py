@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from hlopass import attrs as A
@@ -1430,12 +1430,7 @@ class ModuleParser(_Parser):
                     f"computation {comp.comp_name} has no parameter({i})", params[max(params)]
                 )
         result = (root or last).results[0]  # type: ignore[union-attr]
-        # block.add_op(ret) for a fresh op: link it after the block's last op.
-        ret = new_return_op(result)
-        ret.parent = block
-        ret._prev_op = block._last_op  # pyright: ignore[reportPrivateUsage]
-        block._last_op._next_op = ret  # type: ignore[union-attr]  # pyright: ignore[reportPrivateUsage]
-        block._last_op = ret  # pyright: ignore[reportPrivateUsage]
+        _append_op(block, new_return_op(result))
         return result._type.data  # type: ignore[attr-defined]
 
     def _place(
@@ -1627,9 +1622,34 @@ class ModuleParser(_Parser):
             except ValueError:
                 return None
         self.lx.pos = m.end()
+        if opcode == "parameter":
+            op = self.plain_parameter(name, stype, values, block)
+            if op is not None:
+                return op
         return self.instruction_body(
             name, opcode, spec, stype.data, values, block, m.start(2), m.start(4), False, stype
         )
+
+    def plain_parameter(
+        self, name: str, stype: ShapeType, values: dict[str, SSAValue], block: Block
+    ) -> HloOp | None:
+        """The rest of `parameter(N)` without attributes (a fifth of a large module's
+        instructions), as `instruction_body` reads it, in two matches; None (nothing
+        consumed) otherwise."""
+        lx = self.lx
+        text = lx.text
+        pm = _PARAM_NUMBER.match(text, lx.pos)
+        if pm is None:
+            return None
+        end = _NEXT_ATTR.match(text, pm.end())
+        if end is None or end.lastindex is not None:
+            return None  # attributes follow
+        lx.pos = pm.end()
+        attrs = {"number": int(pm.group(1))}
+        op = create_op("parameter", (), stype.data, name, attrs, self.intern, stype)
+        _append_op(block, op)
+        (values[name],) = op.results
+        return op
 
     def fast_value(self, kind: str, attr: str, vm: re.Match[str]) -> Any:
         """The value of attribute `attr` of `kind` from a match of `_FAST_VALUES[kind]`
@@ -1914,15 +1934,7 @@ class ModuleParser(_Parser):
                 if key is not None:
                     self.checked[key] = (shape, shapes)  # (alive, so no id is reused)
         op = create_op(opcode, operands, shape, name, attrs, self.intern, stype)
-        # block.add_op(op) for a fresh op: link it after the block's last op.
-        last = block._last_op  # pyright: ignore[reportPrivateUsage]
-        op.parent = block
-        if last is None:
-            block._first_op = op  # pyright: ignore[reportPrivateUsage]
-        else:
-            last._next_op = op  # pyright: ignore[reportPrivateUsage]
-            op._prev_op = last  # pyright: ignore[reportPrivateUsage]
-        block._last_op = op  # pyright: ignore[reportPrivateUsage]
+        _append_op(block, op)
         (values[name],) = op.results  # (unpacked: `SSAValues.__getitem__` is Python code)
         return op
 
@@ -2145,6 +2157,18 @@ _ZERO_SUFFIX = re.compile(r"^(.*)\.0$", re.M)  # `a.0` has the id of `a`
 # The same two searches for ASCII names: a last `.` part `0X...`; a name ending in `.0`.
 _RISKY_ASCII = re.compile(r"\.0[^.\n][^.\n]*+$", re.M)
 _ZERO_END = re.compile(r"\.0$", re.M)
+
+
+def _append_op(block: Block, op: Operation) -> None:
+    """`block.add_op(op)` for a fresh op: link it after the block's last op."""
+    last = block._last_op  # pyright: ignore[reportPrivateUsage]
+    op.parent = block
+    if last is None:
+        block._first_op = op  # pyright: ignore[reportPrivateUsage]
+    else:
+        last._next_op = op  # pyright: ignore[reportPrivateUsage]
+        op._prev_op = last  # pyright: ignore[reportPrivateUsage]
+    block._last_op = op  # pyright: ignore[reportPrivateUsage]
 
 
 def _names_unique(value_maps: list[dict[str, SSAValue]]) -> bool:
