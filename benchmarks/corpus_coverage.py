@@ -243,14 +243,14 @@ def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set
     def verdict(mid: str, want: list) -> str:
         r = _Stash.get(results_of[mid])
         got, want, bound = _defined_parts(r["outs"], want, r["bound"], r["sizes"])
-        fixed_verdicts[mid] = _compare(got, want, texts[mid])
+        fixed_verdicts[mid] = _blockwise(got, want, texts[mid])
         if bound is not None:
             derived.add(mid)
-        return _compare(got, want, texts[mid], bound) or "match"
+        return _blockwise(got, want, texts[mid], bound) or "match"
 
     def replicas_verdict(mid: str, want: list) -> str:
         ours = _Stash.get(results_of[mid])["outs"]
-        diffs = [_compare(g, w, texts[mid]) for g, w in zip(ours, want, strict=True)]
+        diffs = [_blockwise(g, w, texts[mid]) for g, w in zip(ours, want, strict=True)]
         bad = [f"replica {k}: {d}" for k, d in enumerate(diffs) if d]
         return bad[0] if bad else "match"
 
@@ -285,6 +285,32 @@ def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set
             status[mid] = _guarded(verdict, mid, r["outputs"])
         else:
             status[mid] = f"runs; XLA:CPU does not: {str(why)[:120]}"
+
+
+_BLOCK = 1 << 22  # elements compared at once: _compare makes several float64 copies
+
+
+def _blockwise(got: list, want: list, text: str, bound: list | None = None) -> str | None:
+    """`_compare` block by block along each flattened output, so a big output does not need
+    several float64 copies of itself at once; the first differing block is reported."""
+    if len(got) != len(want) or any(
+        np.shape(g) != np.shape(w) or np.asarray(g).dtype != np.asarray(w).dtype
+        for g, w in zip(got, want, strict=True)
+    ):
+        return _compare(got, want, text, bound)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        g, w = np.asarray(g).reshape(-1), np.asarray(w).reshape(-1)
+        b = None if bound is None else np.asarray(bound[i])
+        if b is not None and b.ndim and b.size != g.size:
+            b = np.broadcast_to(b, np.shape(got[i]))
+        for s in range(0, max(g.size, 1), _BLOCK):
+            part = slice(s, s + _BLOCK)
+            bb = None if b is None else [b if b.ndim == 0 else b.reshape(-1)[part]]
+            why = _compare([g[part]], [w[part]], text, bb)
+            if why:
+                where = f" (elements {s}..{min(s + _BLOCK, g.size)})" if g.size > _BLOCK else ""
+                return f"out{i}{why.removeprefix('out0')}{where}"
+    return None
 
 
 _COMPARE_CAP = [0]  # address-space limit while comparing (not for the XLA children)
