@@ -92,8 +92,8 @@ def _derived_bounds(
         no_bound[mid] = f"no rule: {str(e)[:60]}"
     except _TimeLimit:
         no_bound[mid] = f"analysis over {limit_s} CPU s"
-    except MemoryError:
-        raise
+    except MemoryError:  # the analysis keeps float64 values and bounds of every op
+        no_bound[mid] = "analysis out of memory (--max-gb)"
     except Exception as e:  # the analysis's own failure must not count against evaluate
         no_bound[mid] = f"analysis failed: {type(e).__name__}: {str(e)[:60]}"
     return None
