@@ -787,7 +787,14 @@ _ESCAPE = re.compile(
     r"|([abfnrtv\\?'\"])|(.?))",
     re.S,
 )
-_STRING_OR_COMMENT = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?|//[^\n]*|/\*(?:.*?\*/|.*)', re.S)
+# From a place outside strings and comments to the next string that holds a backslash or
+# is not closed (group 1): code, comments and plain strings are skipped inside one match
+# (possessively, and by `match` at the place only: linear), not one Python step each.
+_NEXT_ODD_STRING = re.compile(
+    r'(?:[^"/]++|/(?![/*])|//[^\n]*+|/\*(?:.*?\*/|.*)|"[^"\\]*+")*+'
+    r'("[^"\\]*+(?:\\.[^"\\]*+)*+"?)',
+    re.S,
+)
 
 
 def _escape_error(m: re.Match[str]) -> str | None:
@@ -847,10 +854,15 @@ def _check_escapes(lx: Lexer) -> None:
     """XLA's lexer unescapes every string (absl::CUnescape) and rejects the module when
     one holds a malformed escape (`"\\main"`, `"\\400"`, `"\\x100"`); one linear pass."""
     text = lx.text
-    for sm in _STRING_OR_COMMENT.finditer(text):
-        if text[sm.start()] != '"' or "\\" not in sm.group(0):
-            continue
-        pos, end = sm.start() + 1, sm.end()
+    at = 0
+    while True:
+        sm = _NEXT_ODD_STRING.match(text, at)
+        if sm is None:
+            return
+        at = sm.end()
+        if "\\" not in sm.group(1):
+            continue  # (an unterminated string)
+        pos, end = sm.start(1) + 1, at
         while True:
             pos = text.find("\\", pos, end)
             if pos < 0:
