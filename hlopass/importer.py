@@ -194,6 +194,7 @@ class _Parser:
         self.types: dict[str, ShapeType] = {}  # -> its interned IR type
         self.tuples: dict[str, TupleShape] = {}  # `flat_tuple_shape`: tuple text -> shape
         self.metadata_values: dict[str, A.Metadata] = {}  # `fast_value`: metadata text -> value
+        self.scalars: dict[tuple[str, str], Any] = {}  # `literal`: (type, token) -> 0-d array
         # (opcode, ids of the result and operand shapes) that passed `check_instruction`.
         self.checked: dict[tuple[Any, ...], tuple[Shape, list[Shape]]] = {}
 
@@ -670,13 +671,18 @@ class _Parser:
         lx.next()
         if k not in ("INT", "FLOAT", "NANINF", "NAME"):
             self.error(f"expected a literal value, got {_describe(k, tok)}", start)
-        try:
-            arr = parse_scalar_token(tok, shape)
-        except LiteralSyntaxError as e:
-            self.error(str(e), start)
-            raise AssertionError from None
-        self.check_float_range(arr, tok, shape, start)
-        return Literal(arr)
+        # A module repeats few scalars (0, 1, -inf): each (type, token) read once per parse,
+        # every constant getting its own copy of the array.
+        read = self.scalars.get((shape.element_type, tok))
+        if read is None:
+            try:
+                read = parse_scalar_token(tok, shape)
+            except LiteralSyntaxError as e:
+                self.error(str(e), start)
+                raise AssertionError from None
+            self.check_float_range(read, tok, shape, start)
+            self.scalars[shape.element_type, tok] = read
+        return Literal(read.copy())
 
     def check_float_range(self, arr: Any, raw: str, shape: ArrayShape, start: int) -> None:
         """XLA rejects a finite number written beyond its type's range (`f32 1e400`), which
