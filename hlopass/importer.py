@@ -205,6 +205,19 @@ class _Parser:
             shape = self.shapes[tok] = _array_shape_from_token(tok)
         return shape
 
+    def tuple_type(self, tok: str) -> ShapeType | None:
+        """The interned IR type of a flat tuple shape token (`_FLAT_TUPLE`), as `shape`
+        reads it; None where `shape` must read it (and report its error), ValueError on a
+        malformed element."""
+        tup = self.tuples.get(tok)
+        if tup is None:
+            tup = TupleShape(tuple(map(self.array_shape, _SHAPE_TOKEN.findall(tok))))
+            if any(_tuple_element_problem(e) for e in tup.elements):
+                return None
+            self.tuples[tok] = tup
+        t = self.types[tok] = shape_type(tup)
+        return t
+
     def type_of(self, tok: str) -> ShapeType:
         """The interned IR type of an array shape token (ValueError when malformed)."""
         t = self.types.get(tok)
@@ -1636,8 +1649,12 @@ class ModuleParser(_Parser):
         stype = self.types.get(shape_tok)
         if stype is None:
             try:
-                stype = self.type_of(shape_tok)
+                stype = (
+                    self.type_of(shape_tok) if shape_tok[0] != "(" else self.tuple_type(shape_tok)
+                )
             except ValueError:
+                return None
+            if stype is None:
                 return None
         self.lx.pos = m.end()
         if opcode == "parameter":
@@ -2364,12 +2381,6 @@ def _renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
 _UNIT = UnitAttr()
 _PARAMETER_CLS = OP_CLASSES["parameter"]
 _NAME_RE = r"%?[A-Za-z_$][\w.\-$]*"
-# `[ROOT] name = SHAPE opcode(` on one line: the head of most instructions.
-_HEAD = re.compile(
-    TRIVIA_RE  # possessive: no backtracking into the blanks
-    + rf"(ROOT[ \t]+)?({_NAME_RE})[ \t]*=[ \t]*({SHAPE_RE})[ \t]+([A-Za-z_][\w\-]*)\(",
-    re.S,
-)
 # One operand of a plain operand list: `[/*index=N*/][SHAPE ]name` and `,` or `)`.
 _OPERAND = re.compile(
     rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
@@ -2444,6 +2455,14 @@ _ELEMENT = rf"(?:/\*index=\d++\*/\s*+)?+{_SHAPE_ATOM}\s*+"  # XLA numbers every 
 # an item back can never let what follows match, and no backtracking state piles up.
 _ELEMENTS = rf"(?:{_ELEMENT}(?:,\s*+{_ELEMENT})*+)?+"
 _FLAT_TUPLE = re.compile(rf"\(\s*+{_ELEMENTS}\)")
+# `[ROOT] name = SHAPE opcode(`: the head of most instructions, SHAPE an array shape on one
+# line or a tuple of array shapes (`fast_instruction` reads the latter as `shape` would).
+_HEAD = re.compile(
+    TRIVIA_RE  # possessive: no backtracking into the blanks
+    + rf"(ROOT[ \t]+)?({_NAME_RE})[ \t]*=[ \t]*({SHAPE_RE}|\(\s*+{_ELEMENTS}\))"
+    + r"[ \t]+([A-Za-z_][\w\-]*)\(",
+    re.S,
+)
 _SLOW = object()  # `fast_value`: leave this value to `value`
 # Values `fast_value` reads, each directly after `name=`: patterns that match only where
 # the lexer would read the same tokens (else `value` reads them). Group 1 is the value.
