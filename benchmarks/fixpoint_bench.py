@@ -74,7 +74,7 @@ def instructions(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("files", nargs="*", type=Path, help="modules (default: Llama 1x8, Mixtral 2x8)")
     p.add_argument("--runs", type=int, default=5, help="fresh processes per figure (median)")
     p.add_argument("--only", help="only the default files whose name contains this")

@@ -17,7 +17,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 import numpy as np
 from xdsl.context import Context
@@ -245,7 +245,7 @@ goes through `ABCMeta.__instancecheck__`, several times slower than this lookup,
 asked for every operand a pattern looks at."""
 
 
-def is_hlo(o: object) -> bool:
+def is_hlo(o: object) -> TypeGuard[HloOp]:
     """`isinstance(o, HloOp)`, quickly."""
     t = type(o)
     found = _HLO_CLASS.get(t)

@@ -8,7 +8,7 @@ reachable from the entry.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -62,7 +62,7 @@ class RemoveDeadInstruction(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_dead(op, self.comps, self.effects):
             return
-        op = cast(HloOp, op)
+        assert is_hlo(op)  # is_dead says so
         self.ctx.note(self, op, "removed")
         operands = list(op.operands)
         rewriter.erase(op)
@@ -84,9 +84,8 @@ class RemoveUnusedFusionOutput(RewritePattern):
     """Where the fused computations this shrinks are noted (the walker sees only the caller)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if getattr(op, "OPCODE", None) != "fusion":  # an HloOp's class names its opcode
+        if not is_hlo(op) or op.OPCODE != "fusion":
             return
-        op = cast(HloOp, op)
         shape = op.shape
         if not isinstance(shape, TupleShape) or not op.result.uses:
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
@@ -23,6 +23,7 @@ from hlopass.rewriting import (
     RewriteContext,
     constant_from_numpy,
     erase_dead,
+    is_hlo,
     new_op,
     owner,
     replace_op,
@@ -62,10 +63,8 @@ class Simplification(RewritePattern):
     _created: list[HloOp] = field(default_factory=list, init=False, repr=False)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        # an HloOp's class names its opcode; other ops (the return) have no OPCODE
-        if getattr(op, "OPCODE", None) not in self.OPCODES:
+        if not is_hlo(op) or op.OPCODE not in self.OPCODES:
             return
-        op = cast(HloOp, op)
         if self.OPTION and not getattr(self.opts, self.OPTION):
             return
         if self.LAYOUT_CHANGING and self.opts.is_layout_sensitive:
