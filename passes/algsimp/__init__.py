@@ -241,6 +241,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     reduce.ReduceVariadicSingle, reduce_window.ReduceWindowVariadicSingle,
     reduce.ReduceOfBroadcastCommute, reduce.ReduceAddOfBroadcast, reduce.ReduceOfNegate,
     slice.SliceOfPadPaddingOnly, slice.SliceUndoesPad,
+    reduce.ReduceMaxOfArgMaxOperand,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

@@ -9,6 +9,7 @@ from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
     callee,
+    et,
     float_sum_reducer,
     highest,
     is_identity_init,
@@ -411,3 +412,46 @@ class ReduceOfNegate(Simplification):
         attrs = {"dimensions": tuple(op.attr("dimensions") or ()), "to_apply": op.attr("to_apply")}
         r = self.new("reduce", [n.operands[0], op.operands[1]], shape, attrs, like=op)
         return self.new("negate", [r.result], shape, like=op)
+
+
+def is_arg_min_max(op: HloOp, is_max: bool) -> bool:
+    """`op` is XLA's arg-max (arg-min) reduce: `reduce(values, iota, init, 0)` with the
+    lowest (highest) value as init and the arg-max (arg-min) comparator."""
+    outs = result_shapes(op)
+    if op.opcode != "reduce" or outs is None or len(op.operands) != 4 or len(outs) != 2:
+        return False
+    t = outs[0].element_type
+    bound = lowest(t) if is_max else highest(t)
+    if src(op.operands[1], "iota") is None or not _is_scalar_const(op.operands[2], bound):
+        return False
+    return _is_scalar_const(op.operands[3], 0) and is_arg_min_max_reducer(op, is_max)
+
+
+class ReduceMaxOfArgMaxOperand(Simplification):
+    """`reduce(x, -inf, max) -> get-tuple-element(argmax, 0)` where an arg-max reduce of
+    the same x over the same dims comes earlier (and likewise min / arg-min with +inf); on
+    floats the two may pick different zeros, so it needs `enable-floats-are-real`."""
+
+    OPCODES = ("reduce",)
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        shape, kind = array(op.shape), reducer_opcode(op)
+        if shape is None or len(op.operands) != 2 or kind not in ("maximum", "minimum"):
+            return None
+        if self.opts.is_layout_sensitive:
+            return None  # (as XLA: its reduce rewrites from here on skip fixed layouts)
+        is_max = kind == "maximum"
+        x, init = op.operands
+        if not _is_scalar_const(init, lowest(et(op)) if is_max else highest(et(op))):
+            return None
+        dims = tuple(op.attr("dimensions") or ())
+        for use in x.uses:
+            u = use.operation
+            if u is op or use.index != 0 or not isinstance(u, HloOp) or u.parent is not op.parent:
+                continue
+            if tuple(u.attr("dimensions") or ()) != dims or not u.is_before_in_block(op):
+                continue
+            if is_arg_min_max(u, is_max):
+                return self.new("get-tuple-element", [u.result], shape, {"index": 0}, like=op)
+        return None
