@@ -313,12 +313,14 @@ def _blockwise(got: list, want: list, text: str, bound: list | None = None) -> s
     return None
 
 
-_COMPARE_CAP = [0]  # address-space limit while comparing (not for the XLA children)
+# address space one comparison may add to what the process maps (not for the XLA children)
+_COMPARE_CAP = [0]
 
 
 def _guarded(compare, mid: str, want: list) -> str:
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    resource.setrlimit(resource.RLIMIT_AS, (_COMPARE_CAP[0] or hard, hard))
+    cap = _address_space() + _COMPARE_CAP[0] if _COMPARE_CAP[0] else hard
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     try:
         return compare(mid, want)
     except MemoryError:
@@ -352,14 +354,13 @@ def main() -> int:
     fixed_verdicts: dict[str, str | None] = {}  # what the fixed tolerances would have said
     derived: set[str] = set()  # compared within a derived bound
     t0 = time.perf_counter()
-    start = _address_space()
     with tempfile.TemporaryDirectory(prefix="corpus_coverage_") as tmp:
         ran = _run_modules(args, root, _Stash(tmp), status, no_bound)
         print(f"{sum(n > 1 for *_, n in ran)} of them run as several replicas", file=sys.stderr)
         for mid, *_ in ran:
             status[mid] = "runs"
         if not args.no_xla:
-            _COMPARE_CAP[0] = start + (args.max_gb << 30)
+            _COMPARE_CAP[0] = args.max_gb << 30
             for chunk in _chunks(ran, args.chunk, args.chunk_mb << 20):
                 _compare_chunk(chunk, status, fixed_verdicts, derived)
                 print(f"compared {chunk[-1][0]}", file=sys.stderr, flush=True)
