@@ -257,7 +257,7 @@ def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set
     single = [mid for mid, _, _, n in chunk if n == 1]
     multi = [mid for mid, _, _, n in chunk if n > 1]
     retry = []
-    results = xla_execute_many([(texts[m], inputs[m]) for m in single]) if single else []
+    results = _xla_many([(texts[m], inputs[m]) for m in single]) if single else []
     for k, mid in enumerate(single):
         r, results[k] = results[k], None  # freed as soon as compared
         if "outputs" in r:
@@ -278,7 +278,7 @@ def _compare_chunk(chunk: list, status: dict, fixed_verdicts: dict, derived: set
             friendly.append((mid, xla_friendly(texts[mid]), why))
         except Exception:
             status[mid] = f"runs; XLA:CPU does not: {str(why)[:120]}"
-    results = xla_execute_many([(t, inputs[m]) for m, t, _ in friendly]) if friendly else []
+    results = _xla_many([(t, inputs[m]) for m, t, _ in friendly]) if friendly else []
     for k, (mid, _, why) in enumerate(friendly):
         r, results[k] = results[k], None
         if "outputs" in r:
