@@ -152,13 +152,17 @@ def build_plan(
                 lines.append(f"    {name} = {bind(value)}")
                 continue
         args = [names[v] for v in op.operands]
-        step = _fast(op, args, [clean.get(v, False) for v in op.operands], flush, bind)
+        # an array operand's flag (a tuple's element flags do not make the tuple "clean")
+        flags = [clean.get(v, False) is True for v in op.operands]
+        step = _fast(op, args, flags, flush, bind)
         if step is not None and step.flushes:  # flush each unflushed operand once
-            for v in op.operands:
-                if not clean.get(v, False) and v not in flushed:
+            for v, ok in zip(op.operands, flags, strict=True):
+                if not ok and v not in flushed:
                     flushed[v] = f"{names[v]}_f"
                     lines.append(f"    {flushed[v]} = _daz({names[v]})")
-            fargs = [names[v] if clean.get(v, False) else flushed[v] for v in op.operands]
+            fargs = [
+                names[v] if ok else flushed[v] for v, ok in zip(op.operands, flags, strict=True)
+            ]
             step = _fast(op, fargs, [True] * len(args), flush, bind)
             assert step is not None
         if step is None:
