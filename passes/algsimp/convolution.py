@@ -149,11 +149,12 @@ class ConvolutionOperandSwap(Simplification):
 
 
 class ConvolutionToMultiply(Simplification):
-    """`convolution(x, k)` of one feature per group (depthwise, multiplier 1) whose window
-    covers each spatial dim whole or is 1 there -> `multiply(x', broadcast(k'))`, x' and k'
-    transposed to the output's dim order, then `reduce(add)` over the spatial dims the window
-    covers (no stride, padding, dilation or reversal; XLA's `SimplifyConvToMultiply`; floats
-    need `enable-floats-are-real`: the convolution adds its products to +0.0)."""
+    """`convolution(x, k) -> multiply(x', broadcast(k'))`, then `reduce(add)` over the
+    spatial dims the window covers, for one feature per group (depthwise, multiplier 1) and a
+    window that is 1 or the whole input in each spatial dim; x' and k' transposed to the
+    output's dim order (no stride, padding, dilation or reversal; XLA's
+    `SimplifyConvToMultiply`; floats need `enable-floats-are-real`: the convolution adds its
+    products to +0.0)."""
 
     OPCODES = ("convolution",)
     FLOAT_UNSAFE = True
