@@ -414,7 +414,7 @@ def _closure(preds: list[list[int]]) -> list[set[int]]:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_reachability_matches_dfs_before_and_after_a_merge(seed: int) -> None:
-    from hlopass.passes.fusion.multi_output import Reachability
+    from hlopass.passes.fusion.multi_output_rewrites import Reachability
 
     text, preds = _random_dag(seed, 40)
     comp = entry_computation(parse_hlo(text))

@@ -313,18 +313,28 @@ class ReduceVariadicSingle(Simplification):
     OPCODES = ("reduce",)
 
     def rewrite(self, op: HloOp):
-        outs = result_shapes(op)
-        if outs is None or len(outs) != 1 or not isinstance(op.shape, TupleShape):
-            return None
-        comp = callee(op)
-        if comp is None or comp.root.opcode != "tuple" or len(comp.root.operands) != 1:
-            return None
-        name = untupled_reducer(self.ctx, op)
-        if name is None:
-            return None
-        attrs = {"dimensions": tuple(op.attr("dimensions") or ()), "to_apply": name}
-        r = self.new("reduce", list(op.operands), outs[0], attrs, like=op)
-        return self.new("tuple", [r.result], op.shape, like=op)
+        return untuple_single_input(self, op, "dimensions")
+
+
+def untuple_single_input(s: Simplification, op: HloOp, window_attr: str) -> HloOp | None:
+    """The one-input variadic `op` (reduce or reduce-window) as its plain form, with a copy
+    of its reducer that returns the value instead of a one-element tuple, re-tupled; None
+    where `op` is not of that form. `window_attr` is the attribute (besides the reducer)
+    that says what is reduced: `dimensions` or `window`."""
+    outs = result_shapes(op)
+    if outs is None or len(outs) != 1 or not isinstance(op.shape, TupleShape):
+        return None
+    comp = callee(op)
+    if comp is None or comp.root.opcode != "tuple" or len(comp.root.operands) != 1:
+        return None
+    name = untupled_reducer(s.ctx, op)
+    if name is None:
+        return None
+    what = op.attr(window_attr)
+    attrs = {window_attr: tuple(what or ()) if window_attr == "dimensions" else what,
+             "to_apply": name}  # fmt: skip
+    r = s.new(op.opcode, list(op.operands), outs[0], attrs, like=op)
+    return s.new("tuple", [r.result], op.shape, like=op)
 
 
 class ReduceOfBroadcastCommute(Simplification):

@@ -25,9 +25,9 @@ from hlopass.passes.algsimp.helpers import (
     reducer_opcode,
     result_shapes,
     src,
-    untupled_reducer,
     widens_exactly,
 )
+from hlopass.passes.algsimp.reduce import untuple_single_input
 from hlopass.rewriting import const_array, is_zero, owner, same_shape, value_shape
 from hlopass.shape import ArrayShape, TupleShape, is_float, is_integral
 
@@ -310,15 +310,4 @@ class ReduceWindowVariadicSingle(Simplification):
     OPCODES = ("reduce-window",)
 
     def rewrite(self, op: HloOp):
-        outs = result_shapes(op)
-        if outs is None or len(outs) != 1 or not isinstance(op.shape, TupleShape):
-            return None
-        comp = callee(op)
-        if comp is None or comp.root.opcode != "tuple" or len(comp.root.operands) != 1:
-            return None
-        name = untupled_reducer(self.ctx, op)
-        if name is None:
-            return None
-        attrs = {"window": op.attr("window"), "to_apply": name}
-        r = self.new("reduce-window", list(op.operands), outs[0], attrs, like=op)
-        return self.new("tuple", [r.result], op.shape, like=op)
+        return untuple_single_input(self, op, "window")

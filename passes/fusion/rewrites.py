@@ -2,9 +2,9 @@
 
 * `FuseProducerIntoConsumers`: `c_i(p(x))` for each listed consumer c_i -> `fusion_i(x)`
   computing p inside (a copy per consumer; p is erased once unused);
-* `MergeSiblingFusions` (multi_output.py): two kernels reading the same value -> one
+* `MergeSiblingFusions` (multi_output_rewrites.py): two kernels reading the same value -> one
   multi-output fusion;
-* `FuseProducerIntoMultiOutput` (multi_output.py): a producer read by a consumer and by
+* `FuseProducerIntoMultiOutput` (multi_output_rewrites.py): a producer read by a consumer and by
   others -> one fusion exporting both values.
 
 They share `FusionBuilder` (module-wide names, fused computations, XLA's fusion naming).
