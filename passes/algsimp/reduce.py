@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
@@ -72,14 +74,19 @@ class ReduceOfEmpty(Simplification):
         s = array(value_shape(xs[0]))
         if s is None or s.num_elements != 0 or outs[0].num_elements == 0:
             return None
-        inits = op.operands[len(xs) :]
-        parts = [
-            self.new("broadcast", [i], o, {"dimensions": ()}, like=op).result
-            for i, o in zip(inits, outs, strict=True)
-        ]
-        if not isinstance(op.shape, TupleShape):
-            return parts[0]
-        return self.new("tuple", parts, op.shape, like=op)
+        return broadcast_inits(self, op, len(xs), outs)
+
+
+def broadcast_inits(s: Simplification, op: HloOp, n_inputs: int, outs: list[Any]) -> Any:
+    """`op`'s result when nothing is reduced into it (zero-element input or result): each
+    init value broadcast to its output shape, in a tuple for a variadic op."""
+    parts = [
+        s.new("broadcast", [i], o, {"dimensions": ()}, like=op).result
+        for i, o in zip(op.operands[n_inputs:], outs, strict=True)
+    ]
+    if not isinstance(op.shape, TupleShape):
+        return parts[0]
+    return s.new("tuple", parts, op.shape, like=op)
 
 
 _IDEMPOTENT = ("maximum", "minimum", "and", "or")

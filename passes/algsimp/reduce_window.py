@@ -27,7 +27,7 @@ from hlopass.passes.algsimp.helpers import (
     src,
     widens_exactly,
 )
-from hlopass.passes.algsimp.reduce import untuple_single_input
+from hlopass.passes.algsimp.reduce import broadcast_inits, untuple_single_input
 from hlopass.rewriting import const_array, is_zero, owner, same_shape, value_shape
 from hlopass.shape import ArrayShape, TupleShape, is_float, is_integral
 
@@ -114,14 +114,7 @@ class ReduceWindowOfEmpty(Simplification):
         s = array(value_shape(xs[0]))
         if s is None or (s.num_elements != 0 and outs[0].num_elements != 0):
             return None
-        inits = op.operands[len(xs) :]
-        parts = [
-            self.new("broadcast", [i], o, {"dimensions": ()}, like=op).result
-            for i, o in zip(inits, outs, strict=True)
-        ]
-        if not isinstance(op.shape, TupleShape):
-            return parts[0]
-        return self.new("tuple", parts, op.shape, like=op)
+        return broadcast_inits(self, op, len(xs), outs)
 
 
 class ReduceWindowOfScalar(Simplification):

@@ -44,7 +44,6 @@ from hlopass.dialects.hlo import (
     HloOp,
     create_op,
     entry_computation,
-    new_computation_op,
     new_return_op,
 )
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
@@ -345,16 +344,8 @@ class FuseHorizontally(RewritePattern):
                       + ", ".join(p.inst_name for p in parts))  # fmt: skip
 
     def _place(self, block: Block, caller: HloOp) -> ComputationOp:
-        name = self.builder.fresh_comp("horizontally_fused_computation")
-        comp = new_computation_op(name, block)
-        host = caller.parent_op()
-        assert isinstance(host, ComputationOp)
-        mblock = host.parent_block()
-        assert mblock is not None
-        mblock.insert_op_before(comp, host)
-        self.builder.comps[name] = comp
-        self.builder.callers[name] = 1
-        self.comps[name] = comp
+        comp = self.builder.add_computation(block, caller, "horizontally_fused_computation")
+        self.comps[comp.comp_name] = comp
         return comp
 
     def _replace(self, part: HloOp, news: list[HloOp]) -> None:

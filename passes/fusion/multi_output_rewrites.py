@@ -23,7 +23,6 @@ from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
     create_op,
-    new_computation_op,
     new_return_op,
 )
 from hlopass.passes.fusion.rewrites import FusionBuilder, _erase
@@ -588,16 +587,8 @@ class MultiOutputMerge(RewritePattern):
         return [mapping.get(v, v) for v in outs]
 
     def _register(self, block: Block, near: HloOp) -> ComputationOp:
-        name = self.builder.fresh_comp("fused_computation")
-        comp = new_computation_op(name, block)
-        host = near.parent_op()
-        assert isinstance(host, ComputationOp)
-        mblock = host.parent_block()
-        assert mblock is not None
-        mblock.insert_op_before(comp, host)
-        self.builder.comps[name] = comp
-        self.builder.callers[name] = 1
-        self.comps[name] = comp
+        comp = self.builder.add_computation(block, near)
+        self.comps[comp.comp_name] = comp
         return comp
 
     def _replace(self, a: HloOp, b: HloOp, operands: list[SSAValue], shape: Any, kind: str,

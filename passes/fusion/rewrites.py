@@ -98,7 +98,7 @@ class FusionBuilder:
         inner = op.clone(value_mapper=mapping)
         block.add_op(inner)
         block.add_op(new_return_op(inner.result))
-        comp = self._add_computation(block, op)
+        comp = self.add_computation(block, op)
         fusion = create_op(
             "fusion", operands, op.shape, self.fresh_inst("fusion"),
             {"kind": fusion_kind(list(comp.instructions), [inner]), "calls": comp.comp_name},
@@ -120,8 +120,11 @@ class FusionBuilder:
             {"number": number},
         )  # fmt: skip
 
-    def _add_computation(self, block: Block, caller: Operation) -> ComputationOp:
-        name = self.fresh_comp("fused_computation")
+    def add_computation(self, block: Block, caller: Operation,
+                        prefix: str = "fused_computation") -> ComputationOp:  # fmt: skip
+        """A new computation `prefix[.k]` of `block`, placed before `caller`'s computation
+        and called once (by the fusion about to be made)."""
+        name = self.fresh_comp(prefix)
         comp = new_computation_op(name, block)
         host = caller.parent_op()
         assert isinstance(host, ComputationOp)
