@@ -47,13 +47,22 @@ def spelling_of_enum() -> dict[str, str]:
 def _sources() -> dict[str, str]:
     """Source text of the cost model and of each registered pass (to tell which opcodes
     they name)."""
+    from xdsl.pattern_rewriter import RewritePattern
+
     from hlopass import pipeline
     from hlopass.cost import work
 
     out = {"cost": inspect.getsource(work)}
     for name in sorted(pipeline.PASSES):
-        cls = pipeline.PASSES[name]()
-        out[name] = inspect.getsource(sys.modules[cls.__module__])
+        module = sys.modules[pipeline.PASSES[name]().__module__]
+        # a pass whose rewrites live in a module of their own (the driver apart from the
+        # rewrites) names the opcodes there too
+        homes = {module.__name__} | {
+            v.__module__ for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, RewritePattern)
+            and v.__module__.startswith(module.__name__)
+        }  # fmt: skip
+        out[name] = "".join(inspect.getsource(sys.modules[m]) for m in sorted(homes))
     return out
 
 
