@@ -7,6 +7,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from hlopass.interpreter import xla_cpu_f32
 from hlopass.interpreter.complex_math import (
     complex_cos,
     complex_divide,
@@ -43,6 +44,18 @@ from hlopass.shape import ELEMENT_BITS
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def _f32_libm(libm, numpy_fn):
+    """XLA-CPU calls the C library's f32 function on every element of f32 and of narrower
+    floats (widened to f32), in either float mode: those functions underflow gradually on
+    their own (sin(1e-45) = 1e-45), so the mode's flushing is applied around them as
+    before. f64 keeps numpy's function (another issue's matter)."""
+
+    def fn(w: np.ndarray) -> np.ndarray:
+        return libm(w) if w.dtype == np.float32 else numpy_fn(w)
+
+    return fn
+
+
 _FLOAT_UNARY = {
     "exponential": np.exp,
     "exponential-minus-one": np.expm1,
@@ -51,9 +64,9 @@ _FLOAT_UNARY = {
     "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "cbrt": np.cbrt,
-    "sine": np.sin,
-    "cosine": np.cos,
-    "tan": np.tan,
+    "sine": _f32_libm(xla_cpu_f32.sin, np.sin),
+    "cosine": _f32_libm(xla_cpu_f32.cos, np.cos),
+    "tan": _f32_libm(xla_cpu_f32.tan, np.tan),
     "tanh": np.tanh,
     "sinh": np.sinh,
     "cosh": np.cosh,

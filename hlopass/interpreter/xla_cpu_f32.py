@@ -4,11 +4,14 @@ vectorised loops, where they differ from numpy's own SIMD versions:
 - `log`: XLA's own Cephes-style polynomial (`__xla_cpu_LogV8F32`) on full vector lanes,
   its multiply-adds contracted to FMAs; scalar remainders of a loop call the C library's
   `logf` instead. `log_vector_lanes` is the lane formula (bit for bit on 300,000 inputs).
-- `sin`, `cos`: the C library's `sinf`/`cosf`, which XLA-CPU calls on every lane; these
-  call the same library through ctypes (numpy's f32 sin/cos differ in 12-17% of inputs),
-  falling back to numpy where no C math library can be loaded.
+- `sin`, `cos`, `tan`: the C library's `sinf`/`cosf`/`tanf`, which XLA-CPU calls on every
+  element, vector lane or not (f16, bf16 and f8 too, on the value widened to f32); these
+  call the same library through ctypes (numpy's f32 sin/cos/tan differ in 5-17% of
+  inputs), falling back to numpy where no C math library can be loaded.
 
-Used where every lane is known to take the vector path (rng's Box-Muller, tests/test_rng.py).
+`log_vector_lanes` is used where every lane is known to take the vector path (rng's
+Box-Muller, tests/test_rng.py); `sin`/`cos`/`tan` by the interpreter's f32 sine, cosine
+and tan as well (hlopass/interpreter/elementwise.py).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def log_vector_lanes(x: np.ndarray) -> np.ndarray:
 
 
 @cache
-def _libm():
+def _libm() -> dict | None:
     name = ctypes.util.find_library("m")
     if name is None:
         return None
@@ -68,10 +71,10 @@ def _libm():
     except OSError:
         return None
     fns = {}
-    for fn in ("sinf", "cosf"):
+    for fn in ("sinf", "cosf", "tanf"):
         f = getattr(lib, fn)
         f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
-        fns[fn] = np.vectorize(lambda v, f=f: f(float(v)), otypes=[F32])
+        fns[fn] = f
     return fns
 
 
@@ -80,7 +83,10 @@ def _libm_or(fn: str, fallback, x: np.ndarray) -> np.ndarray:
     lib = _libm()
     if lib is None or x.size == 0:
         return fallback(x)
-    return lib[fn](x).reshape(x.shape)
+    # one ctypes call per element (about 0.25 us; np.vectorize costs half as much again):
+    # the C library has no portable array entry point with sinf's bits
+    out = np.fromiter(map(lib[fn], x.ravel().tolist()), F32, count=x.size)
+    return out.reshape(x.shape)
 
 
 def sin(x: np.ndarray) -> np.ndarray:
@@ -91,3 +97,8 @@ def sin(x: np.ndarray) -> np.ndarray:
 def cos(x: np.ndarray) -> np.ndarray:
     """f32 cosine as XLA-CPU computes it: the C library's cosf."""
     return _libm_or("cosf", np.cos, x)
+
+
+def tan(x: np.ndarray) -> np.ndarray:
+    """f32 tangent as XLA-CPU computes it: the C library's tanf (not sinf / cosf)."""
+    return _libm_or("tanf", np.tan, x)
