@@ -1126,6 +1126,7 @@ class ModuleParser(_Parser):
         super().__init__(Lexer(text, filename))
         self.computation_names: dict[str, int] = {}
         self.root_shapes: dict[str, Shape] = {}
+        self.computation_ops: dict[str, ComputationOp] = {}  # for `check_call`
         self.saw_stack_frame_id = False
         self.pending_computations: list[ComputationOp] = []
         self.pending_seen = False
@@ -1339,6 +1340,7 @@ class ModuleParser(_Parser):
         comp = new_computation_op(name, block, is_entry)
         root_shape = self.instructions(comp, block)
         self.root_shapes[name] = root_shape  # for the shapes of callers left unwritten
+        self.computation_ops[name] = comp
         if self.accept(","):
             k, key, kstart = lx.next()
             if key != "execution_thread":
@@ -1367,6 +1369,7 @@ class ModuleParser(_Parser):
         comp = new_computation_op(name, block)
         self.root_shapes[name] = self.instructions(comp, block)
         self.values, self.block, self.current_computation = saved
+        self.computation_ops[name] = comp
         self.pending_computations.append(comp)
         self.pending_seen = True  # XLA renames instructions module-wide: see `parse`
         return name
@@ -1955,6 +1958,8 @@ class ModuleParser(_Parser):
             sharding = attrs.get("sharding")
             if sharding is not None and shape.is_tuple and not sharding.text.startswith("{{"):
                 attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))
+        if opcode == "call":
+            self.check_call(name, attrs.get("to_apply"), operands, start)
         if opcode in CHECKED_OPCODES:
             # verify_instruction(op) on the values at hand, before the op exists; once per
             # parse for each combination of shapes where the rule reads nothing else.
@@ -1972,6 +1977,31 @@ class ModuleParser(_Parser):
         _append_op(block, op)
         (values[name],) = op.results  # (unpacked: `SSAValues.__getitem__` is Python code)
         return op
+
+    def check_call(
+        self, name: str, callee: str | None, operands: list[SSAValue], start: int
+    ) -> None:
+        """XLA's verifier (`ShapeVerifier::HandleCall`): a call passes as many operands as
+        its computation has parameters, each compatible with its parameter's shape."""
+        comp = getattr(self, "computation_ops", {}).get(callee)
+        if comp is None:
+            return  # (not defined yet: `check_defined` reports it)
+        params = comp.parameters()
+        why = None
+        if len(params) != len(operands):
+            why = f"passes {len(operands)} operand(s) to {callee}, which takes {len(params)}"
+        else:
+            for i, (p, v) in enumerate(zip(params, operands, strict=True)):
+                want, got = p.shape, v.type.data  # type: ignore[attr-defined]
+                if not got.compatible(want):
+                    why = (
+                        f"operand {i} {got.text(False)} does not match parameter {i} of "
+                        f"{callee}, {want.text(False)}"
+                    )
+                    break
+        if why is not None:
+            line, col = self.lx.line_col(start)
+            raise HloShapeError(f"{name}: {why}", self.lx.filename, line, col)
 
     def fix_up(
         self,

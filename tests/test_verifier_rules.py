@@ -84,6 +84,23 @@ RULES = {
         "update f32[5] does not fit in f32[4]",
         _m(["f32[4]", "f32[2]", "s32[]"], "f32[4] dynamic-update-slice(p0, p1, p2)"),
     ),
+    # XLA's ShapeVerifier::HandleCall: the operands match the called computation's
+    # parameters (found in the corpus: generate_hlo_test_checks_test_{input,output}.hlo#4)
+    "call_operand_shape": (
+        _m(["f32[4]", "f32[4]"], "f32[] call(p0, p1), to_apply=add", ADD),
+        "operand 0 f32[4] does not match parameter 0 of add, f32[]",
+        _m(["f32[]", "f32[]"], "f32[] call(p0, p1), to_apply=add", ADD),
+    ),
+    "call_operand_type": (
+        _m(["f32[]", "s32[]"], "f32[] call(p0, p1), to_apply=add", ADD),
+        "operand 1 s32[] does not match parameter 1 of add, f32[]",
+        _m(["f32[]", "f32[]"], "f32[] call(p0, p1), to_apply=add", ADD),
+    ),
+    "call_operand_count": (
+        _m(["f32[]"], "f32[] call(p0), to_apply=add", ADD),
+        "passes 1 operand(s) to add, which takes 2",
+        _m(["f32[]", "f32[]"], "f32[] call(p0, p1), to_apply=add", ADD),
+    ),
 }  # fmt: skip
 
 
