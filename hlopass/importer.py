@@ -1958,8 +1958,9 @@ class ModuleParser(_Parser):
             sharding = attrs.get("sharding")
             if sharding is not None and shape.is_tuple and not sharding.text.startswith("{{"):
                 attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))
-        if opcode == "call":
-            self.check_call(name, attrs.get("to_apply"), operands, start)
+        if opcode == "call" or opcode == "fusion":
+            callee = attrs.get("to_apply" if opcode == "call" else "calls")
+            self.check_call(name, callee, operands, start)
         if opcode in CHECKED_OPCODES:
             # verify_instruction(op) on the values at hand, before the op exists; once per
             # parse for each combination of shapes where the rule reads nothing else.
@@ -1981,8 +1982,11 @@ class ModuleParser(_Parser):
     def check_call(
         self, name: str, callee: str | None, operands: list[SSAValue], start: int
     ) -> None:
-        """XLA's verifier (`ShapeVerifier::HandleCall`): a call passes as many operands as
-        its computation has parameters, each compatible with its parameter's shape."""
+        """XLA's verifier (`ShapeVerifier::HandleCall`, `HloVerifier`'s fusion check): a
+        call or fusion passes as many operands as its computation has parameters, each
+        compatible with its parameter's shape."""
+        if isinstance(callee, tuple):
+            callee = callee[0] if len(callee) == 1 else None
         comp = getattr(self, "computation_ops", {}).get(callee)
         if comp is None:
             return  # (not defined yet: `check_defined` reports it)

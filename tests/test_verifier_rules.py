@@ -18,6 +18,12 @@ from tests.interp_util import assert_same, xla_execute_many
 ADD = "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
 
 
+FMUL = (
+    "fmul {\n  a = f32[4] parameter(0)\n  b = f32[] parameter(1)\n  c = f32[4] broadcast(b), "
+    "dimensions={}\n  ROOT m = f32[4] multiply(a, c)\n}\n\n"
+)
+
+
 def _m(params: list[str], root: str, extra: str = "") -> str:
     lines = [f"  p{i} = {s} parameter({i})" for i, s in enumerate(params)]
     return (
@@ -100,6 +106,13 @@ RULES = {
         _m(["f32[]"], "f32[] call(p0), to_apply=add", ADD),
         "passes 1 operand(s) to add, which takes 2",
         _m(["f32[]", "f32[]"], "f32[] call(p0, p1), to_apply=add", ADD),
+    ),
+    # ... and a fusion's, those of its fused computation (HloVerifier: "Shape mismatch
+    # between parameter number 1 and its operand"; corpus: tools__print_indexing_test.hlo)
+    "fusion_operand_shape": (
+        _m(["f32[4]", "f32[4]"], "f32[4] fusion(p0, p1), kind=kLoop, calls=fmul", FMUL),
+        "operand 1 f32[4] does not match parameter 1 of fmul, f32[]",
+        _m(["f32[4]", "f32[]"], "f32[4] fusion(p0, p1), kind=kLoop, calls=fmul", FMUL),
     ),
 }  # fmt: skip
 
