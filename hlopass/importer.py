@@ -1960,7 +1960,7 @@ class ModuleParser(_Parser):
                 attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))
         if opcode == "call" or opcode == "fusion":
             callee = attrs.get("to_apply" if opcode == "call" else "calls")
-            self.check_call(name, callee, operands, start)
+            self.check_call(name, callee, operands, start, opcode == "fusion")
         if opcode in CHECKED_OPCODES:
             # verify_instruction(op) on the values at hand, before the op exists; once per
             # parse for each combination of shapes where the rule reads nothing else.
@@ -1980,7 +1980,12 @@ class ModuleParser(_Parser):
         return op
 
     def check_call(
-        self, name: str, callee: str | None, operands: list[SSAValue], start: int
+        self,
+        name: str,
+        callee: str | None,
+        operands: list[SSAValue],
+        start: int,
+        is_fusion: bool = False,
     ) -> None:
         """XLA's verifier (`ShapeVerifier::HandleCall`, `HloVerifier`'s fusion check): a
         call or fusion passes as many operands as its computation has parameters, each
@@ -1992,10 +1997,12 @@ class ModuleParser(_Parser):
             return  # (not defined yet: `check_defined` reports it)
         params = comp.parameters()
         why = None
-        if len(params) != len(operands):
+        # (XLA lets a fusion pass more operands than its computation takes, not fewer)
+        extra = len(operands) - len(params)
+        if extra < 0 or (extra and not is_fusion):
             why = f"passes {len(operands)} operand(s) to {callee}, which takes {len(params)}"
         else:
-            for i, (p, v) in enumerate(zip(params, operands, strict=True)):
+            for i, (p, v) in enumerate(zip(params, operands[: len(params)], strict=True)):
                 want, got = p.shape, v.type.data  # type: ignore[attr-defined]
                 if not got.compatible(want):
                     why = (

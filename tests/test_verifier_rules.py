@@ -114,6 +114,13 @@ RULES = {
         "operand 1 f32[4] does not match parameter 1 of fmul, f32[]",
         _m(["f32[4]", "f32[]"], "f32[4] fusion(p0, p1), kind=kLoop, calls=fmul", FMUL),
     ),
+    # (fewer operands than parameters; XLA's verifier lets a fusion pass more, which we
+    # accept too, though XLA:CPU 0.10.2 aborts on such a module)
+    "fusion_operand_count": (
+        _m(["f32[4]"], "f32[4] fusion(p0), kind=kLoop, calls=fmul", FMUL),
+        "passes 1 operand(s) to fmul, which takes 2",
+        _m(["f32[4]", "f32[]"], "f32[4] fusion(p0, p1), kind=kLoop, calls=fmul", FMUL),
+    ),
 }  # fmt: skip
 
 
@@ -194,6 +201,18 @@ def test_derived_shapes_print_as_xla_does(opcode: str, xla):
 
     text = "HloModule m\n\nENTRY e {\n  " + DERIVED[opcode] + "\n}\n"
     assert print_hlo(hlopass.parse_hlo(text)) == xla.reprint(text)
+
+
+def test_fusion_may_pass_more_operands_than_parameters():
+    """XLA's ShapeVerifier::HandleFusion rejects only a fusion with more parameters than
+    operands ("Fused parameter count (%d) is greater than the number of operands")."""
+    text = _m(
+        ["f32[4]", "f32[]", "f32[3]"], "f32[4] fusion(p0, p1, p2), kind=kLoop, calls=fmul", FMUL
+    )
+    module = hlopass.parse_hlo(text, "extra.hlo")
+    x, y = np.arange(4, dtype=np.float32), np.float32(3)
+    (got,) = hlopass.evaluate(module, x, y, np.zeros(3, np.float32))
+    assert_same(got, x * y)  # exact: small integers
 
 
 def test_partition_id_must_be_u32():
