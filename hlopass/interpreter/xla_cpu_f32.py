@@ -79,7 +79,7 @@ def _libm() -> dict | None:
     return fns
 
 
-def _libm_or(fn: str, fallback, x: np.ndarray, dtype=F32) -> np.ndarray:
+def _libm_or(fn: str, fallback, x: np.ndarray, dtype: type[np.floating] = F32) -> np.ndarray:
     x = np.asarray(x, dtype)
     lib = _libm()
     if lib is None or x.size == 0:
