@@ -48,7 +48,8 @@ def _f32_libm(libm, f64_fn):
     """XLA-CPU calls the C library's f32 function on every element of f32 and of narrower
     floats (widened to f32), in either float mode: those functions underflow gradually on
     their own (sin(1e-45) = 1e-45), so the mode's flushing is applied around them as
-    before. f64 uses `f64_fn`: numpy's sin and cos agree with the C library's, its tan not."""
+    before. f64 uses `f64_fn`, the C library's f64 function (numpy's f64 sin and cos are
+    its own SIMD versions on AVX-512 machines, so they are not used)."""
 
     def fn(w: np.ndarray) -> np.ndarray:
         return libm(w) if w.dtype == np.float32 else f64_fn(w)
@@ -64,8 +65,8 @@ _FLOAT_UNARY = {
     "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "cbrt": np.cbrt,
-    "sine": _f32_libm(xla_cpu_f32.sin, np.sin),
-    "cosine": _f32_libm(xla_cpu_f32.cos, np.cos),
+    "sine": _f32_libm(xla_cpu_f32.sin, xla_cpu_f32.sin_f64),
+    "cosine": _f32_libm(xla_cpu_f32.cos, xla_cpu_f32.cos_f64),
     "tan": _f32_libm(xla_cpu_f32.tan, xla_cpu_f32.tan_f64),
     "tanh": np.tanh,
     "sinh": np.sinh,

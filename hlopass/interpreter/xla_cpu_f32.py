@@ -72,7 +72,8 @@ def _libm() -> dict | None:
         return None
     fns = {}
     for fn, c_type in (("sinf", ctypes.c_float), ("cosf", ctypes.c_float),
-                       ("tanf", ctypes.c_float), ("tan", ctypes.c_double)):  # fmt: skip
+                       ("tanf", ctypes.c_float), ("tan", ctypes.c_double),
+                       ("sin", ctypes.c_double), ("cos", ctypes.c_double)):  # fmt: skip
         f = getattr(lib, fn)
         f.restype, f.argtypes = c_type, [c_type]
         fns[fn] = f
@@ -107,5 +108,17 @@ def tan(x: np.ndarray) -> np.ndarray:
 
 def tan_f64(x: np.ndarray) -> np.ndarray:
     """f64 tangent as XLA-CPU computes it: the C library's tan (numpy's differs in about
-    0.4% of inputs; its f64 sin and cos agree with the C library's and stay)."""
+    0.4% of inputs)."""
     return _libm_or("tan", np.tan, x, np.float64)
+
+
+def sin_f64(x: np.ndarray) -> np.ndarray:
+    """f64 sine as XLA-CPU computes it: the C library's sin. (numpy's agrees on an AVX2
+    machine, where it calls the same library, but uses its own SIMD version where AVX-512
+    is present.)"""
+    return _libm_or("sin", np.sin, x, np.float64)
+
+
+def cos_f64(x: np.ndarray) -> np.ndarray:
+    """f64 cosine as XLA-CPU computes it: the C library's cos (see `sin_f64`)."""
+    return _libm_or("cos", np.cos, x, np.float64)
