@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import hlopass  # noqa: E402
 from hlopass import oracle  # noqa: E402
 from hlopass.corpus import corpus_root, modules  # noqa: E402
+from hlopass.errors import HloResourceError  # noqa: E402
 from hlopass.interpreter import evaluate_replicas  # noqa: E402
 from hlopass.interpreter.core import flatten  # noqa: E402
 from hlopass.interpreter.dynamic import sizes_of  # noqa: E402
@@ -51,6 +52,7 @@ from tests.interp_util import (  # noqa: E402
     xla_execute_replicas,
     xla_friendly,
 )
+from tests.test_corpus_roundtrip import VERIFIER_REJECTS  # noqa: E402
 from tests.test_interpreter_xla_correctness import _compare  # noqa: E402
 
 # Modules where XLA-CPU's result is not the operation's meaning; each is still run and
@@ -194,7 +196,10 @@ def _run_one(args, m, status: dict, no_bound: dict) -> dict | None:
         n = replicas_needed(module)
         inputs = [random_inputs(module, r) for r in range(n)]
     except Exception as e:
-        status[m.id] = f"parse: {type(e).__name__}: {str(e)[:120]}"
+        if m.id in VERIFIER_REJECTS:  # XLA's verifier rejects it too (the corpus test's list)
+            status[m.id] = f"XLA's verifier rejects: {VERIFIER_REJECTS[m.id]}"
+        else:
+            status[m.id] = f"parse: {type(e).__name__}: {str(e)[:120]}"
         return None
     _cpu_alarm(args.limit_s)
     try:
@@ -212,6 +217,8 @@ def _run_one(args, m, status: dict, no_bound: dict) -> dict | None:
         status[m.id] = f"unsupported: {str(e)[:150]}"
     except _TimeLimit:
         status[m.id] = f"interpreter over {args.limit_s} CPU s"
+    except HloResourceError as e:  # a result past the memory limit: does not fit in memory
+        status[m.id] = f"out of memory: {str(e)[:120]}"
     except Exception as e:
         status[m.id] = f"interpreter error: {type(e).__name__}: {str(e)[:120]}"
     finally:
