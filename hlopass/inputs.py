@@ -178,7 +178,9 @@ def _random_indices(rng, shape, dtype, c) -> np.ndarray:
 def random_inputs(module, seed: int = 0) -> list:
     """Seeded random arguments for the entry computation (tuples for tuple parameters)."""
     from hlopass.dialects.hlo import entry_computation
+    from hlopass.errors import HloInputError
     from hlopass.literal import numpy_dtype
+    from hlopass.shape import UNBOUNDED
 
     rng = np.random.default_rng(seed)
     constraints = _index_constraints(module)
@@ -188,6 +190,11 @@ def random_inputs(module, seed: int = 0) -> list:
             return tuple(build(e, None) for e in shape.elements)
         if shape.element_type in ("token", "opaque"):  # no data: the interpreter's stand-in
             return np.zeros((0,), np.uint8)
+        if UNBOUNDED in shape.dims:  # `?`: no size to draw (XLA's verifier rejects it too)
+            raise HloInputError(
+                f"error: parameter {number} ({shape}) has an unbounded dimension: no inputs "
+                "can be drawn for it"
+            )
         dtype = numpy_dtype(shape.element_type)
         c = constraints.get(number) if number is not None else None
         if c is not None and "identity" in c:

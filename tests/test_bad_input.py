@@ -1047,3 +1047,19 @@ def test_unicode_escapes_read_as_xla_reads_them(xla):
     assert _unescape('"\\u00e9\\U0001F600\\x41\\101"') == "\u00e9\U0001f600AA"
     assert _unescape('"\\303\\251"') == "\u00e9"  # what XLA prints for it
     assert "\\303\\251" in xla.reprint(_escape_module("\\u00e9"))
+
+
+def test_random_inputs_for_an_unbounded_dimension_is_one_error():
+    """`f32[?,4]` has no size to draw (XLA's verifier rejects unbounded dynamism): one
+    HloInputError line naming the parameter, not numpy's "negative dimensions"."""
+    import hlopass
+    from hlopass.errors import HloInputError
+
+    m = hlopass.parse_hlo(
+        "HloModule m\nENTRY e {\n  p = f32[?,4] parameter(0)\n  ROOT n = f32[?,4] negate(p)\n}\n"
+    )
+    with pytest.raises(HloInputError) as e:
+        hlopass.random_inputs(m)
+    msg = str(e.value)
+    assert msg.startswith("error: parameter 0 (f32[?,4]") and "unbounded" in msg
+    assert len(msg.splitlines()) == 1
