@@ -7,6 +7,7 @@ the identity patterns (`add(x, 0) -> x`, ...) then drop an init that is the iden
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from xdsl.ir import SSAValue
@@ -270,6 +271,18 @@ def window_reduce_dims(op: HloOp, slc: list[A.SliceDim] | None = None) -> tuple[
     return tuple(dims)
 
 
+def reduce_then_reshape(s: Simplification, rw: HloOp, dims: Any, shape: Any, like: HloOp) -> Any:
+    """`reshape(reduce(x, init), dims)` to `shape` for the reduce-window `rw(x, init)` whose
+    windows span `dims` whole (and one element elsewhere); the new ops take `like`'s
+    metadata."""
+    x, init = rw.operands
+    sx = array(value_shape(x))
+    small = sx.with_dims(tuple(n for i, n in enumerate(sx.dims) if i not in dims))  # type: ignore[union-attr]
+    r = s.new("reduce", [x, init], small,
+              {"dimensions": dims, "to_apply": rw.attr("to_apply")}, like=rw)  # fmt: skip
+    return s.new("reshape", [r.result], shape, like=like)
+
+
 class ReduceWindowToReduce(Simplification):
     """`reduce-window(x, init) -> reshape(reduce(x, init))` when each window spans a whole
     dimension or one element (reducing the spanned dims; no stride, padding or dilation;
@@ -288,12 +301,7 @@ class ReduceWindowToReduce(Simplification):
         shape = array(op.shape)
         if not dims or shape is None:
             return None
-        x, init = op.operands
-        sx = array(value_shape(x))
-        small = sx.with_dims(tuple(n for i, n in enumerate(sx.dims) if i not in dims))  # type: ignore[union-attr]
-        r = self.new("reduce", [x, init], small,
-                     {"dimensions": dims, "to_apply": op.attr("to_apply")}, like=op)  # fmt: skip
-        return self.new("reshape", [r.result], shape, like=op)
+        return reduce_then_reshape(self, op, dims, shape, op)
 
 
 class ReduceWindowVariadicSingle(Simplification):

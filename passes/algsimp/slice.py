@@ -13,7 +13,7 @@ from hlopass.passes.algsimp.helpers import (
     single_use,
     src,
 )
-from hlopass.passes.algsimp.reduce_window import window_reduce_dims
+from hlopass.passes.algsimp.reduce_window import reduce_then_reshape, window_reduce_dims
 from hlopass.rewriting import (
     value_shape,
 )
@@ -218,12 +218,7 @@ class SliceOfReduceWindow(Simplification):
         dims = window_reduce_dims(rw, list(op.attr("slice")))
         if not dims:
             return None
-        x, init = rw.operands
-        sx = array(value_shape(x))
-        small = sx.with_dims(tuple(n for i, n in enumerate(sx.dims) if i not in dims))  # type: ignore[union-attr]
-        r = self.new("reduce", [x, init], small,
-                     {"dimensions": dims, "to_apply": rw.attr("to_apply")}, like=rw)  # fmt: skip
-        return self.new("reshape", [r.result], shape, like=op)
+        return reduce_then_reshape(self, rw, dims, shape, op)
 
 
 class SliceOfPadPaddingOnly(Simplification):
