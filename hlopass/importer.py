@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from contextlib import suppress
 from operator import attrgetter
 from typing import Any
 
@@ -195,8 +196,10 @@ class _Parser:
         self.tuples: dict[str, TupleShape] = {}  # `flat_tuple_shape`: tuple text -> shape
         self.metadata_values: dict[str, A.Metadata] = {}  # `fast_value`: metadata text -> value
         self.scalars: dict[tuple[str, str], Any] = {}  # `literal`: (type, token) -> 0-d array
-        # (opcode, ids of the result and operand shapes) that passed `check_instruction`.
-        self.checked: dict[tuple[Any, ...], tuple[Shape, list[Shape]]] = {}
+        # `check_shapes`: the inputs that passed `check_instruction`, and the attributes
+        # its rule for each opcode has read so far.
+        self.checked: dict[tuple[Any, ...], tuple[Shape, list[Any]]] = {}
+        self.rule_reads: dict[str, tuple[str, ...]] = {}
 
     def array_shape(self, tok: str) -> ArrayShape:
         """The shape of an array shape token (ValueError when malformed), read once."""
@@ -1649,24 +1652,69 @@ class ModuleParser(_Parser):
         spec = OPCODES.get(opcode)
         if spec is None or name in values:
             return None
-        stype = self.types.get(shape_tok)
+        stype = self.types.get(shape_tok) or self.head_type(shape_tok)
         if stype is None:
-            try:
-                stype = (
-                    self.type_of(shape_tok) if shape_tok[0] != "(" else self.tuple_type(shape_tok)
-                )
-            except ValueError:
-                return None
-            if stype is None:
-                return None
-        self.lx.pos = m.end()
+            return None
+        lx = self.lx
+        lx.pos = m.end()
+        operands = None
         if opcode == "parameter":
             op = self.plain_parameter(name, stype, values, block)
             if op is not None:
                 return op
+        elif opcode not in _NOT_PLAIN:
+            operands = self.fast_operands(values)
+            if operands is not None:
+                end = _NEXT_ATTR.match(lx.text, lx.pos)
+                if end is not None and end.lastindex is None:  # no attributes
+                    op = self.plain_instruction(name, opcode, spec, stype, operands, block, m)
+                    if op is not None:
+                        (values[name],) = op.results
+                        return op
         return self.instruction_body(
-            name, opcode, spec, stype.data, values, block, m.start(2), m.start(4), False, stype
+            name,
+            opcode,
+            spec,
+            stype.data,
+            values,
+            block,
+            m.start(2),
+            m.start(4),
+            False,
+            stype,
+            operands,
         )
+
+    def head_type(self, shape_tok: str) -> ShapeType | None:
+        """The IR type of an instruction head's shape token not read yet; None where
+        `shape` must read it (and report its error)."""
+        try:
+            return self.type_of(shape_tok) if shape_tok[0] != "(" else self.tuple_type(shape_tok)
+        except ValueError:
+            return None
+
+    def plain_instruction(
+        self,
+        name: str,
+        opcode: str,
+        spec: Any,
+        stype: ShapeType,
+        operands: list[SSAValue],
+        block: Block,
+        m: re.Match[str],
+    ) -> HloOp | None:
+        """An instruction with plain operands and no attributes (about half of a large
+        module's), once `fast_instruction` has read it: what `instruction_body` does for
+        it, without its general steps; None when `instruction_body` must (to report an
+        error)."""
+        if spec.arity >= 0 and len(operands) != spec.arity:
+            return None
+        shape = stype.data
+        if opcode in CHECKED_OPCODES:
+            self.check_shapes(opcode, name, shape, operands, _NO_ATTRS, m.start(2))
+        op = create_op(opcode, operands, shape, name, None, None, stype)
+        _append_op(block, op)
+        return op
 
     def plain_parameter(
         self, name: str, stype: ShapeType, values: dict[str, SSAValue], block: Block
@@ -1798,9 +1846,11 @@ class ModuleParser(_Parser):
         ostart: int,
         nested: bool = False,
         stype: ShapeType | None = None,
+        read: list[SSAValue] | None = None,
     ) -> HloOp:
         """The rest of an instruction after its opening `(`; `stype`: the result shape's
-        IR type when the caller has it at hand."""
+        IR type when the caller has it at hand; `read`: the operands, when the caller has
+        read them (up to the `)`)."""
         lx = self.lx
         attrs: dict[str, Any] = {}
         operands: list[SSAValue] = []
@@ -1820,7 +1870,9 @@ class ModuleParser(_Parser):
             attrs["value"] = A.ShapedLiteral(shape, self.literal(shape))
             self.expect(")")
         else:
-            fast = None if nested or lx._peeked is not None else self.fast_operands(values)
+            fast = read
+            if fast is None and not nested and lx._peeked is None:
+                fast = self.fast_operands(values)
             if fast is not None:
                 operands = fast
             elif not self.accept(")"):
@@ -1962,22 +2014,65 @@ class ModuleParser(_Parser):
             callee = attrs.get("to_apply" if opcode == "call" else "calls")
             self.check_call(name, callee, operands, start, opcode == "fusion")
         if opcode in CHECKED_OPCODES:
-            # verify_instruction(op) on the values at hand, before the op exists; once per
-            # parse for each combination of shapes where the rule reads nothing else.
-            shapes = list(map(_SHAPE_OF, operands))
-            key = (opcode, id(shape), *map(id, shapes)) if opcode in _SHAPE_RULES else None
-            if key is None or key not in self.checked:
-                try:
-                    check_instruction(opcode, name, shape, shapes, attrs.get)
-                except VerifyException as e:
-                    line, col = lx.line_col(start)
-                    raise HloShapeError(str(e), lx.filename, line, col) from None
-                if key is not None:
-                    self.checked[key] = (shape, shapes)  # (alive, so no id is reused)
+            self.check_shapes(opcode, name, shape, operands, attrs, start)
         op = create_op(opcode, operands, shape, name, attrs, self.intern, stype)
         _append_op(block, op)
         (values[name],) = op.results  # (unpacked: `SSAValues.__getitem__` is Python code)
         return op
+
+    def check_shapes(
+        self,
+        opcode: str,
+        name: str,
+        shape: Shape,
+        operands: list[SSAValue],
+        attrs: dict[str, Any],
+        start: int,
+    ) -> None:
+        """verify_instruction(op) on the values at hand, before the op exists; once per
+        parse for each combination of inputs the rule reads.
+
+        `check_instruction` is a function of the result and operand shapes and of the
+        attributes it reads (the name is only in its messages): once it passed, it passes
+        for inputs equal in all it read. Which attributes those are is recorded per opcode
+        (`rule_reads`, growing as rules read more), and a pass is kept under the shapes
+        (by identity: interned per parse, held alive by the entry) and the values of those
+        attributes."""
+        reads = self.rule_reads.get(opcode, ())
+        key: tuple[Any, ...] | None = (
+            opcode,
+            reads,
+            id(shape),
+            *map(id, map(_TYPE_OF, operands)),
+            *map(attrs.get, reads),
+        )
+        try:
+            if key in self.checked:
+                return
+        except TypeError:  # an unhashable attribute value: checked every time
+            key = None
+        shapes = list(map(_SHAPE_OF, operands))
+        read: set[str] = set()
+
+        def attr(k: str) -> Any:
+            read.add(k)
+            return attrs.get(k)
+
+        try:
+            check_instruction(opcode, name, shape, shapes, attr)
+        except VerifyException as e:
+            lx = self.lx
+            line, col = lx.line_col(start)
+            raise HloShapeError(str(e), lx.filename, line, col) from None
+        if key is None:
+            return
+        if not read.issubset(reads):
+            reads = self.rule_reads[opcode] = tuple(sorted(read.union(reads)))
+            key = (opcode, reads, id(shape), *map(id, map(_TYPE_OF, operands)))
+            key += tuple(map(attrs.get, reads))
+        kept = (shape, list(map(_TYPE_OF, operands)))  # (alive, so no id is reused)
+        with suppress(TypeError):  # (an unhashable attribute value: not kept)
+            self.checked[key] = kept
 
     def check_call(
         self,
@@ -2433,12 +2528,8 @@ _NAME_ATOM = r"%?+[A-Za-z_$][\w.\-$]*+"
 _PLAIN_OPERANDS = re.compile(rf"[ \t]*+((?:{_NAME_ATOM}[ \t]*+,[ \t]*+)*+{_NAME_ATOM})?+[ \t]*+\)")
 _NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
 _SHAPE_OF = attrgetter("_type.data")  # an SSA value's shape
+_TYPE_OF = attrgetter("_type")  # an SSA value's (per parse interned) type
 _CLOSE = re.compile(TRIVIA_RE + r"\}", re.S)  # a computation's closing brace
-# Opcodes whose `check_instruction` rule reads the result and operand shapes only (the
-# elementwise rule, select's and reshape's): passed once, it passes for the same shapes.
-_SHAPE_RULES = frozenset(
-    op for op, spec in OPCODES.items() if "elementwise" in spec.traits or op == "reshape"
-)
 # Words XLA's lexer reads as keywords, never as an instruction's name ("expects name"):
 # element types even after `%`, the other keywords only without it (checked with jaxlib).
 _TYPE_WORDS = frozenset(ELEMENT_BITS)
@@ -2504,6 +2595,10 @@ _HEAD = re.compile(
     + r"[ \t]+([A-Za-z_][\w\-]*)\(",
     re.S,
 )
+# Opcodes `plain_instruction` leaves to `instruction_body` (their operands are no plain
+# list, or it reads more than operands for them).
+_NOT_PLAIN = _FIX_UP_OR_CHECK | {"parameter", "constant", "call", "fusion"}
+_NO_ATTRS: dict[str, Any] = {}
 _SLOW = object()  # `fast_value`: leave this value to `value`
 # Values `fast_value` reads, each directly after `name=`: patterns that match only where
 # the lexer would read the same tokens (else `value` reads them). Group 1 is the value.
