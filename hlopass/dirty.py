@@ -1,24 +1,37 @@
-"""Per-computation dirty tracking for `fixpoint`: which computations each pass must revisit.
+"""Dirty tracking for `fixpoint`: where each pass must look again, per computation and,
+inside one, per instruction.
 
-A pass run reports the computations it changed (`rewriting.Scope`); everything that may
-now rewrite differently is marked dirty for every pass: the changed computations, the
-computations added, the computations whose call sites changed (an instruction calling one
-of them, by its opcode, came or went: e.g. a removed `fusion` changes whether its
-computation counts as fused, a removed caller lets `dce` shrink a fusion elsewhere) and all
-callers of those, transitively (what a caller may do depends on what its callees hold:
-`constant-folding` folds a call only when nothing inside it, however deep, has side
-effects; `cse` compares called computations by structure). Edits a pass makes to a
-computation through its call sites (constant propagation, dropped call parameters, a
-shrunk fusion) are reported by the pass itself. A pass then reruns only on what is dirty
-for it; on the rest it would change nothing, as nothing it reads changed since its last run.
+A pass run reports what it changed (`rewriting.Scope`): computations changed as a whole,
+and computations edited only through a tracking rewriter (`hlopass.worklist`), with the
+instructions it touched. Everything that may now rewrite differently is marked dirty for
+every pass:
+* as a whole: the computations changed as a whole, those added, and those whose call
+  sites changed (an instruction calling one of them, by its opcode, came or went: e.g. a
+  removed `fusion` changes whether its computation counts as fused, a removed caller lets
+  `dce` shrink a fusion elsewhere);
+* at the instructions touched: the computations edited through a tracking rewriter;
+* at the call sites: in every caller of any of these, transitively, the instructions
+  calling them (what a caller may do depends on what its callees hold: `constant-folding`
+  folds a call only when nothing inside it, however deep, has side effects; `cse`
+  compares called computations by structure).
+Edits a pass makes to a computation through its call sites (constant propagation, dropped
+call parameters, a shrunk fusion) are reported by the pass itself. A pass then reruns only
+on what is dirty for it, starting from the dirty instructions: elsewhere it would change
+nothing, as nothing it reads changed since its last run.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ComputationOp, computations
 from hlopass.rewriting import instructions
+from hlopass.worklist import Touches
+
+if TYPE_CHECKING:
+    from hlopass.rewriting import Scope
 
 
 def callee_names(comp: ComputationOp) -> set[str]:
@@ -36,6 +49,27 @@ def call_sites(comp: ComputationOp) -> set[tuple[str, str]]:
     return out
 
 
+Dirt = dict[ComputationOp, "Touches | None"]
+"""What a pass must revisit, per computation: the instructions to start from, or None for
+the whole computation."""
+
+
+def add_dirt(into: Dirt | None, more: Dirt | None) -> Dirt | None:
+    """`into` with `more` added (None: everything)."""
+    if into is None or more is None:
+        return None
+    for comp, ops in more.items():
+        if ops is None:
+            into[comp] = None
+        elif comp not in into:
+            into[comp] = ops.copy()
+        else:
+            have = into[comp]
+            if have is not None:
+                have.update(ops)
+    return into
+
+
 class CallGraph:
     """Who calls whom in `module` (and by which opcode), updated after each pass."""
 
@@ -43,49 +77,75 @@ class CallGraph:
         self.module = module
         self.calls = {c: call_sites(c) for c in computations(module)}
 
-    def settle(
-        self, changed: set[ComputationOp], everything: bool, settled: set[ComputationOp]
-    ) -> tuple[set[ComputationOp] | None, set[ComputationOp] | None]:
-        """Update the graph after a pass that changed `changed` (or, with `everything`,
-        anything); the computations dirty now for the other passes and for the pass itself
-        (None: all of them). A computation of `settled` (the pass left it at its own fixed
-        point: its last walk over it changed nothing) is not dirty for the pass itself,
-        unless something it calls changed too."""
+    def settle(self, scope: Scope, exact: bool = True) -> tuple[Dirt | None, Dirt | None]:
+        """Update the graph after a pass run that reported its edits in `scope` (or, with
+        `scope.everything`, may have changed anything); what is dirty now for the other
+        passes and for the pass itself (None: everything).
+
+        Dirty as a whole: the computations the run changed without itemizing, the new
+        ones and those some call site of which came or went. Dirty at the instructions
+        the run touched: the computations it edited only through a tracking rewriter.
+        And in every caller of any of these, transitively, the instructions calling them.
+        A computation of `scope.settled` (the pass left it at its own fixed point) is not
+        dirty for the pass itself, but its callers' call sites are. Without `exact`
+        (`fixpoint{exhaustive=true}`), whatever is dirty is dirty as a whole."""
         comps = computations(self.module)
         old = self.calls
-        if everything:
+        if scope.everything:
             self.calls = {c: call_sites(c) for c in comps}
             return None, None
-        new = {c: old[c] if c in old and c not in changed else call_sites(c) for c in comps}
+        edited = scope.edited()
+        new = {c: old[c] if c in old and c not in edited else call_sites(c) for c in comps}
         self.calls = new
-        seeds = {c for c in changed if c in new} | {c for c in new if c not in old}
+        whole = {c for c in scope.changed if c in new} | {c for c in new if c not in old}
         moved: set[str] = set()  # computations some call site of which came or went
-        for c in seeds:
-            moved.update(name for _, name in old.get(c, set()) ^ new[c])
+        for c in edited | whole:
+            if c in new:
+                moved.update(name for _, name in old.get(c, set()) ^ new[c])
         for c, sites in old.items():
             if c not in new:  # removed, with its call sites
                 moved.update(name for _, name in sites)
         by_name = {c.comp_name: c for c in new}
-        seeds.update(by_name[n] for n in moved if n in by_name)
-        callers: dict[str, list[ComputationOp]] = {}
-        for c, sites in new.items():
-            for _, name in sites:
-                callers.setdefault(name, []).append(c)
-        fixed = seeds & settled
-        own = _with_callers(seeds - fixed, callers) | _with_callers(fixed, callers, False)
-        return _with_callers(seeds, callers), own
+        whole.update(by_name[n] for n in moved if n in by_name)
+        itemized = {c: ops for c, ops in scope.touched.items() if c in new and c not in whole}
+        sites = _call_sites_above(whole | itemized.keys(), new)
+        others: Dirt = {}
+        own: Dirt = {}
+        for c in whole:
+            others[c] = None
+            if c not in scope.settled:
+                own[c] = None
+        for c, ops in itemized.items():
+            others[c] = ops.copy()
+            if c not in scope.settled:
+                own[c] = ops.copy()
+        add_dirt(others, sites)
+        add_dirt(own, sites)
+        if not exact:
+            others = dict.fromkeys(others)
+            own = dict.fromkeys(own)
+        return others, own
 
 
-def _with_callers(
-    start: set[ComputationOp], callers: dict[str, list[ComputationOp]], keep_start: bool = True
-) -> set[ComputationOp]:
-    """`start` (or, without `keep_start`, only what it reaches) and every caller of those,
-    transitively."""
-    out = set(start) if keep_start else set()
-    stack = list(start)
+def _call_sites_above(
+    start: set[ComputationOp], calls: dict[ComputationOp, set[tuple[str, str]]]
+) -> Dirt:
+    """In every caller of `start`, transitively, the instructions calling them (what a
+    caller may do depends on what its callees hold)."""
+    callers: dict[str, list[ComputationOp]] = {}
+    for c, sites in calls.items():
+        for _, name in sites:
+            callers.setdefault(name, []).append(c)
+    reached: dict[str, ComputationOp] = {c.comp_name: c for c in start}
+    stack = list(reached)
+    out: Dirt = {}
     while stack:
-        for caller in callers.get(stack.pop().comp_name, ()):
-            if caller not in out:
-                out.add(caller)
-                stack.append(caller)
+        name = stack.pop()
+        for caller in callers.get(name, ()):
+            ops = out.setdefault(caller, Touches())
+            assert ops is not None
+            ops.content.update(op for op in instructions(caller) if name in op.callees())
+            if caller.comp_name not in reached:
+                reached[caller.comp_name] = caller
+                stack.append(caller.comp_name)
     return out

@@ -167,6 +167,10 @@ class FixpointPass(HloModulePass):
     max_iterations: int = FIXPOINT_LIMIT
     """Stop after this many rounds even if the module still changes (XLA: 25)."""
 
+    exhaustive: bool = False
+    """Rerun passes on whole computations and confirm each fixed point with whole walks,
+    not only around what changed (`hlopass.worklist`): slower, the same module."""
+
     def inner(self) -> list[HloModulePass]:
         return parse_pass_pipeline(",".join(self.passes))
 
@@ -188,11 +192,11 @@ class FixpointPass(HloModulePass):
         again (passes are deterministic), nor on those it left at its own fixed point
         (`Scope.settled`). A pass with nothing to revisit is not run; `on_skip(p)` is told
         of it."""
-        from hlopass.dirty import CallGraph
+        from hlopass.dirty import CallGraph, Dirt, add_dirt
 
         passes = self.inner()
         graph: CallGraph | None = None  # the call sites before the first pass runs
-        dirty: list[set[ComputationOp] | None] = [None] * len(passes)  # None: everything
+        dirty: list[Dirt | None] = [None] * len(passes)  # None: everything
         changed = False
         for n in range(1, self.max_iterations + 1):
             if on_round is not None:
@@ -200,27 +204,26 @@ class FixpointPass(HloModulePass):
             round_changed = False
             for i, p in enumerate(passes):
                 todo = dirty[i]
+                scope = Scope(exhaustive=self.exhaustive)
                 if todo is not None:
-                    todo = {c for c in todo if c.parent is not None}  # not erased since
-                    if not todo:
+                    todo = {c: ops for c, ops in todo.items() if c.parent is not None}
+                    if not todo:  # nothing left that was not erased since
                         if on_skip is not None:
                             on_skip(p)
                         continue
-                dirty[i] = set()
-                scope = Scope(todo)
+                    scope.only = set(todo)
+                    scope.seeds = {c: ops for c, ops in todo.items() if ops is not None}
+                dirty[i] = {}
                 if graph is None:
                     graph = CallGraph(module)
                 if not run_one(p, scope):
                     continue
                 round_changed = True
-                everything = scope.everything or not scope.tracked
-                now, own = graph.settle(scope.changed, everything, scope.settled)
-                for j, d in enumerate(dirty):
-                    add = own if j == i else now
-                    if add is None:
-                        dirty[j] = None
-                    elif d is not None:
-                        d |= add
+                if not scope.tracked:
+                    scope.everything = True
+                now, own = graph.settle(scope, exact=not self.exhaustive)
+                for j in range(len(dirty)):
+                    dirty[j] = add_dirt(dirty[j], own if j == i else now)
             changed |= round_changed
             if not round_changed:
                 break
@@ -290,7 +293,7 @@ class Runner:
         if self.verify_each and changed:  # as XLA's pipeline: a pass that changed nothing
             # left the verified module as is; one that names what it changed left the rest so
             tracked = scope is not None and scope.tracked and not scope.everything
-            only = scope.changed if tracked else None  # type: ignore[union-attr]
+            only = scope.edited() if tracked else None  # type: ignore[union-attr]
             self._verify(module, f"after pass '{p.name}'", only)
         self._dump(p, label, module, changed, before)
         return changed

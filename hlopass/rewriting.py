@@ -17,7 +17,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeGuard
+from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 import numpy as np
 from xdsl.context import Context
@@ -27,7 +27,6 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
 )
 from xdsl.rewriter import InsertPoint
@@ -46,6 +45,9 @@ from hlopass.dialects.hlo import (
 )
 from hlopass.literal import Literal, numpy_dtype
 from hlopass.shape import ArrayShape, Shape, TupleShape, scalar
+
+if TYPE_CHECKING:
+    from hlopass.worklist import Touches, WalkResult
 
 # --- passes -------------------------------------------------------------------------------
 
@@ -140,13 +142,46 @@ class Scope:
     nothing module-wide): running it again there would change nothing."""
 
     tracked: bool = False
-    """The run reported its changes in `changed` (set by passes that track them; a run
-    that changed the module without doing so counts as having changed everything)."""
+    """The run reported its changes in `changed` and `touched` (set by passes that track
+    them; a run that changed the module without doing so counts as having changed
+    everything)."""
+
+    seeds: dict[ComputationOp, Touches] = field(default_factory=dict)
+    """For a computation of `only` listed here: the instructions something changed since
+    the pass's last run there (or that depend on a changed callee); the run may start
+    from them instead of the whole computation (`hlopass.worklist`)."""
+
+    touched: dict[ComputationOp, Touches] = field(default_factory=dict)
+    """Computations the run edited only through a tracking rewriter, with the instructions
+    it touched (created, modified, whose uses changed). A computation also in `changed`
+    counts as changed as a whole."""
+
+    exhaustive: bool = False
+    """Walk whole computations (no seeds, whole-computation confirming walks): the slow
+    reference the shortcuts of `hlopass.worklist` are tested against."""
 
     def select(self, comps: Iterable[ComputationOp]) -> list[ComputationOp]:
         """`comps` this run visits, in order."""
         only = self.only
         return list(comps) if only is None else [c for c in comps if c in only]
+
+    def seeds_of(self, comp: ComputationOp) -> Touches | None:
+        """Where the run may start in `comp` (None: everywhere)."""
+        return None if self.exhaustive else self.seeds.get(comp)
+
+    def record(self, comp: ComputationOp, walk: WalkResult) -> bool:
+        """Note what a tracking walk over `comp` did; whether it changed anything."""
+        if walk.changed:
+            have = self.touched.get(comp)
+            if have is None:
+                self.touched[comp] = walk.touched
+            else:
+                have.update(walk.touched)
+        return walk.changed
+
+    def edited(self) -> set[ComputationOp]:
+        """Every computation the run edited, whichever way."""
+        return self.changed | self.touched.keys()
 
 
 # --- names --------------------------------------------------------------------------------
@@ -574,20 +609,26 @@ def run_patterns(
     patterns: Sequence[RewritePattern],
     comps: Iterable[ComputationOp] | None = None,
     scope: Scope | None = None,
+    radius: int | None = None,
 ) -> bool:
     """Apply `patterns` greedily to a fixed point over `comps` (all computations by
-    default); the computations changed go into `scope.changed`."""
+    default); what changed goes into `scope.touched`. With `radius` (how far from a change
+    the patterns' decisions look, see `hlopass.worklist`), the walks start from `scope`'s
+    seeds and confirm around what changed; without, they are whole-computation walks."""
+    from hlopass.worklist import rewrite_block
+
     applier = (
         patterns[0]
         if len(patterns) == 1
         else GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
     )
+    scope = scope if scope is not None else Scope()
     changed = False
     for comp in list(comps) if comps is not None else computations(module):
-        if PatternRewriteWalker(applier, apply_recursively=True).rewrite_region(comp.body):
-            changed = True
-            if scope is not None:
-                scope.changed.add(comp)
+        exhaustive = radius is None or scope.exhaustive
+        walk = rewrite_block(applier, comp.body.block, scope.seeds_of(comp), True, radius or 0,
+                             exhaustive)  # fmt: skip
+        changed |= scope.record(comp, walk)
     return changed
 
 

@@ -302,4 +302,6 @@ class ConstantFoldingPass(HloModulePass):
         pattern = FoldConstantInstruction(
             rctx, self, Evaluator(module, self), {c.comp_name: c for c in all_comps}, {}
         )
-        return run_patterns(module, [pattern], comps, scope) or changed
+        # radius 0: whether an instruction folds depends on it and its operands' definitions,
+        # which change only by replacing an operand (the instruction is then touched)
+        return run_patterns(module, [pattern], comps, scope, radius=0) or changed

@@ -10,13 +10,14 @@ computations they call), instructions with control predecessors or named as one.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.rewriting import (
@@ -33,6 +34,7 @@ from hlopass.rewriting import (
     is_random,
     is_root,
 )
+from hlopass.worklist import Journal, Touches, WalkResult, rewrite_block, tracking_rewriter
 
 _NEVER_KEYED = frozenset({"name", "metadata", "control-predecessors"})
 
@@ -115,30 +117,103 @@ class EliminateCommonSubexpression(RewritePattern):
     prints: Fingerprints
     table: dict[object, HloOp] = field(default_factory=dict)
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+    def key(self, op: Operation) -> object:
+        """What identical instructions share (None: never merged, or not hashable)."""
         if not is_hlo(op) or not _eligible(op, self.prints.comps, self.prints.effects):  # type: ignore[arg-type]
-            return
+            return None
         operands: tuple[object, ...] = tuple(id(v) for v in op.operands)
         if is_commutative(op) and len(operands) == 2:
             operands = tuple(sorted(operands))  # type: ignore[type-var]
         key = (id(op.parent_op()), self.prints.attrs_key(op, operands))
         try:
-            rep = self.table.get(key)
+            hash(key)
         except TypeError:  # an unhashable attribute value: leave the instruction alone
+            return None
+        return key
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        key = self.key(op)
+        if key is None:
             return
+        rep = self.table.get(key)
         if rep is None or rep.parent is None:
             self.table[key] = op
             return
+        self.merge(op, rep, rewriter)  # type: ignore[arg-type]
+
+    def merge(self, op: HloOp, rep: HloOp, rewriter: PatternRewriter) -> bool:
+        """Replace `op` by the identical earlier `rep`, unless a guard keeps it."""
         if is_control_predecessor(op):
-            return  # named in another instruction's control-predecessors: keep it
+            return False  # named in another instruction's control-predecessors: keep it
         if op.shape != rep.shape and (
             is_root(op) or any(isinstance(u.operation, HloOp) and is_root(u.operation)
                                for u in op.result.uses)
         ):  # fmt: skip
-            return  # layout-insensitive match: the root's layout is the signature's
+            return False  # layout-insensitive match: the root's layout is the signature's
         self.ctx.note(self, op, f"-> {rep.inst_name}")
         rewriter.replace_all_uses_with(op.result, rep.result)
         rewriter.erase(op)
+        return True
+
+
+def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
+                   seeds: Touches) -> WalkResult:  # fmt: skip
+    """What the in-order walk with a table gives, visiting only where it can differ.
+
+    Left by an earlier run with no two identical instructions, a block gains a pair only
+    where an instruction was created or its operands (or callees) changed: the `seeds`.
+    An identical instruction uses the same values, so it is among the users of the
+    seed's least-used operand (or, without operands, among the block's operand-less
+    instructions of its opcode). Visited in program order (a heap of positions), a seed
+    merges into the earliest identical instruction before it, as the table would hold
+    it; identical ones after it are queued to merge into it; the users of a merged
+    instruction are queued, as their operands changed."""
+    pos = {op: i for i, op in enumerate(block.ops)}
+    start = seeds.content | seeds.uses  # a key reads the operands, a guard the users
+    heap = [(pos[op], id(op), op) for op in start if op.parent is block]
+    heapq.heapify(heap)
+    queued = {entry[2] for entry in heap}
+    leaves: dict[str, list[Operation]] | None = None
+    result = WalkResult()
+    if block.last_op is None:
+        return result
+    journal = Journal()
+    rewriter = tracking_rewriter(block.last_op, journal)
+
+    def queue(op: Operation) -> None:
+        if op not in queued and op in pos:
+            queued.add(op)
+            heapq.heappush(heap, (pos[op], id(op), op))
+
+    while heap:
+        at, _, op = heapq.heappop(heap)
+        key = pattern.key(op) if op.parent is block else None
+        if key is None:
+            continue
+        if op.operands:
+            least = min(op.operands, key=lambda v: v.uses.get_length())
+            peers = [u.operation for u in least.uses]
+        else:
+            if leaves is None:
+                leaves = {}
+                for o in block.ops:
+                    if not o.operands and is_hlo(o):
+                        leaves.setdefault(o.OPCODE, []).append(o)  # type: ignore[attr-defined]
+            peers = leaves.get(op.OPCODE, [])  # type: ignore[attr-defined]
+        same = sorted((p for p in peers if p is not op and p.parent is block
+                       and pattern.key(p) == key), key=pos.__getitem__)  # fmt: skip
+        earlier = [p for p in same if pos[p] < at]
+        if earlier:
+            users = [u.operation for u in op.results[0].uses]
+            if pattern.merge(op, earlier[0], rewriter):  # type: ignore[arg-type]
+                result.changed = True
+                for u in users:
+                    queue(u)
+            continue
+        for p in same:
+            queue(p)
+    result.touched.update(journal.touches())
+    return result
 
 
 @dataclass(frozen=True)
@@ -168,8 +243,11 @@ class CSEPass(HloModulePass):
         changed = False
         for comp in scope.select(comps):
             pattern = EliminateCommonSubexpression(rctx, prints)
-            walker = PatternRewriteWalker(pattern, apply_recursively=False)
-            if walker.rewrite_region(comp.body):
-                scope.changed.add(comp)
-                changed = True
+            seeds = scope.seeds_of(comp)
+            block = comp.body.block
+            if seeds is None:
+                walk = rewrite_block(pattern, block, recursive=False, exhaustive=True)
+            else:
+                walk = eliminate_from(pattern, block, seeds)
+            changed |= scope.record(comp, walk)
         return changed

@@ -229,7 +229,8 @@ class DCEPass(HloModulePass):
             RemoveDeadInstruction(rctx, comps),
             RemoveUnusedFusionOutput(rctx, comps, callers, scope.changed),
         ]
-        changed |= run_patterns(module, patterns, scope.select(comps.values()), scope)
+        # radius 0: an instruction turns dead only by losing users, which the driver notes
+        changed |= run_patterns(module, patterns, scope.select(comps.values()), scope, radius=0)
         if self.remove_dead_computations:
             live = reachable_computations(module)
             for c in computations(module):

@@ -124,10 +124,13 @@ def test_call_graph_marks_callers_and_moved_callees() -> None:
     module = parse_hlo(TEXT)
     comps = {c.comp_name: c for c in computations(module)}
     graph = CallGraph(module)
-    assert graph.settle({comps["helper"]}, False, set())[0] == {comps["helper"], comps["main"]}
+    now, _ = graph.settle(Scope(tracked=True, changed={comps["helper"]}))
+    assert now is not None and set(now) == {comps["helper"], comps["main"]}
     # main stops calling `other`: `other` is dirty too (its call sites moved)
     call = next(op for op in comps["main"].instructions if op.inst_name == "o")
     call.set_attr("to_apply", "helper")
     # (`helper` was called from main before as well: its call sites did not move)
-    assert graph.settle({comps["main"]}, False, set())[0] == {comps["main"], comps["other"]}
-    assert graph.settle(set(), True, set()) == (None, None)
+    now, _ = graph.settle(Scope(tracked=True, changed={comps["main"]}))
+    assert now is not None and set(now) == {comps["main"], comps["other"]}
+    assert now[comps["other"]] is None  # as a whole
+    assert graph.settle(Scope(everything=True)) == (None, None)

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.passes.algsimp import (
@@ -57,6 +57,11 @@ from hlopass.rewriting import (
     TraceHook,
     fusion_computations,
 )
+from hlopass.worklist import DEFAULT_RADIUS, rewrite_block
+
+RADIUS = DEFAULT_RADIUS
+"""How many uses away from a change an algsimp pattern's decision may look (`hlopass.worklist`):
+the deepest operand chains the patterns match (`maximum(minimum(x, broadcast(c)), ...)`)."""
 
 
 @dataclass(frozen=True)
@@ -129,15 +134,16 @@ class AlgebraicSimplifierPass(HloModulePass):
         applier = OpcodeDispatchApplier(patterns)  # each op offered to its opcode's patterns
         changed = False
         for comp in comps:
-            if self.run_to_fixed_point:
-                changed_here = PatternRewriteWalker(applier).rewrite_region(comp.body)
-            else:
-                changed_here = _one_sweep(applier, comp)
-            if changed_here:
-                scope.changed.add(comp)
+            if not self.run_to_fixed_point:
+                if _one_sweep(applier, comp):
+                    scope.changed.add(comp)
+                    changed = True
+                continue
+            walk = rewrite_block(applier, comp.body.block, scope.seeds_of(comp), True,
+                                 RADIUS, scope.exhaustive)  # fmt: skip
+            if scope.record(comp, walk):
                 changed = True
-                if self.run_to_fixed_point:  # the walker stops after a walk changing nothing
-                    scope.settled.add(comp)
+                scope.settled.add(comp)  # the driver stops after a walk changing nothing
         if len(computations(module)) != len(before):  # a rewrite added a reducer
             known = set(before)
             scope.changed.update(c for c in computations(module) if c not in known)

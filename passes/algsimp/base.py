@@ -32,6 +32,7 @@ from hlopass.rewriting import (
     value_shape,
 )
 from hlopass.shape import ArrayShape, Shape
+from hlopass.worklist import note_modified
 
 if TYPE_CHECKING:
     from hlopass.passes.algsimp import AlgebraicSimplifierPass
@@ -111,6 +112,8 @@ class Simplification(RewritePattern):
             return True
         if have is None and new is not None:
             new.set_attr("sharding", op.attr("sharding"))
+            if self._rw is not None:
+                note_modified(self._rw, new)
             return True
         return False
 

@@ -1,0 +1,283 @@
+"""The rewrite driver of the core passes: a worklist walk over one computation that starts
+from the instructions that may rewrite and confirms its fixed point around what changed.
+
+xDSL's `PatternRewriteWalker` offers every instruction to the patterns, then, after any
+change, walks the whole computation again until a walk changes nothing: on a 28,800
+instruction entry computation where a walk rewrites a dozen instructions, the confirming
+walk costs as much as the first. This driver keeps the walker's worklist discipline
+(instructions in program order, new and modified ones and the users of replaced ones
+revisited at once, erased ones dropped) and differs in two places:
+
+* it can start from `seeds`, the instructions something changed since the pass last left
+  the computation at its fixed point (the fixpoint pipeline's per-instruction dirty
+  tracking, `hlopass.dirty`), instead of from every instruction;
+* its confirming walk visits only the neighbourhood of what the previous walk touched
+  (`neighbourhood`), not the whole computation.
+
+Both rest on one property of the patterns: whether a pattern rewrites an instruction
+depends on nothing farther away than `radius` uses from something that changed, or on
+what an operand's users are (see `neighbourhood`). Passes whose patterns read farther
+(whole-computation facts) report the computation as changed as a whole instead. The
+`exhaustive` switch (`fixpoint{exhaustive=true}`) turns both shortcuts off: the walks are
+then the whole computation's, as xDSL's walker does; the test suite checks that both give
+the same module on the corpus.
+
+Every walk also notes what it touched (created, modified, erased or its operands, values
+whose uses changed): the fixpoint hands that to the other passes as their seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.worklist import Worklist
+
+DEFAULT_RADIUS = 3
+"""How many uses away from a change a pattern's decision may look (operand chains such
+as `multiply(broadcast(constant))`, `reshape(reshape(x))`, `maximum(minimum(x, hi), lo)`):
+the confirming walk revisits the users of what changed up to this depth."""
+
+
+class Touches:
+    """Instructions something changed: `content` (created, operands or attributes
+    changed) and `uses` (only their users changed: a user came or went)."""
+
+    __slots__ = ("content", "uses")
+
+    def __init__(self, content: Iterable[Operation] = (), uses: Iterable[Operation] = ()):
+        self.content: set[Operation] = set(content)
+        self.uses: set[Operation] = set(uses)
+
+    def update(self, other: Touches) -> None:
+        self.content |= other.content
+        self.uses |= other.uses
+
+    def copy(self) -> Touches:
+        return Touches(self.content, self.uses)
+
+
+class Journal:
+    """What one walk touched (`content`, `uses`: each instruction with the walk's clock,
+    its visits so far, at its latest touch), and when each instruction was last visited."""
+
+    __slots__ = ("clock", "content", "uses", "visited")
+
+    def __init__(self) -> None:
+        self.clock = 0
+        self.content: dict[Operation, int] = {}
+        self.uses: dict[Operation, int] = {}
+        self.visited: dict[Operation, int] = {}
+
+    def touch(self, op: Operation) -> None:
+        self.content[op] = self.clock
+
+    def touch_uses(self, value: SSAValue) -> None:
+        o = value.owner
+        if isinstance(o, Operation):
+            self.uses[o] = self.clock
+
+    def touches(self) -> Touches:
+        return Touches(self.content, self.uses)
+
+
+class TrackingRewriter(PatternRewriter):
+    """A `PatternRewriter` that also notes, in its `journal`, the defining instructions of
+    values whose uses it changed (the value replaced keeps none, the replacement gains
+    some): their users' count is something patterns read ("has one user")."""
+
+    journal: Journal
+
+    def replace_all_uses_with(
+        self, from_value: SSAValue, to_value: SSAValue | None, safe_erase: bool = True
+    ) -> None:
+        self.journal.touch_uses(from_value)
+        if to_value is not None:
+            self.journal.touch_uses(to_value)
+        super().replace_all_uses_with(from_value, to_value, safe_erase)
+
+    def replace_uses_with_if(self, from_value: SSAValue, to_value: SSAValue,
+                             predicate: Callable[[Any], bool]) -> None:  # fmt: skip
+        self.journal.touch_uses(from_value)
+        self.journal.touch_uses(to_value)
+        super().replace_uses_with_if(from_value, to_value, predicate)
+
+
+def tracking_rewriter(at: Operation, journal: Journal) -> TrackingRewriter:
+    rewriter = TrackingRewriter(at)
+    rewriter.journal = journal
+    return rewriter
+
+
+def note_modified(rewriter: PatternRewriter, op: Operation) -> None:
+    """Tell the driver that a pattern edited `op` in place (an attribute, not through the
+    rewriter): it is noted as touched, without revisiting it now, so the rewrite order
+    stays xDSL's walker's."""
+    journal = getattr(rewriter, "journal", None)
+    if journal is not None:
+        journal.touch(op)
+
+
+def stale(block: Block, content: dict[Operation, int], uses: dict[Operation, int],
+          visited: dict[Operation, int], radius: int) -> list[Operation]:  # fmt: skip
+    """The instructions of `block` a pattern's decision may differ on since their last
+    visit, in program order. A touch at clock t of an instruction's content reaches it and
+    its users, transitively, up to `radius` uses away (patterns read operand chains that
+    deep); its operands' definitions gained or lost a user. A change of an instruction's
+    users reaches it and its users (patterns read their operands' user counts). An
+    instruction is stale when a touch reached it after its last visit (`visited`; never
+    visited: -1): a touch at the clock of a visit came from that visit's rewrite."""
+    when: dict[Operation, int] = {}
+
+    def reach(op: Operation, t: int) -> None:
+        if when.get(op, -1) < t and op.parent is block:
+            when[op] = t
+
+    near: dict[Operation, int] = {}  # reached by a change of users: one level of users
+    for op, t in uses.items():
+        if near.get(op, -1) < t:
+            near[op] = t
+    for op, t in content.items():
+        reach(op, t)
+        for v in op.operands:
+            o = v.owner
+            if isinstance(o, Operation) and near.get(o, -1) < t:
+                near[o] = t
+    front = dict(when)
+    for op, t in near.items():
+        reach(op, t)
+        for r in op.results:
+            for use in r.uses:
+                reach(use.operation, t)
+    for _ in range(radius):
+        nxt: dict[Operation, int] = {}
+        for op, t in front.items():
+            for r in op.results:
+                for use in r.uses:
+                    u = use.operation
+                    if when.get(u, -1) < t and u.parent is block:
+                        when[u] = t
+                        nxt[u] = t
+        if not nxt:
+            break
+        front = nxt
+    get = visited.get
+    return [op for op in block.ops if op in when and get(op, -1) < when[op]]
+
+
+class WalkResult:
+    """What one `rewrite_block` did: whether it changed anything, and what it touched."""
+
+    __slots__ = ("changed", "touched")
+
+    def __init__(self) -> None:
+        self.changed = False
+        self.touched = Touches()
+
+
+def rewrite_block(
+    pattern: RewritePattern,
+    block: Block,
+    seeds: Touches | None = None,
+    recursive: bool = True,
+    radius: int = DEFAULT_RADIUS,
+    exhaustive: bool = False,
+) -> WalkResult:
+    """Apply `pattern` over `block` (see the module docstring): first to what `seeds`
+    reach (every instruction when None or `exhaustive`), then, with `recursive`, again to
+    what each walk's touches left stale, until a walk changes nothing."""
+    result = WalkResult()
+    if seeds is None or exhaustive:
+        ops: Sequence[Operation] = list(block.ops)
+    else:
+        ops = stale(block, dict.fromkeys(seeds.content, 0), dict.fromkeys(seeds.uses, 0), {},
+                    radius)  # fmt: skip
+    while ops:
+        walk = _Walk(pattern, recursive)
+        changed = walk.run(ops)
+        journal = walk.journal
+        result.touched.update(journal.touches())
+        if not changed:
+            break
+        result.changed = True
+        if not recursive:
+            break
+        if exhaustive:
+            ops = list(block.ops)
+        else:
+            ops = stale(block, journal.content, journal.uses, journal.visited, radius)
+    return result
+
+
+class _Walk:
+    """One worklist walk: xDSL's `PatternRewriteWalker._process_worklist`, with the same
+    worklist updates, plus the journal of visits and touches."""
+
+    def __init__(self, pattern: RewritePattern, recursive: bool):
+        self.pattern = pattern
+        self.recursive = recursive
+        self.worklist: Worklist[Operation] = Worklist()
+        self.journal = Journal()
+
+    def run(self, ops: Sequence[Operation]) -> bool:
+        wl = self.worklist
+        for op in reversed(ops):  # a stack: the first instruction comes out first
+            wl.push(op)
+        journal = self.journal
+        visited = journal.visited
+        rewriter = tracking_rewriter(ops[0], journal)
+        rewriter.operation_insertion_handler.append(self._inserted)
+        rewriter.operation_removal_handler.append(self._removed)
+        rewriter.operation_modification_handler.append(self._modified)
+        rewriter.operation_replacement_handler.append(self._replaced)
+        pattern = self.pattern
+        changed = False
+        clock = 0
+        while wl:
+            op = wl.pop()
+            clock += 1
+            journal.clock = clock
+            visited[op] = clock
+            rewriter.has_done_action = False
+            rewriter.current_operation = op
+            rewriter.insertion_point = InsertPoint.before(op)
+            rewriter.name_hint = None
+            try:
+                pattern.match_and_rewrite(op, rewriter)
+            except Exception as err:
+                op.emit_error(f"Error while applying pattern: {err}", underlying_error=err)
+            changed |= rewriter.has_done_action
+        return changed
+
+    def _inserted(self, op: Operation) -> None:
+        self.journal.touch(op)
+        if self.recursive:
+            self.worklist.push(op)
+
+    def _removed(self, op: Operation) -> None:
+        journal = self.journal
+        journal.content.pop(op, None)
+        journal.uses.pop(op, None)
+        for v in op.operands:
+            o = v.owner
+            if isinstance(o, Operation):
+                journal.uses[o] = journal.clock
+                # as xDSL's walker: an operand this was the only user of may go too
+                if self.recursive and v.has_one_use():
+                    self.worklist.push(o)
+        self.worklist.remove(op)
+
+    def _modified(self, op: Operation) -> None:
+        self.journal.touch(op)
+        if self.recursive:
+            self.worklist.push(op)
+
+    def _replaced(self, op: Operation, new_results: Sequence[SSAValue | None]) -> None:
+        for r in op.results:
+            for use in r.uses:
+                self.journal.touch(use.operation)
+                if self.recursive:
+                    self.worklist.push(use.operation)
