@@ -776,6 +776,10 @@ def _unescape(tok: str) -> str:
     s = tok[1:-1]
     if "\\" not in s:
         return s
+    if s.isascii() and _NOT_SIMPLE_ESCAPE.search(s) is None:
+        # (JSON in a backend_config: only `\"` and `\\`) one substitution, as the loop
+        # below gives for ASCII text with simple escapes only
+        return _SIMPLE_ESCAPE.sub(_simple_escape, s)
     out = bytearray()
     i = 0
     while i < len(s):
@@ -804,6 +808,16 @@ def _unescape(tok: str) -> str:
 # One escape of absl::CUnescape (what XLA's lexer applies to every string): octal (up to
 # three digits), hex (all the digits that follow), \\u with four and \\U with eight hex
 # digits, the simple C escapes; group 6 is anything else (an error in XLA).
+_SIMPLE_ESCAPE = re.compile(r"\\([abfnrtv\\?'\"])")
+# A backslash not followed by a simple escape's letter (also the second backslash of an
+# escaped backslash: then `_unescape` takes its general path, as for any other escape).
+_NOT_SIMPLE_ESCAPE = re.compile(r"\\(?![abfnrtv\\?'\"])")
+
+
+def _simple_escape(m: re.Match[str]) -> str:
+    return _ESCAPES[m.group(1)]
+
+
 _ESCAPE = re.compile(
     r"\\(?:([0-7]{1,3})|[xX]([0-9a-fA-F]*+)|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})"
     r"|([abfnrtv\\?'\"])|(.?))",
