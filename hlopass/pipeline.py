@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
@@ -294,7 +295,11 @@ class Runner:
             # left the verified module as is; one that names what it changed left the rest so
             tracked = scope is not None and scope.tracked and not scope.everything
             only = scope.edited() if tracked else None  # type: ignore[union-attr]
-            self._verify(module, f"after pass '{p.name}'", only)
+            touched = None
+            if tracked:  # computations edited through a tracking rewriter: what it touched
+                assert scope is not None
+                touched = {c: t.content for c, t in scope.touched.items() if c not in scope.changed}
+            self._verify(module, f"after pass '{p.name}'", only, touched)
         self._dump(p, label, module, changed, before)
         return changed
 
@@ -306,12 +311,14 @@ class Runner:
         self._dump(p, label, module, False, "")
 
     @staticmethod
-    def _verify(module: ModuleOp, when: str, only: set[ComputationOp] | None = None) -> None:
-        """Verify the module (with `only`: the module-level checks and those computations)."""
+    def _verify(module: ModuleOp, when: str, only: set[ComputationOp] | None = None,
+                touched: dict[ComputationOp, set[Operation]] | None = None) -> None:  # fmt: skip
+        """Verify the module (with `only`: the module-level checks and those computations;
+        with `touched`, in those of its computations, only the instructions listed)."""
         from hlopass.verifier import verify_module
 
         try:
-            verify_module(module, only)
+            verify_module(module, only, touched)
         except Exception as e:
             raise PipelineError(f"error: module does not verify {when}: {_first_line(e)}") from None
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -492,7 +492,11 @@ def check_instruction(
         raise VerifyException(f"{name}: tuple shape does not match its operands")
 
 
-def verify_module(module: Operation, only: Collection[ComputationOp] | None = None) -> None:
+def verify_module(
+    module: Operation,
+    only: Collection[ComputationOp] | None = None,
+    touched: Mapping[ComputationOp, Collection[Operation]] | None = None,
+) -> None:
     """Verify `module` (xDSL's `verify`, which runs the checks above per instruction).
 
     With `only`: the module-level checks (its traits: unique computation names, ...) and
@@ -500,7 +504,9 @@ def verify_module(module: Operation, only: Collection[ComputationOp] | None = No
     isolation walk, the instructions of those computations are checked to use only values
     of their own computation. What a pass reported as unchanged is left alone, as a pass
     that changed nothing is (XLA's `HloPassPipeline` verifies only after a pass that
-    changed the module)."""
+    changed the module). With `touched` as well: in a computation listed there, the
+    computation's own checks and the instructions listed (those a pass created or
+    edited); the others have the operands, attributes and type they verified with."""
     if only is None:
         module.verify()
         return
@@ -516,11 +522,18 @@ def verify_module(module: Operation, only: Collection[ComputationOp] | None = No
     for comp in (c for c in module.regions[0].block.ops if c in todo):  # in module order
         assert isinstance(comp, Comp)
         block = comp.body.block
-        for op in block.ops:
+        some = touched.get(comp) if touched is not None else None
+        ops = list(block.ops) if some is None else [o for o in some if o.parent is block]
+        for op in ops:
             for v in op.operands:
                 if isinstance(v, OpResult) and v.op.parent is not block:
                     raise VerifyException(
                         f"{getattr(op, 'inst_name', op.name)} in computation {comp.comp_name} "
                         "uses a value defined outside it"
                     )
-        comp.verify()
+        if some is None:
+            comp.verify()
+            continue
+        comp.verify(verify_nested_ops=False)
+        for op in ops:
+            op.verify()

@@ -93,9 +93,9 @@ def test_scoped_output_is_the_unscoped_one() -> None:
 def test_verify_each_verifies_only_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     checked: list[frozenset[str] | None] = []
 
-    def spy(module: ModuleOp, when: str, only: object = None) -> None:
+    def spy(module: ModuleOp, when: str, only: object = None, touched: object = None) -> None:
         checked.append(None if only is None else frozenset(c.comp_name for c in only))  # type: ignore[attr-defined]
-        verify_module(module, only)  # type: ignore[arg-type]
+        verify_module(module, only, touched)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Runner, "_verify", staticmethod(spy))
     _, with_checks = _scopes(TEXT, verify_each=True)
@@ -115,9 +115,15 @@ def test_verify_module_checks_the_listed_computations_and_the_module() -> None:
         verify_module(module, {comps["other"]})
     verify_module(module, {comps["main"]})  # `other` is not looked at
     # an instruction broken in a listed computation: its own check runs
-    comps["main"].root.operands = [comps["main"].root.operands[0]]
+    root = comps["main"].root
+    root.operands = [root.operands[0]]
     with pytest.raises(VerifyException, match="takes 2 operand"):
         verify_module(module, {comps["main"]})
+    # with the touched instructions named: only those are checked
+    others = [op for op in comps["main"].instructions if op is not root]
+    verify_module(module, {comps["main"]}, {comps["main"]: others})
+    with pytest.raises(VerifyException, match="takes 2 operand"):
+        verify_module(module, {comps["main"]}, {comps["main"]: [root]})
 
 
 def test_call_graph_marks_callers_and_moved_callees() -> None:

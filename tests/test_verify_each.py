@@ -26,7 +26,9 @@ ENTRY main {
 def test_verified_first_and_after_each_changing_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
     monkeypatch.setattr(
-        Runner, "_verify", staticmethod(lambda module, when, only=None: seen.append(when))
+        Runner,
+        "_verify",
+        staticmethod(lambda module, when, only=None, touched=None: seen.append(when)),
     )
     runner = Runner(verify_each=True)
     runner.run(parse_pass_pipeline("fixpoint{passes=algsimp,dce}"), parse_hlo(TEXT))
