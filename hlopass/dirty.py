@@ -27,26 +27,11 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ComputationOp, computations
-from hlopass.rewriting import instructions
+from hlopass.rewriting import CallIndex
 from hlopass.worklist import Touches
 
 if TYPE_CHECKING:
     from hlopass.rewriting import Scope
-
-
-def callee_names(comp: ComputationOp) -> set[str]:
-    """Names of the computations `comp`'s instructions call."""
-    return {name for _, name in call_sites(comp)}
-
-
-def call_sites(comp: ComputationOp) -> set[tuple[str, str]]:
-    """(opcode, callee name) of each call `comp`'s instructions make."""
-    out: set[tuple[str, str]] = set()
-    for op in instructions(comp):
-        if op.spec.computations:
-            opcode = op.opcode
-            out.update((opcode, name) for name in op.callees())
-    return out
 
 
 Dirt = dict[ComputationOp, "Touches | None"]
@@ -75,7 +60,8 @@ class CallGraph:
 
     def __init__(self, module: ModuleOp):
         self.module = module
-        self.calls = {c: call_sites(c) for c in computations(module)}
+        self.index = {c: CallIndex(c) for c in computations(module)}
+        """Per computation: its calls and pinned names, as of the last `settle`."""
 
     def settle(self, scope: Scope, exact: bool = True) -> tuple[Dirt | None, Dirt | None]:
         """Update the graph after a pass run that reported its edits in `scope` (or, with
@@ -90,21 +76,22 @@ class CallGraph:
         dirty for the pass itself, but its callers' call sites are. Without `exact`
         (`fixpoint{exhaustive=true}`), whatever is dirty is dirty as a whole."""
         comps = computations(self.module)
-        old = self.calls
+        old = self.index
         if scope.everything:
-            self.calls = {c: call_sites(c) for c in comps}
+            self.index = {c: CallIndex(c) for c in comps}
             return None, None
         edited = scope.edited()
-        new = {c: old[c] if c in old and c not in edited else call_sites(c) for c in comps}
-        self.calls = new
+        new = {c: old[c] if c in old and c not in edited else CallIndex(c) for c in comps}
+        self.index = new
         whole = {c for c in scope.changed if c in new} | {c for c in new if c not in old}
         moved: set[str] = set()  # computations some call site of which came or went
         for c in edited | whole:
             if c in new:
-                moved.update(name for _, name in old.get(c, set()) ^ new[c])
-        for c, sites in old.items():
+                before = old[c].sites if c in old else set()
+                moved.update(name for _, name in before ^ new[c].sites)
+        for c, idx in old.items():
             if c not in new:  # removed, with its call sites
-                moved.update(name for _, name in sites)
+                moved.update(name for _, name in idx.sites)
         by_name = {c.comp_name: c for c in new}
         whole.update(by_name[n] for n in moved if n in by_name)
         itemized = {c: ops for c, ops in scope.touched.items() if c in new and c not in whole}
@@ -127,14 +114,12 @@ class CallGraph:
         return others, own
 
 
-def _call_sites_above(
-    start: set[ComputationOp], calls: dict[ComputationOp, set[tuple[str, str]]]
-) -> Dirt:
+def _call_sites_above(start: set[ComputationOp], index: dict[ComputationOp, CallIndex]) -> Dirt:
     """In every caller of `start`, transitively, the instructions calling them (what a
     caller may do depends on what its callees hold)."""
     callers: dict[str, list[ComputationOp]] = {}
-    for c, sites in calls.items():
-        for _, name in sites:
+    for c, idx in index.items():
+        for _, name in idx.sites:
             callers.setdefault(name, []).append(c)
     reached: dict[str, ComputationOp] = {c.comp_name: c for c in start}
     stack = list(reached)
@@ -144,7 +129,7 @@ def _call_sites_above(
         for caller in callers.get(name, ()):
             ops = out.setdefault(caller, Touches())
             assert ops is not None
-            ops.content.update(op for op in instructions(caller) if name in op.callees())
+            ops.content.update(op for op, names in index[caller].calls if name in names)
             if caller.comp_name not in reached:
                 reached[caller.comp_name] = caller
                 stack.append(caller.comp_name)

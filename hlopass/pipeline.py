@@ -217,6 +217,7 @@ class FixpointPass(HloModulePass):
                 dirty[i] = {}
                 if graph is None:
                     graph = CallGraph(module)
+                scope.index = graph.index
                 if not run_one(p, scope):
                     continue
                 round_changed = True

@@ -160,6 +160,12 @@ class Scope:
     """Walk whole computations (no seeds, whole-computation confirming walks): the slow
     reference the shortcuts of `hlopass.worklist` are tested against."""
 
+    index: dict[ComputationOp, CallIndex] | None = None
+    """The fixpoint's per-computation call index, current when the run starts (None: scan
+    the module): a run's module-wide questions (which computations are fused, called,
+    reachable, which instructions are pinned) then cost a look per computation, not a
+    scan of every instruction."""
+
     def select(self, comps: Iterable[ComputationOp]) -> list[ComputationOp]:
         """`comps` this run visits, in order."""
         only = self.only
@@ -243,9 +249,15 @@ class RewriteContext:
         return control_predecessor_names(self.module)
 
     @staticmethod
-    def of(module: ModuleOp, trace: TraceHook | None = None) -> RewriteContext:
+    def of(module: ModuleOp, trace: TraceHook | None = None,
+           scope: Scope | None = None) -> RewriteContext:  # fmt: skip
         module.__dict__.pop(_PINNED, None)  # recomputed for this run
         module.__dict__.pop(_EFFECTS, None)
+        index = scope.index if scope is not None else None
+        if index is not None:
+            comps = computations(module)
+            if all(c in index for c in comps):
+                setattr(module, _PINNED, frozenset().union(*(index[c].pinned for c in comps)))
         return RewriteContext(module, NameUniquer(module), trace)
 
     def note(self, pattern: object, op: HloOp | None, what: str = "") -> None:
@@ -749,26 +761,67 @@ def comps_by_name(module: ModuleOp) -> dict[str, ComputationOp]:
     return {c.comp_name: c for c in computations(module)}
 
 
-def fusion_computations(module: ModuleOp) -> set[str]:
+class CallIndex:
+    """One computation's instructions that call computations, with their opcodes and
+    callee names, and the names its instructions list as control predecessors: what the
+    module-wide questions of a pass run read, from one walk over the computation."""
+
+    __slots__ = ("calls", "pinned", "sites")
+
+    def __init__(self, comp: ComputationOp):
+        calls: list[tuple[HloOp, list[str]]] = []
+        pinned: set[str] = set()
+        for op in instructions(comp):
+            if op.spec.computations:
+                names = op.callees()
+                if names:
+                    calls.append((op, names))
+            if "control-predecessors" in op.properties:
+                pinned.update(op.attr("control-predecessors") or ())
+        self.calls = calls
+        self.pinned = frozenset(pinned)
+        self.sites = {(op.opcode, name) for op, names in calls for name in names}
+        """(opcode, callee name) of each call."""
+
+
+def call_instructions(
+    module: ModuleOp, scope: Scope | None = None, fresh: Iterable[ComputationOp] = ()
+) -> Iterator[tuple[ComputationOp, HloOp, list[str]]]:
+    """(computation, instruction, callee names) of every instruction calling a computation,
+    in module order; from `scope.index` where it has the computation and it is not in
+    `fresh` (computations edited since the index was taken), else from a walk over it."""
+    index = scope.index if scope is not None else None
+    fresh = set(fresh)
+    for comp in computations(module):
+        known = index.get(comp) if index is not None and comp not in fresh else None
+        calls = known.calls if known is not None else CallIndex(comp).calls
+        for op, names in calls:
+            yield comp, op, names
+
+
+def fusion_computations(module: ModuleOp, scope: Scope | None = None) -> set[str]:
     """Names of computations called by `fusion` instructions (XLA's fusion computations)."""
     out: set[str] = set()
-    for comp in computations(module):
-        for op in instructions(comp):
-            if op.opcode == "fusion":
-                out.update(op.callees())
+    for _, op, names in call_instructions(module, scope):
+        if op.opcode == "fusion":
+            out.update(names)
     return out
 
 
-def reachable_computations(module: ModuleOp) -> set[str]:
-    comps = comps_by_name(module)
+def reachable_computations(
+    module: ModuleOp, scope: Scope | None = None, fresh: Iterable[ComputationOp] = ()
+) -> set[str]:
+    """Names of the computations the entry calls, transitively, and the entry's."""
+    callees: dict[str, list[str]] = {}
+    for comp, _, names in call_instructions(module, scope, fresh):
+        callees.setdefault(comp.comp_name, []).extend(names)
     entry = entry_computation(module)
     seen = {entry.comp_name}
-    stack = [entry]
+    stack = [entry.comp_name]
+    known = {c.comp_name for c in computations(module)}
     while stack:
-        c = stack.pop()
-        for op in instructions(c):
-            for name in op.callees():
-                if name not in seen and name in comps:
-                    seen.add(name)
-                    stack.append(comps[name])
+        for name in callees.get(stack.pop(), ()):
+            if name not in seen and name in known:
+                seen.add(name)
+                stack.append(name)
     return seen

@@ -292,11 +292,11 @@ class ConstantFoldingPass(HloModulePass):
         scope.tracked = True
         from hlopass.passes.constant_propagation import propagate_call_constants
 
-        rctx = RewriteContext.of(module, trace)
+        rctx = RewriteContext.of(module, trace, scope)
         changed = self.propagate_into_calls and propagate_call_constants(
-            module, rctx, scope.changed
+            module, rctx, scope.changed, scope
         )
-        fused = fusion_computations(module)
+        fused = fusion_computations(module, scope)
         all_comps = computations(module)
         comps = [c for c in scope.select(all_comps) if c.comp_name not in fused]
         pattern = FoldConstantInstruction(

@@ -12,19 +12,25 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
-from hlopass.rewriting import RewriteContext, instructions, owner, same_shape
+from hlopass.rewriting import (
+    RewriteContext,
+    Scope,
+    call_instructions,
+    instructions,
+    owner,
+    same_shape,
+)
 
 
-def _callers(module: ModuleOp) -> dict[str, list[HloOp] | None]:
+def _callers(module: ModuleOp, scope: Scope | None) -> dict[str, list[HloOp] | None]:
     """Per computation: its `call` sites, or None when anything else references it."""
     out: dict[str, list[HloOp] | None] = {}
-    for comp in computations(module):
-        for op in instructions(comp):
-            for name in op.callees():
-                if op.opcode != "call":
-                    out[name] = None
-                elif out.get(name, []) is not None:
-                    out.setdefault(name, []).append(op)  # type: ignore[union-attr]
+    for _, op, names in call_instructions(module, scope):
+        for name in names:
+            if op.opcode != "call":
+                out[name] = None
+            elif out.get(name, []) is not None:
+                out.setdefault(name, []).append(op)  # type: ignore[union-attr]
     return out
 
 
@@ -43,13 +49,16 @@ def _has_barrier(comp: ComputationOp) -> bool:
 
 
 def propagate_call_constants(
-    module: ModuleOp, ctx: RewriteContext, edited: set[ComputationOp] | None = None
+    module: ModuleOp,
+    ctx: RewriteContext,
+    edited: set[ComputationOp] | None = None,
+    scope: Scope | None = None,
 ) -> bool:
     """Propagate what can be (see above) in the whole module: the call sites it reads may
     be anywhere. The computations it edits go into `edited`."""
     changed = False
     by_name = {c.comp_name: c for c in computations(module)}
-    for name, sites in _callers(module).items():
+    for name, sites in _callers(module, scope).items():
         comp = by_name.get(name)
         if not sites or comp is None or comp.is_entry is not None or _has_barrier(comp):
             continue

@@ -236,7 +236,7 @@ class CSEPass(HloModulePass):
     def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
                    trace: TraceHook | None = None) -> bool:  # fmt: skip
         scope.tracked = True
-        rctx = RewriteContext.of(module, trace)
+        rctx = RewriteContext.of(module, trace, scope)
         comps = computations(module)
         prints = Fingerprints({c.comp_name: c for c in comps}, self.ignore_metadata,
                               self.is_layout_sensitive)  # fmt: skip

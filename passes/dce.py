@@ -21,11 +21,11 @@ from hlopass.rewriting import (
     RewriteContext,
     Scope,
     TraceHook,
+    call_instructions,
     calls_side_effect,
     comps_by_name,
     erase_dead,
     has_side_effect,
-    instructions,
     is_control_predecessor,
     is_hlo,
     is_removable,
@@ -149,19 +149,21 @@ def _drop_unused_parameters(comp: ComputationOp, operands: list) -> list:
 
 
 def _drop_unused_call_parameters(
-    module: ModuleOp, ctx: RewriteContext, edited: set[ComputationOp] | None = None
+    module: ModuleOp,
+    ctx: RewriteContext,
+    edited: set[ComputationOp] | None = None,
+    scope: Scope | None = None,
 ) -> bool:
     """Unused parameters of computations referenced only by `call` instructions go, with
     the matching operand of every call site (the operands are then dead code). The
     computations edited (the callee and those holding the call sites) go into `edited`."""
     sites: dict[str, list[HloOp] | None] = {}
-    for comp in computations(module):
-        for op in instructions(comp):
-            for name in op.callees():
-                if op.opcode != "call" or has_side_effect(op):
-                    sites[name] = None
-                elif sites.get(name, []) is not None:
-                    sites.setdefault(name, []).append(op)  # type: ignore[union-attr]
+    for _, op, names in call_instructions(module, scope):
+        for name in names:
+            if op.opcode != "call" or has_side_effect(op):
+                sites[name] = None
+            elif sites.get(name, []) is not None:
+                sites.setdefault(name, []).append(op)  # type: ignore[union-attr]
     by_name = comps_by_name(module)
     changed = False
     for name, calls in sites.items():
@@ -215,16 +217,15 @@ class DCEPass(HloModulePass):
     def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
                    trace: TraceHook | None = None) -> bool:  # fmt: skip
         scope.tracked = True
-        rctx = RewriteContext.of(module, trace)
+        rctx = RewriteContext.of(module, trace, scope)
         comps = comps_by_name(module)
         callers: dict[str, int] = {}
-        for c in computations(module):
-            for op in instructions(c):
-                for name in op.callees():
-                    callers[name] = callers.get(name, 0) + 1
+        for _, _, names in call_instructions(module, scope):
+            for name in names:
+                callers[name] = callers.get(name, 0) + 1
         changed = False
         if self.remove_unused_call_parameters:
-            changed = _drop_unused_call_parameters(module, rctx, scope.changed)
+            changed = _drop_unused_call_parameters(module, rctx, scope.changed, scope)
         patterns = [
             RemoveDeadInstruction(rctx, comps),
             RemoveUnusedFusionOutput(rctx, comps, callers, scope.changed),
@@ -232,7 +233,7 @@ class DCEPass(HloModulePass):
         # radius 0: an instruction turns dead only by losing users, which the driver notes
         changed |= run_patterns(module, patterns, scope.select(comps.values()), scope, radius=0)
         if self.remove_dead_computations:
-            live = reachable_computations(module)
+            live = reachable_computations(module, scope, scope.edited())
             for c in computations(module):
                 if c.comp_name not in live:
                     rctx.note(self, None, f"removed computation {c.comp_name}")

@@ -125,10 +125,10 @@ class AlgebraicSimplifierPass(HloModulePass):
     def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
                    trace: TraceHook | None = None) -> bool:  # fmt: skip
         scope.tracked = True
-        rctx = RewriteContext.of(module, trace)
+        rctx = RewriteContext.of(module, trace, scope)
         patterns: list[RewritePattern] = [cls(rctx, self) for cls in PATTERNS if self.enables(cls)]
         patterns.append(barriers.OptBarrierDropUnusedElements(rctx, self))
-        fused = set() if self.include_fusions else fusion_computations(module)
+        fused = set() if self.include_fusions else fusion_computations(module, scope)
         before = computations(module)
         comps = [c for c in scope.select(before) if c.comp_name not in fused]
         applier = OpcodeDispatchApplier(patterns)  # each op offered to its opcode's patterns
