@@ -7,11 +7,26 @@ tests/test_interpreter_coverage.py compares them with the functions JAX lowers f
 from __future__ import annotations
 
 import re
+from types import ModuleType
 
 import numpy as np
-from scipy import linalg, special
 
 from hlopass.interpreter.numeric import as_dtype
+
+
+def _special() -> ModuleType:
+    """`scipy.special`, imported on first use: scipy's import takes ~0.4 s, and most
+    processes that load the interpreter (constant folding in a pipeline) never need it."""
+    from scipy import special
+
+    return special
+
+
+def _linalg() -> ModuleType:
+    from scipy import linalg
+
+    return linalg
+
 
 # relative step of the central differences below: float64's error in P(a, x) is ~1e-16,
 # so the derivative's error is ~1e-16/h + h^2 ~ 1e-10 relative, far below f32's 6e-8
@@ -21,7 +36,7 @@ _H = 1e-5
 def _dp_da(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     """d/da of the regularized lower incomplete gamma P(a, x), by central differences."""
     h = _H * np.maximum(np.abs(a), 1.0)
-    return (special.gammainc(a + h, x) - special.gammainc(a - h, x)) / (2 * h)
+    return (_special().gammainc(a + h, x) - _special().gammainc(a - h, x)) / (2 * h)
 
 
 def igamma_grad_a(a: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -31,20 +46,20 @@ def igamma_grad_a(a: np.ndarray, x: np.ndarray) -> np.ndarray:
 def random_gamma_grad(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     """d sample / d alpha of a Gamma(alpha, 1) sample x (implicit differentiation of
     P(alpha, x) = u): -(dP/dalpha) / (dP/dx), dP/dx = x^(alpha-1) e^-x / Gamma(alpha)."""
-    log_density = (a - 1) * np.log(x) - x - special.gammaln(a)
+    log_density = (a - 1) * np.log(x) - x - _special().gammaln(a)
     return -_dp_da(a, x) / np.exp(log_density)
 
 
 def polygamma(n: np.ndarray, x: np.ndarray) -> np.ndarray:
     """polygamma(n, x) for integral n >= 0; NaN for any other n (as XLA's builder)."""
     ok = (n == np.floor(n)) & (n >= 0)
-    out = special.polygamma(np.where(ok, n, 0).astype(np.int64), x)
+    out = _special().polygamma(np.where(ok, n, 0).astype(np.int64), x)
     return np.where(ok, out, np.nan)
 
 
 def regularized_incomplete_beta(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     ok = (a > 0) & (b > 0) & (x >= 0) & (x <= 1)
-    return np.where(ok, special.betainc(np.where(ok, a, 1), np.where(ok, b, 1),
+    return np.where(ok, _special().betainc(np.where(ok, a, 1), np.where(ok, b, 1),
                                         np.clip(x, 0, 1)), np.nan)  # fmt: skip
 
 
@@ -94,8 +109,8 @@ def tridiagonal_solve(lower, main, upper, rhs, out: np.dtype) -> np.ndarray:
         ab[2, :-1] = lo[idx][1:]
         with np.errstate(all="ignore"):
             try:
-                result[idx] = linalg.solve_banded((1, 1), ab, b[idx])
-            except (linalg.LinAlgError, ValueError):  # singular: no solution to give
+                result[idx] = _linalg().solve_banded((1, 1), ab, b[idx])
+            except (_linalg().LinAlgError, ValueError):  # singular: no solution to give
                 result[idx] = np.nan
     return as_dtype(result, out)
 
