@@ -715,6 +715,7 @@ class _Printer:
         if thread is not None:
             sc.thread = thread
         params: list[tuple[int, str]] | None = None
+        called: list[list[str]] | None = None
         pct, general, interval, operand_shapes, want_params = self._scan_options
         # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
         # current index from one left by an earlier scan (or another thread's), and an
@@ -828,8 +829,14 @@ class _Printer:
             if nprops > 1 or cls in always_classes:
                 key = (cls, *props)
                 extras, plan = plans.get(key) or self._plan_of(cls, props, key)
-                if extras:
+                if extras.__class__ is str:  # the one computation it calls (reduce's to_apply)
+                    ref = props[extras]  # type: ignore[index]
+                    if called is None:
+                        called = sc.called = []
+                    called.append([ref.root_reference.data])  # type: ignore[attr-defined]
+                elif extras:
                     self._scan_extras(sc, n, op, cls, props)  # type: ignore[arg-type]
+                    called = sc.__dict__.get("called")  # (the list it may have started)
                 for aname, kind, rule, always, tkey, skey in plan:
                     a = props.get(aname)
                     if a is None:  # in the plan only when printed even when absent
@@ -838,7 +845,10 @@ class _Printer:
                     # `, name=text`, or "" when left out: cached on the (immutable) attribute.
                     at = a.__dict__.get(skey)
                     if at is None:
-                        at = self._suffix(op, aname, kind, rule, a, tkey, skey)  # type: ignore[arg-type]
+                        if kind == "comp" and not rule:  # (no `_suffix` call: one per reducer)
+                            at = a.__dict__[skey] = f", {aname}={pct}{a.root_reference.data}"
+                        else:
+                            at = self._suffix(op, aname, kind, rule, a, tkey, skey)  # type: ignore[arg-type]
                     text += at
             add_text(text)
             op = op._next_op  # pyright: ignore[reportPrivateUsage]
@@ -874,9 +884,10 @@ class _Printer:
 
     def _plan_of(
         self, cls: type, props: dict[str, Any], names: tuple[Any, ...]
-    ) -> tuple[bool, tuple[tuple[str, str, int, str | None, str, str], ...]]:
+    ) -> tuple[bool | str, tuple[tuple[str, str, int, str | None, str, str], ...]]:
         """Whether an op may call computations or have control predecessors (see
-        `_scan_extras`), and the attributes to print, in XLA's order: those it has and those
+        `_scan_extras`; the name of the attribute naming the one computation it calls, when
+        that is all it adds: `scan` notes it itself), and the attributes to print, in XLA's order: those it has and those
         printed even when absent, as (name, kind, omission rule, text printed when absent,
         text cache key, cache key of the `, name=text` suffix). Cached per op class and
         property names."""
@@ -892,7 +903,17 @@ class _Printer:
             key = _text_key(kind, self.o.percent)
             skey = "_hlo_sfx_" + name + key + self._sfx_tag
             plan.append((name, kind, _rule(opcode, name), always.get(name), key, skey))
-        extras = cls in _COMP_SPECS or "control-predecessors" in props
+        extras: bool | str = cls in _COMP_SPECS or "control-predecessors" in props
+        specs = _COMP_SPECS.get(cls, ())
+        if (
+            len(specs) == 1
+            and specs[0][1] == "comp"
+            and specs[0][0] in props
+            and cls is not _WHILE
+            and cls not in _ASYNC_CLASSES
+            and "control-predecessors" not in props
+        ):
+            extras = specs[0][0]
         entry = (extras, tuple(plan))
         self._plan_by_names[names] = entry
         return entry
