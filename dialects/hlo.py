@@ -557,14 +557,32 @@ def new_return_op(root: SSAValue) -> ReturnOp:
     return op
 
 
+def new_block() -> Block:
+    """`Block()` (no arguments, no ops), built without its generic argument handling
+    (same object state)."""
+    b = _new(Block)
+    b._args = ()
+    b._first_op = None
+    b._last_op = None
+    return b
+
+
 def new_computation_op(name: str, block: Block, entry: bool = False) -> ComputationOp:
-    """`ComputationOp(name, block, entry)`, built the fast way (see `new_hlo_op`)."""
+    """`ComputationOp(name, block, entry)`, built the fast way (see `new_hlo_op`);
+    `block` is a fresh one (as `Region(block)` checks: in no region)."""
     op = _new(ComputationOp)
     props: dict[str, Attribute] = {"sym_name": string_attr(name)}
     if entry:
         props["is_entry"] = _UNIT_ATTR
-    _fill(op, (), SSAValues(), props)
-    op.add_region(Region(block))
+    _fill(op, (), _NO_RESULTS, props)
+    if block.parent is not None:
+        raise ValueError("Can't add to a region a block already attached to a region.")
+    region = _new(Region)  # `Region(block)`, then `op.add_region(region)`
+    region._first_block = block
+    region._last_block = block
+    block.parent = region
+    op.regions = (region,)
+    region.parent = op
     return op
 
 
