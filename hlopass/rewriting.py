@@ -589,6 +589,10 @@ class OpcodeDispatchApplier(RewritePattern):
             ]
         return found
 
+    def wants(self, op: Operation) -> bool:
+        """Some pattern may match `op` (the driver does not visit the others)."""
+        return bool(self._for(op.OPCODE if is_hlo(op) else None))  # type: ignore[attr-defined]
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         for pattern in self._for(op.OPCODE if is_hlo(op) else None):  # type: ignore[attr-defined]
             pattern.match_and_rewrite(op, rewriter)
@@ -627,7 +631,7 @@ def run_patterns(
     default); what changed goes into `scope.touched`. With `radius` (how far from a change
     the patterns' decisions look, see `hlopass.worklist`), the walks start from `scope`'s
     seeds and confirm around what changed; without, they are whole-computation walks."""
-    from hlopass.worklist import rewrite_block
+    from hlopass.worklist import Driver
 
     applier = (
         patterns[0]
@@ -635,11 +639,10 @@ def run_patterns(
         else GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
     )
     scope = scope if scope is not None else Scope()
+    driver = Driver(applier, True, radius or 0, radius is None or scope.exhaustive)
     changed = False
     for comp in list(comps) if comps is not None else computations(module):
-        exhaustive = radius is None or scope.exhaustive
-        walk = rewrite_block(applier, comp.body.block, scope.seeds_of(comp), True, radius or 0,
-                             exhaustive)  # fmt: skip
+        walk = driver.rewrite(comp.body.block, scope.seeds_of(comp))
         changed |= scope.record(comp, walk)
     return changed
 

@@ -34,7 +34,6 @@ from typing import Any
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
-from xdsl.utils.worklist import Worklist
 
 DEFAULT_RADIUS = 3
 """How many uses away from a change a pattern's decision may look (operand chains such
@@ -70,7 +69,8 @@ class Journal:
         self.clock = 0
         self.content: dict[Operation, int] = {}
         self.uses: dict[Operation, int] = {}
-        self.visited: dict[Operation, int] = {}
+        self.visited: dict[int, int] = {}
+        """Instruction `id` -> clock of its latest visit."""
 
     def touch(self, op: Operation) -> None:
         self.content[op] = self.clock
@@ -122,54 +122,55 @@ def note_modified(rewriter: PatternRewriter, op: Operation) -> None:
 
 
 def stale(block: Block, content: dict[Operation, int], uses: dict[Operation, int],
-          visited: dict[Operation, int], radius: int) -> list[Operation]:  # fmt: skip
+          visited: dict[int, int], radius: int) -> list[Operation]:  # fmt: skip
     """The instructions of `block` a pattern's decision may differ on since their last
     visit, in program order. A touch at clock t of an instruction's content reaches it and
     its users, transitively, up to `radius` uses away (patterns read operand chains that
     deep); its operands' definitions gained or lost a user. A change of an instruction's
     users reaches it and its users (patterns read their operands' user counts). An
-    instruction is stale when a touch reached it after its last visit (`visited`; never
-    visited: -1): a touch at the clock of a visit came from that visit's rewrite."""
-    when: dict[Operation, int] = {}
+    instruction is stale when a touch reached it after its last visit (`visited`, by
+    `id`; never visited: -1): a touch at the clock of a visit came from that visit's
+    rewrite. (Keyed by `id`: xDSL's `Operation.__hash__` is a Python call.)"""
+    when: dict[int, int] = {}
+    front: list[tuple[Operation, int]] = []
 
-    def reach(op: Operation, t: int) -> None:
-        if when.get(op, -1) < t and op.parent is block:
-            when[op] = t
+    def reach(op: Operation, t: int) -> bool:
+        k = id(op)
+        if when.get(k, -1) < t and op.parent is block:
+            when[k] = t
+            return True
+        return False
 
-    near: dict[Operation, int] = {}  # reached by a change of users: one level of users
-    for op, t in uses.items():
-        if near.get(op, -1) < t:
-            near[op] = t
+    near: dict[Operation, int] = dict(uses)  # reached by a change of users: one level
     for op, t in content.items():
-        reach(op, t)
+        if reach(op, t):
+            front.append((op, t))
         for v in op.operands:
             o = v.owner
             if isinstance(o, Operation) and near.get(o, -1) < t:
                 near[o] = t
-    front = dict(when)
     for op, t in near.items():
         reach(op, t)
         for r in op.results:
             for use in r.uses:
                 reach(use.operation, t)
     for _ in range(radius):
-        nxt: dict[Operation, int] = {}
-        for op, t in front.items():
+        nxt: list[tuple[Operation, int]] = []
+        for op, t in front:
             for r in op.results:
                 for use in r.uses:
                     u = use.operation
-                    if when.get(u, -1) < t and u.parent is block:
-                        when[u] = t
-                        nxt[u] = t
+                    if reach(u, t):
+                        nxt.append((u, t))
         if not nxt:
             break
         front = nxt
     get = visited.get
-    return [op for op in block.ops if op in when and get(op, -1) < when[op]]
+    return [op for op in block.ops if (k := id(op)) in when and get(k, -1) < when[k]]
 
 
 class WalkResult:
-    """What one `rewrite_block` did: whether it changed anything, and what it touched."""
+    """What one `Driver.rewrite` did: whether it changed anything, and what it touched."""
 
     __slots__ = ("changed", "touched")
 
@@ -186,76 +187,107 @@ def rewrite_block(
     radius: int = DEFAULT_RADIUS,
     exhaustive: bool = False,
 ) -> WalkResult:
-    """Apply `pattern` over `block` (see the module docstring): first to what `seeds`
-    reach (every instruction when None or `exhaustive`), then, with `recursive`, again to
-    what each walk's touches left stale, until a walk changes nothing."""
-    result = WalkResult()
-    if seeds is None or exhaustive:
-        ops: Sequence[Operation] = list(block.ops)
-    else:
-        ops = stale(block, dict.fromkeys(seeds.content, 0), dict.fromkeys(seeds.uses, 0), {},
-                    radius)  # fmt: skip
-    while ops:
-        walk = _Walk(pattern, recursive)
-        changed = walk.run(ops)
-        journal = walk.journal
-        result.touched.update(journal.touches())
-        if not changed:
-            break
-        result.changed = True
-        if not recursive:
-            break
-        if exhaustive:
-            ops = list(block.ops)
-        else:
-            ops = stale(block, journal.content, journal.uses, journal.visited, radius)
-    return result
+    """`Driver(pattern, recursive, radius, exhaustive).rewrite(block, seeds)`."""
+    return Driver(pattern, recursive, radius, exhaustive).rewrite(block, seeds)
 
 
-class _Walk:
-    """One worklist walk: xDSL's `PatternRewriteWalker._process_worklist`, with the same
-    worklist updates, plus the journal of visits and touches."""
+class Driver:
+    """Applies `pattern` to blocks (see the module docstring): first to what the seeds
+    reach (every instruction without seeds, or when `exhaustive`), then, when
+    `recursive`, again to what each walk's touches left stale, until a walk changes
+    nothing. One driver serves a pass run's blocks, with one rewriter.
 
-    def __init__(self, pattern: RewritePattern, recursive: bool):
+    Each walk is xDSL's `PatternRewriteWalker._process_worklist`, with the same worklist
+    updates (new and modified instructions and the users of replaced ones pushed, an
+    operand left with no other user pushed, erased ones dropped), a journal of visits and
+    touches besides, and its stack keyed by `id`."""
+
+    def __init__(self, pattern: RewritePattern, recursive: bool = True,
+                 radius: int = DEFAULT_RADIUS, exhaustive: bool = False):  # fmt: skip
         self.pattern = pattern
         self.recursive = recursive
-        self.worklist: Worklist[Operation] = Worklist()
+        self.radius = radius
+        self.exhaustive = exhaustive
+        self.wants: Callable[[Operation], bool] | None = getattr(pattern, "wants", None)
+        """The pattern's own filter, when it has one: instructions it can never match
+        (e.g. no algsimp pattern has the opcode) are not visited."""
         self.journal = Journal()
+        self.stack: list[Operation | None] = []
+        self.where: dict[int, int] = {}
+        self.rewriter: TrackingRewriter | None = None
 
-    def run(self, ops: Sequence[Operation]) -> bool:
-        wl = self.worklist
-        for op in reversed(ops):  # a stack: the first instruction comes out first
-            wl.push(op)
-        journal = self.journal
+    def rewrite(self, block: Block, seeds: Touches | None = None) -> WalkResult:
+        result = WalkResult()
+        radius = self.radius
+        if seeds is None or self.exhaustive:
+            ops: list[Operation] = list(block.ops)
+        else:
+            content = dict.fromkeys(seeds.content, 0)
+            ops = stale(block, content, dict.fromkeys(seeds.uses, 0), {}, radius)
+        wants = self.wants
+        while ops:
+            if wants is not None:
+                ops = [op for op in ops if wants(op)]
+                if not ops:
+                    break
+            changed = self._walk(ops)
+            journal = self.journal
+            result.touched.update(journal.touches())
+            if not changed:
+                break
+            result.changed = True
+            if not self.recursive:
+                break
+            if self.exhaustive:
+                ops = list(block.ops)
+            else:
+                ops = stale(block, journal.content, journal.uses, journal.visited, radius)
+        return result
+
+    def _walk(self, ops: list[Operation]) -> bool:
+        journal = self.journal = Journal()
+        stack = self.stack = ops[::-1]  # a stack: the first instruction comes out first
+        where = self.where = {id(op): i for i, op in enumerate(stack)}
+        rewriter = self.rewriter
+        if rewriter is None:
+            rewriter = self.rewriter = tracking_rewriter(ops[0], journal)
+            rewriter.operation_insertion_handler.append(self._inserted)
+            rewriter.operation_removal_handler.append(self._removed)
+            rewriter.operation_modification_handler.append(self._modified)
+            rewriter.operation_replacement_handler.append(self._replaced)
+        rewriter.journal = journal
         visited = journal.visited
-        rewriter = tracking_rewriter(ops[0], journal)
-        rewriter.operation_insertion_handler.append(self._inserted)
-        rewriter.operation_removal_handler.append(self._removed)
-        rewriter.operation_modification_handler.append(self._modified)
-        rewriter.operation_replacement_handler.append(self._replaced)
-        pattern = self.pattern
+        match = self.pattern.match_and_rewrite
         changed = False
         clock = 0
-        while wl:
-            op = wl.pop()
+        while stack:
+            op = stack.pop()
+            if op is None:  # removed from the worklist
+                continue
+            del where[id(op)]
             clock += 1
             journal.clock = clock
-            visited[op] = clock
+            visited[id(op)] = clock
             rewriter.has_done_action = False
-            rewriter.current_operation = op
+            rewriter._current_operation = op  # pyright: ignore[reportPrivateUsage]
             rewriter.insertion_point = InsertPoint.before(op)
-            rewriter.name_hint = None
             try:
-                pattern.match_and_rewrite(op, rewriter)
+                match(op, rewriter)
             except Exception as err:
                 op.emit_error(f"Error while applying pattern: {err}", underlying_error=err)
             changed |= rewriter.has_done_action
         return changed
 
+    def _push(self, op: Operation) -> None:
+        k = id(op)
+        if k not in self.where and (self.wants is None or self.wants(op)):
+            self.where[k] = len(self.stack)
+            self.stack.append(op)
+
     def _inserted(self, op: Operation) -> None:
         self.journal.touch(op)
         if self.recursive:
-            self.worklist.push(op)
+            self._push(op)
 
     def _removed(self, op: Operation) -> None:
         journal = self.journal
@@ -267,17 +299,19 @@ class _Walk:
                 journal.uses[o] = journal.clock
                 # as xDSL's walker: an operand this was the only user of may go too
                 if self.recursive and v.has_one_use():
-                    self.worklist.push(o)
-        self.worklist.remove(op)
+                    self._push(o)
+        i = self.where.pop(id(op), None)
+        if i is not None:
+            self.stack[i] = None
 
     def _modified(self, op: Operation) -> None:
         self.journal.touch(op)
         if self.recursive:
-            self.worklist.push(op)
+            self._push(op)
 
     def _replaced(self, op: Operation, new_results: Sequence[SSAValue | None]) -> None:
         for r in op.results:
             for use in r.uses:
                 self.journal.touch(use.operation)
                 if self.recursive:
-                    self.worklist.push(use.operation)
+                    self._push(use.operation)

@@ -110,12 +110,19 @@ class EliminateCommonSubexpression(RewritePattern):
     """`op2 = f(a, b)` with an identical earlier `op1 = f(a, b)` (or `f(b, a)`, f commutative) -> op1.
 
     The table is per computation; the walker visits instructions in order, so operands
-    are already canonical when an instruction is keyed.
+    are already canonical when an instruction is keyed (and its key no longer changes).
+    An instruction with operands is first filed by its opcode and operands alone: its
+    whole key (attributes, shape, callees' structure) is worked out only when another
+    instruction of that opcode uses the same operands, which most never meet.
     """
 
     ctx: RewriteContext
     prints: Fingerprints
     table: dict[object, HloOp] = field(default_factory=dict)
+    """Whole key -> the first instruction filed with it (instructions without operands)."""
+    by_operands: dict[tuple[object, ...], list[HloOp]] = field(default_factory=dict)
+    """(opcode, operand ids in order of id) -> the instructions filed with it, in order."""
+    keys: dict[HloOp, object] = field(default_factory=dict)
 
     def key(self, op: Operation) -> object:
         """What identical instructions share (None: never merged, or not hashable)."""
@@ -132,6 +139,11 @@ class EliminateCommonSubexpression(RewritePattern):
         return key
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not is_hlo(op):
+            return
+        if op.operands:
+            self._filed_by_operands(op, rewriter)
+            return
         key = self.key(op)
         if key is None:
             return
@@ -139,7 +151,30 @@ class EliminateCommonSubexpression(RewritePattern):
         if rep is None or rep.parent is None:
             self.table[key] = op
             return
-        self.merge(op, rep, rewriter)  # type: ignore[arg-type]
+        self.merge(op, rep, rewriter)
+
+    def _filed_by_operands(self, op: HloOp, rewriter: PatternRewriter) -> None:
+        """The table lookup of `match_and_rewrite` for an instruction with operands: the
+        first instruction filed with the same whole key, among those of its bucket."""
+        ids = sorted(id(v) for v in op.operands)  # either order: commutative ops
+        bucket = self.by_operands.get((op.OPCODE, *ids))
+        if bucket is None:
+            self.by_operands[(op.OPCODE, *ids)] = [op]  # its key, if another comes
+            return
+        key = self._key_of(op)
+        if key is None:
+            return
+        for rep in bucket:
+            if rep.parent is not None and self._key_of(rep) == key:
+                self.merge(op, rep, rewriter)
+                return
+        bucket.append(op)
+
+    def _key_of(self, op: HloOp) -> object:
+        if op in self.keys:
+            return self.keys[op]
+        key = self.keys[op] = self.key(op)
+        return key
 
     def merge(self, op: HloOp, rep: HloOp, rewriter: PatternRewriter) -> bool:
         """Replace `op` by the identical earlier `rep`, unless a guard keeps it."""

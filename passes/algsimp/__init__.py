@@ -57,7 +57,7 @@ from hlopass.rewriting import (
     TraceHook,
     fusion_computations,
 )
-from hlopass.worklist import DEFAULT_RADIUS, rewrite_block
+from hlopass.worklist import DEFAULT_RADIUS, Driver
 
 RADIUS = DEFAULT_RADIUS
 """How many uses away from a change an algsimp pattern's decision may look (`hlopass.worklist`):
@@ -132,6 +132,7 @@ class AlgebraicSimplifierPass(HloModulePass):
         before = computations(module)
         comps = [c for c in scope.select(before) if c.comp_name not in fused]
         applier = OpcodeDispatchApplier(patterns)  # each op offered to its opcode's patterns
+        driver = Driver(applier, True, RADIUS, scope.exhaustive)
         changed = False
         for comp in comps:
             if not self.run_to_fixed_point:
@@ -139,8 +140,7 @@ class AlgebraicSimplifierPass(HloModulePass):
                     scope.changed.add(comp)
                     changed = True
                 continue
-            walk = rewrite_block(applier, comp.body.block, scope.seeds_of(comp), True,
-                                 RADIUS, scope.exhaustive)  # fmt: skip
+            walk = driver.rewrite(comp.body.block, scope.seeds_of(comp))
             if scope.record(comp, walk):
                 changed = True
                 scope.settled.add(comp)  # the driver stops after a walk changing nothing

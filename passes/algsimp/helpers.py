@@ -140,11 +140,18 @@ def reducer_opcode(op: HloOp) -> str | None:
     comp = callee(op)
     if comp is None:
         return None
-    params = comp.parameters()
-    root = comp.root
-    if len(params) != 2 or root.opcode not in REDUCER_OPCODES or len(list(comp.instructions)) != 3:
+    # asked for every reduce a pattern looks at: read the (tiny) block once, no
+    # `parameters()` sort or `root` asserts: three instructions and the return
+    ops = list(comp.body.block.ops)
+    if len(ops) != 4 or not ops[-1].operands:
         return None
-    if {o for o in root.operands} != {p.result for p in params}:
+    root = ops[-1].operands[0].owner
+    if not isinstance(root, HloOp) or root.opcode not in REDUCER_OPCODES:
+        return None
+    params = [o for o in ops[:-1] if o is not root]
+    if any(not isinstance(p, HloOp) or p.opcode != "parameter" for p in params):
+        return None
+    if set(root.operands) != {p.results[0] for p in params}:
         return None
     shape = array(root.shape)
     return root.opcode if shape is not None and shape.rank == 0 else None
