@@ -1971,7 +1971,9 @@ class ModuleParser(_Parser):
                 vstart = lx.peek()[2]
                 value = self.value(akind, key, opcode)
             attrs[key] = value
-            if key == "frontend_attributes":
+            if key not in _SPECIAL_KEYS and akind != "result_accuracy":
+                pass  # (one test for the attributes read as they are)
+            elif key == "frontend_attributes":
                 fa = self.frontend_attributes(attrs.pop(key), vstart)
                 if fa is None:
                     continue
@@ -2149,42 +2151,47 @@ class ModuleParser(_Parser):
         """What XLA's parser adds to or changes in instructions of the `_FIXED_UP`
         opcodes, and the checks of required attributes (`_FIX_UP_OR_CHECK` opcodes only);
         returns the result shape and its type (None when it changed)."""
-        if (
-            opcode == "broadcast"
-            and "dimensions" not in attrs
-            and len(operands) == 1
-            and getattr(operands[0].type.data, "rank", None) == 0  # type: ignore[attr-defined]
-        ):
-            attrs["dimensions"] = ()  # a scalar broadcast may leave out dimensions={}
-        elif opcode == "recv-done" and len(operands) == 1 and shape is not None:
-            # XLA derives recv-done's shape from its recv (a declared shape is ignored; a
-            # left-out one it cannot infer).
-            rs = operands[0].type.data  # type: ignore[attr-defined]
-            if rs.is_tuple and len(rs.elements) == 3:
-                shape = TupleShape((rs.elements[0], rs.elements[2]))
-                stype = None  # no longer the declared shape's type
-        elif opcode == "send" and len(operands) == 2 and shape is not None:
-            # XLA gives send (data, u32[], token[]) whatever shape the text declares.
-            data = operands[0].type.data  # type: ignore[attr-defined]
-            sent = TupleShape((data, self.array_shape("u32[]"), self.array_shape("token[]")))
-            if shape != sent:
-                shape, stype = sent, None
-        elif opcode in ("send-done", "after-all") and shape is not None:
-            # XLA gives these a token[] whatever shape the text declares.
-            token = self.array_shape("token[]")
-            if shape != token:
-                shape, stype = token, None
-        elif opcode == "add-dependency" and operands and shape is not None:
-            # XLA gives add-dependency its first operand's shape (a declared one is ignored).
-            data = operands[0].type.data  # type: ignore[attr-defined]
-            if shape != data:
-                shape, stype = data, None
-        elif opcode == "custom-call" and "to_apply" in attrs and "called_computations" not in attrs:
-            # XLA keeps a custom-call's to_apply as its one called computation.
-            attrs["called_computations"] = (attrs.pop("to_apply"),)
-        elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
-            # XLA's outfeed always carries (and prints) the shape of what it sends.
-            attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
+        if opcode in _FIXED_UP:  # (most opcodes here are only checked: one test for them)
+            if (
+                opcode == "broadcast"
+                and "dimensions" not in attrs
+                and len(operands) == 1
+                and getattr(operands[0].type.data, "rank", None) == 0  # type: ignore[attr-defined]
+            ):
+                attrs["dimensions"] = ()  # a scalar broadcast may leave out dimensions={}
+            elif opcode == "recv-done" and len(operands) == 1 and shape is not None:
+                # XLA derives recv-done's shape from its recv (a declared shape is ignored; a
+                # left-out one it cannot infer).
+                rs = operands[0].type.data  # type: ignore[attr-defined]
+                if rs.is_tuple and len(rs.elements) == 3:
+                    shape = TupleShape((rs.elements[0], rs.elements[2]))
+                    stype = None  # no longer the declared shape's type
+            elif opcode == "send" and len(operands) == 2 and shape is not None:
+                # XLA gives send (data, u32[], token[]) whatever shape the text declares.
+                data = operands[0].type.data  # type: ignore[attr-defined]
+                sent = TupleShape((data, self.array_shape("u32[]"), self.array_shape("token[]")))
+                if shape != sent:
+                    shape, stype = sent, None
+            elif opcode in ("send-done", "after-all") and shape is not None:
+                # XLA gives these a token[] whatever shape the text declares.
+                token = self.array_shape("token[]")
+                if shape != token:
+                    shape, stype = token, None
+            elif opcode == "add-dependency" and operands and shape is not None:
+                # XLA gives add-dependency its first operand's shape (a declared one is ignored).
+                data = operands[0].type.data  # type: ignore[attr-defined]
+                if shape != data:
+                    shape, stype = data, None
+            elif (
+                opcode == "custom-call"
+                and "to_apply" in attrs
+                and "called_computations" not in attrs
+            ):
+                # XLA keeps a custom-call's to_apply as its one called computation.
+                attrs["called_computations"] = (attrs.pop("to_apply"),)
+            elif opcode == "outfeed" and "outfeed_shape" not in attrs and operands:
+                # XLA's outfeed always carries (and prints) the shape of what it sends.
+                attrs["outfeed_shape"] = operands[0].type.data  # type: ignore[attr-defined]
         for a in _REQUIRED.get(opcode, ()):
             if a not in attrs:
                 self.error(f"{opcode} {name} is missing attribute {a}", ostart)
@@ -2626,6 +2633,8 @@ _HEAD = re.compile(
 )
 # Opcodes `plain_instruction` leaves to `instruction_body` (their operands are no plain
 # list, or it reads more than operands for them).
+# Attributes `instruction_body` normalizes, checks or drops once read.
+_SPECIAL_KEYS = frozenset({"frontend_attributes", "origin", "statistics", "sharding", *_DROPPED})
 _NOT_PLAIN = _FIX_UP_OR_CHECK | {"parameter", "constant", "call", "fusion"}
 _NO_ATTRS: dict[str, Any] = {}
 _SLOW = object()  # `fast_value`: leave this value to `value`
