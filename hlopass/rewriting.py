@@ -626,11 +626,13 @@ def run_patterns(
     comps: Iterable[ComputationOp] | None = None,
     scope: Scope | None = None,
     radius: int | None = None,
+    start: Callable[[Operation], bool] | None = None,
 ) -> bool:
     """Apply `patterns` greedily to a fixed point over `comps` (all computations by
     default); what changed goes into `scope.touched`. With `radius` (how far from a change
     the patterns' decisions look, see `hlopass.worklist`), the walks start from `scope`'s
-    seeds and confirm around what changed; without, they are whole-computation walks."""
+    seeds and confirm around what changed; without, they are whole-computation walks.
+    `start`: see `worklist.Driver`."""
     from hlopass.worklist import Driver
 
     applier = (
@@ -639,7 +641,7 @@ def run_patterns(
         else GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
     )
     scope = scope if scope is not None else Scope()
-    driver = Driver(applier, True, radius or 0, radius is None or scope.exhaustive)
+    driver = Driver(applier, True, radius or 0, radius is None or scope.exhaustive, start)
     changed = False
     for comp in list(comps) if comps is not None else computations(module):
         walk = driver.rewrite(comp.body.block, scope.seeds_of(comp))

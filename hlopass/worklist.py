@@ -90,6 +90,28 @@ class TrackingRewriter(PatternRewriter):
     some): their users' count is something patterns read ("has one user")."""
 
     journal: Journal
+    _point: InsertPoint | None = None
+    _at: Operation | None = None
+
+    @property
+    def insertion_point(self) -> InsertPoint:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """Before the instruction visited (`visit`), made when first asked for: most
+        visits rewrite nothing and never ask."""
+        if self._point is None:
+            assert self._at is not None
+            self._point = InsertPoint.before(self._at)
+        return self._point
+
+    @insertion_point.setter
+    def insertion_point(self, point: InsertPoint) -> None:
+        self._point = point
+
+    def visit(self, op: Operation) -> None:
+        """Ready the rewriter for a visit of `op` (as xDSL's walker resets it)."""
+        self.has_done_action = False
+        self._current_operation = op
+        self._at = op
+        self._point = None
 
     def replace_all_uses_with(
         self, from_value: SSAValue, to_value: SSAValue | None, safe_erase: bool = True
@@ -203,8 +225,13 @@ class Driver:
     touches besides, and its stack keyed by `id`."""
 
     def __init__(self, pattern: RewritePattern, recursive: bool = True,
-                 radius: int = DEFAULT_RADIUS, exhaustive: bool = False):  # fmt: skip
+                 radius: int = DEFAULT_RADIUS, exhaustive: bool = False,
+                 start: Callable[[Operation], bool] | None = None):  # fmt: skip
         self.pattern = pattern
+        self.start = start
+        """Which instructions a walk starts with (the others are visited only if pushed):
+        for patterns whose matches the walk's own rewrites push, and whose order of
+        rewriting does not change the result (`dce`: what is dead goes, in any order)."""
         self.recursive = recursive
         self.radius = radius
         self.exhaustive = exhaustive
@@ -225,11 +252,14 @@ class Driver:
             content = dict.fromkeys(seeds.content, 0)
             ops = stale(block, content, dict.fromkeys(seeds.uses, 0), {}, radius)
         wants = self.wants
+        start = None if self.exhaustive else self.start
         while ops:
             if wants is not None:
                 ops = [op for op in ops if wants(op)]
-                if not ops:
-                    break
+            if start is not None:
+                ops = [op for op in ops if start(op)]
+            if not ops:
+                break
             changed = self._walk(ops)
             journal = self.journal
             result.touched.update(journal.touches())
@@ -268,9 +298,7 @@ class Driver:
             clock += 1
             journal.clock = clock
             visited[id(op)] = clock
-            rewriter.has_done_action = False
-            rewriter._current_operation = op  # pyright: ignore[reportPrivateUsage]
-            rewriter.insertion_point = InsertPoint.before(op)
+            rewriter.visit(op)
             try:
                 match(op, rewriter)
             except Exception as err:

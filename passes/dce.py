@@ -50,6 +50,11 @@ def is_dead(op: Operation, comps: dict[str, ComputationOp],
     )
 
 
+def _may_go(op: Operation) -> bool:
+    """Unused, or a fusion (whose unused outputs may go): what dce's walks start from."""
+    return is_hlo(op) and (not op.results[0].uses or op.OPCODE == "fusion")  # type: ignore[attr-defined]
+
+
 @dataclass
 class RemoveDeadInstruction(RewritePattern):
     """`unused(x)` -> nothing: erase an unused instruction and operands it leaves unused."""
@@ -230,8 +235,11 @@ class DCEPass(HloModulePass):
             RemoveDeadInstruction(rctx, comps),
             RemoveUnusedFusionOutput(rctx, comps, callers, scope.changed),
         ]
-        # radius 0: an instruction turns dead only by losing users, which the driver notes
-        changed |= run_patterns(module, patterns, scope.select(comps.values()), scope, radius=0)
+        # radius 0: an instruction turns dead only by losing users, which the driver notes;
+        # a walk starts from the instructions without users (and fusions, which may have
+        # unused outputs): one that loses its last user during the walk is pushed then
+        changed |= run_patterns(module, patterns, scope.select(comps.values()), scope,
+                                radius=0, start=_may_go)  # fmt: skip
         if self.remove_dead_computations:
             live = reachable_computations(module, scope, scope.edited())
             for c in computations(module):

@@ -48,7 +48,7 @@ from hlopass.passes.algsimp import (
     transpose_reshape,
     tuples,
 )
-from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.base import Simplification, SimplificationApplier
 from hlopass.rewriting import (
     HloModulePass,
     OpcodeDispatchApplier,
@@ -131,7 +131,7 @@ class AlgebraicSimplifierPass(HloModulePass):
         fused = set() if self.include_fusions else fusion_computations(module, scope)
         before = computations(module)
         comps = [c for c in scope.select(before) if c.comp_name not in fused]
-        applier = OpcodeDispatchApplier(patterns)  # each op offered to its opcode's patterns
+        applier = SimplificationApplier(patterns, rctx)  # each op to its opcode's patterns
         driver = Driver(applier, True, RADIUS, scope.exhaustive)
         changed = False
         for comp in comps:

@@ -8,6 +8,7 @@ stays. The one rewrite of a barrier itself drops tuple elements nobody reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -33,6 +34,8 @@ class OptBarrierDropUnusedElements(RewritePattern):
 
     ctx: RewriteContext
     opts: object
+    OPCODES: ClassVar[tuple[str, ...]] = ("opt-barrier",)
+    """What `OpcodeDispatchApplier` offers it (it does nothing to anything else)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, HloOp) or op.opcode != "opt-barrier":

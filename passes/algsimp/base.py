@@ -20,6 +20,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.helpers import is_float_op
 from hlopass.rewriting import (
+    OpcodeDispatchApplier,
     RewriteContext,
     constant_from_numpy,
     erase_dead,
@@ -72,6 +73,11 @@ class Simplification(RewritePattern):
             return
         if op.inst_name in self.ctx.pinned:
             return  # another instruction names it in control-predecessors: it must stay
+        self.apply(op, rewriter)
+
+    def apply(self, op: HloOp, rewriter: PatternRewriter) -> None:
+        """`match_and_rewrite` past the guards on the instruction alone (opcode, options,
+        pinned), which `SimplificationApplier` checks once per instruction."""
         if self.FLOAT_UNSAFE and not self.opts.floats_are_real and self._float_op(op, rewriter):
             return
         self._rw = rewriter
@@ -142,3 +148,38 @@ class Simplification(RewritePattern):
         c = constant_from_numpy(self._rw, self.ctx, arr, shape)
         self._created.append(c)
         return c
+
+
+class SimplificationApplier(OpcodeDispatchApplier):
+    """The dispatch of algsimp's patterns: an instruction goes to its opcode's patterns
+    (all enabled by the pass's options: `AlgebraicSimplifierPass.enables`), and the guard
+    every `Simplification` shares (not a pinned instruction) is checked once for all."""
+
+    def __init__(self, patterns: Sequence[RewritePattern], ctx: RewriteContext):
+        super().__init__(patterns)
+        self.ctx = ctx
+        self._kinds: dict[str, list[tuple[RewritePattern, bool]]] = {}
+        # `apply` skips the opcode check: every Simplification must name its opcodes
+        assert all(p.OPCODES for p in patterns if isinstance(p, Simplification))
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not is_hlo(op):
+            super().match_and_rewrite(op, rewriter)
+            return
+        kinds = self._kinds.get(op.OPCODE)
+        if kinds is None:  # (pattern, is a Simplification) per opcode: isinstance is slow
+            kinds = self._kinds[op.OPCODE] = [
+                (p, isinstance(p, Simplification)) for p in self._for(op.OPCODE)
+            ]
+        if not kinds:
+            return
+        pinned = op.inst_name in self.ctx.pinned
+        for pattern, simplification in kinds:
+            if not simplification:
+                pattern.match_and_rewrite(op, rewriter)
+            elif pinned:
+                continue  # another instruction names it in control-predecessors
+            else:
+                pattern.apply(op, rewriter)  # type: ignore[attr-defined]
+            if rewriter.has_done_action:
+                return
