@@ -16,7 +16,7 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
-from hlopass.attrs import format_value
+from hlopass.attrs import format_metadata, format_value
 from hlopass.dialects.hlo import OP_CLASSES, ComputationOp, HloOp, ReturnOp, computations
 from hlopass.dialects.opcodes import COMMON_ATTRS
 from hlopass.gcutil import gc_paused
@@ -847,6 +847,8 @@ class _Printer:
                     if at is None:
                         if kind == "comp" and not rule:  # (no `_suffix` call: one per reducer)
                             at = a.__dict__[skey] = f", {aname}={pct}{a.root_reference.data}"
+                        elif rule == _R_METADATA:  # (one per op_name: most of a first print)
+                            at = a.__dict__[skey] = self._metadata_suffix(a.data)
                         else:
                             at = self._suffix(op, aname, kind, rule, a, tkey, skey)  # type: ignore[arg-type]
                     text += at
@@ -868,6 +870,15 @@ class _Printer:
         cp = props.get("control-predecessors")
         if cp is not None:
             sc.add("preds", (n, cp.data))
+
+    def _metadata_suffix(self, md: Any) -> str:
+        """`_suffix` of a metadata attribute: `, metadata={...}`, or "" when it shows none
+        of the fields XLA prints (or the style prints no metadata)."""
+        if self.o.metadata:
+            for k, _ in md.fields:
+                if k in _METADATA_VISIBLE:
+                    return ", metadata=" + format_metadata(md)
+        return ""
 
     def _suffix(
         self, op: HloOp, name: str, kind: str, rule: int, a: Any, key: str, skey: str
