@@ -159,6 +159,11 @@ class FoldConstantInstruction(RewritePattern):
     comps: dict[str, ComputationOp]
     foldable_comps: dict[str, bool]
 
+    def wants(self, op: Operation) -> bool:
+        """Whether folding `op` is worth asking at all (`worklist.Driver`): never for an
+        opcode that does not fold, nor for an instruction without operands."""
+        return is_hlo(op) and op.OPCODE not in _NEVER_FOLD and bool(op.operands)  # type: ignore[attr-defined]
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op) or not self._foldable(op):  # type: ignore[arg-type]
             return

@@ -124,6 +124,10 @@ class EliminateCommonSubexpression(RewritePattern):
     """(opcode, operand ids in order of id) -> the instructions filed with it, in order."""
     keys: dict[HloOp, object] = field(default_factory=dict)
 
+    def wants(self, op: Operation) -> bool:
+        """Parameters are never merged: `worklist.Driver` does not visit them."""
+        return is_hlo(op) and op.OPCODE != "parameter"  # type: ignore[attr-defined]
+
     def key(self, op: Operation) -> object:
         """What identical instructions share (None: never merged, or not hashable)."""
         if not is_hlo(op) or not _eligible(op, self.prints.comps, self.prints.effects):  # type: ignore[arg-type]

@@ -102,9 +102,11 @@ class ReduceOfScalarBroadcast(Simplification):
         if len(op.operands) != 2:
             return None
         b = is_scalar_broadcast(op.operands[0])
+        if b is None:  # the cheap guard first: most reduces read no broadcast
+            return None
         s, shape = array(value_shape(op.operands[0])), array(op.shape)
         kind = reducer_opcode(op)
-        if b is None or s is None or shape is None or kind not in _IDEMPOTENT:
+        if s is None or shape is None or kind not in _IDEMPOTENT:
             return None
         if s.num_elements == 0 or shape.num_elements == 0:
             return None
@@ -125,9 +127,11 @@ class ReduceOfConcatenate(Simplification):
         if len(op.operands) != 2:
             return None
         cat = src(op.operands[0], "concatenate")
+        if cat is None:  # the cheap guard first
+            return None
         kind = reducer_opcode(op)
         shape = array(op.shape)
-        if cat is None or kind is None or shape is None or len(cat.operands) < 2:
+        if kind is None or shape is None or len(cat.operands) < 2:
             return None
         dims = tuple(op.attr("dimensions") or ())
         if cat.attr("dimensions")[0] not in dims or not is_identity_init(op, op.operands[1]):
@@ -157,9 +161,11 @@ class ReduceOfBroadcastIdempotent(Simplification):
         if len(op.operands) != 2:
             return None
         b = src(op.operands[0], "broadcast")
+        if b is None:  # the cheap guard first
+            return None
         kind = reducer_opcode(op)
         shape = array(op.shape)
-        if b is None or kind not in _IDEMPOTENT or shape is None:
+        if kind not in _IDEMPOTENT or shape is None:
             return None
         x = b.operands[0]
         sx, sb = array(value_shape(x)), array(value_shape(op.operands[0]))
