@@ -211,9 +211,13 @@ class NameUniquer:
     def used(self) -> set[str]:
         if self._used is None:
             assert self._module is not None
-            self._used = {
-                op.inst_name for comp in computations(self._module) for op in instructions(comp)
-            }
+            used: set[str] = set()
+            for comp in computations(self._module):
+                for op in comp.body.block.ops:  # the `name` property itself (the return has none)
+                    name = op.properties.get("name")
+                    if name is not None:
+                        used.add(name.data)  # type: ignore[attr-defined]
+            self._used = used
             self._module = None
         return self._used
 
@@ -766,6 +770,10 @@ def comps_by_name(module: ModuleOp) -> dict[str, ComputationOp]:
     return {c.comp_name: c for c in computations(module)}
 
 
+_MAY_CALL: dict[type, bool] = {}
+"""op class -> whether its opcode has computation attributes (`to_apply`, `calls`, ...)."""
+
+
 class CallIndex:
     """One computation's instructions that call computations, with their opcodes and
     callee names, and the names its instructions list as control predecessors: what the
@@ -776,13 +784,19 @@ class CallIndex:
     def __init__(self, comp: ComputationOp):
         calls: list[tuple[HloOp, list[str]]] = []
         pinned: set[str] = set()
-        for op in instructions(comp):
-            if op.spec.computations:
-                names = op.callees()
+        may_call = _MAY_CALL
+        for op in comp.body.block.ops:  # rebuilt after every pass run that edits the entry
+            t = type(op)
+            calls_some = may_call.get(t)
+            if calls_some is None:
+                spec = getattr(t, "SPEC", None)
+                calls_some = may_call[t] = spec is not None and bool(spec.computations)
+            if calls_some:
+                names = op.callees()  # type: ignore[attr-defined]
                 if names:
-                    calls.append((op, names))
+                    calls.append((op, names))  # type: ignore[arg-type]
             if "control-predecessors" in op.properties:
-                pinned.update(op.attr("control-predecessors") or ())
+                pinned.update(op.attr("control-predecessors") or ())  # type: ignore[attr-defined]
         self.calls = calls
         self.pinned = frozenset(pinned)
         self.sites = {(op.opcode, name) for op, names in calls for name in names}
