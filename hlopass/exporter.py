@@ -221,6 +221,7 @@ def _cached_post_order(sc: _Scanned) -> list[int] | None:
 
 _ALL_BEFORE = [tuple(range(n - 1)) for n in range(1, 33)]
 _SECOND = itemgetter(1)
+_NUMBER_NAME = itemgetter(0, 1)  # a parameter of a scan by number (then name)
 
 
 def _in_post_order(
@@ -499,7 +500,7 @@ class _Scanned:
     root = -1
     root_type: Any = None
     thread: Any = None  # the execution_thread attribute
-    params: Sequence[tuple[int, str]] = ()  # (number, `name: shape`)
+    params: Sequence[tuple[int, str, Any]] = ()  # (number, `name: shape`, its ShapeType)
     called: Sequence[list[str]] = ()
     asyncs: Sequence[tuple[int, Any]] = ()  # (index, async-start/update/done op)
     preds: Sequence[tuple[int, tuple[str, ...]]] = ()
@@ -572,6 +573,7 @@ class _Printer:
                 header += ", entry_computation_layout=" + self.program_shape_layout(
                     attr.data if attr is not None else None,  # type: ignore[attr-defined]
                     entry,
+                    entry_sc,
                 )
                 continue
             if attr is None:
@@ -649,9 +651,16 @@ class _Printer:
                 wattrs += f", {name}={format_value('raw', value)}"
         return head + thread + wattrs + rest
 
-    def program_shape_layout(self, stored: tuple[Shape, ...] | None, entry: ComputationOp) -> str:
+    def program_shape_layout(
+        self, stored: tuple[Shape, ...] | None, entry: ComputationOp, sc: _Scanned | None = None
+    ) -> str:
+        """`{(params)->result}` of the entry computation: as stored, or from its
+        parameters (those its scan `sc` noted, when the style notes them) and its ROOT."""
         if stored is not None:
             params, result = list(stored[:-1]), stored[-1]
+        elif sc is not None and self.o.program_shape and sc.root_type is not None:
+            params = [p[2].data for p in sorted(sc.params, key=_NUMBER_NAME)]
+            result = sc.root_type.data
         else:
             params = [p.shape for p in entry.parameters()]
             result = entry.root.shape
@@ -673,7 +682,7 @@ class _Printer:
         if self.o.program_shape:
             params = sc.params
             if len(params) > 1:
-                params.sort()  # type: ignore[attr-defined]  # a list once it has two (by number)
+                params.sort(key=_NUMBER_NAME)  # type: ignore[attr-defined]  # (a list once it has two)
             sig = ", ".join(map(_SECOND, params))
             rt = sc.root_type
             if rt is None:
@@ -819,7 +828,7 @@ class _Printer:
                         ttn = t.__dict__.get("_hlo_text_nl") or _type_text_no_layout(t)
                         if params is None:
                             params = sc.params = []
-                        params.append((number, f"{name}: {ttn}"))
+                        params.append((number, f"{name}: {ttn}", t))
                 elif cls is _CONSTANT:
                     v = props["value"].data  # type: ignore[attr-defined]
                     text = f"{pname} = {tt} constant({format_literal(v.literal, v.shape)})"
