@@ -321,8 +321,14 @@ def instructions(comp: ComputationOp) -> list[HloOp]:
 
 
 def owner(value: SSAValue) -> HloOp | None:
+    """`value`'s defining instruction (None for a block argument or a non-HLO op); asked
+    for every operand a pattern looks at, so `is_hlo` is inlined."""
     o = value.owner
-    return o if is_hlo(o) else None  # type: ignore[return-value]
+    t = type(o)
+    found = _HLO_CLASS.get(t)
+    if found is None:
+        found = _HLO_CLASS[t] = issubclass(t, HloOp)
+    return o if found else None  # type: ignore[return-value]
 
 
 def new_op(
