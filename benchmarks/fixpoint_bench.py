@@ -13,6 +13,11 @@ shared machine's wall clock hides.
 
 Targets (issue 14): Mixtral <= 3 s and <= 70 us per instruction; --verify-each <= 1.5x.
 `--check` exits 1 when one is missed.
+
+`--compare` also runs the pipeline in this process with `fixpoint{exhaustive=true}` (whole
+walks, no instruction-level dirty tracking: `hlopass.worklist`) and checks that the module
+it ends with is byte for byte the fast one (the test suite does this for every smaller
+corpus module).
 """
 
 from __future__ import annotations
@@ -69,6 +74,20 @@ def _median(cmd: list[str], runs: int) -> tuple[float, float, int]:
     )
 
 
+def _compare(path: Path) -> bool:
+    """The pipeline's output equals the one with whole walks (`exhaustive=true`)."""
+    from hlopass import parse_hlo, print_hlo
+    from hlopass.pipeline import run_pipeline
+
+    text = path.read_text()
+    outs = []
+    for extra in ("", " exhaustive=true"):
+        module = parse_hlo(text)
+        run_pipeline(module, PIPELINE[:-1] + extra + "}")
+        outs.append(print_hlo(module))
+    return outs[0] == outs[1]
+
+
 def instructions(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if " = " in line)
 
@@ -79,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=5, help="fresh processes per figure (median)")
     p.add_argument("--only", help="only the default files whose name contains this")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--compare", action="store_true",
+                   help="also check the output equals fixpoint{exhaustive=true}'s")  # fmt: skip
     args = p.parse_args(argv)
     files = list(args.files)
     if not files:
@@ -117,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                 misses.append(f"{f.name}: {cpu:.2f} s CPU, {cpu / n * 1e6:.0f} us/instr")
             if v_cpu / cpu > VERIFY_EACH_TARGET:
                 misses.append(f"{f.name}: --verify-each {v_cpu / cpu:.2f}x")
+            if args.compare:
+                same = _compare(f)
+                print(f"  fast vs exhaustive walks: {'identical' if same else 'DIFFERENT'}")
+                if not same:
+                    misses.append(f"{f.name}: output differs from fixpoint{{exhaustive=true}}")
     print("\ntargets (Mixtral <= 3 s and <= 70 us/instr CPU as a process, --verify-each <= 1.5x):",
           "met" if not misses else "MISSED: " + "; ".join(misses))  # fmt: skip
     return 1 if misses and args.check else 0
