@@ -189,10 +189,13 @@ class FixpointPass(HloModulePass):
         nothing; `on_round(n)` is told each round's number (1, 2, ...) before it starts.
 
         Each pass reruns only on the computations changed (or depending on one changed,
-        see `hlopass.dirty`) since its own last run: on the others it would change nothing
-        again (passes are deterministic), nor on those it left at its own fixed point
-        (`Scope.settled`). A pass with nothing to revisit is not run; `on_skip(p)` is told
-        of it."""
+        see `hlopass.dirty`) since its own last run, and in a computation edited through a
+        tracking rewriter, starting from the instructions touched (`Scope.seeds`,
+        `hlopass.worklist`): elsewhere it would change nothing again (passes are
+        deterministic), nor where it left its own fixed point (`Scope.settled`). A pass
+        with nothing to revisit is not run; `on_skip(p)` is told of it. The passes read
+        their module-wide facts from the call graph's per-computation index
+        (`Scope.index`), kept current after each run."""
         from hlopass.dirty import CallGraph, Dirt, add_dirt
 
         passes = self.inner()
