@@ -1740,7 +1740,11 @@ class ModuleParser(_Parser):
         if spec.arity >= 0 and len(operands) != spec.arity:
             return None
         shape = stype.data
-        if opcode in CHECKED_OPCODES:
+        if opcode in CHECKED_OPCODES and (
+            # (`check_shapes`'s test for a rule that reads no attribute, inline)
+            opcode in self.rule_reads
+            or (opcode, (), id(shape), *map(id, map(_TYPE_OF, operands))) not in self.checked
+        ):
             self.check_shapes(opcode, name, shape, operands, _NO_ATTRS, m.start(2))
         op = create_op(opcode, operands, shape, name, None, None, stype)
         _append_op(block, op)
