@@ -291,6 +291,13 @@ def _computation_post_order(
         visited: set[str] = set()
         post: list[str] = []
         for names in called[comp]:
+            if len(names) == 1:
+                leaf = names[0]
+                if not called[leaf]:  # (a reducer, which calls nothing: what the DFS does)
+                    if leaf not in visited:
+                        visited.add(leaf)
+                        post.append(leaf)
+                    continue
             stack: list[tuple[str, int]] = []
             for n in reversed(names):
                 if n not in visited:
