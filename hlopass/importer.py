@@ -1244,7 +1244,13 @@ class ModuleParser(_Parser):
             module_name = "module_" + entry.comp_name
         if self.pending_seen or not _names_unique(self.value_maps):
             _uniquify_instruction_names(comps)
-        module = ModuleOp(comps)
+        # `ModuleOp(comps)`, the computations linked in as `_append_op` does (they are
+        # fresh: no parent), without `Block.add_op`'s checks of each.
+        module = ModuleOp(())
+        body = module.regions[0].first_block
+        assert body is not None
+        for comp in comps:
+            _append_op(body, comp)
         module.attributes["sym_name"] = StringAttr(module_name)
         for key, value in module_attrs.items():
             kind = MODULE_ATTRS[key]
