@@ -576,7 +576,7 @@ def new_computation_op(name: str, block: Block, entry: bool = False) -> Computat
     props: dict[str, Attribute] = {"sym_name": string_attr(name)}
     if entry:
         props["is_entry"] = _UNIT_ATTR
-    _fill(op, (), _NO_RESULTS, props)
+    _fill(op, (), SSAValues(), props)
     if block.parent is not None:
         raise ValueError("Can't add to a region a block already attached to a region.")
     region = _new(Region)  # `Region(block)`, then `op.add_region(region)`
@@ -627,7 +627,7 @@ def create_op(
     """
     cls = OP_CLASSES[opcode]
     name_attr = _new(StringAttr)  # (`string_attr(name)`, inline: once per instruction)
-    name_attr.__dict__["data"] = name
+    name_attr.__dict__["data"] = name  # pyright: ignore[reportIndexIssue]
     props: dict[str, Attribute] = {"name": name_attr}
     if attrs:
         specs = cls.ATTR_SPECS

@@ -556,7 +556,7 @@ class _Printer:
             options.control_dependencies,
         )
         # Per (op class, *property names): `_plan_of`.
-        self._plan_by_names: dict[tuple[Any, ...], tuple[bool, tuple[Any, ...]]] = {}
+        self._plan_by_names: dict[tuple[Any, ...], tuple[bool | str, tuple[Any, ...]]] = {}
 
     def module(self, module: ModuleOp) -> str:
         out: list[str] = []
@@ -730,7 +730,7 @@ class _Printer:
         thread = cprops.get("execution_thread")
         if thread is not None:
             sc.thread = thread
-        params: list[tuple[int, str]] | None = None
+        params: list[tuple[int, str, Any]] | None = None
         called: list[list[str]] | None = None
         pct, general, interval, operand_shapes, want_params = self._scan_options
         # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
