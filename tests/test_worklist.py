@@ -17,6 +17,7 @@ from hlopass.errors import HloError
 from hlopass.exporter import print_hlo
 from hlopass.pipeline import Runner, parse_pass_pipeline
 from hlopass.rewriting import Scope
+from hlopass.verifier import verify_module
 from hlopass.worklist import Touches, stale
 
 SPEC = "fixpoint{passes=algsimp,constant-folding,dce,cse%s}"
@@ -126,23 +127,35 @@ ENTRY main {
 def test_every_corpus_module_ends_as_with_whole_walks(corpus: Path) -> None:
     """The fast driver against whole walks on every corpus module our parser reads (the
     LLM-sized ones aside: minutes of exhaustive walks; `benchmarks/fixpoint_bench.py
-    --compare` checks those)."""
-    compared = 0
+    --compare` checks those); and a module that verified before verifies after, in full
+    (`--verify-each` checks only the instructions the passes say they touched)."""
+    compared = verified = 0
     for m in modules(corpus):
         if m.text.count("\n") > 20000:
             continue
         try:
-            parse_hlo(m.text)
+            module = parse_hlo(m.text)
         except HloError:
             continue  # an input the parser rejects: nothing to compare
-        fast = _outcome(m.text, False)
+        try:
+            verify_module(module)
+            valid = True
+        except Exception:
+            valid = False  # (one of the modules XLA's verifier rejects too)
+        fast = _outcome(m.text, False, check=valid)
         assert fast == _outcome(m.text, True), m.id
         compared += 1
-    assert compared > 600
+        verified += valid
+    assert compared > 600 and verified > 600
 
 
-def _outcome(text: str, exhaustive: bool) -> str:
+def _outcome(text: str, exhaustive: bool, check: bool = False) -> str:
+    module = parse_hlo(text)
+    spec = SPEC % (" exhaustive=true" if exhaustive else "")
     try:
-        return _run(text, exhaustive)
+        Runner(verify_each=check).run(parse_pass_pipeline(spec), module)
     except HloError as e:  # the same error either way
         return f"error: {e}"
+    if check:
+        verify_module(module)
+    return print_hlo(module)
