@@ -277,7 +277,8 @@ class Driver:
 
     def _walk(self, ops: list[Operation]) -> bool:
         journal = self.journal = Journal()
-        stack = self.stack = ops[::-1]  # a stack: the first instruction comes out first
+        stack: list[Operation | None] = ops[::-1]  # a stack: the first comes out first
+        self.stack = stack
         where = self.where = {id(op): i for i, op in enumerate(stack)}
         rewriter = self.rewriter
         if rewriter is None:
