@@ -277,7 +277,7 @@ class Driver:
 
     def _walk(self, ops: list[Operation]) -> bool:
         journal = self.journal = Journal()
-        stack: list[Operation | None] = ops[::-1]  # a stack: the first comes out first
+        stack: list[Operation | None] = list(reversed(ops))  # the first comes out first
         self.stack = stack
         where = self.where = {id(op): i for i, op in enumerate(stack)}
         rewriter = self.rewriter
