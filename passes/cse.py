@@ -207,11 +207,11 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
     merges into the earliest identical instruction before it, as the table would hold
     it; identical ones after it are queued to merge into it; the users of a merged
     instruction are queued, as their operands changed."""
-    pos = {op: i for i, op in enumerate(block.ops)}
+    pos = {id(op): i for i, op in enumerate(block.ops)}  # by id: xDSL hashes ops in Python
     start = seeds.content | seeds.uses  # a key reads the operands, a guard the users
-    heap = [(pos[op], id(op), op) for op in start if op.parent is block]
+    heap = [(pos[id(op)], id(op), op) for op in start if op.parent is block]
     heapq.heapify(heap)
-    queued = {entry[2] for entry in heap}
+    queued = {entry[1] for entry in heap}
     leaves: dict[str, list[Operation]] | None = None
     result = WalkResult()
     if block.last_op is None:
@@ -220,9 +220,10 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
     rewriter = tracking_rewriter(block.last_op, journal)
 
     def queue(op: Operation) -> None:
-        if op not in queued and op in pos:
-            queued.add(op)
-            heapq.heappush(heap, (pos[op], id(op), op))
+        k = id(op)
+        if k not in queued and k in pos:
+            queued.add(k)
+            heapq.heappush(heap, (pos[k], k, op))
 
     while heap:
         at, _, op = heapq.heappop(heap)
@@ -240,8 +241,8 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
                         leaves.setdefault(o.OPCODE, []).append(o)  # type: ignore[attr-defined]
             peers = leaves.get(op.OPCODE, [])  # type: ignore[attr-defined]
         same = sorted((p for p in peers if p is not op and p.parent is block
-                       and pattern.key(p) == key), key=pos.__getitem__)  # fmt: skip
-        earlier = [p for p in same if pos[p] < at]
+                       and pattern.key(p) == key), key=lambda p: pos[id(p)])  # fmt: skip
+        earlier = [p for p in same if pos[id(p)] < at]
         if earlier:
             users = [u.operation for u in op.results[0].uses]
             if pattern.merge(op, earlier[0], rewriter):  # type: ignore[arg-type]
