@@ -209,6 +209,8 @@ def _runner(args: argparse.Namespace) -> Any:
 
 
 def opt_main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the process's own command
+        _one_blas_thread()
     from hlopass.verifier import allow_mixed_precision
 
     args = build_opt_parser().parse_args(argv)
@@ -217,6 +219,16 @@ def opt_main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the process's own command (not a call from Python): it ends now
         _no_collection_at_exit()
     return code
+
+
+def _one_blas_thread() -> None:
+    """numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin: about
+    50 ms of CPU per `hlopass-opt` process, which never makes a BLAS call big enough to gain
+    from threads (constant folding's largest dot is capped by `max-elements`). One thread
+    unless the user chose otherwise; before numpy is imported, or it has no effect."""
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _no_collection_at_exit() -> None:
