@@ -133,11 +133,12 @@ def fresh_bytecode() -> None:
     """Write the bytecode of hlopass's modules where it is missing or older than the source,
     as an installed package has it (pip compiles on install; Python writes it on first import).
     Without this, a source edited under PYTHONDONTWRITEBYTECODE=1 is compiled again in every
-    fresh process (~30 ms for the importer, exporter and dialect), which no user pays."""
+    fresh process (~30 ms for the importer, exporter and dialect; more with the passes),
+    which no user pays."""
     import compileall
     import importlib
 
-    for pkg in ("hlopass", "hlopass.dialects"):
+    for pkg in ("hlopass", "hlopass.dialects", "hlopass.passes"):
         path = importlib.import_module(pkg).__file__
         assert path is not None
         compileall.compile_dir(os.path.dirname(path), quiet=1)
