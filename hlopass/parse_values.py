@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from hlopass import attrs as A
@@ -303,16 +304,20 @@ class _Parser:
 
     # --- attribute values -------------------------------------------------------------------
 
-    def ints(self) -> tuple[int, ...]:
+    def braced(self, item: Callable[[], Any]) -> tuple[Any, ...]:
+        """`{a, b, ...}` (or `{}`), each element read by `item`."""
         self.expect("{")
-        out: list[int] = []
+        out: list[Any] = []
         if self.accept("}"):
             return ()
         while True:
-            out.append(self.int_())
+            out.append(item())
             if self.accept("}"):
                 return tuple(out)
             self.expect(",")
+
+    def ints(self) -> tuple[int, ...]:
+        return self.braced(self.int_)
 
     def value(self, kind: str, attr: str, opcode: str | None = None) -> Any:
         lx = self.lx
@@ -350,15 +355,7 @@ class _Parser:
                 return inline()
             return self.name()
         if kind in ("comps", "names"):
-            self.expect("{")
-            out: list[str] = []
-            if self.accept("}"):
-                return ()
-            while True:
-                out.append(self.name())
-                if self.accept("}"):
-                    return tuple(out)
-                self.expect(",")
+            return self.braced(self.name)
         if kind == "metadata":
             return self.metadata()
         if kind == "backend_config":
@@ -403,35 +400,11 @@ class _Parser:
                 self.error(f"expected padding like 0_0x1_1, got {_describe(k, tok)}", start)
             return tuple(A.PadDim(*map(int, p.split("_"))) for p in _split_x(tok))
         if kind == "precision":
-            self.expect("{")
-            names: list[str] = []
-            if self.accept("}"):
-                return ()
-            while True:
-                names.append(self.name())
-                if self.accept("}"):
-                    return tuple(names)
-                self.expect(",")
+            return self.braced(self.name)
         if kind == "intss":
-            self.expect("{")
-            groups: list[tuple[int, ...]] = []
-            if self.accept("}"):
-                return ()
-            while True:
-                groups.append(self.ints())
-                if self.accept("}"):
-                    return tuple(groups)
-                self.expect(",")
+            return self.braced(self.ints)
         if kind == "bools":
-            self.expect("{")
-            bs: list[bool] = []
-            if self.accept("}"):
-                return ()
-            while True:
-                bs.append(self.value("bool", attr))
-                if self.accept("}"):
-                    return tuple(bs)
-                self.expect(",")
+            return self.braced(lambda: self.value("bool", attr))
         if kind == "float":
             k, tok, start = lx.next()
             if k not in ("FLOAT", "INT", "NANINF"):
@@ -440,15 +413,7 @@ class _Parser:
         if kind == "shape":
             return self.shape()
         if kind == "shapes":
-            self.expect("{")
-            shapes: list[Shape] = []
-            if self.accept("}"):
-                return ()
-            while True:
-                shapes.append(self.shape())
-                if self.accept("}"):
-                    return tuple(shapes)
-                self.expect(",")
+            return self.braced(self.shape)
         if kind == "literal":
             if lx.peek()[1] == "(":
                 # A tuple literal: `( s32[2]{0} {1, 2}, pred[] 1 )`, each element with its shape.
@@ -633,13 +598,7 @@ class _Parser:
                 return Literal(None)
             if shape.rank == 0:
                 self.error("a scalar literal has no braces", start)
-            try:
-                arr = parse_array_text(raw, shape)
-            except LiteralSyntaxError as e:
-                self.error(str(e), start)
-                raise AssertionError from None
-            self.check_float_range(arr, raw, shape, start)
-            return Literal(arr)
+            return self.array_literal(raw, shape, start)
         if shape.rank != 0 and k in ("INT", "FLOAT", "NANINF", "NAME") and tok not in ("(", "{"):
             # XLA takes a bare scalar for an array: it sets the first element, zeroes the rest.
             lx.next()
@@ -659,13 +618,7 @@ class _Parser:
             self.error(f"expected {{...}} for a literal of shape {shape.text()}", start)
         if tok == "(" and shape.element_type in ("c64", "c128"):
             raw, start = lx.take_balanced("(", ")")
-            try:
-                arr = parse_array_text(raw, shape)
-            except LiteralSyntaxError as e:
-                self.error(str(e), start)
-                raise AssertionError from None
-            self.check_float_range(arr, raw, shape, start)
-            return Literal(arr)
+            return self.array_literal(raw, shape, start)
         lx.next()
         if k not in ("INT", "FLOAT", "NANINF", "NAME"):
             self.error(f"expected a literal value, got {_describe(k, tok)}", start)
@@ -681,6 +634,16 @@ class _Parser:
             self.check_float_range(read, tok, shape, start)
             self.scalars[shape.element_type, tok] = read
         return Literal(read.copy())
+
+    def array_literal(self, raw: str, shape: ArrayShape, start: int) -> Literal:
+        """The literal `raw` (`{...}`, or a complex `(re, im)`) spells for `shape`."""
+        try:
+            arr = parse_array_text(raw, shape)
+        except LiteralSyntaxError as e:
+            self.error(str(e), start)
+            raise AssertionError from None
+        self.check_float_range(arr, raw, shape, start)
+        return Literal(arr)
 
     def check_float_range(self, arr: Any, raw: str, shape: ArrayShape, start: int) -> None:
         """XLA rejects a finite number written beyond its type's range (`f32 1e400`), which
