@@ -824,6 +824,22 @@ def call_instructions(
             yield comp, op, names
 
 
+def call_sites_only(
+    module: ModuleOp, scope: Scope | None = None, keep: Callable[[HloOp], bool] | None = None
+) -> dict[str, list[HloOp] | None]:
+    """Per called computation: the `call` instructions calling it, or None when anything
+    else calls it (another opcode, or a call `keep` refuses)."""
+    out: dict[str, list[HloOp] | None] = {}
+    for _, op, names in call_instructions(module, scope):
+        ok = op.opcode == "call" and (keep is None or keep(op))
+        for name in names:
+            if not ok:
+                out[name] = None
+            elif out.get(name, []) is not None:
+                out.setdefault(name, []).append(op)  # type: ignore[union-attr]
+    return out
+
+
 def fusion_computations(module: ModuleOp, scope: Scope | None = None) -> set[str]:
     """Names of computations called by `fusion` instructions (XLA's fusion computations)."""
     out: set[str] = set()

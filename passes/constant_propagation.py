@@ -15,23 +15,11 @@ from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
 from hlopass.rewriting import (
     RewriteContext,
     Scope,
-    call_instructions,
+    call_sites_only,
     instructions,
     owner,
     same_shape,
 )
-
-
-def _callers(module: ModuleOp, scope: Scope | None) -> dict[str, list[HloOp] | None]:
-    """Per computation: its `call` sites, or None when anything else references it."""
-    out: dict[str, list[HloOp] | None] = {}
-    for _, op, names in call_instructions(module, scope):
-        for name in names:
-            if op.opcode != "call":
-                out[name] = None
-            elif out.get(name, []) is not None:
-                out.setdefault(name, []).append(op)  # type: ignore[union-attr]
-    return out
 
 
 def _constant_key(op: HloOp | None) -> object:
@@ -58,7 +46,7 @@ def propagate_call_constants(
     be anywhere. The computations it edits go into `edited`."""
     changed = False
     by_name = {c.comp_name: c for c in computations(module)}
-    for name, sites in _callers(module, scope).items():
+    for name, sites in call_sites_only(module, scope).items():
         comp = by_name.get(name)
         if not sites or comp is None or comp.is_entry is not None or _has_barrier(comp):
             continue

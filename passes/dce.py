@@ -22,6 +22,7 @@ from hlopass.rewriting import (
     Scope,
     TraceHook,
     call_instructions,
+    call_sites_only,
     calls_side_effect,
     comps_by_name,
     erase_dead,
@@ -162,13 +163,7 @@ def _drop_unused_call_parameters(
     """Unused parameters of computations referenced only by `call` instructions go, with
     the matching operand of every call site (the operands are then dead code). The
     computations edited (the callee and those holding the call sites) go into `edited`."""
-    sites: dict[str, list[HloOp] | None] = {}
-    for _, op, names in call_instructions(module, scope):
-        for name in names:
-            if op.opcode != "call" or has_side_effect(op):
-                sites[name] = None
-            elif sites.get(name, []) is not None:
-                sites.setdefault(name, []).append(op)  # type: ignore[union-attr]
+    sites = call_sites_only(module, scope, keep=lambda op: not has_side_effect(op))
     by_name = comps_by_name(module)
     changed = False
     for name, calls in sites.items():
