@@ -20,6 +20,13 @@ garbage collector, the median of several runs, with XLA measured in the same run
     python benchmarks/io_bench.py --skip-pipeline  # parse/print/round trip only
     python benchmarks/io_bench.py --warm           # adds best-of-N in-process figures
     python benchmarks/io_bench.py --profile parse FILE
+    python benchmarks/io_bench.py --python /other/venv/bin/python  # also under another interpreter
+
+The first line says which interpreter ran and how fast it runs a plain Python loop: the
+ratios depend on it (CPython builds differ by up to 2x on that loop; XLA's side does not
+move), so a figure from another machine or build is comparable only with that line.
+`--python` measures hlopass's side again under a second interpreter (with hlopass
+installed) in the same run, as extra lines; the targets are checked on the first.
 
 Targets (issue 14): first parse <= 3x XLA and first print <= 3x XLA (Mixtral, seed 001);
 hlopass-opt round trip of Mixtral <= 4x XLA's parse+print (other files: shown, no target,
@@ -103,8 +110,8 @@ def child_xla(path: str) -> dict[str, float]:
     return {"parse_s": t1 - t0, "print_s": t2 - t1, "parse_cpu": c1 - c0, "print_cpu": c2 - c1}
 
 
-def _run_child(kind: str, path: Path) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--child", kind, str(path)]
+def _run_child(kind: str, path: Path, python: str | None = None) -> dict[str, float]:
+    cmd = [python or sys.executable, __file__, "--child", kind, str(path)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -124,9 +131,27 @@ def _timed_process(cmd: list[str]) -> tuple[float, int, float]:
     return dt, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
-def _opt_cmd() -> list[str]:
-    exe = Path(sys.executable).with_name("hlopass-opt")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "hlopass.cli"]
+def _opt_cmd(python: str | None = None) -> list[str]:
+    python = python or sys.executable
+    exe = Path(python).with_name("hlopass-opt")
+    return [str(exe)] if exe.exists() else [python, "-m", "hlopass.cli"]
+
+
+def interpreter_line(python: str | None = None) -> str:
+    """Which interpreter, and the best of 5 runs of a 3M-iteration Python loop in it."""
+    code = (
+        "import sys, sysconfig, time\n"
+        "def loop():\n"
+        "    s = 0\n"
+        "    for i in range(3_000_000): s += i\n"
+        "best = min((lambda t: (loop(), time.perf_counter() - t)[1])(time.perf_counter()) "
+        "for _ in range(5))\n"
+        "shared = 'shared' if sysconfig.get_config_var('Py_ENABLE_SHARED') else 'static'\n"
+        "print(f'{sys.executable} (Python {sys.version.split()[0]}, libpython {shared}): "
+        "a 3M-iteration loop takes {best * 1e3:.0f} ms')"
+    )
+    cmd = [python or sys.executable, "-c", code]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def fresh_bytecode() -> None:
@@ -151,15 +176,21 @@ def _median(rows: list[dict[str, float]], key: str) -> float:
 # ---- the measurements -----------------------------------------------------------------
 
 
-def first_parse_print(path: Path, runs: int) -> dict[str, float]:
+def first_parse_print(path: Path, runs: int, python: str | None = None) -> dict[str, float]:
+    """Medians of `runs` fresh processes of ours and of XLA's, interleaved; with `python`,
+    also ours under that interpreter (keys prefixed `other_`)."""
     ours: list[dict[str, float]] = []
+    other: list[dict[str, float]] = []
     xla: list[dict[str, float]] = []
     for _ in range(runs):  # interleaved, so load changes hit both sides alike
         ours.append(_run_child("ours", path))
         xla.append(_run_child("xla", path))
-    row = {
-        k: _median(ours, k) for k in ("import_s", "parse_s", "print_s", "parse_cpu", "print_cpu")
-    }
+        if python:
+            other.append(_run_child("ours", path, python))
+    keys = ("import_s", "parse_s", "print_s", "parse_cpu", "print_cpu")
+    row = {k: _median(ours, k) for k in keys}
+    if other:
+        row.update({"other_" + k: _median(other, k) for k in keys})
     row["rss"] = max(r["rss"] for r in ours)
     row["xla_parse_s"] = _median(xla, "parse_s")
     row["xla_print_s"] = _median(xla, "print_s")
@@ -168,11 +199,13 @@ def first_parse_print(path: Path, runs: int) -> dict[str, float]:
     return row
 
 
-def roundtrip(path: Path, runs: int, out: Path) -> tuple[float, int, float]:
+def roundtrip(
+    path: Path, runs: int, out: Path, python: str | None = None
+) -> tuple[float, int, float]:
     """Median wall time, max RSS and median CPU time of `hlopass-opt FILE -o OUT`."""
     times, cpu, rss = [], [], 0
     for _ in range(runs):
-        dt, r, c = _timed_process([*_opt_cmd(), str(path), "-o", str(out)])
+        dt, r, c = _timed_process([*_opt_cmd(python), str(path), "-o", str(out)])
         times.append(dt)
         cpu.append(c)
         rss = max(rss, r)
@@ -250,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", type=int, default=5, help="N of the --warm best-of-N figures")
     p.add_argument("--profile", choices=("parse", "print"), help="cProfile instead of timing")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--python", help="also time hlopass under this interpreter (extra lines)")
     p.add_argument("--child", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
@@ -291,11 +325,15 @@ def main(argv: list[str] | None = None) -> int:
     peak = 0
     fresh_bytecode()
     print(f"median of {args.runs} fresh processes each, default garbage collector, "
-          "XLA (jaxlib) in the same run; hlopass's bytecode written first, as installed\n")  # fmt: skip
+          "XLA (jaxlib) in the same run; hlopass's bytecode written first, as installed")  # fmt: skip
+    print("interpreter:", interpreter_line())
+    if args.python:
+        print("also under:", interpreter_line(args.python))
+    print()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.hlo"
         for f in files:
-            row = first_parse_print(f, args.runs)
+            row = first_parse_print(f, args.runs, args.python)
             rt, rt_rss, rt_cpu = roundtrip(f, args.runs, out)
             peak = max(peak, row["rss"], rt_rss)
             pr = row["parse_s"] / row["xla_parse_s"]
@@ -324,6 +362,12 @@ def main(argv: list[str] | None = None) -> int:
                 misses.append(f"{f.name} first print {wr:.2f}x")
             if rr > ROUNDTRIP_TARGET and "mixtral" in f.name:  # the target names Mixtral
                 misses.append(f"{f.name} round trip {rr:.2f}x")
+            if args.python:
+                ort, _, _ = roundtrip(f, args.runs, out, args.python)
+                print(f"   (extra, under --python: first parse {row['other_parse_s'] / row['xla_parse_s']:.2f}x"
+                      f" ({_ms(row['other_parse_s']).strip()}), first print "
+                      f"{row['other_print_s'] / row['xla_print_s']:.2f}x ({_ms(row['other_print_s']).strip()}),"
+                      f" hlopass-opt round trip {ort / xla_pp:.2f}x ({_ms(ort).strip()}))")  # fmt: skip
             if args.warm:
                 w = _run_child("warm", f)
                 print(f"   (extra, warm in-process best of {args.n}, GC off: parse "

@@ -7,7 +7,17 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
+
+if sys.version_info < (3, 11, 5):  # pragma: no cover (the package needs 3.11.5 to install)
+    # The lexer and parser rely on possessive quantifiers, which CPython fixed in 3.11.5
+    # (gh-106052, gh-100061). Seen on Debian 12's Python 3.11.2: a group under `?+` loses
+    # its capture, and operand lists read as empty. Refuse rather than mis-parse.
+    raise ImportError(
+        f"hlopass needs Python 3.11.5 or newer (this is {sys.version.split()[0]}): earlier "
+        "3.11 releases mis-match the possessive regular expressions its parser uses"
+    )
 
 from hlopass.errors import (
     HloError,

@@ -17,7 +17,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from hlopass.attrs import format_metadata, format_value
-from hlopass.dialects.hlo import OP_CLASSES, ComputationOp, HloOp, ReturnOp, computations
+from hlopass.dialects.hlo import (
+    OP_CLASSES,
+    ComputationOp,
+    HloOp,
+    ReturnOp,
+    computations,
+    on_op_class,
+)
 from hlopass.dialects.opcodes import COMMON_ATTRS
 from hlopass.gcutil import gc_paused
 from hlopass.importer import MODULE_ATTRS
@@ -334,15 +341,13 @@ _WHILE = OP_CLASSES["while"]
 _FUSION = OP_CLASSES["fusion"]
 _PARAMETER = OP_CLASSES["parameter"]
 _CONSTANT = OP_CLASSES["constant"]
-_HLO_CLASSES = frozenset(OP_CLASSES.values())
-_COMP_SPECS: dict[type, tuple[tuple[str, str], ...]] = {
-    cls: tuple((a.name, a.kind) for a in cls.SPEC.computations)
-    for cls in OP_CLASSES.values()
-    if cls.SPEC.computations
-}
-_ALWAYS_CLASSES = frozenset(OP_CLASSES[o] for o in _ALWAYS_PRINTED)
-_ASYNC_CLASSES = frozenset(OP_CLASSES[o] for o in ("async-start", "async-update", "async-done"))
-# Classes scanned for attributes and extras even with no property but their name: an
+# The op classes built so far (`OP_CLASSES` builds one when first asked for: no op of any
+# other class exists), and the computations each of those that calls some may name.
+_HLO_CLASSES: set[type] = set()
+_COMP_SPECS: dict[type, tuple[tuple[str, str], ...]] = {}
+_ASYNC_OPCODES = frozenset(("async-start", "async-update", "async-done"))
+# The classes (built so far) of async ops.
+_ASYNC_CLASSES: set[type] = set()
 # The wrapped instruction's common attributes an async-start's sugar shows (after the
 # wrapped op's own attributes; XLA's PrintExtraAttributes), unless the start has its own
 # frontend_attributes (which then replace the wrapped instruction's).
@@ -376,8 +381,26 @@ def _wrapped_common(start: HloOp, wrapped: HloOp, name: str) -> Any:
     return value
 
 
-# async-update/-done without `calls=` still prints with its start's sugar.
-_SCANNED_CLASSES = _ALWAYS_CLASSES | _ASYNC_CLASSES
+# The classes (built so far) scanned for attributes and extras even with no property but
+# their name: those with attributes printed even when absent, and async ops
+# (async-update/-done without `calls=` still print with their start's sugar).
+_SCANNED_CLASSES: set[type] = set()
+
+
+def _note_op_class(cls: type[HloOp]) -> None:
+    """File a newly built op class in the tables above."""
+    opcode = cls.OPCODE  # type: ignore[attr-defined]
+    if cls.SPEC.computations:  # type: ignore[attr-defined]
+        _COMP_SPECS[cls] = tuple((a.name, a.kind) for a in cls.SPEC.computations)  # type: ignore[attr-defined]
+    if opcode in _ASYNC_OPCODES:
+        _ASYNC_CLASSES.add(cls)
+        _SCANNED_CLASSES.add(cls)
+    if opcode in _ALWAYS_PRINTED:
+        _SCANNED_CLASSES.add(cls)
+    _HLO_CLASSES.add(cls)
+
+
+on_op_class(_note_op_class)
 
 # Why an attribute present on an op may still be left out (see `_Printer._omitted`).
 _R_DEFAULT, _R_FALSE, _R_EMPTY_DOT, _R_METADATA, _R_BACKEND, _R_CONTROL = 1, 2, 3, 4, 5, 6
@@ -428,9 +451,7 @@ def _attr_text(a: Any, kind: str, percent: bool, key: str | None = None) -> str:
     t = d.get(key)
     if t is None:
         value = a.root_reference.data if kind == "comp" else a.data
-        t = format_value(kind, value, percent)
-        if kind != "literal":  # may hold a (mutable) numpy array
-            d[key] = t
+        t = d[key] = format_value(kind, value, percent)  # (a literal's array is read-only)
     return t
 
 
@@ -733,11 +754,10 @@ class _Printer:
         params: list[tuple[int, str, Any]] | None = None
         called: list[list[str]] | None = None
         pct, general, interval, operand_shapes, want_params = self._scan_options
-        # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
-        # current index from one left by an earlier scan (or another thread's), and an
-        # operand defined later in the block fails it too.
-        vals: list[Any] = []
-        add_val = vals.append
+        # The index of each result scanned so far, by id (a result's own memory is not
+        # written: a first print would grow the dict of each result); an operand defined
+        # later in the block is not in it yet.
+        pos: dict[int, int] = {}
         add_name = names.append
         add_text = texts.append
         add_kids = kids.append
@@ -753,8 +773,7 @@ class _Printer:
             if cls not in hlo_classes:
                 if cls is ReturnOp:
                     for v in op._operands:  # pyright: ignore[reportPrivateUsage]
-                        j = getattr(v, "_pi", -1)
-                        sc.root = j if 0 <= j <= n and vals[j] is v else -1
+                        sc.root = pos.get(id(v), -1)
                         sc.root_type = v._type  # pyright: ignore[reportPrivateUsage]
                     op = op._next_op  # pyright: ignore[reportPrivateUsage]
                     continue
@@ -767,8 +786,7 @@ class _Printer:
             pname = pct + name  # (`"" + name` is `name` itself)
             add_name(pname)
             (res,) = op.results
-            add_val(res)
-            res._pi = n  # type: ignore[attr-defined]
+            pos[id(res)] = n
             t = res._type  # pyright: ignore[reportPrivateUsage]
             try:
                 tt = t._hlo_text  # cached by `_type_text`
@@ -779,14 +797,12 @@ class _Printer:
             nprops = len(props)  # less those printed as the operand (number, value)
             if no > general:
                 try:
-                    k = [v._pi for v in operands]
-                    if tuple(map(vals.__getitem__, k)) != operands:
-                        raise IndexError
+                    k = list(map(pos.__getitem__, map(id, operands)))
                     opnames = list(map(names.__getitem__, k))
-                except (AttributeError, IndexError):  # an operand defined later in the block
-                    k = self._operand_indices(op, comp, vals)
+                except KeyError:  # an operand defined later in the block
+                    k = self._operand_indices(op, comp, pos)
                     opnames = [
-                        self._operand_name(v, j, vals, names)
+                        self._operand_name(v, j, pos, names)
                         for v, j in zip(operands, k, strict=True)
                     ]
                 if operand_shapes:
@@ -803,26 +819,22 @@ class _Printer:
             elif no == 2:
                 v0, v1 = operands
                 try:
-                    j0 = v0._pi
-                    j1 = v1._pi
-                    if vals[j0] is not v0 or vals[j1] is not v1:
-                        raise IndexError
+                    j0 = pos[id(v0)]
+                    j1 = pos[id(v1)]
                     text = f"{pname} = {tt} {cls.OPCODE}({names[j0]}, {names[j1]})"  # type: ignore[attr-defined]
-                except (AttributeError, IndexError):  # an operand defined later in the block
-                    j0, j1 = self._operand_indices(op, comp, vals)
-                    args = f"{self._operand_name(v0, j0, vals, names)}, {self._operand_name(v1, j1, vals, names)}"
+                except KeyError:  # an operand defined later in the block
+                    j0, j1 = self._operand_indices(op, comp, pos)
+                    args = f"{self._operand_name(v0, j0, pos, names)}, {self._operand_name(v1, j1, pos, names)}"
                     text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0, j1))
             elif no == 1:
                 (v0,) = operands  # (SSAValues.__getitem__ is Python code)
                 try:
-                    j0 = v0._pi
-                    if vals[j0] is not v0:
-                        raise IndexError
+                    j0 = pos[id(v0)]
                     text = f"{pname} = {tt} {cls.OPCODE}({names[j0]})"  # type: ignore[attr-defined]
-                except (AttributeError, IndexError):  # an operand defined later in the block
-                    (j0,) = self._operand_indices(op, comp, vals)
-                    args = self._operand_name(v0, j0, vals, names)
+                except KeyError:  # an operand defined later in the block
+                    (j0,) = self._operand_indices(op, comp, pos)
+                    args = self._operand_name(v0, j0, pos, names)
                     text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0,))
             else:
@@ -837,8 +849,12 @@ class _Printer:
                             params = sc.params = []
                         params.append((number, f"{name}: {ttn}", t))
                 elif cls is _CONSTANT:
-                    v = props["value"].data  # type: ignore[attr-defined]
-                    text = f"{pname} = {tt} constant({format_literal(v.literal, v.shape)})"
+                    va = props["value"]
+                    lt = va.__dict__.get("_hlo_literal")
+                    if lt is None:  # (a literal's array is read-only: see `Literal`)
+                        v = va.data  # type: ignore[attr-defined]
+                        lt = va.__dict__["_hlo_literal"] = format_literal(v.literal, v.shape)
+                    text = f"{pname} = {tt} constant({lt})"
                     nprops -= 1
                 else:
                     text = f"{pname} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
@@ -905,7 +921,7 @@ class _Printer:
             at = ""
         else:
             at = ", " + name + "=" + _attr_text(a, kind, self.o.percent, key)
-        if kind != "literal" and rule != _R_COMPARE_TYPE:  # a mutable array; operand type
+        if rule != _R_COMPARE_TYPE:  # (compare's default type depends on the operand type)
             a.__dict__[skey] = at
         return at
 
@@ -945,14 +961,14 @@ class _Printer:
         self._plan_by_names[names] = entry
         return entry
 
-    def _operand_indices(self, op: Operation, comp: ComputationOp, vals: list[Any]) -> list[int]:
+    def _operand_indices(
+        self, op: Operation, comp: ComputationOp, pos: dict[int, int]
+    ) -> list[int]:
         """Operand indices of `op` (their position among the computation's instructions),
         also when some operand is defined later in the block."""
         try:
-            k = [v._pi for v in op._operands]  # type: ignore[attr-defined]  # pyright: ignore
-            if all(vals[j] is v for v, j in zip(op._operands, k, strict=True)):  # pyright: ignore[reportPrivateUsage]
-                return k
-        except (AttributeError, IndexError):
+            return [pos[id(v)] for v in op._operands]  # pyright: ignore[reportPrivateUsage]
+        except KeyError:
             pass
         index = {id(x.results[0]): i for i, x in enumerate(_instructions(comp))}
         try:
@@ -963,8 +979,8 @@ class _Printer:
                 f"{comp.comp_name}"
             ) from None
 
-    def _operand_name(self, v: Any, j: int, vals: list[Any], names: list[str]) -> str:
-        if j < len(vals) and vals[j] is v:
+    def _operand_name(self, v: Any, j: int, pos: dict[int, int], names: list[str]) -> str:
+        if pos.get(id(v)) == j:
             return names[j]
         return self.pct + v.op.properties["name"].data
 

@@ -47,6 +47,11 @@ class Literal:
     def __init__(
         self, array: np.ndarray | None = None, elements: tuple[Literal, ...] | None = None
     ):
+        if array is not None and array.flags.writeable:
+            # Read-only (a view: the caller's array is left as it is): the key below and
+            # the printer's text are cached on the literal's attribute, by value.
+            array = array.view()
+            array.flags.writeable = False
         self.array = array
         self.elements = elements
         self._key: object = None

@@ -4,11 +4,14 @@
 - bf16: XLA-CPU rounds after every op inside a fusion (no excess precision): the
   interpreter matches bit for bit. The excess-precision model (f32 throughout, one final
   rounding) gives other bits on the same inputs, so the comparison tells them apart.
-- f16: a multiply feeding an add or subtract is contracted into one f32 FMA whose product
-  is not rounded to f16 first (XLA's f16 stays f16 in LLVM, whose promotion to f32 lets
-  the FMA contraction skip the product's rounding); every other op rounds. XLA-CPU equals
-  that model bit for bit. The interpreter rounds the product, so there it differs, within
-  the bound derived below; chains without a multiply-add match exactly.
+- f16: whether a multiply feeding an add or subtract is contracted into one f32 FMA whose
+  product is not rounded to f16 first depends on the CPU XLA-CPU compiles for (XLA's f16
+  stays f16 in LLVM, whose promotion to f32 may let the FMA contraction skip the product's
+  rounding). Seen both ways: contracted on the machine this test was written on; every op
+  rounded on an AMD EPYC (Zen 3, AVX2, no AVX-512), where XLA-CPU equals the interpreter
+  bit for bit. XLA-CPU must equal one of the two models bit for bit; the interpreter rounds
+  the product, so it stays within the bound derived below of either. Chains without a
+  multiply-add match exactly everywhere.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def test_bf16_chain_rounds_after_each_op_like_xla_cpu(xla, name, body, excess, _
 
 
 @pytest.mark.parametrize(("name", "body", "_", "contracted"), _CHAINS, ids=[c[0] for c in _CHAINS])
-def test_f16_chain_contracts_multiply_add_on_xla_cpu(xla, name, body, _, contracted):
+def test_f16_chain_is_one_of_two_rounding_models_on_xla_cpu(xla, name, body, _, contracted):
     (a, b, c), want, got = _run(xla, "f16", body)
     if contracted is None:
         assert _same(got, want).all(), f"{np.count_nonzero(~_same(got, want))} of {_N} differ"
@@ -82,7 +85,9 @@ def test_f16_chain_contracts_multiply_add_on_xla_cpu(xla, name, body, _, contrac
     r16 = lambda v: v.astype(np.float16)  # noqa: E731
     with np.errstate(all="ignore"):
         model = contracted(r16, a.astype(f32), b.astype(f32), c.astype(f32))
-    assert _same(model, want).all()  # XLA-CPU is the contraction model, bit for bit
+    assert np.count_nonzero(~_same(model, got)) > 0  # the inputs tell the two models apart
+    # XLA-CPU is the contraction model or the per-op rounding model, bit for bit (by CPU).
+    assert _same(model, want).all() or _same(got, want).all()
     # The interpreter rounds the product p to f16 first (at most ulp(p)/2 away), then both
     # sides round their sums to f16 (ulp/2 each): |ours - XLA| <= (ulp(p) + ulp(ours) +
     # ulp(XLA)) / 2, ulps of f16. The product p is a*b, or (a+b) rounded to f16 times c.
@@ -98,4 +103,3 @@ def test_f16_chain_contracts_multiply_add_on_xla_cpu(xla, name, body, _, contrac
         finite = np.isfinite(g) & np.isfinite(w)
         assert np.all(np.abs(g - w)[finite] <= bound[finite])
         assert _same(got, want)[~finite].all()
-    assert np.count_nonzero(~_same(got, want)) > 0  # the documented difference is real

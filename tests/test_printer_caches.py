@@ -1,5 +1,5 @@
-"""The printer caches on the IR: attribute text (per option set) on the attributes, each
-result's index in the last print, and each computation's post order. Editing the IR
+"""The printer caches on the IR: attribute text (per option set) and constants' literal
+text on the attributes, and each computation's post order. Editing the IR
 between prints must never print stale text: every case prints, edits, and compares the
 second print with the print of a fresh clone (no caches) and with the edit's expected
 text."""
@@ -177,3 +177,31 @@ def test_block_order_test_agrees_with_the_post_order():
             for i in range(n)
         ]
         assert _is_post_order(kids) == (_dfs_post_order(kids, [], None) == list(range(n)))
+
+
+def test_replaced_constant_value_is_printed():
+    m = _module()
+    z = _op(m, "z")
+    assert "%z = f32[] constant(0)" in print_hlo(m)
+    z.set_attr("value", parse_hlo("HloModule c\nENTRY e {\n  ROOT k = f32[] constant(2.5)\n}\n")
+                .body.block.first_op.root.attr("value"))  # fmt: skip
+    assert "%z = f32[] constant(2.5)" in _check(m)
+
+
+def test_literal_arrays_are_read_only():
+    """The literal text cached on a constant's attribute (and `Literal.key`) can't go stale:
+    a literal's array refuses in-place writes; the caller's own array stays writeable."""
+    import numpy as np
+
+    from hlopass.literal import Literal
+
+    mine = np.arange(3, dtype=np.float32)
+    lit = Literal(mine)
+    with pytest.raises(ValueError, match="read-only"):
+        lit.array[0] = 7  # type: ignore[index]
+    mine[0] = 7  # (a view: the caller's array is its own)
+    m = parse_hlo("HloModule c\nENTRY e {\n  ROOT k = f32[3] constant({1, 2, 3})\n}\n")
+    value = m.body.block.first_op.root.attr("value")
+    with pytest.raises(ValueError, match="read-only"):
+        value.literal.array[0] = 9
+    assert "constant({1, 2, 3})" in print_hlo(m)

@@ -228,3 +228,14 @@ def test_scalar_float_constants():
     assert "constant(3.40282347e+38)" in out
     assert "%c = f64[] constant(0.1)" in out
     assert "constant(1.4013e-45)" in out
+
+
+def test_escape_test_is_every_character_but_printable_ascii_and_quotes():
+    """`c_escape`'s quick test (a negated class, cheap to compile) picks exactly the
+    characters below space, from DEL up, and `"`, `'`, `\\`, over every code point."""
+    from hlopass.attrs import _NEEDS_ESCAPE
+
+    picked = "".join(c for c in map(chr, range(0x110000)) if _NEEDS_ESCAPE.match(c))
+    assert picked == "".join(
+        chr(c) for c in range(0x110000) if c < 0x20 or c >= 0x7F or chr(c) in "\"'\\"
+    )

@@ -90,6 +90,12 @@ KNOWN: dict[tuple[str, str, str], str] = {
 }
 
 
+# Differences that come and go with the CPU XLA-CPU compiles for (its sin/cos kernels on
+# huge arguments): seen on the machine KNOWN was written on, absent on an AMD EPYC (Zen 3,
+# AVX2, no AVX-512). Not reported as fixed when they do not show.
+BY_CPU = frozenset({("c64/binary", "power", "folding"), ("c64/binary", "power", "interpreter")})
+
+
 @pytest.mark.skipif(not oracle.available(), reason=ORACLE_MISSING)
 def test_ops_match_xla_cpu_bit_for_bit():
     findings, compared = run_grid(cases(CI_TYPES))
@@ -98,7 +104,7 @@ def test_ops_match_xla_cpu_bit_for_bit():
     lines = [f"{f.case} {f.op} [{f.path}] {f.count}: {f.detail}" for f in unexplained]
     assert not unexplained, f"{len(lines)} unexplained differences:\n" + "\n".join(lines)
     seen = {(f.case, f.op, f.path) for f in findings}
-    stale = [k for k in KNOWN if k not in seen]
+    stale = [k for k in KNOWN if k not in seen and k not in BY_CPU]
     assert not stale, f"fixed, remove from KNOWN: {stale}"
 
 

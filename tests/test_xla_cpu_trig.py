@@ -61,8 +61,13 @@ def test_f32_trig_matches_xla_cpu_bit_for_bit(xla, op, size):
         (got,) = hlopass.evaluate(module, x, float_mode=mode)
         bad = np.flatnonzero(_differing(got, want))
         assert bad.size == 0, (mode, bad.size, x[bad[:5]], np.asarray(got)[bad[:5]], want[bad[:5]])
-    with np.errstate(all="ignore"):  # the test can fail: numpy's f32 functions are not XLA's
-        assert np.count_nonzero(_differing(NUMPY[op](x), want)) > 0.04 * size
+    # The test can fail: numpy's f32 function or the f64 value rounded to f32 differs from
+    # XLA-CPU's on a share of these inputs. Which one depends on the CPU (numpy picks its
+    # f32 kernels by instruction set: on an AMD EPYC Zen 3 (AVX2) its tan equals XLA-CPU's
+    # bit for bit, while the rounded f64 tan differs on 2.5% of the inputs).
+    with np.errstate(all="ignore"):
+        others = (NUMPY[op](x), NUMPY[op](x.astype(np.float64)).astype(np.float32))
+        assert max(np.count_nonzero(_differing(o, want)) for o in others) > 0.005 * size
 
 
 @pytest.mark.parametrize("op", OPS)
