@@ -754,10 +754,11 @@ class _Printer:
         params: list[tuple[int, str, Any]] | None = None
         called: list[list[str]] | None = None
         pct, general, interval, operand_shapes, want_params = self._scan_options
-        # The index of each result scanned so far, by id (a result's own memory is not
-        # written: a first print would grow the dict of each result); an operand defined
-        # later in the block is not in it yet.
-        pos: dict[int, int] = {}
+        # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
+        # current index from one left by an earlier scan (or another thread's), and an
+        # operand defined later in the block fails it too.
+        vals: list[Any] = []
+        add_val = vals.append
         add_name = names.append
         add_text = texts.append
         add_kids = kids.append
@@ -773,7 +774,8 @@ class _Printer:
             if cls not in hlo_classes:
                 if cls is ReturnOp:
                     for v in op._operands:  # pyright: ignore[reportPrivateUsage]
-                        sc.root = pos.get(id(v), -1)
+                        j = getattr(v, "_pi", -1)
+                        sc.root = j if 0 <= j <= n and vals[j] is v else -1
                         sc.root_type = v._type  # pyright: ignore[reportPrivateUsage]
                     op = op._next_op  # pyright: ignore[reportPrivateUsage]
                     continue
@@ -786,7 +788,8 @@ class _Printer:
             pname = pct + name  # (`"" + name` is `name` itself)
             add_name(pname)
             (res,) = op.results
-            pos[id(res)] = n
+            add_val(res)
+            res._pi = n  # type: ignore[attr-defined]
             t = res._type  # pyright: ignore[reportPrivateUsage]
             try:
                 tt = t._hlo_text  # cached by `_type_text`
@@ -797,12 +800,14 @@ class _Printer:
             nprops = len(props)  # less those printed as the operand (number, value)
             if no > general:
                 try:
-                    k = list(map(pos.__getitem__, map(id, operands)))
+                    k = [v._pi for v in operands]
+                    if tuple(map(vals.__getitem__, k)) != operands:
+                        raise IndexError
                     opnames = list(map(names.__getitem__, k))
-                except KeyError:  # an operand defined later in the block
-                    k = self._operand_indices(op, comp, pos)
+                except (AttributeError, IndexError):  # an operand defined later in the block
+                    k = self._operand_indices(op, comp, vals)
                     opnames = [
-                        self._operand_name(v, j, pos, names)
+                        self._operand_name(v, j, vals, names)
                         for v, j in zip(operands, k, strict=True)
                     ]
                 if operand_shapes:
@@ -819,22 +824,26 @@ class _Printer:
             elif no == 2:
                 v0, v1 = operands
                 try:
-                    j0 = pos[id(v0)]
-                    j1 = pos[id(v1)]
+                    j0 = v0._pi
+                    j1 = v1._pi
+                    if vals[j0] is not v0 or vals[j1] is not v1:
+                        raise IndexError
                     text = f"{pname} = {tt} {cls.OPCODE}({names[j0]}, {names[j1]})"  # type: ignore[attr-defined]
-                except KeyError:  # an operand defined later in the block
-                    j0, j1 = self._operand_indices(op, comp, pos)
-                    args = f"{self._operand_name(v0, j0, pos, names)}, {self._operand_name(v1, j1, pos, names)}"
+                except (AttributeError, IndexError):  # an operand defined later in the block
+                    j0, j1 = self._operand_indices(op, comp, vals)
+                    args = f"{self._operand_name(v0, j0, vals, names)}, {self._operand_name(v1, j1, vals, names)}"
                     text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0, j1))
             elif no == 1:
                 (v0,) = operands  # (SSAValues.__getitem__ is Python code)
                 try:
-                    j0 = pos[id(v0)]
+                    j0 = v0._pi
+                    if vals[j0] is not v0:
+                        raise IndexError
                     text = f"{pname} = {tt} {cls.OPCODE}({names[j0]})"  # type: ignore[attr-defined]
-                except KeyError:  # an operand defined later in the block
-                    (j0,) = self._operand_indices(op, comp, pos)
-                    args = self._operand_name(v0, j0, pos, names)
+                except (AttributeError, IndexError):  # an operand defined later in the block
+                    (j0,) = self._operand_indices(op, comp, vals)
+                    args = self._operand_name(v0, j0, vals, names)
                     text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0,))
             else:
@@ -961,14 +970,14 @@ class _Printer:
         self._plan_by_names[names] = entry
         return entry
 
-    def _operand_indices(
-        self, op: Operation, comp: ComputationOp, pos: dict[int, int]
-    ) -> list[int]:
+    def _operand_indices(self, op: Operation, comp: ComputationOp, vals: list[Any]) -> list[int]:
         """Operand indices of `op` (their position among the computation's instructions),
         also when some operand is defined later in the block."""
         try:
-            return [pos[id(v)] for v in op._operands]  # pyright: ignore[reportPrivateUsage]
-        except KeyError:
+            k = [v._pi for v in op._operands]  # type: ignore[attr-defined]  # pyright: ignore
+            if all(vals[j] is v for v, j in zip(op._operands, k, strict=True)):  # pyright: ignore[reportPrivateUsage]
+                return k
+        except (AttributeError, IndexError):
             pass
         index = {id(x.results[0]): i for i, x in enumerate(_instructions(comp))}
         try:
@@ -979,8 +988,8 @@ class _Printer:
                 f"{comp.comp_name}"
             ) from None
 
-    def _operand_name(self, v: Any, j: int, pos: dict[int, int], names: list[str]) -> str:
-        if pos.get(id(v)) == j:
+    def _operand_name(self, v: Any, j: int, vals: list[Any], names: list[str]) -> str:
+        if j < len(vals) and vals[j] is v:
             return names[j]
         return self.pct + v.op.properties["name"].data
 

@@ -1,5 +1,6 @@
 """The printer caches on the IR: attribute text (per option set) and constants' literal
-text on the attributes, and each computation's post order. Editing the IR
+text on the attributes, each result's index in the last print, and each computation's post
+order. Editing the IR
 between prints must never print stale text: every case prints, edits, and compares the
 second print with the print of a fresh clone (no caches) and with the edit's expected
 text."""
