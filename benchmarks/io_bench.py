@@ -212,18 +212,35 @@ def roundtrip(
     return statistics.median(times), rss, statistics.median(cpu)
 
 
-def pipeline(path: Path, runs: int, out: Path, verify_each: bool) -> tuple[float, int, float]:
+def pipeline(path: Path, runs: int, out: Path, verify_each: bool,
+             python: str | None = None) -> tuple[float, int, float]:  # fmt: skip
     """Median wall time, max RSS and median CPU time of the fixpoint pipeline as a process."""
-    cmd = [*_opt_cmd(), str(path), "-p", PIPELINE, "-o", str(out)]
-    if verify_each:
-        cmd.append("--verify-each")
-    times, cpu, rss = [], [], 0
+    return pipelines(path, runs, out, verify_each, [python])[0]
+
+
+def pipelines(path: Path, runs: int, out: Path, verify_each: bool,
+              pythons: list[str | None]) -> list[tuple[float, int, float]]:  # fmt: skip
+    """`pipeline` under each interpreter (None: this one), their runs interleaved (the
+    machine's load then weighs on each alike)."""
+    cmds = []
+    for python in pythons:
+        cmd = [*_opt_cmd(python), str(path), "-p", PIPELINE, "-o", str(out)]
+        if verify_each:
+            cmd.append("--verify-each")
+        cmds.append(cmd)
+    times: list[list[float]] = [[] for _ in cmds]
+    cpu: list[list[float]] = [[] for _ in cmds]
+    rss = [0] * len(cmds)
     for _ in range(runs):
-        dt, r, c = _timed_process(cmd)
-        times.append(dt)
-        cpu.append(c)
-        rss = max(rss, r)
-    return statistics.median(times), rss, statistics.median(cpu)
+        for k, cmd in enumerate(cmds):
+            dt, r, c = _timed_process(cmd)
+            times[k].append(dt)
+            cpu[k].append(c)
+            rss[k] = max(rss[k], r)
+    return [
+        (statistics.median(t), m, statistics.median(c))
+        for t, m, c in zip(times, rss, cpu, strict=True)
+    ]
 
 
 def instructions(path: Path) -> int:
@@ -377,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
             for rel in PIPELINE_FILES:
                 f = Path(root) / rel
                 n = instructions(f)
-                plain, rss1, plain_cpu = pipeline(f, args.runs, out, verify_each=False)
+                both = pipelines(
+                    f, args.runs, out, False, [None, args.python] if args.python else [None]
+                )
+                plain, rss1, plain_cpu = both[0]
                 checked, rss2, checked_cpu = pipeline(f, args.runs, out, verify_each=True)
                 peak = max(peak, rss1, rss2)
                 us = plain / n * 1e6
@@ -389,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   {'':48s} {'cpu':>6s} time   {plain_cpu:6.2f} s "
                       f"({plain_cpu / n * 1e6:5.1f} us/instr)   --verify-each {checked_cpu:6.2f} s "
                       f"({checked_cpu / plain_cpu:.2f}x)")  # fmt: skip
+                if args.python:
+                    other, _, other_cpu = both[1]
+                    print(f"   {'':48s} (extra, under --python: {other:6.2f} s, cpu {other_cpu:6.2f} s, "
+                          f"runs interleaved with the line above)")  # fmt: skip
                 if "mixtral" in f.name and (plain > PIPELINE_TARGET_S or us > PIPELINE_TARGET_US):
                     misses.append(f"{f.name} pipeline {plain:.2f} s, {us:.0f} us/instr")
                 if ratio > VERIFY_EACH_TARGET:

@@ -81,7 +81,15 @@ class CallGraph:
             self.index = {c: CallIndex(c) for c in comps}
             return None, None
         edited = scope.edited()
-        new = {c: old[c] if c in old and c not in edited else CallIndex(c) for c in comps}
+        new: dict[ComputationOp, CallIndex] = {}
+        for c in comps:
+            known = old.get(c)
+            if known is None or c in scope.changed:
+                new[c] = CallIndex(c)
+            elif c in edited:  # edited through a tracking rewriter: what it touched
+                new[c] = known.updated(c, scope.touched[c].content)
+            else:
+                new[c] = known
         self.index = new
         whole = {c for c in scope.changed if c in new} | {c for c in new if c not in old}
         moved: set[str] = set()  # computations some call site of which came or went

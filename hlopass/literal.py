@@ -6,6 +6,7 @@ import math
 import re
 import struct
 from functools import cache
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -36,13 +37,17 @@ def numpy_dtype(element_type: str) -> np.dtype:
         raise ValueError(f"element type {element_type} has no numpy dtype") from None
 
 
+_UNKNOWN = object()
+"""A cached value not computed yet."""
+
+
 class Literal:
     """A constant's value: an ndarray, a tuple of literals, or `None` when elided (`{...}`).
 
     Compared and hashed by value (bit pattern), so CSE can merge identical constants.
     """
 
-    __slots__ = ("array", "elements", "_key")
+    __slots__ = ("array", "elements", "_key", "_splat")
 
     def __init__(
         self, array: np.ndarray | None = None, elements: tuple[Literal, ...] | None = None
@@ -55,12 +60,28 @@ class Literal:
         self.array = array
         self.elements = elements
         self._key: object = None
+        self._splat: object = _UNKNOWN
 
     @property
     def elided(self) -> bool:
         if self.elements is not None:
             return any(e.elided for e in self.elements)
         return self.array is None
+
+    def splat(self) -> Any:
+        """The one value of an array literal whose elements are all equal (a Python int or
+        bool for integer and predicate types, a numpy scalar for float and complex ones),
+        else None (no array, no elements, elements that differ: NaNs never equal).
+        Computed once: algsimp's patterns ask it of the same constants thousands of times."""
+        if self._splat is _UNKNOWN:
+            arr = self.array
+            value = None
+            if arr is not None and arr.size:
+                first = arr.reshape(-1)[0]
+                if arr.size == 1 or np.all(arr == first):
+                    value = first.item() if arr.dtype.kind in "biu" else first
+            self._splat = value
+        return self._splat
 
     def key(self) -> object:
         if self._key is None:

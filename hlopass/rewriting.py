@@ -42,6 +42,7 @@ from hlopass.dialects.hlo import (
     computations,
     create_op,
     entry_computation,
+    op_list,
 )
 from hlopass.literal import Literal, numpy_dtype
 from hlopass.shape import ArrayShape, Shape, TupleShape, scalar
@@ -213,10 +214,9 @@ class NameUniquer:
             assert self._module is not None
             used: set[str] = set()
             for comp in computations(self._module):
-                for op in comp.body.block.ops:  # the `name` property itself (the return has none)
-                    name = op.properties.get("name")
-                    if name is not None:
-                        used.add(name.data)  # type: ignore[attr-defined]
+                # the `name` property itself (the return has none)
+                ops = op_list(comp.block)
+                used.update([p["name"].data for o in ops if "name" in (p := o.properties)])  # type: ignore[attr-defined]
             self._used = used
             self._module = None
         return self._used
@@ -310,7 +310,7 @@ def instructions(comp: ComputationOp) -> list[HloOp]:
     scans of a pass run, e.g. for fused computations, look at every instruction)."""
     known = _HLO_CLASS
     out = []
-    for o in comp.body.block.ops:
+    for o in op_list(comp.block):
         t = type(o)
         found = known.get(t)
         if found is None:
@@ -546,7 +546,12 @@ def erase_dead(rewriter: PatternRewriter, values: Iterable[SSAValue]) -> None:
     stack = [v.owner for v in values]
     while stack:
         op = stack.pop()
-        if is_hlo(op) and op.parent is not None and not op.results[0].uses and is_removable(op):
+        if (
+            is_hlo(op)
+            and op.parent is not None
+            and op.result.first_use is None
+            and is_removable(op)
+        ):
             operands = list(op.operands)
             rewriter.erase(op)
             stack.extend(v.owner for v in operands)
@@ -588,6 +593,8 @@ class OpcodeDispatchApplier(RewritePattern):
     def __init__(self, patterns: Sequence[RewritePattern]):
         self.patterns = list(patterns)
         self._by_opcode: dict[str | None, list[RewritePattern]] = {}
+        self._wanted: dict[type, bool] = {}
+        """Op class -> whether some pattern may match its instructions (`wants`)."""
 
     def _for(self, opcode: str | None) -> list[RewritePattern]:
         found = self._by_opcode.get(opcode)
@@ -600,8 +607,13 @@ class OpcodeDispatchApplier(RewritePattern):
         return found
 
     def wants(self, op: Operation) -> bool:
-        """Some pattern may match `op` (the driver does not visit the others)."""
-        return bool(self._for(op.OPCODE if is_hlo(op) else None))  # type: ignore[attr-defined]
+        """Some pattern may match `op` (the driver does not visit the others); asked of
+        every instruction a walk starts from, so answered per op class."""
+        t = type(op)
+        found = self._wanted.get(t)
+        if found is None:
+            found = self._wanted[t] = bool(self._for(op.OPCODE if is_hlo(op) else None))  # type: ignore[attr-defined]
+        return found
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         for pattern in self._for(op.OPCODE if is_hlo(op) else None):  # type: ignore[attr-defined]
@@ -654,7 +666,7 @@ def run_patterns(
     driver = Driver(applier, True, radius or 0, radius is None or scope.exhaustive, start)
     changed = False
     for comp in list(comps) if comps is not None else computations(module):
-        walk = driver.rewrite(comp.body.block, scope.seeds_of(comp))
+        walk = driver.rewrite(comp.block, scope.seeds_of(comp))
         changed |= scope.record(comp, walk)
     return changed
 
@@ -676,18 +688,16 @@ def splat_value(value: SSAValue) -> Any:
     o = owner(value)
     if o is None:
         return None
-    if o.opcode == "broadcast" and o.operands:
+    opcode = o.OPCODE
+    if opcode == "broadcast" and o.operands:
         inner = const_array(o.operands[0])
         if inner is not None and inner.size == 1:
             return inner.reshape(()).item() if inner.dtype.kind in "biuf" else inner.reshape(())[()]
         return None
-    arr = const_array(value)
-    if arr is None or arr.size == 0:
+    if opcode != "constant" or not isinstance(o.shape, ArrayShape):
         return None
-    first = arr.reshape(-1)[0]
-    if arr.size > 1 and not np.all(arr == first):
-        return None
-    return first.item() if arr.dtype.kind in "biu" else first
+    lit = o.attr("value")
+    return None if lit is None else lit.literal.splat()
 
 
 def _is_value(value: SSAValue, target: float) -> bool:
@@ -783,30 +793,73 @@ _MAY_CALL: dict[type, bool] = {}
 class CallIndex:
     """One computation's instructions that call computations, with their opcodes and
     callee names, and the names its instructions list as control predecessors: what the
-    module-wide questions of a pass run read, from one walk over the computation."""
+    module-wide questions of a pass run read, from one walk over the computation (or from
+    the previous index and the instructions a pass run touched: `updated`)."""
 
-    __slots__ = ("calls", "pinned", "sites")
+    __slots__ = ("block", "calls", "pinned", "pinners", "sites")
 
     def __init__(self, comp: ComputationOp):
         calls: list[tuple[HloOp, list[str]]] = []
-        pinned: set[str] = set()
-        may_call = _MAY_CALL
-        for op in comp.body.block.ops:  # rebuilt after every pass run that edits the entry
-            t = type(op)
-            calls_some = may_call.get(t)
-            if calls_some is None:
-                spec = getattr(t, "SPEC", None)
-                calls_some = may_call[t] = spec is not None and bool(spec.computations)
-            if calls_some:
-                names = op.callees()  # type: ignore[attr-defined]
-                if names:
-                    calls.append((op, names))  # type: ignore[arg-type]
+        pinners: list[HloOp] = []
+        for op in op_list(comp.block):
+            names = _callees(op)
+            if names:
+                calls.append((op, names))  # type: ignore[arg-type]
             if "control-predecessors" in op.properties:
-                pinned.update(op.attr("control-predecessors") or ())  # type: ignore[attr-defined]
+                pinners.append(op)  # type: ignore[arg-type]
+        self._set(comp, calls, pinners)
+
+    def _set(self, comp: ComputationOp, calls: list[tuple[HloOp, list[str]]],
+             pinners: list[HloOp]) -> None:  # fmt: skip
+        self.block = comp.block
         self.calls = calls
-        self.pinned = frozenset(pinned)
+        self.pinners = pinners
+        """The instructions with control predecessors."""
+        self.pinned = frozenset(n for op in pinners for n in op.attr("control-predecessors") or ())
         self.sites = {(op.opcode, name) for op, names in calls for name in names}
         """(opcode, callee name) of each call."""
+
+    def updated(self, comp: ComputationOp, touched: Iterable[Operation]) -> CallIndex:
+        """The index of `comp` after a pass run that edited it only through a tracking
+        rewriter, `touched` being what it touched (created, or modified in place: operands,
+        attributes): an instruction not touched and still there kept its callees and
+        control predecessors, one gone is dropped, a touched one is read again. Walking the
+        whole computation again is left for a touched instruction that calls and did not
+        before (its place among the calls would need the walk): rebuilt after every pass
+        run that edits Mixtral's 29k-instruction entry, the walk was a twentieth of the
+        fixpoint pipeline."""
+        block = comp.block
+        if block is not self.block:
+            return CallIndex(comp)
+        touched = {op for op in touched if op.parent is block}
+        calls: list[tuple[HloOp, list[str]]] = []
+        was_calling: set[Operation] = set()
+        for op, names in self.calls:
+            if op.parent is not block:
+                continue  # erased
+            if op in touched:
+                was_calling.add(op)
+                names = _callees(op)
+                if not names:
+                    continue
+            calls.append((op, names))
+        if any(_callees(op) for op in touched if op not in was_calling):
+            return CallIndex(comp)  # a new call: its place in the order needs the walk
+        pinners = [op for op in self.pinners if op.parent is block and op not in touched]
+        pinners += [op for op in touched if "control-predecessors" in op.properties]  # type: ignore[misc]
+        index = CallIndex.__new__(CallIndex)
+        index._set(comp, calls, pinners)
+        return index
+
+
+def _callees(op: Operation) -> list[str]:
+    """The computations `op` calls (none for an op whose opcode calls none)."""
+    t = type(op)
+    calls_some = _MAY_CALL.get(t)
+    if calls_some is None:
+        spec = getattr(t, "SPEC", None)
+        calls_some = _MAY_CALL[t] = spec is not None and bool(spec.computations)
+    return op.callees() if calls_some else []  # type: ignore[attr-defined]
 
 
 def call_instructions(

@@ -521,7 +521,7 @@ def verify_module(
             trait.verify(module)
     for comp in (c for c in module.regions[0].block.ops if c in todo):  # in module order
         assert isinstance(comp, Comp)
-        block = comp.body.block
+        block = comp.block
         some = touched.get(comp) if touched is not None else None
         ops = list(block.ops) if some is None else [o for o in some if o.parent is block]
         for op in ops:

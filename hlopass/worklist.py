@@ -36,6 +36,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
+from hlopass.dialects.hlo import op_list
+
 DEFAULT_RADIUS = 3
 """How many uses away from a change a pattern's decision may look (operand chains such
 as `multiply(broadcast(constant))`, `reshape(reshape(x))`, `maximum(minimum(x, hi), lo)`):
@@ -93,6 +95,9 @@ class TrackingRewriter(PatternRewriter):
     journal: Journal
     _point: InsertPoint | None = None
     _at: Operation | None = None
+    visits = 0
+    """How many visits this rewriter has been readied for: what a pattern computes once
+    per visit (algsimp's float guard) is kept under this count."""
 
     @property
     def insertion_point(self) -> InsertPoint:  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -110,6 +115,7 @@ class TrackingRewriter(PatternRewriter):
     def visit(self, op: Operation) -> None:
         """Ready the rewriter for a visit of `op` (as xDSL's walker resets it)."""
         self.has_done_action = False
+        self.visits += 1
         self._current_operation = op
         self._at = op
         self._point = None
@@ -189,7 +195,10 @@ def stale(block: Block, content: dict[Operation, int], uses: dict[Operation, int
             break
         front = nxt
     get = visited.get
-    return [op for op in block.ops if (k := id(op)) in when and get(k, -1) < when[k]]
+    fresh = {k for k, t in when.items() if get(k, -1) < t}
+    if not fresh:  # (a confirming walk often finds nothing: no pass over the block)
+        return []
+    return [op for op in op_list(block) if id(op) in fresh]
 
 
 class WalkResult:
@@ -248,7 +257,7 @@ class Driver:
         result = WalkResult()
         radius = self.radius
         if seeds is None or self.exhaustive:
-            ops: list[Operation] = list(block.ops)
+            ops: list[Operation] = op_list(block)
         else:
             content = dict.fromkeys(seeds.content, 0)
             ops = stale(block, content, dict.fromkeys(seeds.uses, 0), {}, radius)
@@ -270,7 +279,7 @@ class Driver:
             if not self.recursive:
                 break
             if self.exhaustive:
-                ops = list(block.ops)
+                ops = op_list(block)
             else:
                 ops = stale(block, journal.content, journal.uses, journal.visited, radius)
         return result

@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -34,7 +34,7 @@ from hlopass.rewriting import (
     is_random,
     is_root,
 )
-from hlopass.worklist import Journal, Touches, WalkResult, rewrite_block, tracking_rewriter
+from hlopass.worklist import Driver, Journal, Touches, WalkResult, tracking_rewriter
 
 _NEVER_KEYED = frozenset({"name", "metadata", "control-predecessors"})
 
@@ -207,7 +207,7 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
     merges into the earliest identical instruction before it, as the table would hold
     it; identical ones after it are queued to merge into it; the users of a merged
     instruction are queued, as their operands changed."""
-    pos = {id(op): i for i, op in enumerate(block.ops)}  # by id: xDSL hashes ops in Python
+    pos = {id(op): i for i, op in enumerate(op_list(block))}  # by id: xDSL hashes ops in Python
     start = seeds.content | seeds.uses  # a key reads the operands, a guard the users
     heap = [(pos[id(op)], id(op), op) for op in start if op.parent is block]
     heapq.heapify(heap)
@@ -281,12 +281,18 @@ class CSEPass(HloModulePass):
         prints = Fingerprints({c.comp_name: c for c in comps}, self.ignore_metadata,
                               self.is_layout_sensitive)  # fmt: skip
         changed = False
+        # one driver (and rewriter) for all computations: a pattern's `wants` reads no
+        # state, so the driver may keep the first one's
+        driver: Driver | None = None
         for comp in scope.select(comps):
-            pattern = EliminateCommonSubexpression(rctx, prints)
+            pattern = EliminateCommonSubexpression(rctx, prints)  # a table per computation
             seeds = scope.seeds_of(comp)
-            block = comp.body.block
+            block = comp.block
             if seeds is None:
-                walk = rewrite_block(pattern, block, recursive=False, exhaustive=True)
+                if driver is None:
+                    driver = Driver(pattern, recursive=False, exhaustive=True)
+                driver.pattern = pattern
+                walk = driver.rewrite(block)
             else:
                 walk = eliminate_from(pattern, block, seeds)
             changed |= scope.record(comp, walk)

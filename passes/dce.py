@@ -39,7 +39,7 @@ from hlopass.shape import TupleShape
 def is_dead(op: Operation, comps: dict[str, ComputationOp],
             effects: dict[tuple[str, bool], bool] | None = None) -> bool:  # fmt: skip
     """No users (the root counts as used), removable, and nothing with effects called."""
-    if not is_hlo(op) or op.results[0].uses:
+    if not is_hlo(op) or op.result.first_use is not None:  # (`.uses` builds a view)
         return False
     if is_removable(op):
         return True
@@ -53,7 +53,7 @@ def is_dead(op: Operation, comps: dict[str, ComputationOp],
 
 def _may_go(op: Operation) -> bool:
     """Unused, or a fusion (whose unused outputs may go): what dce's walks start from."""
-    return is_hlo(op) and (not op.results[0].uses or op.OPCODE == "fusion")  # type: ignore[attr-defined]
+    return is_hlo(op) and (op.result.first_use is None or op.OPCODE == "fusion")  # type: ignore[attr-defined]
 
 
 @dataclass

@@ -140,3 +140,72 @@ def test_call_graph_marks_callers_and_moved_callees() -> None:
     assert now is not None and set(now) == {comps["main"], comps["other"]}
     assert now[comps["other"]] is None  # as a whole
     assert graph.settle(Scope(everything=True)) == (None, None)
+
+
+# A reduce whose input algsimp rewrites (a touched instruction that calls), an all-reduce
+# folded away, dead instructions with control predecessors (the pinned names must go with
+# them) and one that stays.
+PINNED = """HloModule pinned
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  p = f32[4,2]{1,0} parameter(0)
+  one = f32[] constant(1)
+  ones = f32[4,2]{1,0} broadcast(one), dimensions={}
+  m = f32[4,2]{1,0} multiply(p, ones)
+  z = f32[] constant(0)
+  r = f32[4]{0} reduce(m, z), dimensions={1}, to_apply=add
+  dead = f32[4]{0} negate(r), control-predecessors={m}
+  kept = f32[4]{0} abs(r), control-predecessors={r}
+  ROOT t = (f32[4]{0}, f32[4]{0}) tuple(r, kept)
+}
+"""
+
+
+def _corpus_texts() -> list[tuple[str, str]]:
+    from pathlib import Path
+
+    corpus = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+    paths = sorted(corpus.glob("seeds/*.hlo")) + sorted(
+        corpus.glob("jax/*/before_optimizations.hlo")
+    )
+    return [("pinned", PINNED), ("text", TEXT)] + [
+        (p.parent.name + "/" + p.name, p.read_text()) for p in paths
+    ]
+
+
+def test_call_index_updates_equal_a_fresh_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After every pass run of the pipeline, the call index `settle` updated from what the
+    run touched (`CallIndex.updated`) is the one a walk over each computation gives: the
+    same calls in the same order, pinned names and call sites."""
+    from hlopass.rewriting import CallIndex
+
+    def state(index: CallIndex) -> tuple[object, ...]:
+        return ([(id(op), names) for op, names in index.calls], index.pinned, index.sites)
+
+    checked: list[int] = []
+    original = CallGraph.settle
+
+    def settle(self: CallGraph, scope: Scope, exact: bool = True):  # type: ignore[no-untyped-def]
+        out = original(self, scope, exact)
+        for comp, index in self.index.items():
+            assert state(index) == state(CallIndex(comp)), comp.comp_name
+        checked.append(len(scope.touched))
+        return out
+
+    monkeypatch.setattr(CallGraph, "settle", settle)
+    pinned_before = None
+    for name, text in _corpus_texts():
+        module = parse_hlo(text, name)
+        if name == "pinned":
+            pinned_before = CallGraph(module).index[computations(module)[-1]].pinned
+        Runner().run(parse_pass_pipeline(SPEC), module)
+        if name == "pinned":
+            entry = CallGraph(module).index[computations(module)[-1]]
+            assert pinned_before == {"m", "r"} and entry.pinned == {"r"}  # `dead` went
+    assert sum(1 for n in checked if n) >= 20  # updates from touched instructions were checked

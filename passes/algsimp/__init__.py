@@ -140,7 +140,7 @@ class AlgebraicSimplifierPass(HloModulePass):
                     scope.changed.add(comp)
                     changed = True
                 continue
-            walk = driver.rewrite(comp.body.block, scope.seeds_of(comp))
+            walk = driver.rewrite(comp.block, scope.seeds_of(comp))
             if scope.record(comp, walk):
                 changed = True
                 scope.settled.add(comp)  # the driver stops after a walk changing nothing
@@ -154,7 +154,7 @@ def _one_sweep(applier: OpcodeDispatchApplier, comp: ComputationOp) -> bool:
     """Offer each instruction of `comp` (as it was before the sweep) to the patterns once,
     in order; what a rewrite creates or changes is not revisited."""
     changed = False
-    for op in list(comp.body.block.ops):
+    for op in list(comp.block.ops):
         if op.parent is None or not isinstance(op, HloOp):
             continue  # erased by an earlier rewrite, or the return
         rewriter = PatternRewriter(op)

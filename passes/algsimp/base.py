@@ -61,8 +61,21 @@ class Simplification(RewritePattern):
     not run with `is-layout-sensitive` (layouts fixed)."""
     OPTION: ClassVar[str] = ""
     """The pass option (field name) that must be true for this pattern to run ("" = always)."""
+    OPERAND_FROM: ClassVar[frozenset[str]] = frozenset()
+    """Opcodes one of which must define some operand for the rewrite to apply (empty: no
+    such need), e.g. `{"negate"}` for `multiply(negate(a), negate(b))`: a necessary
+    condition only, read as data by `SimplificationApplier`, which then does not offer the
+    pattern an instruction whose operands come from none of them (the pattern itself still
+    checks everything). Most instructions match none of their opcode's patterns, and a
+    refused offer cost a call and the pattern's first operand walks."""
     _rw: PatternRewriter | None = field(default=None, init=False, repr=False)
     _created: list[HloOp] = field(default_factory=list, init=False, repr=False)
+    _float_guard: bool = field(default=False, init=False, repr=False)
+    """FLOAT_UNSAFE without `floats_are_real`: float instructions are refused (fixed for
+    the pass run; asked at every offer)."""
+
+    def __post_init__(self) -> None:
+        self._float_guard = self.FLOAT_UNSAFE and not self.opts.floats_are_real
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op) or op.OPCODE not in self.OPCODES:
@@ -78,7 +91,7 @@ class Simplification(RewritePattern):
     def apply(self, op: HloOp, rewriter: PatternRewriter) -> None:
         """`match_and_rewrite` past the guards on the instruction alone (opcode, options,
         pinned), which `SimplificationApplier` checks once per instruction."""
-        if self.FLOAT_UNSAFE and not self.opts.floats_are_real and self._float_op(op, rewriter):
+        if self._float_guard and self._float_op(op, rewriter):
             return
         self._rw = rewriter
         self._created = []
@@ -98,12 +111,13 @@ class Simplification(RewritePattern):
 
     def _float_op(self, op: HloOp, rewriter: PatternRewriter) -> bool:
         """`is_float_op(op)`, computed once per visit of `op`: every float-unsafe pattern of
-        its opcode asks. A visit is known by the insertion point the walker sets for it (a
-        new one each time), so an op revisited after a rewrite is asked afresh."""
-        memo = self.ctx.float_op_memo  # [op, insertion point, answer] of the last visit
-        point = rewriter.insertion_point
-        if memo[0] is not op or memo[1] is not point:
-            memo[:] = [op, point, is_float_op(op)]
+        its opcode asks. A visit is known by the rewriter and its count of visits (the
+        driver's `TrackingRewriter`; any other rewriter serves one visit), so an op
+        revisited after a rewrite is asked afresh."""
+        memo = self.ctx.float_op_memo  # [rewriter, its visit, answer] of the last visit
+        visit = getattr(rewriter, "visits", -1)
+        if memo[0] is not rewriter or memo[1] != visit:
+            memo[:] = [rewriter, visit, is_float_op(op)]
         return memo[2]
 
     def _keeps_sharding(self, op: HloOp, value: SSAValue) -> bool:
@@ -158,7 +172,7 @@ class SimplificationApplier(OpcodeDispatchApplier):
     def __init__(self, patterns: Sequence[RewritePattern], ctx: RewriteContext):
         super().__init__(patterns)
         self.ctx = ctx
-        self._kinds: dict[str, list[tuple[RewritePattern, bool]]] = {}
+        self._kinds: dict[str, list[tuple[RewritePattern, bool, frozenset[str]]]] = {}
         # `apply` skips the opcode check: every Simplification must name its opcodes
         assert all(p.OPCODES for p in patterns if isinstance(p, Simplification))
 
@@ -167,19 +181,39 @@ class SimplificationApplier(OpcodeDispatchApplier):
             super().match_and_rewrite(op, rewriter)
             return
         kinds = self._kinds.get(op.OPCODE)
-        if kinds is None:  # (pattern, is a Simplification) per opcode: isinstance is slow
-            kinds = self._kinds[op.OPCODE] = [
-                (p, isinstance(p, Simplification)) for p in self._for(op.OPCODE)
-            ]
+        if kinds is None:  # (pattern, is a Simplification, OPERAND_FROM) per opcode
+            kinds = self._kinds[op.OPCODE] = []  # (isinstance is slow: asked once)
+            for p in self._for(op.OPCODE):
+                if isinstance(p, Simplification):
+                    kinds.append((p, True, p.OPERAND_FROM))
+                else:
+                    kinds.append((p, False, frozenset()))
         if not kinds:
             return
-        pinned = op.inst_name in self.ctx.pinned
-        for pattern, simplification in kinds:
+        names = self.ctx.pinned
+        pinned = bool(names) and op.inst_name in names
+        sources: set[str] | None = None  # the opcodes defining op's operands, when asked
+        for pattern, simplification, needs in kinds:
             if not simplification:
                 pattern.match_and_rewrite(op, rewriter)
             elif pinned:
                 continue  # another instruction names it in control-predecessors
             else:
+                if needs:
+                    if sources is None:  # (a refused pattern changed nothing: asked once)
+                        sources = operand_sources(op)
+                    if needs.isdisjoint(sources):
+                        continue
                 pattern.apply(op, rewriter)  # type: ignore[attr-defined]
             if rewriter.has_done_action:
                 return
+
+
+def operand_sources(op: HloOp) -> set[str]:
+    """The opcodes of the instructions defining `op`'s operands."""
+    out: set[str] = set()
+    for v in op.operands:
+        o = owner(v)
+        if o is not None:
+            out.add(o.OPCODE)
+    return out

@@ -27,6 +27,7 @@ class CopyOfCopy(Simplification):
     """`copy(copy(x)) -> copy(x)`."""
 
     OPCODES = ("copy",)
+    OPERAND_FROM = frozenset({"copy"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "copy")
@@ -39,6 +40,7 @@ class BitcastOfBitcast(Simplification):
     """`bitcast(bitcast(x)) -> bitcast(x)` (x itself when the shapes and layouts agree)."""
 
     OPCODES = ("bitcast",)
+    OPERAND_FROM = frozenset({"bitcast"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "bitcast")

@@ -20,6 +20,7 @@ class BroadcastOfBroadcast(Simplification):
     """`broadcast(broadcast(x, dims=d1), dims=d2) -> broadcast(x, dims=d2[d1])`."""
 
     OPCODES = ("broadcast",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "broadcast")
@@ -76,6 +77,7 @@ class BroadcastSinkBinary(Simplification):
         "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
         "shift-right-logical", "compare", "complex",
     )  # fmt: skip
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         ba, bb = (src(v, "broadcast") for v in op.operands)
@@ -130,6 +132,7 @@ class BroadcastSinkUnary(Simplification):
         "convert", "real", "imag", "popcnt", "count-leading-zeros", "erf",
     )  # fmt: skip
     """Not copy (XLA keeps copies: they change layouts) nor fusion."""
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         b = src(op.operands[0], "broadcast")
@@ -152,6 +155,7 @@ class BroadcastSinkBinaryWithScalar(Simplification):
     non-scalar operand, and f then runs on x's smaller shape."""
 
     OPCODES = BroadcastSinkBinary.OPCODES
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         ops = list(op.operands)
@@ -186,6 +190,7 @@ class BroadcastSinkTernary(Simplification):
     shape) or a scalar (clamp bounds, select predicate: kept as is)."""
 
     OPCODES = ("select", "clamp")
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         shape = array(op.shape)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import array, commuted, et, highest, lowest, splat_is, src
+from hlopass.passes.algsimp.helpers import (
+    CONSTANT_LIKE,
+    array,
+    commuted,
+    et,
+    highest,
+    lowest,
+    splat_is,
+    src,
+)
 from hlopass.rewriting import is_zero, splat_value, value_shape
 from hlopass.shape import is_float, is_integral
 
@@ -32,6 +41,7 @@ class CompareUnsignedZero(Simplification):
     """`compare(x, 0, LT) -> false`, `compare(x, 0, GE) -> true` (unsigned x)."""
 
     OPCODES = ("compare",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         x, c = op.operands
@@ -50,6 +60,7 @@ class ComparePredicateConstant(Simplification):
     """`compare(a, true, EQ) -> a`; `compare(a, false, NE) -> a` (pred a)."""
 
     OPCODES = ("compare",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         if et(op.operands[0]) != "pred":
@@ -72,6 +83,7 @@ class CompareAgainstTypeBound(Simplification):
     constant on either side)."""
 
     OPCODES = ("compare",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         shape = array(op.shape)
@@ -94,6 +106,7 @@ class CompareAbsLessThanZero(Simplification):
     not integers: abs(INT_MIN) is negative)."""
 
     OPCODES = ("compare",)
+    OPERAND_FROM = frozenset({"abs"})
 
     def rewrite(self, op: HloOp):
         shape = array(op.shape)
@@ -111,6 +124,7 @@ class CompareIotaAgainstBound(Simplification):
     `LT c` with c <= 0 are false (integer iota whose n - 1 fits its type)."""
 
     OPCODES = ("compare",)
+    OPERAND_FROM = frozenset({"iota"})
 
     def rewrite(self, op: HloOp):
         i_v, c = op.operands

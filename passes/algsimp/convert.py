@@ -32,6 +32,7 @@ class ConvertRoundTrip(Simplification):
     """`convert(convert(x: T -> U) -> T)` -> x when U holds every T value."""
 
     OPCODES = ("convert",)
+    OPERAND_FROM = frozenset({"convert"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "convert")
@@ -55,6 +56,7 @@ class ConvertNarrowing(Simplification):
     bits are the same), maximum/minimum when the widening keeps every value."""
 
     OPCODES = ("convert",)
+    OPERAND_FROM = frozenset(_WRAPPING_OPS + _ORDER_OPS)
 
     def rewrite(self, op: HloOp):
         inner = owner(op.operands[0])
@@ -84,6 +86,7 @@ class BitcastConvertChain(Simplification):
     or x when V is T (element types of one width, so no shape change)."""
 
     OPCODES = ("bitcast-convert",)
+    OPERAND_FROM = frozenset({"bitcast-convert"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "bitcast-convert")

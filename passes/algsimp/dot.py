@@ -164,6 +164,7 @@ class DotOfTransposes(Simplification):
     contracting lhs dim 1 with rhs dim 0 (A^T B^T = (B A)^T; plain precision)."""
 
     OPCODES = ("dot",)
+    OPERAND_FROM = frozenset({"transpose"})
 
     def rewrite(self, op: HloOp):
         if self.opts.is_layout_sensitive or not plain_precision(op) or op.attr("sparsity"):
@@ -205,6 +206,7 @@ class DotAssociativeReordering(Simplification):
     one element type; the sums regroup, so floats need `enable-floats-are-real`)."""
 
     OPCODES = ("dot",)
+    OPERAND_FROM = frozenset({"dot"})
     OPTION = "use_associative_reordering"
     FLOAT_UNSAFE = True
 
@@ -255,6 +257,7 @@ class DotOfBatchTransposes(Simplification):
     `RemoveTransposesFromDotOperands`; one permutation on both sides)."""
 
     OPCODES = ("dot",)
+    OPERAND_FROM = frozenset({"transpose"})
 
     def rewrite(self, op: HloOp):
         if self.opts.is_layout_sensitive or op.attr("sparsity"):
@@ -295,6 +298,7 @@ class TransposeOfDot(Simplification):
     user; contracting dims swap sides, batch dims follow the permutation)."""
 
     OPCODES = ("transpose",)
+    OPERAND_FROM = frozenset({"dot"})
 
     def rewrite(self, op: HloOp):
         d = src(op.operands[0], "dot")

@@ -41,6 +41,7 @@ class DynamicSliceConstantIndices(Simplification):
     clamped into `[0, dim - size]` (as dynamic-slice clamps them)."""
 
     OPCODES = ("dynamic-slice",)
+    OPERAND_FROM = frozenset({"constant"})
 
     def rewrite(self, op: HloOp):
         x, *idx = op.operands
@@ -65,6 +66,7 @@ class DynamicSliceOfScalarBroadcast(Simplification):
     """`dynamic-slice(broadcast(s), i...) -> broadcast(s)` of the slice's shape (s scalar)."""
 
     OPCODES = ("dynamic-slice",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         b = is_scalar_broadcast(op.operands[0])
@@ -112,6 +114,7 @@ class DynamicSliceOfIota(Simplification):
     of the slice's shape (integer iota: the slice counts on from the clamped start)."""
 
     OPCODES = ("dynamic-slice",)
+    OPERAND_FROM = frozenset({"iota"})
 
     def rewrite(self, op: HloOp):
         x, *idx = op.operands
@@ -192,6 +195,7 @@ class DynamicSliceOfTranspose(Simplification):
     the same) and the transpose then moves fewer elements."""
 
     OPCODES = ("dynamic-slice",)
+    OPERAND_FROM = frozenset({"transpose"})
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
@@ -220,6 +224,7 @@ class DynamicSliceOfBroadcast(Simplification):
     the same way; the other indices only pick among equal copies."""
 
     OPCODES = ("dynamic-slice",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         b = src(op.operands[0], "broadcast")

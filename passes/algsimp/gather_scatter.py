@@ -304,6 +304,7 @@ class AddOfScatters(Simplification):
 
     OPCODES = ("add",)
     FLOAT_UNSAFE = True
+    OPERAND_FROM = frozenset({"scatter"})
 
     def rewrite(self, op: HloOp):
         if not _scatter_guards(self, op):
@@ -366,6 +367,7 @@ class AddOfScatter(Simplification):
 
     OPCODES = ("add",)
     FLOAT_UNSAFE = True
+    OPERAND_FROM = frozenset({"scatter"})
 
     def rewrite(self, op: HloOp):
         if not _scatter_guards(self, op):

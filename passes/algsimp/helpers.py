@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import SSAValue
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
 from hlopass.rewriting import (
     computation_named,
     const_array,
     is_constant_like,
+    is_hlo,
     module_of,
     owner,
     splat_value,
     value_shape,
 )
-from hlopass.shape import ArrayShape, Shape, TupleShape, is_float, is_integral
+from hlopass.shape import FLOATS, ArrayShape, Shape, TupleShape, is_float, is_integral
+
+CONSTANT_LIKE = frozenset({"constant", "broadcast"})
+"""The opcodes that may define a constant value as `splat_value` and `is_constant_like`
+read it (a constant, or a broadcast of one): an `OPERAND_FROM` of the algsimp patterns."""
 
 
 def et(op_or_value: HloOp | SSAValue) -> str:
@@ -27,9 +33,17 @@ def et(op_or_value: HloOp | SSAValue) -> str:
     return s.element_type if isinstance(s, ArrayShape) else ""
 
 
+_FLOATISH = FLOATS | {"c64", "c128"}
+"""Element types whose arithmetic rounds (real floats and complex)."""
+
+
 def is_float_op(op: HloOp) -> bool:
-    ets = {et(op)} | {et(v) for v in op.operands}
-    return any(is_float(t) or t in ("c64", "c128") for t in ets)
+    """`op` or one of its operands has a float or complex element type (a tuple has none).
+    Asked once per visit by every float-unsafe pattern (see `Simplification._float_op`)."""
+    floatish = _FLOATISH
+    if getattr(op.shape, "element_type", None) in floatish:
+        return True
+    return any(getattr(v.type.data, "element_type", None) in floatish for v in op.operands)
 
 
 def src(value: SSAValue, opcode: str) -> HloOp | None:
@@ -81,6 +95,7 @@ def power_of_two_exponent(v: Any) -> int | None:
     return iv.bit_length() - 1
 
 
+@cache
 def lowest(et: str) -> float | int | None:
     if is_float(et):
         return -math.inf
@@ -91,6 +106,7 @@ def lowest(et: str) -> float | int | None:
     return None
 
 
+@cache
 def highest(et: str) -> float | int | None:
     if is_float(et):
         return math.inf
@@ -142,14 +158,14 @@ def reducer_opcode(op: HloOp) -> str | None:
         return None
     # asked for every reduce a pattern looks at: read the (tiny) block once, no
     # `parameters()` sort or `root` asserts: three instructions and the return
-    ops = list(comp.body.block.ops)
+    ops = op_list(comp.block)
     if len(ops) != 4 or not ops[-1].operands:
         return None
     root = ops[-1].operands[0].owner
-    if not isinstance(root, HloOp) or root.opcode not in REDUCER_OPCODES:
+    if not is_hlo(root) or root.OPCODE not in REDUCER_OPCODES:
         return None
     params = [o for o in ops[:-1] if o is not root]
-    if any(not isinstance(p, HloOp) or p.opcode != "parameter" for p in params):
+    if any(not is_hlo(p) or p.OPCODE != "parameter" for p in params):
         return None
     if set(root.operands) != {p.results[0] for p in params}:
         return None

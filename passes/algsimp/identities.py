@@ -5,6 +5,7 @@ from __future__ import annotations
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
+    CONSTANT_LIKE,
     commuted,
     et,
     splat_is,
@@ -20,6 +21,7 @@ class AddZero(Simplification):
     """`add(x, 0) -> x` (and `add(0, x)`)."""
 
     OPCODES = ("add",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         for x, c in commuted(op):
@@ -32,6 +34,7 @@ class SubtractZero(Simplification):
     """`subtract(x, 0) -> x`."""
 
     OPCODES = ("subtract",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         x, c = op.operands
@@ -42,6 +45,7 @@ class MultiplyOne(Simplification):
     """`multiply(x, 1) -> x` (and `multiply(1, x)`)."""
 
     OPCODES = ("multiply",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         for x, c in commuted(op):
@@ -54,6 +58,7 @@ class DivideOne(Simplification):
     """`divide(x, 1) -> x`."""
 
     OPCODES = ("divide",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         x, c = op.operands
@@ -64,6 +69,7 @@ class AndTrue(Simplification):
     """`and(a, true) -> a`; `and(a, false) -> false` (pred)."""
 
     OPCODES = ("and",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         if et(op) != "pred":
@@ -80,6 +86,7 @@ class OrFalse(Simplification):
     """`or(a, false) -> a`; `or(a, true) -> true` (pred)."""
 
     OPCODES = ("or",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         if et(op) != "pred":
@@ -106,6 +113,7 @@ class NegateNegate(Simplification):
     """`negate(negate(x)) -> x`."""
 
     OPCODES = ("negate",)
+    OPERAND_FROM = frozenset({"negate"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "negate")
@@ -116,6 +124,7 @@ class NotNot(Simplification):
     """`not(not(x)) -> x`."""
 
     OPCODES = ("not",)
+    OPERAND_FROM = frozenset({"not"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "not")

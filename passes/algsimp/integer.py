@@ -5,6 +5,7 @@ from __future__ import annotations
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
+    CONSTANT_LIKE,
     array,
     commuted,
     highest,
@@ -35,6 +36,7 @@ class MultiplyZero(Simplification):
     """`multiply(x, 0) -> 0` (integers; for floats 0*inf is nan)."""
 
     OPCODES = ("multiply",)
+    OPERAND_FROM = CONSTANT_LIKE
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -48,6 +50,7 @@ class DivideUnsignedPowerOfTwo(Simplification):
     """`divide(x, 2^k) -> shift-right-logical(x, k)` (unsigned integers)."""
 
     OPCODES = ("divide",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         x, c = op.operands
@@ -64,6 +67,7 @@ class RemainderUnsignedPowerOfTwo(Simplification):
     """`remainder(x, 2^k) -> and(x, 2^k - 1)` (unsigned integers)."""
 
     OPCODES = ("remainder",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         x, c = op.operands
@@ -95,6 +99,7 @@ class AddOfSubtractCancel(Simplification):
     arithmetic wraps; for floats the subtraction rounds)."""
 
     OPCODES = ("add",)
+    OPERAND_FROM = frozenset({"subtract"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -110,6 +115,7 @@ class RemainderOfIota(Simplification):
     (integers: 0 <= i < n <= c)."""
 
     OPCODES = ("remainder",)
+    OPERAND_FROM = frozenset({"iota"})
 
     def rewrite(self, op: HloOp):
         i_v, c = op.operands
@@ -137,6 +143,7 @@ class _SignedBySelect(Simplification):
     (for INT_MIN, -x wraps to INT_MIN, whose bits read unsigned are |INT_MIN|)."""
 
     OPCODES = ("divide", "remainder")
+    OPERAND_FROM = CONSTANT_LIKE  # (the divisor: `_positive_power_of_two`)
 
     def magnitude_op(self, ax, k: int, shape: ArrayShape) -> HloOp:
         raise NotImplementedError
@@ -183,6 +190,7 @@ class RemainderOfRemainder(Simplification):
     is a for integers; for floats fmod is exact)."""
 
     OPCODES = ("remainder",)
+    OPERAND_FROM = frozenset({"remainder"})
 
     def rewrite(self, op: HloOp):
         inner_v, b = op.operands
@@ -197,6 +205,7 @@ class RemainderOfIotaPlusDivisor(Simplification):
     iota + N not overflowing the integer type)."""
 
     OPCODES = ("remainder",)
+    OPERAND_FROM = frozenset({"add"})
 
     def rewrite(self, op: HloOp):
         sum_v, n_v = op.operands

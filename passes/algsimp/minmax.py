@@ -5,6 +5,7 @@ from __future__ import annotations
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
+    CONSTANT_LIKE,
     array,
     commuted,
     et,
@@ -30,6 +31,7 @@ class MaxOfLowest(Simplification):
     """`maximum(x, -inf) -> x` (the lowest value of integer types too)."""
 
     OPCODES = ("maximum",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         low = lowest(et(op))
@@ -45,6 +47,7 @@ class MinOfHighest(Simplification):
     """`minimum(x, +inf) -> x` (the highest value of integer types too)."""
 
     OPCODES = ("minimum",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         high = highest(et(op))
@@ -60,6 +63,7 @@ class MaxMinAbsorb(Simplification):
     """`maximum(maximum(x, y), y) -> maximum(x, y)` (and the same for minimum)."""
 
     OPCODES = ("maximum", "minimum")
+    OPERAND_FROM = frozenset({"maximum", "minimum"})
 
     def rewrite(self, op: HloOp):
         for inner_v, y in commuted(op):
@@ -87,6 +91,7 @@ class MinMaxToClamp(Simplification):
     `minimum(maximum(x, lo), hi) -> clamp(lo, x, hi)` (lo, hi scalar constants, lo <= hi)."""
 
     OPCODES = ("maximum", "minimum")
+    OPERAND_FROM = frozenset({"maximum", "minimum"})
 
     def rewrite(self, op: HloOp):
         inner_opcode = "minimum" if op.opcode == "maximum" else "maximum"

@@ -16,6 +16,7 @@ class DivideBySqrt(Simplification):
     """`divide(a, sqrt(b)) -> multiply(a, rsqrt(b))`."""
 
     OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"sqrt"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -130,6 +131,7 @@ class DivideByRsqrt(Simplification):
     changes, so for floats it needs `enable-floats-are-real`)."""
 
     OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"rsqrt"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):

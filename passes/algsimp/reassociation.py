@@ -9,6 +9,7 @@ import numpy as np
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
+    CONSTANT_LIKE,
     array,
     commuted,
     et,
@@ -27,6 +28,7 @@ class AddConstantReassociation(Simplification):
     """`add(add(a, c1), add(b, c2)) -> add(add(a, b), add(c1, c2))` (c1, c2 constants)."""
 
     OPCODES = ("add",)
+    OPERAND_FROM = frozenset({"add"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -49,6 +51,7 @@ class AddFactorCommonMultiplicand(Simplification):
     """`add(multiply(a, c), multiply(b, c)) -> multiply(add(a, b), c)`."""
 
     OPCODES = ("add",)
+    OPERAND_FROM = frozenset({"multiply"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -69,6 +72,7 @@ class MultiplyNegNeg(Simplification):
     """`multiply(negate(a), negate(b)) -> multiply(a, b)`."""
 
     OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"negate"})
 
     def rewrite(self, op: HloOp):
         na, nb = (src(v, "negate") for v in op.operands)
@@ -81,6 +85,7 @@ class MultiplyConstantReassociation(Simplification):
     """`multiply(multiply(x, c1), c2) -> multiply(x, multiply(c1, c2))` (c1, c2 constants)."""
 
     OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"multiply"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -101,6 +106,7 @@ class DivideByConstant(Simplification):
     """`divide(x, c) -> multiply(x, 1/c)` (floats; exact when c is a power of two)."""
 
     OPCODES = ("divide",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         x, c = op.operands
@@ -129,6 +135,7 @@ class DivideOfDivide(Simplification):
     """`divide(divide(a, b), c) -> divide(a, multiply(b, c))`."""
 
     OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"divide"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):

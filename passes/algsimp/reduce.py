@@ -97,6 +97,7 @@ class ReduceOfScalarBroadcast(Simplification):
     (maximum, minimum, and, or) over a non-empty set of elements."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         if len(op.operands) != 2:
@@ -122,6 +123,7 @@ class ReduceOfConcatenate(Simplification):
     sum changes, so those need `enable-floats-are-real`)."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"concatenate"})
 
     def rewrite(self, op: HloOp):
         if len(op.operands) != 2:
@@ -156,6 +158,7 @@ class ReduceOfBroadcastIdempotent(Simplification):
     least one element per reduced group, broadcast dims in order."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         if len(op.operands) != 2:
@@ -187,6 +190,7 @@ class ReduceOfBatchDot(Simplification):
     floats it needs `enable-floats-are-real`)."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"dot"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -292,6 +296,7 @@ class ReduceArgMinMaxOfConstantBroadcast(Simplification):
     constant, the iota's dimension among the reduced ones, at least one element)."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         outs = result_shapes(op)
@@ -357,6 +362,7 @@ class ReduceOfBroadcastCommute(Simplification):
     needs `enable-floats-are-real`)."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"broadcast"})
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
@@ -388,6 +394,7 @@ class ReduceAddOfBroadcast(Simplification):
     product rounds once where the sum rounds n times: it needs `enable-floats-are-real`)."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"broadcast"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -422,6 +429,7 @@ class ReduceOfNegate(Simplification):
     flips with the negation, so it needs `enable-floats-are-real`)."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"negate"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
@@ -456,6 +464,7 @@ class ReduceMaxOfArgMaxOperand(Simplification):
     floats the two may pick different zeros, so it needs `enable-floats-are-real`."""
 
     OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"constant"})
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
+    CONSTANT_LIKE,
     et,
     splat_is,
     src,
@@ -31,6 +32,7 @@ class SelectConstantPredicate(Simplification):
     """`select(true, a, b) -> a`; `select(false, a, b) -> b`."""
 
     OPCODES = ("select",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         p, a, b = op.operands
@@ -44,6 +46,7 @@ class SelectOfNot(Simplification):
     """`select(not(p), a, b) -> select(p, b, a)`."""
 
     OPCODES = ("select",)
+    OPERAND_FROM = frozenset({"not"})
 
     def rewrite(self, op: HloOp):
         p, a, b = op.operands
@@ -57,6 +60,7 @@ class SelectBooleans(Simplification):
     """`select(p, true, false) -> p`; `select(p, false, true) -> not(p)`."""
 
     OPCODES = ("select",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         p, a, b = op.operands
@@ -74,6 +78,7 @@ class SelectToOrAnd(Simplification):
     `select(p, false, q) -> and(not(p), q)`, `select(p, q, true) -> or(not(p), q)`)."""
 
     OPCODES = ("select",)
+    OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
         p, a, b = op.operands
@@ -97,6 +102,7 @@ class SelectNestedSamePredicate(Simplification):
     `select(p, a, select(p, b, c)) -> select(p, a, c)`."""
 
     OPCODES = ("select",)
+    OPERAND_FROM = frozenset({"select"})
 
     def rewrite(self, op: HloOp):
         p, a, b = op.operands
@@ -118,6 +124,7 @@ class SelectOfCompareToMinMax(Simplification):
     and on the sign of zero)."""
 
     OPCODES = ("select",)
+    OPERAND_FROM = frozenset({"compare"})
 
     def rewrite(self, op: HloOp):
         p, a, b = op.operands

@@ -42,6 +42,7 @@ class SliceOfSlice(Simplification):
     """`slice(slice(x, a), b) -> slice(x, a∘b)`."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"slice"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "slice")
@@ -66,6 +67,7 @@ class SliceOfScalarBroadcast(Simplification):
     """`slice(broadcast(s)) -> broadcast(s)` of the slice's shape (s a scalar)."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         b = is_scalar_broadcast(op.operands[0])
@@ -79,6 +81,7 @@ class SliceOfConcatenate(Simplification):
     (offsets shifted; the operand itself when the slice covers it exactly)."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"concatenate"})
 
     def rewrite(self, op: HloOp):
         cat = src(op.operands[0], "concatenate")
@@ -103,6 +106,7 @@ class SliceOfPad(Simplification):
     non-negative edge padding)."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"pad"})
 
     def rewrite(self, op: HloOp):
         pad = src(op.operands[0], "pad")
@@ -128,6 +132,7 @@ class SliceOfReverse(Simplification):
     """`slice(reverse(x, dims)) -> reverse(slice(x, mirrored), dims)`."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"reverse"})
 
     def rewrite(self, op: HloOp):
         rev = src(op.operands[0], "reverse")
@@ -158,6 +163,7 @@ class SliceOfBroadcast(Simplification):
     of x keeps the slice's ranges on the dims x maps to; single use of the broadcast)."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         b = src(op.operands[0], "broadcast")
@@ -205,6 +211,7 @@ class SliceOfReduceWindow(Simplification):
     add or multiply reducer sums in another order, so it needs `enable-floats-are-real`)."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"reduce-window"})
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
@@ -226,6 +233,7 @@ class SliceOfPadPaddingOnly(Simplification):
     `broadcast(v)` (every element it reads is the padding value)."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"pad"})
 
     def rewrite(self, op: HloOp):
         pad, shape = src(op.operands[0], "pad"), array(op.shape)
@@ -244,6 +252,7 @@ class SliceUndoesPad(Simplification):
     stride `interior+1` and has x's shape (it reads exactly x's elements)."""
 
     OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"pad"})
 
     def rewrite(self, op: HloOp):
         pad, shape = src(op.operands[0], "pad"), array(op.shape)

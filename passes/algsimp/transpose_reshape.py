@@ -28,6 +28,7 @@ class ReshapeOfReshape(Simplification):
     """`reshape(reshape(x)) -> reshape(x)`."""
 
     OPCODES = ("reshape",)
+    OPERAND_FROM = frozenset({"reshape"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "reshape")
@@ -40,6 +41,7 @@ class ReshapeOfScalarBroadcast(Simplification):
     """`reshape(broadcast(scalar)) -> broadcast(scalar)`."""
 
     OPCODES = ("reshape",)
+    OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
         b = src(op.operands[0], "broadcast")
@@ -64,6 +66,7 @@ class TransposeOfTranspose(Simplification):
     """`transpose(transpose(x, p1), p2) -> transpose(x, p1[p2])`."""
 
     OPCODES = ("transpose",)
+    OPERAND_FROM = frozenset({"transpose"})
 
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "transpose")
@@ -101,6 +104,7 @@ class ReshapeOfIota(Simplification):
     reshape's shape (d' the position dimension d moves to)."""
 
     OPCODES = ("reshape",)
+    OPERAND_FROM = frozenset({"iota"})
 
     def rewrite(self, op: HloOp):
         iota = src(op.operands[0], "iota")
