@@ -65,6 +65,7 @@ from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES, AttrSpec, OpcodeSpec
 from hlopass.shape import Shape
 
 if TYPE_CHECKING:  # (xDSL's parser and printer: ~25 ms of every process's import)
+    from xdsl.context import Context
     from xdsl.parser import AttrParser
     from xdsl.printer import Printer
 
@@ -605,6 +606,20 @@ def get_dialect() -> Dialect:
                 )
             )
     return _DIALECT[0]
+
+
+def hlo_context() -> Context:
+    """An xDSL context with the builtin dialect loaded and `hlo` registered, loaded when a
+    parser first meets one of its ops or types: the dialect lists every op class, which
+    building would cost a pass pipeline's process ~70 ms for classes its module never
+    uses (the passes themselves never ask the context)."""
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import Builtin
+
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.register_dialect("hlo", get_dialect)
+    return ctx
 
 
 _new = object.__new__

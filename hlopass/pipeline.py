@@ -85,9 +85,9 @@ FIXPOINT_LIMIT = 25
 
 
 def _context() -> Context:
-    from hlopass.xdsl_io import context
+    from hlopass.dialects.hlo import hlo_context
 
-    return context()
+    return hlo_context()
 
 
 def parse_pass_pipeline(spec: str) -> list[HloModulePass]:

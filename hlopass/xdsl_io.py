@@ -10,19 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from hlopass.dialects.hlo import HLO, ComputationOp, HloOp, ReturnOp
+from hlopass.dialects.hlo import ComputationOp, HloOp, ReturnOp, hlo_context
 from hlopass.errors import HloError, HloParseError
 
 
 def context() -> Context:
-    ctx = Context()
-    ctx.load_dialect(Builtin)
-    ctx.load_dialect(HLO)
-    return ctx
+    """An xDSL context with the builtin and hlo dialects (hlo loaded when first needed)."""
+    return hlo_context()
 
 
 def parse_xdsl(text: str, filename: str | None = None) -> ModuleOp:

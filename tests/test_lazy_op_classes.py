@@ -139,3 +139,28 @@ def test_the_xdsl_dialect_lists_every_op():
     assert HLO is get_dialect()
     names = {op.name for op in HLO.operations}
     assert {f"hlo.{o}" for o in OPCODES} <= names
+
+
+def test_a_pass_pipeline_builds_only_the_classes_it_meets():
+    """The passes' xDSL context registers the hlo dialect without loading it (loading lists
+    every op class): a pipeline over a small module builds few classes beyond its own."""
+    out = _fresh(
+        f"""
+        from hlopass.importer import parse_hlo
+        from hlopass.pipeline import run_pipeline
+        from hlopass.dialects.hlo import OP_CLASSES, OPCODES
+        run_pipeline(parse_hlo({TEXT!r}), "fixpoint{{passes=algsimp,constant-folding,dce,cse}}")
+        print(len(dict.keys(OP_CLASSES)), len(OPCODES))
+        """
+    )
+    built, every = map(int, out.split())
+    assert built < every // 2, (built, every)
+
+
+def test_the_xdsl_text_form_loads_the_dialect_when_it_meets_an_op():
+    from hlopass.cli import emit_module
+    from hlopass.xdsl_io import parse_xdsl
+
+    module = parse_hlo(TEXT)
+    text = emit_module(module, "xdsl", "default")
+    assert print_hlo(parse_xdsl(text)) == print_hlo(module)
