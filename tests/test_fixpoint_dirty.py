@@ -142,9 +142,8 @@ def test_call_graph_marks_callers_and_moved_callees() -> None:
     assert graph.settle(Scope(everything=True)) == (None, None)
 
 
-# A reduce whose input algsimp rewrites (a touched instruction that calls), an all-reduce
-# folded away, dead instructions with control predecessors (the pinned names must go with
-# them) and one that stays.
+# A reduce whose input algsimp rewrites (a touched instruction that calls), a dead
+# instruction with control predecessors (the name it pins must go with it) and one that stays.
 PINNED = """HloModule pinned
 
 add {
