@@ -196,7 +196,7 @@ def stale(block: Block, content: dict[Operation, int], uses: dict[Operation, int
         front = nxt
     get = visited.get
     fresh = {k for k, t in when.items() if get(k, -1) < t}
-    if not fresh:  # (a confirming walk often finds nothing: no pass over the block)
+    if not fresh:  # (nothing stale: no pass over the block)
         return []
     return [op for op in op_list(block) if id(op) in fresh]
 
@@ -209,18 +209,6 @@ class WalkResult:
     def __init__(self) -> None:
         self.changed = False
         self.touched = Touches()
-
-
-def rewrite_block(
-    pattern: RewritePattern,
-    block: Block,
-    seeds: Touches | None = None,
-    recursive: bool = True,
-    radius: int = DEFAULT_RADIUS,
-    exhaustive: bool = False,
-) -> WalkResult:
-    """`Driver(pattern, recursive, radius, exhaustive).rewrite(block, seeds)`."""
-    return Driver(pattern, recursive, radius, exhaustive).rewrite(block, seeds)
 
 
 class Driver:
