@@ -224,10 +224,6 @@ class Operands(SSAValues[SSAValue]):
         op._operands = new  # pyright: ignore[reportPrivateUsage]
 
 
-_item = tuple.__getitem__
-"""`tuple.__getitem__`: xDSL's `SSAValues` indexes in Python (it also takes slices)."""
-
-
 class HloOp(IRDLOperation):
     """Base of every HLO instruction op: one result, an HLO name, attributes by HLO name."""
 
@@ -273,11 +269,13 @@ class HloOp(IRDLOperation):
 
     @property
     def shape(self) -> Shape:
-        return _item(self.results, 0)._type.data  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+        (r,) = self.results  # (unpacked: xDSL's `SSAValues` indexes in Python)
+        return r._type.data  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
 
     @property
     def result(self) -> SSAValue:
-        return _item(self.results, 0)
+        (r,) = self.results
+        return r
 
     def attr(self, name: str, default: Any = None) -> Any:
         """The Python value of HLO attribute `name`, or `default` when absent."""

@@ -86,7 +86,7 @@ class CallGraph:
             known = old.get(c)
             if known is None or c in scope.changed:
                 new[c] = CallIndex(c)
-            elif c in edited:  # edited through a tracking rewriter: what it touched
+            elif c in scope.touched:  # edited through a tracking rewriter only
                 new[c] = known.updated(c, scope.touched[c].content)
             else:
                 new[c] = known
