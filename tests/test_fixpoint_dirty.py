@@ -167,17 +167,14 @@ ENTRY main {
 
 
 def _corpus_texts() -> list[tuple[str, str]]:
-    from hlopass.corpus import corpus_root
+    from hlopass.corpus import corpus_root, modules
 
+    own = [("pinned", PINNED), ("text", TEXT)]
     corpus = corpus_root()
     if corpus is None:  # (without the corpus: the two modules above)
-        return [("pinned", PINNED), ("text", TEXT)]
-    paths = sorted(corpus.glob("seeds/*.hlo")) + sorted(
-        corpus.glob("jax/*/before_optimizations.hlo")
-    )
-    return [("pinned", PINNED), ("text", TEXT)] + [
-        (p.parent.name + "/" + p.name, p.read_text()) for p in paths
-    ]
+        return own
+    return own + [(m.id, m.text) for m in modules(corpus, ("seeds", "jax"))
+                  if m.id.startswith("seeds/") or m.path.name == "before_optimizations.hlo"]  # fmt: skip
 
 
 def test_call_index_updates_equal_a_fresh_index(monkeypatch: pytest.MonkeyPatch) -> None:

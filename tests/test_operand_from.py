@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hlopass.corpus import corpus_root
+from hlopass.corpus import corpus_root, modules
 from hlopass.dialects.opcodes import OPCODES
 from hlopass.exporter import print_hlo
 from hlopass.importer import parse_hlo
@@ -32,10 +32,8 @@ SPECS = ("algsimp", "algsimp{enable-floats-are-real=true}")
 def _modules() -> list[tuple[str, str]]:
     out = [(cid, text) for cid, _spec, text in CASES]
     if CORPUS is not None:  # (without the corpus: the family cases alone)
-        for path in sorted(CORPUS.glob("seeds/*.hlo")) + sorted(
-            CORPUS.glob("jax/*/before_optimizations.hlo")
-        ):
-            out.append((str(path.relative_to(CORPUS)), path.read_text()))
+        out += [(m.id, m.text) for m in modules(CORPUS, ("seeds", "jax"))
+                if m.id.startswith("seeds/") or m.path.name == "before_optimizations.hlo"]  # fmt: skip
     return out
 
 
