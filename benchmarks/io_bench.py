@@ -321,6 +321,13 @@ def main(argv: list[str] | None = None) -> int:
             print("io_bench: error: no files given and the corpus is not present", file=sys.stderr)
             return 1
         files = [Path(root) / f for f in IO_FILES]
+    # A file named relative to the corpus (as the defaults are) is found there too.
+    for i, f in enumerate(files):
+        found = Path(f) if Path(f).exists() or root is None else Path(root) / f
+        if not found.is_file():
+            print(f"{f}: error: no such file (nor in the corpus)", file=sys.stderr)
+            return 1
+        files[i] = found
     if args.profile:
         from hlopass.exporter import print_hlo
         from hlopass.importer import parse_hlo

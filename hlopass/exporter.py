@@ -521,6 +521,63 @@ def _fusion_bodies(scans: list[Any]) -> set[str]:
     return out
 
 
+def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -> str | None:
+    """The whole text of a computation of the form of most reducers, or None when it has
+    another: one or two parameters (with no attribute but their number), then its ROOT,
+    an instruction with no attribute whose operands are those parameters in block order
+    (so block order is XLA's post order). It skips `scan`'s bookkeeping and the post-order
+    test: 3809 of Mixtral 8x7B's 4002 computations have this form, and its print runs 7%
+    fewer instructions (callgrind) with them taking this path."""
+    op = comp.regions[0]._first_block._first_op  # type: ignore[union-attr]  # pyright: ignore
+    if type(op) is not _PARAMETER or len(op.properties) != 2:  # type: ignore[union-attr]
+        return None
+    params = [op]
+    op = op._next_op  # type: ignore[union-attr]  # pyright: ignore[reportPrivateUsage]
+    if type(op) is _PARAMETER and len(op.properties) == 2:  # type: ignore[union-attr]
+        params.append(op)
+        op = op._next_op  # type: ignore[union-attr]  # pyright: ignore[reportPrivateUsage]
+    if op is None:
+        return None
+    cls = type(op)
+    if cls not in _HLO_CLASSES or cls in _SCANNED_CLASSES or len(op.properties) != 1:
+        return None
+    ret = op._next_op  # pyright: ignore[reportPrivateUsage]
+    if type(ret) is not ReturnOp or ret._next_op is not None:  # pyright: ignore[reportPrivateUsage]
+        return None
+    (res,) = op.results  # (unpacked: `SSAValues` indexes in Python)
+    if ret._operands != (res,):  # pyright: ignore[reportPrivateUsage]
+        return None
+    vals = []
+    args = []
+    lines = []
+    sig = []
+    for p in params:
+        (r,) = p.results
+        vals.append(r)
+        props = p.properties
+        name = props["name"].data  # type: ignore[attr-defined]
+        args.append(pct + name)
+        number = props["number"].data  # type: ignore[attr-defined]
+        t = r._type  # pyright: ignore[reportPrivateUsage]
+        d = t.__dict__
+        lines.append(f"{pct}{name} = {d.get('_hlo_text') or _type_text(t)} parameter({number})")
+        if program_shape:
+            sig.append((number, f"{name}: {d.get('_hlo_text_nl') or _type_text_no_layout(t)}"))
+    if op._operands != tuple(vals):  # pyright: ignore[reportPrivateUsage]
+        return None
+    d = res._type.__dict__  # pyright: ignore[reportPrivateUsage]
+    tt = d.get("_hlo_text") or _type_text(res._type)  # pyright: ignore[reportPrivateUsage]
+    name = op.properties["name"].data  # type: ignore[attr-defined]
+    lines.append(f"ROOT {pct}{name} = {tt} {cls.OPCODE}({', '.join(args)})")  # type: ignore[attr-defined]
+    head = pct + cname + " "
+    if program_shape:
+        if len(sig) > 1:
+            sig.sort()
+        rtt = d.get("_hlo_text_nl") or _type_text_no_layout(res._type)  # pyright: ignore[reportPrivateUsage]
+        head = f"{head}({', '.join(map(_SECOND, sig))}) -> {rtt} "
+    return head + "{\n  " + "\n  ".join(lines) + "\n}"
+
+
 class _Scanned:
     """One computation's instructions as text, with what ordering them needs (the rarer
     parts default to empty tuples, replaced by lists when the scan finds some)."""
@@ -532,6 +589,7 @@ class _Scanned:
     called: Sequence[list[str]] = ()
     asyncs: Sequence[tuple[int, Any]] = ()  # (index, async-start/update/done op)
     preds: Sequence[tuple[int, tuple[str, ...]]] = ()
+    text: str | None = None  # the whole computation's text, when `_tiny_text` made it
 
     def __init__(
         self, comp: ComputationOp, name: str, texts: list[str], kids: list[Any], names: list[str]
@@ -576,6 +634,9 @@ class _Printer:
             options.backend_config,
             options.control_dependencies,
         )
+        # Small computations of one shape (a reducer's) take `_tiny_text` (not with
+        # operand shapes, which it does not print).
+        self._tiny = not options.operand_shapes
         # Per (op class, *property names): `_plan_of`.
         self._plan_by_names: dict[tuple[Any, ...], tuple[bool | str, tuple[Any, ...]]] = {}
 
@@ -705,6 +766,9 @@ class _Printer:
         return _indexed_shape(shape, False)
 
     def computation(self, sc: _Scanned, is_entry: bool, scheduled: bool, lines: list[str]) -> None:
+        if sc.text is not None:
+            lines.append(sc.text)
+            return
         comp = sc.comp
         head = ("ENTRY " if is_entry else "") + self.pct + sc.name + " "
         if self.o.program_shape:
@@ -744,6 +808,12 @@ class _Printer:
         """Walk the computation once: each instruction's text (without indentation or
         ROOT), operand indices (for the post order), parameters, called computations."""
         cprops = comp.properties
+        if len(cprops) == 1 and self._tiny:  # (only its name: not the entry, no thread)
+            text = _tiny_text(comp, cprops["sym_name"].data, self.pct, self.o.program_shape)  # type: ignore[attr-defined]
+            if text is not None:
+                sc = _Scanned(comp, cprops["sym_name"].data, [], [], [])  # type: ignore[attr-defined]
+                sc.text = text
+                return sc
         texts: list[str] = []
         kids: list[Any] = []
         names: list[str] = []
