@@ -212,6 +212,10 @@ class Operands(SSAValues[SSAValue]):
 
     _op: Operation
 
+    # `ops[i]` in C (SSAValues' `__getitem__` is Python: ~70k calls on Mixtral's pipeline);
+    # a slice is then a plain tuple of the values, which is all any caller does with one.
+    __getitem__ = tuple.__getitem__  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+
     def __setitem__(self, idx: int, value: SSAValue) -> None:
         op = self._op
         use = op._operand_uses[idx]  # pyright: ignore[reportPrivateUsage]
@@ -224,12 +228,24 @@ class Operands(SSAValues[SSAValue]):
         op._operands = new  # pyright: ignore[reportPrivateUsage]
 
 
+class Results(SSAValues[OpResult]):
+    """An instruction's one result, indexed in C (`op.results[0]`, as `Operands`)."""
+
+    __getitem__ = tuple.__getitem__  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+
+
 class HloOp(IRDLOperation):
     """Base of every HLO instruction op: one result, an HLO name, attributes by HLO name."""
 
     OPCODE: ClassVar[str]
     SPEC: ClassVar[OpcodeSpec]
     ATTR_SPECS: ClassVar[dict[str, AttrSpec]]
+
+    # Identity, as xDSL's operations have it, but in C: xDSL's `__hash__`/`__eq__` are
+    # Python calls, and the passes key dicts and sets by instruction (the fixpoint's
+    # journals, the call index) some 400k times on Mixtral's pipeline.
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__  # pyright: ignore[reportAssignmentType]
 
     @property
     def operands(self) -> Operands:  # pyright: ignore[reportIncompatibleMethodOverride]
@@ -444,6 +460,8 @@ class ComputationOp(IRDLOperation):
     """An HLO computation; referenced by symbol from calling instructions."""
 
     name = "hlo.computation"
+    __hash__ = object.__hash__  # (identity in C, as `HloOp`'s)
+    __eq__ = object.__eq__  # pyright: ignore[reportAssignmentType]
     sym_name = prop_def(StringAttr)
     is_entry = opt_prop_def(UnitAttr)
     execution_thread = opt_prop_def(StringAttr)
@@ -666,7 +684,7 @@ assert not _has_defaults(ReturnOp) and not _has_defaults(ComputationOp)
 def _fill(
     op: Operation,
     operands: Sequence[SSAValue],
-    results: SSAValues,
+    results: SSAValues[Any],
     properties: dict[str, Attribute],
 ) -> None:
     """Set exactly the fields `Operation.__init__` sets: operands and their uses, results,
@@ -744,7 +762,7 @@ def new_hlo_op(
     """
     op = _new(cls)
     _fill(op, operands, _NO_RESULTS, properties)  # (the results are set just below)
-    op.results = SSAValues((OpResult(result_type, op, 0),))
+    op.results = Results((OpResult(result_type, op, 0),))
     return op
 
 
@@ -794,7 +812,7 @@ def create_op(
                     props[k] = value_to_attr(kind, v)
     # `new_hlo_op(cls, operands, result_type, props)` inline: one call fewer per instruction
     op = _new(cls)
-    _fill(op, operands, SSAValues((OpResult(result_type or shape_type(shape), op, 0),)), props)
+    _fill(op, operands, Results((OpResult(result_type or shape_type(shape), op, 0),)), props)
     return op
 
 

@@ -112,14 +112,6 @@ class TrackingRewriter(PatternRewriter):
     def insertion_point(self, point: InsertPoint) -> None:
         self._point = point
 
-    def visit(self, op: Operation) -> None:
-        """Ready the rewriter for a visit of `op` (as xDSL's walker resets it)."""
-        self.has_done_action = False
-        self.visits += 1
-        self._current_operation = op
-        self._at = op
-        self._point = None
-
     def replace_all_uses_with(
         self, from_value: SSAValue, to_value: SSAValue | None, safe_erase: bool = True
     ) -> None:
@@ -297,7 +289,13 @@ class Driver:
             clock += 1
             journal.clock = clock
             visited[id(op)] = clock
-            rewriter.visit(op)
+            # The rewriter readied for this visit, as xDSL's walker resets it (inline, not a
+            # method: one call less on each of Mixtral's ~110k visits).
+            rewriter.has_done_action = False
+            rewriter.visits += 1
+            rewriter._current_operation = op  # pyright: ignore[reportPrivateUsage]
+            rewriter._at = op  # pyright: ignore[reportPrivateUsage]
+            rewriter._point = None  # pyright: ignore[reportPrivateUsage]
             try:
                 match(op, rewriter)
             except Exception as err:

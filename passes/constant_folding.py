@@ -64,11 +64,12 @@ def _is_foldable_operand(value: SSAValue) -> bool:
     o = owner(value)
     if o is None:
         return False
-    if o.opcode in ("constant", "iota"):
+    opcode = o.OPCODE  # (the class attribute: `opcode` is a property call)
+    if opcode == "constant" or opcode == "iota":
         return True
-    if o.opcode == "broadcast":
+    if opcode == "broadcast":
         inner = owner(o.operands[0])
-        return inner is not None and inner.opcode == "constant"
+        return inner is not None and inner.OPCODE == "constant"
     return False
 
 
@@ -162,7 +163,7 @@ class FoldConstantInstruction(RewritePattern):
     def wants(self, op: Operation) -> bool:
         """Whether folding `op` is worth asking at all (`worklist.Driver`): never for an
         opcode that does not fold, nor for an instruction without operands."""
-        return is_hlo(op) and op.OPCODE not in _NEVER_FOLD and bool(op.operands)  # type: ignore[attr-defined]
+        return is_hlo(op) and op.OPCODE not in _NEVER_FOLD and bool(op._operands)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op) or not self._foldable(op):  # type: ignore[arg-type]
@@ -203,10 +204,14 @@ class FoldConstantInstruction(RewritePattern):
         opcode = op.opcode
         if opcode in _NEVER_FOLD:
             return False
-        # the operands first: almost every instruction has one that is no constant
-        operands = list(op.operands)
-        if not operands or not all(_is_foldable_operand(v) for v in operands):
+        # the operands first: almost every instruction has one that is no constant (a
+        # loop, not `all(...)`: its generator cost more than the test, on every visit)
+        operands = op.operands
+        if not operands:
             return False
+        for v in operands:
+            if not _is_foldable_operand(v):
+                return False
         if has_side_effect(op) or is_random(op):
             return False
         if opcode == "while" and not self.opts.folds_while:
