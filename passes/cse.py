@@ -160,10 +160,19 @@ class EliminateCommonSubexpression(RewritePattern):
     def _filed_by_operands(self, op: HloOp, rewriter: PatternRewriter) -> None:
         """The table lookup of `match_and_rewrite` for an instruction with operands: the
         first instruction filed with the same whole key, among those of its bucket."""
-        ids = sorted(id(v) for v in op.operands)  # either order: commutative ops
-        bucket = self.by_operands.get((op.OPCODE, *ids))
+        operands = op.operands
+        # The operand ids in either order (commutative ops); one or two operands without
+        # `sorted` and its generator, which cost more than the rest of most visits.
+        if len(operands) == 2:
+            a, b = id(operands[0]), id(operands[1])
+            filed = (op.OPCODE, a, b) if a < b else (op.OPCODE, b, a)
+        elif len(operands) == 1:
+            filed = (op.OPCODE, id(operands[0]))
+        else:
+            filed = (op.OPCODE, *sorted(map(id, operands)))
+        bucket = self.by_operands.get(filed)
         if bucket is None:
-            self.by_operands[(op.OPCODE, *ids)] = [op]  # its key, if another comes
+            self.by_operands[filed] = [op]  # its key, if another comes
             return
         key = self._key_of(op)
         if key is None:
