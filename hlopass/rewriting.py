@@ -213,10 +213,16 @@ class NameUniquer:
         if self._used is None:
             assert self._module is not None
             used: set[str] = set()
+            add = used.add
             for comp in computations(self._module):
-                # the `name` property itself (the return has none)
-                ops = op_list(comp.block)
-                used.update([p["name"].data for o in ops if "name" in (p := o.properties)])  # type: ignore[attr-defined]
+                # the `name` property itself (the return has none); one walk down the op
+                # chain, not `op_list` and a second pass over its list
+                op = comp.block._first_op  # pyright: ignore[reportPrivateUsage]
+                while op is not None:
+                    p = op.properties
+                    if "name" in p:
+                        add(p["name"].data)  # type: ignore[attr-defined]
+                    op = op._next_op  # pyright: ignore[reportPrivateUsage]
             self._used = used
             self._module = None
         return self._used

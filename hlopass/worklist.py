@@ -252,7 +252,8 @@ class Driver:
                 break
             changed = self._walk(ops)
             journal = self.journal
-            result.touched.update(journal.touches())
+            if journal.content or journal.uses:  # (most walks touch nothing: no set copies)
+                result.touched.update(journal.touches())
             if not changed:
                 break
             result.changed = True
