@@ -162,3 +162,18 @@ def test_long_blank_runs_do_not_slow_the_fast_path():
     mod = parse_hlo(text)
     assert time.perf_counter() - t0 < 5
     assert "ROOT %t = (f32[], f32[]) tuple(%p, %p)" in print_hlo(mod)
+
+
+def test_operands_and_results_index_as_tuples_and_args_keeps_types():
+    """`Operands`/`Results` index in C: an index gives the value, a slice a plain tuple of
+    the values; the `args` accessor (read by xDSL's generic verifier) is `SSAValues`."""
+    _, ops = _build(True)
+    p0, p1, add, mul, _ret = ops
+    a, b = p0.results[0], p1.results[0]
+    assert add.operands[0] is a and add.operands[1] is b and add.operands[-1] is b
+    assert add.operands[1:] == (b,) and add.operands[:] == (a, b)
+    assert add.results[0] is add.result and add.results[0:1] == (add.result,)
+    assert add.args.types == (a.type, b.type)
+    assert mul.args.types == (add.result.type, add.result.type)
+    add.operands[1] = a  # replacing an operand still moves its use
+    assert add.operands[1] is a and b.first_use is None
