@@ -213,9 +213,8 @@ class Operands(SSAValues[SSAValue]):
     _op: Operation
 
     # `ops[i]` in C (SSAValues' `__getitem__` is Python: ~70k calls on Mixtral's pipeline,
-    # 3.4% of its machine instructions); a slice is then a plain tuple of the values, not
-    # `SSAValues` (no `.types`): the op classes' `args` accessor, which xDSL's generic
-    # verifier reads `.types` from, is the operands themselves (`_make_op_class`).
+    # 3.4% of its machine instructions); a slice is then a plain tuple, without `.types`
+    # (see `_ALL_OPERANDS`).
     __getitem__ = tuple.__getitem__  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
 
     def __setitem__(self, idx: int, value: SSAValue) -> None:
@@ -356,6 +355,8 @@ def _field_name(attr_name: str) -> str:
     return field + "_" if field in _RESERVED else field
 
 
+# An instruction op's `args` accessor: its operands as they are (`SSAValues`, with `.types`,
+# which xDSL's generic verifier reads), where xDSL's accessor would slice them.
 _ALL_OPERANDS = property(lambda op: op.operands, doc="The instruction's operands (all of them).")
 
 
@@ -385,8 +386,6 @@ def _make_op_class(spec: OpcodeSpec) -> type[HloOp]:
     fields["traits"] = traits_def(*traits)
     cls = type(_class_name(spec.opcode), (HloOp,), fields)
     op_cls = irdl_op_definition(cls)  # type: ignore[arg-type]
-    # xDSL's accessor slices the operands (a plain tuple from `Operands`): all of them are
-    # `args`, as they are (`SSAValues`, with `.types`).
     op_cls.args = _ALL_OPERANDS  # type: ignore[attr-defined]
     op_cls.verify_ = _fast_verify(op_cls.get_irdl_definition(), HloOp.verify_)  # type: ignore[method-assign]
     return op_cls

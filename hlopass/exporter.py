@@ -544,7 +544,7 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
     ret = op._next_op  # pyright: ignore[reportPrivateUsage]
     if type(ret) is not ReturnOp or ret._next_op is not None:  # pyright: ignore[reportPrivateUsage]
         return None
-    (res,) = op.results  # (unpacked: `SSAValues` indexes in Python)
+    (res,) = op.results
     if ret._operands != (res,):  # pyright: ignore[reportPrivateUsage]
         return None
     vals = []
@@ -809,9 +809,10 @@ class _Printer:
         ROOT), operand indices (for the post order), parameters, called computations."""
         cprops = comp.properties
         if len(cprops) == 1 and self._tiny:  # (only its name: not the entry, no thread)
-            text = _tiny_text(comp, cprops["sym_name"].data, self.pct, self.o.program_shape)  # type: ignore[attr-defined]
+            cname = cprops["sym_name"].data  # type: ignore[attr-defined]
+            text = _tiny_text(comp, cname, self.pct, self.o.program_shape)
             if text is not None:
-                sc = _Scanned(comp, cprops["sym_name"].data, [], [], [])  # type: ignore[attr-defined]
+                sc = _Scanned(comp, cname, [], [], [])
                 sc.text = text
                 return sc
         texts: list[str] = []
