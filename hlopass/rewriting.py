@@ -311,6 +311,29 @@ def is_hlo(o: object) -> TypeGuard[HloOp]:
     return found
 
 
+def of_classes(ops: list[Operation], table: dict[type, bool],
+               test: Callable[[type], bool]) -> list[Operation]:  # fmt: skip
+    """The ops of `ops` whose class passes `test`, in order; `table` keeps the answers per
+    class. The drivers' filters over whole computations: a test per class, not a Python
+    call per instruction (Mixtral's fixpoint pipeline filters ~200k instructions)."""
+    for t in set(map(type, ops)).difference(table):
+        table[t] = test(t)
+    return [op for op in ops if table[type(op)]]
+
+
+def hlo_class(t: type) -> bool:
+    """Whether `t` is an `HloOp` class (`is_hlo` of its instances)."""
+    found = _HLO_CLASS.get(t)
+    if found is None:
+        found = _HLO_CLASS[t] = issubclass(t, HloOp)
+    return found
+
+
+def hlo_ops(ops: list[Operation]) -> list[HloOp]:
+    """The HLO instructions of `ops` (`is_hlo`), in order."""
+    return of_classes(ops, _HLO_CLASS, hlo_class)  # type: ignore[return-value]
+
+
 def instructions(comp: ComputationOp) -> list[HloOp]:
     """`comp.instructions` as a list, without `isinstance`'s cost per op (the module-wide
     scans of a pass run, e.g. for fused computations, look at every instruction)."""
@@ -328,8 +351,12 @@ def instructions(comp: ComputationOp) -> list[HloOp]:
 
 def owner(value: SSAValue) -> HloOp | None:
     """`value`'s defining instruction (None for a block argument or a non-HLO op); asked
-    for every operand a pattern looks at, so `is_hlo` is inlined."""
-    o = value.owner
+    for every operand a pattern looks at, so `is_hlo` is inlined, and a result's `op`
+    field is read without `owner`'s property call."""
+    try:
+        o = value.op  # type: ignore[attr-defined]
+    except AttributeError:  # a block argument
+        o = value.owner
     t = type(o)
     found = _HLO_CLASS.get(t)
     if found is None:
@@ -618,8 +645,15 @@ class OpcodeDispatchApplier(RewritePattern):
         t = type(op)
         found = self._wanted.get(t)
         if found is None:
-            found = self._wanted[t] = bool(self._for(op.OPCODE if is_hlo(op) else None))  # type: ignore[attr-defined]
+            found = self._wanted[t] = self._wants_class(t)
         return found
+
+    def select(self, ops: list[Operation]) -> list[Operation]:
+        """`[op for op in ops if self.wants(op)]`, a test per op class (`of_classes`)."""
+        return of_classes(ops, self._wanted, self._wants_class)
+
+    def _wants_class(self, t: type) -> bool:
+        return bool(self._for(t.OPCODE if hlo_class(t) else None))  # type: ignore[attr-defined]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         for pattern in self._for(op.OPCODE if is_hlo(op) else None):  # type: ignore[attr-defined]
@@ -642,7 +676,8 @@ def computation_named(module: ModuleOp, name: str) -> ComputationOp | None:
     table = _COMPS.get(module)
     if table is not None:
         c = table.get(name)
-        if c is not None and c.parent is module.body.block and c.comp_name == name:
+        # (the module's block without the IRDL accessors: asked per reduce a pattern reads)
+        if c is not None and c.parent is module.regions[0]._first_block and c.comp_name == name:  # pyright: ignore[reportPrivateUsage]
             return c
     table = _COMPS[module] = comps_by_name(module)
     return table.get(name)
@@ -654,7 +689,7 @@ def run_patterns(
     comps: Iterable[ComputationOp] | None = None,
     scope: Scope | None = None,
     radius: int | None = None,
-    start: Callable[[Operation], bool] | None = None,
+    start: Callable[[list[Operation]], list[Operation]] | None = None,
 ) -> bool:
     """Apply `patterns` greedily to a fixed point over `comps` (all computations by
     default); what changed goes into `scope.touched`. With `radius` (how far from a change
@@ -683,7 +718,9 @@ def run_patterns(
 def const_array(value: SSAValue) -> np.ndarray | None:
     """The ndarray of a `constant` array value (None when not a constant or elided)."""
     o = owner(value)
-    if o is None or o.opcode != "constant" or not isinstance(o.shape, ArrayShape):
+    # (`OPCODE`, the class attribute, first: `opcode` and `shape` are property calls, and
+    # the algsimp patterns ask of every constant-like operand they look at)
+    if o is None or o.OPCODE != "constant" or not isinstance(o.shape, ArrayShape):
         return None
     lit = o.attr("value")
     return None if lit is None else lit.literal.array
@@ -695,7 +732,7 @@ def splat_value(value: SSAValue) -> Any:
     if o is None:
         return None
     opcode = o.OPCODE
-    if opcode == "broadcast" and o.operands:
+    if opcode == "broadcast" and o._operands:  # pyright: ignore[reportPrivateUsage]
         inner = const_array(o.operands[0])
         if inner is not None and inner.size == 1:
             return inner.reshape(()).item() if inner.dtype.kind in "biuf" else inner.reshape(())[()]
@@ -807,12 +844,20 @@ class CallIndex:
     def __init__(self, comp: ComputationOp):
         calls: list[tuple[HloOp, list[str]]] = []
         pinners: list[HloOp] = []
-        for op in op_list(comp.block):
-            names = _callees(op)
-            if names:
-                calls.append((op, names))  # type: ignore[arg-type]
+        may_call = _MAY_CALL
+        # (`_callees` inline, down the op chain: the fixpoint indexes every instruction)
+        op = comp.block._first_op  # pyright: ignore[reportPrivateUsage]
+        while op is not None:
+            calls_some = may_call.get(type(op))
+            if calls_some is None:
+                calls_some = _may_call(type(op))
+            if calls_some:
+                names = op.callees()  # type: ignore[attr-defined]
+                if names:
+                    calls.append((op, names))  # type: ignore[arg-type]
             if "control-predecessors" in op.properties:
                 pinners.append(op)  # type: ignore[arg-type]
+            op = op._next_op  # pyright: ignore[reportPrivateUsage]
         self._set(comp, calls, pinners)
 
     def _set(self, comp: ComputationOp, calls: list[tuple[HloOp, list[str]]],
@@ -858,13 +903,19 @@ class CallIndex:
         return index
 
 
+def _may_call(t: type) -> bool:
+    """Whether instructions of op class `t` may call computations (kept in `_MAY_CALL`)."""
+    spec = getattr(t, "SPEC", None)
+    found = _MAY_CALL[t] = spec is not None and bool(spec.computations)
+    return found
+
+
 def _callees(op: Operation) -> list[str]:
     """The computations `op` calls (none for an op whose opcode calls none)."""
     t = type(op)
     calls_some = _MAY_CALL.get(t)
     if calls_some is None:
-        spec = getattr(t, "SPEC", None)
-        calls_some = _MAY_CALL[t] = spec is not None and bool(spec.computations)
+        calls_some = _may_call(t)
     return op.callees() if calls_some else []  # type: ignore[attr-defined]
 
 
@@ -890,7 +941,7 @@ def call_sites_only(
     else calls it (another opcode, or a call `keep` refuses)."""
     out: dict[str, list[HloOp] | None] = {}
     for _, op, names in call_instructions(module, scope):
-        ok = op.opcode == "call" and (keep is None or keep(op))
+        ok = op.OPCODE == "call" and (keep is None or keep(op))
         for name in names:
             if not ok:
                 out[name] = None
@@ -903,7 +954,7 @@ def fusion_computations(module: ModuleOp, scope: Scope | None = None) -> set[str
     """Names of computations called by `fusion` instructions (XLA's fusion computations)."""
     out: set[str] = set()
     for _, op, names in call_instructions(module, scope):
-        if op.opcode == "fusion":
+        if op.OPCODE == "fusion":
             out.update(names)
     return out
 

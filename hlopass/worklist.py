@@ -38,6 +38,11 @@ from xdsl.rewriter import InsertPoint
 
 from hlopass.dialects.hlo import op_list
 
+try:  # xDSL's implicit builder (`insert` leaves it to xDSL's path when one is active)
+    from xdsl.builder import _current_builder  # pyright: ignore[reportPrivateUsage]
+except ImportError:  # (an xDSL without it: every insert takes xDSL's path)
+    _current_builder = None
+
 DEFAULT_RADIUS = 3
 """How many uses away from a change a pattern's decision may look (operand chains such
 as `multiply(broadcast(constant))`, `reshape(reshape(x))`, `maximum(minimum(x, hi), lo)`):
@@ -94,7 +99,6 @@ class TrackingRewriter(PatternRewriter):
 
     journal: Journal
     _point: InsertPoint | None = None
-    _at: Operation | None = None
     visits = 0
     """How many visits this rewriter has been readied for: what a pattern computes once
     per visit (algsimp's float guard) is kept under this count."""
@@ -104,8 +108,8 @@ class TrackingRewriter(PatternRewriter):
         """Before the instruction visited (`visit`), made when first asked for: most
         visits rewrite nothing and never ask."""
         if self._point is None:
-            assert self._at is not None
-            self._point = InsertPoint.before(self._at)
+            assert self._current_operation is not None
+            self._point = InsertPoint.before(self._current_operation)
         return self._point
 
     @insertion_point.setter
@@ -115,10 +119,107 @@ class TrackingRewriter(PatternRewriter):
     def replace_all_uses_with(
         self, from_value: SSAValue, to_value: SSAValue | None, safe_erase: bool = True
     ) -> None:
-        self.journal.touch_uses(from_value)
-        if to_value is not None:
-            self.journal.touch_uses(to_value)
-        super().replace_all_uses_with(from_value, to_value, safe_erase)
+        journal = self.journal
+        journal.touch_uses(from_value)
+        if to_value is None or to_value is from_value:
+            super().replace_all_uses_with(from_value, to_value, safe_erase)
+            return
+        journal.touch_uses(to_value)
+        # xDSL's steps (each use moved in use-list order, the name hint carried over, the
+        # users reported as modified) over the use list itself: its version builds the
+        # list of users and a tuple of uses through generator calls, once per rewrite
+        users: list[Operation] = []
+        use = from_value.first_use
+        while use is not None:
+            following = use._next_use  # pyright: ignore[reportPrivateUsage]  # (the move relinks it)
+            user = use._operation  # pyright: ignore[reportPrivateUsage]
+            users.append(user)
+            user.operands[use._index] = to_value  # pyright: ignore[reportPrivateUsage]
+            use = following
+        if to_value.name_hint is None and from_value.name_hint is not None:
+            to_value.name_hint = from_value.name_hint
+        if users:
+            self.has_done_action = True
+            handlers = self.operation_modification_handler
+            for user in users:
+                for handler in handlers:
+                    handler(user)
+
+    def insert(self, op: Any, insertion_point: InsertPoint | None = None) -> Any:
+        """xDSL's `insert` of one new op without regions before an instruction (what the
+        passes build): linked in, reported to the insertion handlers, without the
+        `InsertPoint` the visit would otherwise make, the ancestor walk (an op without
+        regions holds no block) and two ABC `isinstance` tests. Anything else (a list of
+        ops, the end of a block, a name hint, an implicit builder) takes xDSL's path."""
+        if insertion_point is None:
+            point = self._point
+            before = self._current_operation if point is None else point.insert_before
+        else:
+            before = insertion_point.insert_before
+        if (
+            before is None
+            or before.parent is None
+            or type(op) in (list, tuple)
+            or op.parent is not None
+            or op.regions
+            or self._name_hint is not None
+            or _current_builder is None
+            or _current_builder.builder is not None
+        ):
+            return super().insert(op, insertion_point)
+        block = before.parent
+        if insertion_point is not None and insertion_point.block is not block:
+            return super().insert(op, insertion_point)  # (xDSL reports the bad point)
+        self.has_done_action = True
+        op.parent = block  # (`Block.insert_op_before`)
+        prev_op = before._prev_op  # pyright: ignore[reportPrivateUsage]
+        if prev_op is not None:
+            prev_op._next_op = op  # pyright: ignore[reportPrivateUsage]
+        else:
+            block._first_op = op  # pyright: ignore[reportPrivateUsage]
+        op._prev_op = prev_op
+        op._next_op = before
+        before._prev_op = op  # pyright: ignore[reportPrivateUsage]
+        for handler in self.operation_insertion_handler:
+            handler(op)
+        return op
+
+    def erase(self, op: Operation, safe_erase: bool = True) -> None:
+        """xDSL's `erase` (the removal reported, the op unlinked from its block, its
+        operands' uses dropped), without building its result's `ErasedSSAValue` when no
+        use is left to point at it, nor the generic checks of `Block.detach_op`. An op
+        with regions, successors or a used result takes xDSL's own path."""
+        if (
+            op.parent is None
+            or op.regions
+            or op._successors  # pyright: ignore[reportPrivateUsage]
+            or any(r.first_use is not None for r in op.results)
+        ):
+            super().erase(op, safe_erase)
+            return
+        self.has_done_action = True
+        for handler in self.operation_removal_handler:
+            handler(op)
+        block = op.parent
+        assert block is not None
+        op.parent = None  # (`Block.detach_op`)
+        prev_op = op._prev_op  # pyright: ignore[reportPrivateUsage]
+        next_op = op._next_op  # pyright: ignore[reportPrivateUsage]
+        if prev_op is not None:
+            prev_op._next_op = next_op  # pyright: ignore[reportPrivateUsage]
+            op._prev_op = None  # pyright: ignore[reportPrivateUsage]
+        else:
+            block._first_op = next_op  # pyright: ignore[reportPrivateUsage]
+        if next_op is not None:
+            next_op._prev_op = prev_op  # pyright: ignore[reportPrivateUsage]
+            op._next_op = None  # pyright: ignore[reportPrivateUsage]
+        else:
+            block._last_op = prev_op  # pyright: ignore[reportPrivateUsage]
+        # (`Operation.drop_all_references`: no successors, no regions)
+        for operand, use in zip(op._operands, op._operand_uses, strict=True):  # pyright: ignore[reportPrivateUsage]
+            operand.remove_use(use)
+        op._operand_uses = ()  # pyright: ignore[reportPrivateUsage]
+        op._successor_uses = ()  # pyright: ignore[reportPrivateUsage]
 
     def replace_uses_with_if(self, from_value: SSAValue, to_value: SSAValue,
                              predicate: Callable[[Any], bool]) -> None:  # fmt: skip
@@ -152,37 +253,49 @@ def stale(block: Block, content: dict[Operation, int], uses: dict[Operation, int
     instruction is stale when a touch reached it after its last visit (`visited`, by
     `id`; never visited: -1): a touch at the clock of a visit came from that visit's
     rewrite. (Keyed by `id`: xDSL's `Operation.__hash__` is a Python call.)"""
+    # (An instruction reached at clock t counts when it is in the block and was not
+    # reached as late already: tested inline. Uses are followed down their chains, not
+    # through xDSL's `uses` iterators; operands' owners come from the result's `op`.)
     when: dict[int, int] = {}
+    seen = when.get
     front: list[tuple[Operation, int]] = []
-
-    def reach(op: Operation, t: int) -> bool:
-        k = id(op)
-        if when.get(k, -1) < t and op.parent is block:
-            when[k] = t
-            return True
-        return False
-
     near: dict[Operation, int] = dict(uses)  # reached by a change of users: one level
     for op, t in content.items():
-        if reach(op, t):
+        k = id(op)
+        if seen(k, -1) < t and op.parent is block:
+            when[k] = t
             front.append((op, t))
-        for v in op.operands:
-            o = v.owner
-            if isinstance(o, Operation) and near.get(o, -1) < t:
+        for v in op._operands:  # pyright: ignore[reportPrivateUsage]
+            o = getattr(v, "op", None)
+            if o is None:
+                o = v.owner
+                if not isinstance(o, Operation):
+                    continue  # a block argument
+            if near.get(o, -1) < t:
                 near[o] = t
-    for op, t in near.items():
-        reach(op, t)
+
+    def reach_users(op: Operation, t: int, reached: list[tuple[Operation, int]]) -> None:
+        """Reach `op`'s users at t; those newly reached go into `reached`."""
         for r in op.results:
-            for use in r.uses:
-                reach(use.operation, t)
+            use = r.first_use
+            while use is not None:
+                u = use._operation  # pyright: ignore[reportPrivateUsage]
+                k = id(u)
+                if seen(k, -1) < t and u.parent is block:
+                    when[k] = t
+                    reached.append((u, t))
+                use = use._next_use  # pyright: ignore[reportPrivateUsage]
+
+    one_level: list[tuple[Operation, int]] = []  # (not followed further)
+    for op, t in near.items():
+        k = id(op)
+        if seen(k, -1) < t and op.parent is block:
+            when[k] = t
+        reach_users(op, t, one_level)
     for _ in range(radius):
         nxt: list[tuple[Operation, int]] = []
         for op, t in front:
-            for r in op.results:
-                for use in r.uses:
-                    u = use.operation
-                    if reach(u, t):
-                        nxt.append((u, t))
+            reach_users(op, t, nxt)
         if not nxt:
             break
         front = nxt
@@ -216,18 +329,24 @@ class Driver:
 
     def __init__(self, pattern: RewritePattern, recursive: bool = True,
                  radius: int = DEFAULT_RADIUS, exhaustive: bool = False,
-                 start: Callable[[Operation], bool] | None = None):  # fmt: skip
+                 start: Callable[[list[Operation]], list[Operation]] | None = None):  # fmt: skip
         self.pattern = pattern
         self.start = start
-        """Which instructions a walk starts with (the others are visited only if pushed):
-        for patterns whose matches the walk's own rewrites push, and whose order of
-        rewriting does not change the result (`dce`: what is dead goes, in any order)."""
+        """The instructions of a list a walk starts with, in order (the others are visited
+        only if pushed): for patterns whose matches the walk's own rewrites push, and
+        whose order of rewriting does not change the result (`dce`: what is dead goes, in
+        any order)."""
         self.recursive = recursive
         self.radius = radius
         self.exhaustive = exhaustive
         self.wants: Callable[[Operation], bool] | None = getattr(pattern, "wants", None)
         """The pattern's own filter, when it has one: instructions it can never match
         (e.g. no algsimp pattern has the opcode) are not visited."""
+        self.select: Callable[[list[Operation]], list[Operation]] | None = getattr(
+            pattern, "select", None
+        )
+        """`wants` over a list at once, when the pattern offers it (a test per op class
+        rather than a call per instruction)."""
         self.journal = Journal()
         self.stack: list[Operation | None] = []
         self.where: dict[int, int] = {}
@@ -241,13 +360,15 @@ class Driver:
         else:
             content = dict.fromkeys(seeds.content, 0)
             ops = stale(block, content, dict.fromkeys(seeds.uses, 0), {}, radius)
-        wants = self.wants
+        wants, select = self.wants, self.select
         start = None if self.exhaustive else self.start
         while ops:
-            if wants is not None:
+            if select is not None:
+                ops = select(ops)
+            elif wants is not None:
                 ops = [op for op in ops if wants(op)]
             if start is not None:
-                ops = [op for op in ops if start(op)]
+                ops = start(ops)
             if not ops:
                 break
             changed = self._walk(ops)
@@ -286,16 +407,17 @@ class Driver:
             op = stack.pop()
             if op is None:  # removed from the worklist
                 continue
-            del where[id(op)]
+            k = id(op)
+            del where[k]
             clock += 1
             journal.clock = clock
-            visited[id(op)] = clock
+            visited[k] = clock
             # The rewriter readied for this visit, as xDSL's walker resets it (inline, not a
-            # method: one call less on each of Mixtral's ~110k visits).
+            # method: one call less on each of Mixtral's ~110k visits); its insertion point
+            # is made from the op visited when first asked for.
             rewriter.has_done_action = False
             rewriter.visits += 1
             rewriter._current_operation = op  # pyright: ignore[reportPrivateUsage]
-            rewriter._at = op  # pyright: ignore[reportPrivateUsage]
             rewriter._point = None  # pyright: ignore[reportPrivateUsage]
             try:
                 match(op, rewriter)

@@ -33,10 +33,12 @@ from hlopass.rewriting import (
     constant_from_numpy,
     fusion_computations,
     has_side_effect,
+    hlo_class,
     instructions,
     is_control_predecessor,
     is_hlo,
     is_random,
+    of_classes,
     owner,
     replace_op,
     run_patterns,
@@ -73,6 +75,13 @@ def _is_foldable_operand(value: SSAValue) -> bool:
     return False
 
 
+_FOLDING_CLASS: dict[type, bool] = {}
+
+
+def _folding_class(t: type) -> bool:
+    return hlo_class(t) and t.OPCODE not in _NEVER_FOLD  # type: ignore[attr-defined]
+
+
 class LoopBoundExceeded(Exception):
     """A while loop ran past `max_loop_iterations`/`max_loop_elements`: not folded."""
 
@@ -94,12 +103,12 @@ def _bounded_interpreter(module: ModuleOp, opts: ConstantFoldingPass) -> Any:
         def handler_of(self, op: HloOp) -> Any:
             # planned computations call handlers directly: route nested loops through the
             # bounded `eval` below too
-            if op.opcode == "while":
+            if op.OPCODE == "while":
                 return lambda interp, op, operands: interp.eval(op, operands)
             return super().handler_of(op)
 
         def eval(self, op: HloOp, operands: list[Any]) -> Any:
-            if op.opcode != "while":
+            if op.OPCODE != "while":
                 return super().eval(op, operands)
             cond, body = self.comp(op.attr("condition")), self.comp(op.attr("body"))
             state = operands[0]
@@ -143,9 +152,9 @@ class Evaluator:
     def operand_value(self, value: SSAValue) -> Any:
         o = owner(value)
         assert o is not None
-        if o.opcode == "constant":
+        if o.OPCODE == "constant":
             return o.attr("value").literal.array
-        if o.opcode == "broadcast":
+        if o.OPCODE == "broadcast":
             return self.value(o, [self.operand_value(o.operands[0])])
         return self.value(o, [])
 
@@ -164,6 +173,10 @@ class FoldConstantInstruction(RewritePattern):
         """Whether folding `op` is worth asking at all (`worklist.Driver`): never for an
         opcode that does not fold, nor for an instruction without operands."""
         return is_hlo(op) and op.OPCODE not in _NEVER_FOLD and bool(op._operands)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+
+    def select(self, ops: list[Operation]) -> list[Operation]:
+        """`wants` over a list (the opcode tested per op class)."""
+        return [op for op in of_classes(ops, _FOLDING_CLASS, _folding_class) if op._operands]  # pyright: ignore[reportPrivateUsage]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op) or not self._foldable(op):  # type: ignore[arg-type]
@@ -201,12 +214,12 @@ class FoldConstantInstruction(RewritePattern):
         self.evaluator.edited()
 
     def _foldable(self, op: HloOp) -> bool:
-        opcode = op.opcode
+        opcode = op.OPCODE
         if opcode in _NEVER_FOLD:
             return False
         # the operands first: almost every instruction has one that is no constant (a
         # loop, not `all(...)`: its generator cost more than the test, on every visit)
-        operands = op.operands
+        operands = op._operands  # (iterated only: the tuple, not the property)  # pyright: ignore[reportPrivateUsage]
         if not operands:
             return False
         for v in operands:
@@ -222,14 +235,14 @@ class FoldConstantInstruction(RewritePattern):
             return False
         # every foldable operand is the result of an HloOp, so this keeps all of them
         owners = [o for o in map(owner, operands) if o is not None]
-        if not any(o.opcode == "constant" for o in owners):
+        if not any(o.OPCODE == "constant" for o in owners):
             return False
-        if opcode == "pad" and owners[0].opcode == "broadcast":
+        if opcode == "pad" and owners[0].OPCODE == "broadcast":
             return False
         limit = self.opts.max_elements
         if op.shape.num_elements > limit or any(_elements(v) > limit for v in operands):
             return False
-        if any(o.opcode == "constant" and o.attr("value").literal.elided for o in owners):
+        if any(o.OPCODE == "constant" and o.attr("value").literal.elided for o in owners):
             return False
         return all(self._comp_foldable(name) for name in op.callees())
 
@@ -246,9 +259,9 @@ class FoldConstantInstruction(RewritePattern):
                 if (
                     has_side_effect(inner)
                     or is_random(inner)
-                    or inner.opcode
+                    or inner.OPCODE
                     in ("after-all", "custom-call", "infeed", "outfeed", "opt-barrier")
-                    or (inner.opcode == "while" and not self.opts.folds_while)
+                    or (inner.OPCODE == "while" and not self.opts.folds_while)
                     or not all(self._comp_foldable(c) for c in inner.callees())
                 ):
                     ok = False

@@ -27,12 +27,14 @@ from hlopass.rewriting import (
     TraceHook,
     calls_side_effect,
     has_side_effect,
+    hlo_class,
     instructions,
     is_commutative,
     is_control_predecessor,
     is_hlo,
     is_random,
     is_root,
+    of_classes,
 )
 from hlopass.worklist import Driver, Journal, Touches, WalkResult, tracking_rewriter
 
@@ -47,14 +49,14 @@ they call) have no side effect and draw no random numbers: XLA's HloCSE merges t
 def _eligible(op: HloOp, comps: dict[str, ComputationOp],
               effects: dict[tuple[str, bool], bool] | None = None) -> bool:  # fmt: skip
     """Never parameters, side effects or random numbers (in `op` or anything it calls)."""
-    if op.opcode == "parameter" or has_side_effect(op) or is_random(op):
+    if op.OPCODE == "parameter" or has_side_effect(op) or is_random(op):
         return False
     if op.attr("control-predecessors"):
         return False
     if not (
         "pure" in op.spec.traits
-        or op.opcode in ("replica-id", "partition-id")
-        or op.opcode in _EFFECT_FREE_WHEN_CALLEES_ARE
+        or op.OPCODE in ("replica-id", "partition-id")
+        or op.OPCODE in _EFFECT_FREE_WHEN_CALLEES_ARE
     ):
         return False
     return not op.callees() or not calls_side_effect(op, comps, random=True, memo=effects)
@@ -100,9 +102,62 @@ class Fingerprints:
             props.append((k, v))
         props.sort(key=lambda kv: kv[0])
         callees = tuple(self.of(c) for c in op.callees())
-        extra = (op.attr("number"),) if op.opcode == "parameter" else ()
+        extra = (op.attr("number"),) if op.OPCODE == "parameter" else ()
         shape = op.shape if self.layout_sensitive else op.shape.without_layout()
-        return (op.opcode, shape, operands, tuple(props), callees, extra)
+        return (op.OPCODE, shape, operands, tuple(props), callees, extra)
+
+
+_MERGEABLE_CLASS: dict[type, bool] = {}
+
+
+def _mergeable_class(t: type) -> bool:
+    return hlo_class(t) and t.OPCODE != "parameter"  # type: ignore[attr-defined]
+
+
+def _bucket(op: HloOp) -> tuple[object, ...]:
+    """(opcode, operand ids in order of id): equal for instructions with equal keys (a key
+    holds the opcode and the operand ids, in order or sorted), so most pairs that differ
+    are told apart without their keys."""
+    operands = op._operands  # (unpacked: the tuple, not the property)  # pyright: ignore[reportPrivateUsage]
+    # one or two operands without `sorted` and its generator, which cost more than the
+    # rest of most visits
+    n = len(operands)
+    if n == 2:
+        v0, v1 = operands
+        a, b = id(v0), id(v1)
+        return (op.OPCODE, a, b) if a < b else (op.OPCODE, b, a)
+    if n == 1:
+        (v0,) = operands
+        return (op.OPCODE, id(v0))
+    return (op.OPCODE, *sorted(map(id, operands)))
+
+
+def _use_count(value: SSAValue) -> int:
+    n = 0
+    use = value.first_use
+    while use is not None:
+        n += 1
+        use = use._next_use  # pyright: ignore[reportPrivateUsage]
+    return n
+
+
+def _single_candidate(block: Block) -> bool:
+    """At most one instruction of `block` the walk would visit (`wants`): no pair to merge.
+    Stops at the second (most of Mixtral's 4002 computations are reducers, with one)."""
+    known = _MERGEABLE_CLASS
+    seen = 0
+    op = block._first_op  # pyright: ignore[reportPrivateUsage]
+    while op is not None:
+        t = type(op)
+        ok = known.get(t)
+        if ok is None:
+            ok = known[t] = _mergeable_class(t)
+        if ok:
+            seen += 1
+            if seen > 1:
+                return False
+        op = op._next_op  # pyright: ignore[reportPrivateUsage]
+    return True
 
 
 @dataclass
@@ -128,6 +183,10 @@ class EliminateCommonSubexpression(RewritePattern):
         """Parameters are never merged: `worklist.Driver` does not visit them."""
         return is_hlo(op) and op.OPCODE != "parameter"  # type: ignore[attr-defined]
 
+    def select(self, ops: list[Operation]) -> list[Operation]:
+        """`wants` over a list (a test per op class)."""
+        return of_classes(ops, _MERGEABLE_CLASS, _mergeable_class)
+
     def key(self, op: Operation) -> object:
         """What identical instructions share (None: never merged, or not hashable)."""
         if not is_hlo(op) or not _eligible(op, self.prints.comps, self.prints.effects):  # type: ignore[arg-type]
@@ -145,7 +204,7 @@ class EliminateCommonSubexpression(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op):
             return
-        if op.operands:
+        if op._operands:  # pyright: ignore[reportPrivateUsage]
             self._filed_by_operands(op, rewriter)
             return
         key = self.key(op)
@@ -160,16 +219,7 @@ class EliminateCommonSubexpression(RewritePattern):
     def _filed_by_operands(self, op: HloOp, rewriter: PatternRewriter) -> None:
         """The table lookup of `match_and_rewrite` for an instruction with operands: the
         first instruction filed with the same whole key, among those of its bucket."""
-        operands = op.operands
-        # The operand ids in either order (commutative ops); one or two operands without
-        # `sorted` and its generator, which cost more than the rest of most visits.
-        if len(operands) == 2:
-            a, b = id(operands[0]), id(operands[1])
-            filed = (op.OPCODE, a, b) if a < b else (op.OPCODE, b, a)
-        elif len(operands) == 1:
-            filed = (op.OPCODE, id(operands[0]))
-        else:
-            filed = (op.OPCODE, *sorted(map(id, operands)))
+        filed = _bucket(op)
         bucket = self.by_operands.get(filed)
         if bucket is None:
             self.by_operands[filed] = [op]  # its key, if another comes
@@ -236,21 +286,34 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
 
     while heap:
         at, _, op = heapq.heappop(heap)
-        key = pattern.key(op) if op.parent is block else None
-        if key is None:
+        if op.parent is not block or not is_hlo(op):
             continue
-        if op.operands:
-            least = min(op.operands, key=lambda v: v.uses.get_length())
-            peers = [u.operation for u in least.uses]
+        if op._operands:  # pyright: ignore[reportPrivateUsage]
+            least = min(op._operands, key=_use_count)  # pyright: ignore[reportPrivateUsage]
+            # a peer with another opcode or other operands has another key: those are
+            # dropped before any key is worked out (a parameter's users run to hundreds)
+            bucket = _bucket(op)
+            peers = []
+            use = least.first_use
+            while use is not None:
+                p = use._operation  # pyright: ignore[reportPrivateUsage]
+                if p is not op and is_hlo(p) and _bucket(p) == bucket:
+                    peers.append(p)
+                use = use._next_use  # pyright: ignore[reportPrivateUsage]
         else:
             if leaves is None:
                 leaves = {}
-                for o in block.ops:
-                    if not o.operands and is_hlo(o):
+                for o in op_list(block):
+                    if not o._operands and is_hlo(o):  # pyright: ignore[reportPrivateUsage]
                         leaves.setdefault(o.OPCODE, []).append(o)  # type: ignore[attr-defined]
-            peers = leaves.get(op.OPCODE, [])  # type: ignore[attr-defined]
-        same = sorted((p for p in peers if p is not op and p.parent is block
-                       and pattern.key(p) == key), key=lambda p: pos[id(p)])  # fmt: skip
+            peers = [p for p in leaves.get(op.OPCODE, ()) if p is not op]  # type: ignore[attr-defined]
+        if not peers:
+            continue  # (nothing to merge with, whatever op's key: as a None key)
+        key = pattern.key(op)
+        if key is None:
+            continue
+        same = sorted((p for p in peers if p.parent is block and pattern.key(p) == key),
+                      key=lambda p: pos[id(p)])  # fmt: skip
         earlier = [p for p in same if pos[id(p)] < at]
         if earlier:
             users = [u.operation for u in op.results[0].uses]
@@ -294,9 +357,11 @@ class CSEPass(HloModulePass):
         # state, so the driver may keep the first one's
         driver: Driver | None = None
         for comp in scope.select(comps):
-            pattern = EliminateCommonSubexpression(rctx, prints)  # a table per computation
             seeds = scope.seeds_of(comp)
             block = comp.block
+            if seeds is None and _single_candidate(block):
+                continue  # nothing to merge (a reducer: its parameters and their root)
+            pattern = EliminateCommonSubexpression(rctx, prints)  # a table per computation
             if seeds is None:
                 if driver is None:
                     driver = Driver(pattern, recursive=False, exhaustive=True)

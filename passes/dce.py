@@ -27,6 +27,7 @@ from hlopass.rewriting import (
     comps_by_name,
     erase_dead,
     has_side_effect,
+    hlo_ops,
     is_control_predecessor,
     is_hlo,
     is_removable,
@@ -45,15 +46,20 @@ def is_dead(op: Operation, comps: dict[str, ComputationOp],
         return True
     # while/call/conditional without side effects anywhere inside are removable too
     return (
-        op.opcode in ("while", "call", "conditional")
+        op.OPCODE in ("while", "call", "conditional")
         and not calls_side_effect(op, comps, memo=effects)
         and not is_control_predecessor(op)
     )
 
 
-def _may_go(op: Operation) -> bool:
-    """Unused, or a fusion (whose unused outputs may go): what dce's walks start from."""
-    return is_hlo(op) and (op.result.first_use is None or op.OPCODE == "fusion")  # type: ignore[attr-defined]
+def _may_go(ops: list[Operation]) -> list[Operation]:
+    """The unused instructions of `ops` and the fusions (whose unused outputs may go), in
+    order: what dce's walks start from."""
+    return [
+        op
+        for op in hlo_ops(ops)
+        if op.results[0].first_use is None or op.OPCODE == "fusion"  # type: ignore[attr-defined]
+    ]
 
 
 @dataclass
@@ -96,14 +102,14 @@ class RemoveUnusedFusionOutput(RewritePattern):
         if not isinstance(shape, TupleShape) or not op.result.uses:
             return
         users = [u.operation for u in op.result.uses]
-        if not all(isinstance(u, HloOp) and u.opcode == "get-tuple-element" for u in users):
+        if not all(isinstance(u, HloOp) and u.OPCODE == "get-tuple-element" for u in users):
             return
         (callee,) = op.callees()
         comp = self.comps.get(callee)
         if comp is None or self.callers.get(callee, 0) != 1:
             return
         root = comp.root
-        if root.opcode != "tuple" or len(list(root.result.uses)) != 1:
+        if root.OPCODE != "tuple" or len(list(root.result.uses)) != 1:
             return
         used = sorted({u.attr("index") for u in users})  # type: ignore[union-attr]
         if len(used) == len(shape.elements):

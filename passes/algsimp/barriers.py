@@ -38,7 +38,7 @@ class OptBarrierDropUnusedElements(RewritePattern):
     """What `OpcodeDispatchApplier` offers it (it does nothing to anything else)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "opt-barrier":
+        if not isinstance(op, HloOp) or op.OPCODE != "opt-barrier":
             return
         t = src(op.operands[0], "tuple")
         if t is None or not isinstance(op.shape, TupleShape) or is_root(op):
@@ -47,7 +47,7 @@ class OptBarrierDropUnusedElements(RewritePattern):
             return
         users = [u.operation for u in op.result.uses]
         if not users or any(
-            not isinstance(u, HloOp) or u.opcode != "get-tuple-element" for u in users
+            not isinstance(u, HloOp) or u.OPCODE != "get-tuple-element" for u in users
         ):
             return
         used = sorted({u.attr("index") for u in users})  # type: ignore[union-attr]

@@ -212,7 +212,7 @@ class SimplificationApplier(OpcodeDispatchApplier):
 def operand_sources(op: HloOp) -> set[str]:
     """The opcodes of the instructions defining `op`'s operands."""
     out: set[str] = set()
-    for v in op.operands:
+    for v in op._operands:  # (iterated: the tuple itself, not the `operands` property)  # pyright: ignore[reportPrivateUsage]
         o = owner(v)
         if o is not None:
             out.add(o.OPCODE)

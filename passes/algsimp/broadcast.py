@@ -91,10 +91,10 @@ class BroadcastSinkBinary(Simplification):
         if dims != tuple(bb.attr("dimensions") or ()) or sa.num_elements >= shape.num_elements:
             return None
         small = shape_array(shape.element_type, list(sa.dims))
-        attrs = {"direction": op.attr("direction")} if op.opcode == "compare" else None
-        if op.opcode == "compare" and op.attr("type") is not None:
+        attrs = {"direction": op.attr("direction")} if op.OPCODE == "compare" else None
+        if op.OPCODE == "compare" and op.attr("type") is not None:
             attrs["type"] = op.attr("type")  # type: ignore[index]
-        inner = self.new(op.opcode, [a, b], small, attrs, like=op)
+        inner = self.new(op.OPCODE, [a, b], small, attrs, like=op)
         return self.new("broadcast", [inner.result], shape, {"dimensions": dims}, like=op)
 
 
@@ -144,7 +144,7 @@ class BroadcastSinkUnary(Simplification):
             return None  # (XLA: a broadcast to a scalar is left alone)
         if sx.num_elements >= shape.num_elements:
             return None  # nothing to gain (a no-op broadcast is removed by BroadcastNoop)
-        inner = self.new(op.opcode, [x], sx.with_element_type(shape.element_type), like=op)
+        inner = self.new(op.OPCODE, [x], sx.with_element_type(shape.element_type), like=op)
         return self.new("broadcast", [inner.result], shape,
                         {"dimensions": tuple(b.attr("dimensions") or ())}, like=op)  # fmt: skip
 
@@ -174,11 +174,11 @@ class BroadcastSinkBinaryWithScalar(Simplification):
         args = [x, x]
         args[k] = small_s.result
         attrs = None
-        if op.opcode == "compare":
+        if op.OPCODE == "compare":
             attrs = {"direction": op.attr("direction")}
             if op.attr("type") is not None:
                 attrs["type"] = op.attr("type")
-        inner = self.new(op.opcode, args, sx.with_element_type(shape.element_type), attrs, like=op)
+        inner = self.new(op.OPCODE, args, sx.with_element_type(shape.element_type), attrs, like=op)
         return self.new("broadcast", [inner.result], shape,
                         {"dimensions": tuple(b.attr("dimensions") or ())}, like=op)  # fmt: skip
 
@@ -216,7 +216,7 @@ class BroadcastSinkTernary(Simplification):
                                      {"dimensions": ()}, like=sb).result)  # fmt: skip
             else:
                 args.append(src(v, "broadcast").operands[0])  # type: ignore[union-attr]
-        inner = self.new(op.opcode, args, sx.with_element_type(shape.element_type), like=op)
+        inner = self.new(op.OPCODE, args, sx.with_element_type(shape.element_type), like=op)
         return self.new("broadcast", [inner.result], shape, {"dimensions": dims}, like=op)
 
 

@@ -16,7 +16,7 @@ class RealOfComplex(Simplification):
         c = src(op.operands[0], "complex")
         if c is None:
             return None
-        return c.operands[0 if op.opcode == "real" else 1]
+        return c.operands[0 if op.OPCODE == "real" else 1]
 
 
 class ComplexOfRealImag(Simplification):

@@ -63,7 +63,7 @@ class ConvertNarrowing(Simplification):
         shape = array(op.shape)
         if inner is None or shape is None or len(inner.operands) != 2:
             return None
-        if inner.opcode not in _WRAPPING_OPS + _ORDER_OPS:
+        if inner.OPCODE not in _WRAPPING_OPS + _ORDER_OPS:
             return None
         t, wide = shape.element_type, et(inner)
         if not (is_integral(t) and is_integral(wide)) or ELEMENT_BITS[wide] < ELEMENT_BITS[t]:
@@ -73,12 +73,12 @@ class ConvertNarrowing(Simplification):
             c = src(v, "convert")
             if c is None or et(c.operands[0]) != t:
                 return None
-            if inner.opcode in _ORDER_OPS and not widens_exactly(t, wide):
+            if inner.OPCODE in _ORDER_OPS and not widens_exactly(t, wide):
                 return None
             narrow.append(c.operands[0])
         if not all(same_shape(value_shape(v), shape) for v in narrow):
             return None
-        return self.new(inner.opcode, narrow, shape, like=op)
+        return self.new(inner.OPCODE, narrow, shape, like=op)
 
 
 class BitcastConvertChain(Simplification):

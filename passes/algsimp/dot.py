@@ -192,7 +192,7 @@ class DotOfTransposes(Simplification):
 
 def _matmul(op: HloOp | None) -> bool:
     """A plain rank-2 matrix product `[m,k] x [k,n]` (contracting lhs 1 with rhs 0)."""
-    if op is None or op.opcode != "dot" or not plain_precision(op) or op.attr("sparsity"):
+    if op is None or op.OPCODE != "dot" or not plain_precision(op) or op.attr("sparsity"):
         return False
     if _dims(op, "lhs") != ((), (1,)) or _dims(op, "rhs") != ((), (0,)):
         return False

@@ -49,7 +49,7 @@ def is_float_op(op: HloOp) -> bool:
 def src(value: SSAValue, opcode: str) -> HloOp | None:
     """The defining op of `value` when it is an `opcode` instruction."""
     o = owner(value)
-    return o if o is not None and o.opcode == opcode else None
+    return o if o is not None and opcode == o.OPCODE else None
 
 
 def single_use(value: SSAValue) -> bool:
@@ -159,18 +159,20 @@ def reducer_opcode(op: HloOp) -> str | None:
     # asked for every reduce a pattern looks at: read the (tiny) block once, no
     # `parameters()` sort or `root` asserts: three instructions and the return
     ops = op_list(comp.block)
-    if len(ops) != 4 or not ops[-1].operands:
+    returned = ops[-1]._operands if len(ops) == 4 else ()  # pyright: ignore[reportPrivateUsage]
+    if not returned:
         return None
-    root = ops[-1].operands[0].owner
-    if not is_hlo(root) or root.OPCODE not in REDUCER_OPCODES:
+    root = owner(tuple.__getitem__(returned, 0))  # (the tuple's own indexing, in C)
+    if root is None or root.OPCODE not in REDUCER_OPCODES:
         return None
     params = [o for o in ops[:-1] if o is not root]
     if any(not is_hlo(p) or p.OPCODE != "parameter" for p in params):
         return None
-    if set(root.operands) != {p.results[0] for p in params}:
+    # the same values, compared by identity (xDSL hashes values in Python)
+    if {id(v) for v in root._operands} != {id(p.results[0]) for p in params}:  # pyright: ignore[reportPrivateUsage]
         return None
     shape = array(root.shape)
-    return root.opcode if shape is not None and shape.rank == 0 else None
+    return root.OPCODE if shape is not None and shape.rank == 0 else None
 
 
 def reduce_inputs(op: HloOp) -> list[SSAValue] | None:
@@ -264,9 +266,9 @@ def is_non_negative(value: SSAValue, depth: int = 4) -> bool:
     o = owner(value)
     if o is None or depth == 0:
         return False
-    if o.opcode in ("abs", "exponential"):
+    if o.OPCODE in ("abs", "exponential"):
         return True
-    if o.opcode == "constant":
+    if o.OPCODE == "constant":
         arr = const_array(value)
         # -0.0 counts as negative here: abs(-0.0) is +0.0
         return (
@@ -274,13 +276,13 @@ def is_non_negative(value: SSAValue, depth: int = 4) -> bool:
             and bool(np.all(np.signbit(arr) == 0))
             and not (arr.dtype.kind == "f" and bool(np.any(np.isnan(arr))))
         )
-    if o.opcode == "multiply" and o.operands[0] is o.operands[1] and is_float(t):
+    if o.OPCODE == "multiply" and o.operands[0] is o.operands[1] and is_float(t):
         return True  # x * x: never negative (nan stays nan, and abs(nan) is nan too)
-    if o.opcode in ("broadcast", "reshape", "transpose", "copy", "slice", "reverse"):
+    if o.OPCODE in ("broadcast", "reshape", "transpose", "copy", "slice", "reverse"):
         return is_non_negative(o.operands[0], depth - 1)
-    if o.opcode in ("add", "maximum", "minimum", "multiply", "select"):
-        vals = list(o.operands)[1:] if o.opcode == "select" else list(o.operands)
-        if o.opcode in ("add", "multiply") and not is_float(t):
+    if o.OPCODE in ("add", "maximum", "minimum", "multiply", "select"):
+        vals = list(o.operands)[1:] if o.OPCODE == "select" else list(o.operands)
+        if o.OPCODE in ("add", "multiply") and not is_float(t):
             return False  # integer overflow wraps to negative
         return all(is_non_negative(v, depth - 1) for v in vals)
     return False
@@ -300,7 +302,7 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
         params = c.parameters()
         root = c.root
         if (
-            len(params) == 2 and root.opcode == "add" and len(list(c.instructions)) == 3
+            len(params) == 2 and root.OPCODE == "add" and len(list(c.instructions)) == 3
             and {o for o in root.operands} == {p.result for p in params}
             and all(et(p) == element_type and array(p.shape).rank == 0 for p in params)  # type: ignore[union-attr]
             and et(root) == element_type
@@ -338,7 +340,7 @@ def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
     if comp is None or module is None:
         return None
     root = comp.root
-    if root.opcode != "tuple" or len(root.operands) != 1:
+    if root.OPCODE != "tuple" or len(root.operands) != 1:
         return None
     copy = comp.clone()
     taken = {c.comp_name for c in computations(module)}

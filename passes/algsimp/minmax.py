@@ -67,7 +67,7 @@ class MaxMinAbsorb(Simplification):
 
     def rewrite(self, op: HloOp):
         for inner_v, y in commuted(op):
-            inner = src(inner_v, op.opcode)
+            inner = src(inner_v, op.OPCODE)
             if inner is not None and y in tuple(inner.operands):
                 return inner_v
         return None
@@ -94,7 +94,7 @@ class MinMaxToClamp(Simplification):
     OPERAND_FROM = frozenset({"maximum", "minimum"})
 
     def rewrite(self, op: HloOp):
-        inner_opcode = "minimum" if op.opcode == "maximum" else "maximum"
+        inner_opcode = "minimum" if op.OPCODE == "maximum" else "maximum"
         shape = array(op.shape)
         if shape is None or et(op) in ("c64", "c128", "pred"):
             return None
@@ -103,7 +103,7 @@ class MinMaxToClamp(Simplification):
             if inner is None:
                 continue
             for x, inner_c in commuted(inner):
-                lo, hi = (outer_c, inner_c) if op.opcode == "maximum" else (inner_c, outer_c)
+                lo, hi = (outer_c, inner_c) if op.OPCODE == "maximum" else (inner_c, outer_c)
                 lo_s, hi_s = scalar_of(lo), scalar_of(hi)
                 if lo_s is None or hi_s is None:
                     continue
@@ -123,10 +123,10 @@ def scalar_of(value):
     o = owner(value)
     if o is None:
         return None
-    if o.opcode == "broadcast":
+    if o.OPCODE == "broadcast":
         value = o.operands[0]
         o = owner(value)
     s = array(value_shape(value))
-    if o is None or o.opcode != "constant" or s is None or s.rank != 0:
+    if o is None or o.OPCODE != "constant" or s is None or s.rank != 0:
         return None
     return value

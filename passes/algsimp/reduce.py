@@ -231,13 +231,13 @@ class ReduceOfBatchDot(Simplification):
 def _param(v: SSAValue) -> int | None:
     """The parameter number of `v` when a parameter defines it."""
     o = owner(v)
-    return o.attr("number", 0) if o is not None and o.opcode == "parameter" else None
+    return o.attr("number", 0) if o is not None and o.OPCODE == "parameter" else None
 
 
 def _compare(v: SSAValue, a: int, b: int, direction: str) -> bool:
     """`v` is `compare(param a, param b), direction=direction` (operands in that order)."""
     o = owner(v)
-    if o is None or o.opcode != "compare" or o.attr("direction") != direction:
+    if o is None or o.OPCODE != "compare" or o.attr("direction") != direction:
         return False
     return [_param(x) for x in o.operands] == [a, b]
 
@@ -245,7 +245,7 @@ def _compare(v: SSAValue, a: int, b: int, direction: str) -> bool:
 def _binary(v: SSAValue, opcode: str, left, right, any_order: bool = True) -> bool:
     """`v` is `opcode(l, r)` with `left(l)` and `right(r)` (or swapped, when `any_order`)."""
     o = owner(v)
-    if o is None or o.opcode != opcode or len(o.operands) != 2:
+    if o is None or opcode != o.OPCODE or len(o.operands) != 2:
         return False
     x, y = o.operands
     return (left(x) and right(y)) or (any_order and left(y) and right(x))
@@ -254,7 +254,7 @@ def _binary(v: SSAValue, opcode: str, left, right, any_order: bool = True) -> bo
 def _select_of(v: SSAValue, pred, a: int, b: int) -> bool:
     """`v` is `select(p, param a, param b)` with `pred(p)`."""
     o = owner(v)
-    if o is None or o.opcode != "select":
+    if o is None or o.OPCODE != "select":
         return False
     return pred(o.operands[0]) and [_param(x) for x in o.operands[1:]] == [a, b]
 
@@ -266,7 +266,7 @@ def is_arg_min_max_reducer(op: HloOp, is_max: bool) -> bool:
     if comp is None or len(comp.parameters()) != 4:
         return False
     root = comp.root
-    if root.opcode != "tuple" or len(root.operands) != 2:
+    if root.OPCODE != "tuple" or len(root.operands) != 2:
         return False
     d = "GT" if is_max else "LT"
 
@@ -343,7 +343,7 @@ def untuple_single_input(s: Simplification, op: HloOp, window_attr: str) -> HloO
     if outs is None or len(outs) != 1 or not isinstance(op.shape, TupleShape):
         return None
     comp = callee(op)
-    if comp is None or comp.root.opcode != "tuple" or len(comp.root.operands) != 1:
+    if comp is None or comp.root.OPCODE != "tuple" or len(comp.root.operands) != 1:
         return None
     name = untupled_reducer(s.ctx, op)
     if name is None:
@@ -351,7 +351,7 @@ def untuple_single_input(s: Simplification, op: HloOp, window_attr: str) -> HloO
     what = op.attr(window_attr)
     attrs = {window_attr: tuple(what or ()) if window_attr == "dimensions" else what,
              "to_apply": name}  # fmt: skip
-    r = s.new(op.opcode, list(op.operands), outs[0], attrs, like=op)
+    r = s.new(op.OPCODE, list(op.operands), outs[0], attrs, like=op)
     return s.new("tuple", [r.result], op.shape, like=op)
 
 
@@ -449,7 +449,7 @@ def is_arg_min_max(op: HloOp, is_max: bool) -> bool:
     """`op` is XLA's arg-max (arg-min) reduce: `reduce(values, iota, init, 0)` with the
     lowest (highest) value as init and the arg-max (arg-min) comparator."""
     outs = result_shapes(op)
-    if op.opcode != "reduce" or outs is None or len(op.operands) != 4 or len(outs) != 2:
+    if op.OPCODE != "reduce" or outs is None or len(op.operands) != 4 or len(outs) != 2:
         return False
     t = outs[0].element_type
     bound = lowest(t) if is_max else highest(t)

@@ -133,7 +133,7 @@ class ReduceWindowOfScalar(Simplification):
         if not isinstance(op.shape, TupleShape):
             return xs[0]
         comp = callee(op)
-        if comp is None or comp.root.opcode != "tuple":
+        if comp is None or comp.root.OPCODE != "tuple":
             return None
         return self.new("tuple", xs, op.shape, like=op)
 
@@ -145,10 +145,10 @@ _SPLAT_CHAIN = ("reshape", "bitcast", "slice", "copy", "convert")
 def _through(value: SSAValue, opcodes: tuple[str, ...]) -> SSAValue | None:
     """`value` seen through `opcodes` (exact converts, same-type bitcasts only)."""
     v = value
-    while (o := owner(v)) is not None and o.opcode in opcodes:
-        if o.opcode == "convert" and not widens_exactly(et(o.operands[0]), et(o)):
+    while (o := owner(v)) is not None and o.OPCODE in opcodes:
+        if o.OPCODE == "convert" and not widens_exactly(et(o.operands[0]), et(o)):
             return None  # (a narrowing convert rounds: the count times c would differ)
-        if o.opcode == "bitcast" and et(o.operands[0]) != et(o):
+        if o.OPCODE == "bitcast" and et(o.operands[0]) != et(o):
             return None
         v = o.operands[0]
     return v

@@ -57,7 +57,7 @@ class ReverseOfElementwiseWithConstant(Simplification):
 
     def rewrite(self, op: HloOp):
         f = owner(op.operands[0])
-        if f is None or f.opcode not in _BINARY or not op.operands[0].has_one_use():
+        if f is None or f.OPCODE not in _BINARY or not op.operands[0].has_one_use():
             return None
         k = next((k for k, v in enumerate(f.operands) if _constant_like(v)), None)
         if k is None or _constant_like(f.operands[1 - k]):
@@ -71,11 +71,11 @@ class ReverseOfElementwiseWithConstant(Simplification):
             c = self.array_const(np.flip(arr, dims).copy(), sc).result
         args = [rx, c] if k == 1 else [c, rx]
         attrs = None
-        if f.opcode == "compare":
+        if f.OPCODE == "compare":
             attrs = {"direction": f.attr("direction")}
             if f.attr("type") is not None:
                 attrs["type"] = f.attr("type")
-        return self.new(f.opcode, args, op.shape, attrs, like=f)
+        return self.new(f.OPCODE, args, op.shape, attrs, like=f)
 
 
 _BINARY = (
