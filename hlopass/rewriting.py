@@ -311,14 +311,30 @@ def is_hlo(o: object) -> TypeGuard[HloOp]:
     return found
 
 
-def of_classes(ops: list[Operation], table: dict[type, bool],
-               test: Callable[[type], bool]) -> list[Operation]:  # fmt: skip
-    """The ops of `ops` whose class passes `test`, in order; `table` keeps the answers per
-    class. The drivers' filters over whole computations: a test per class, not a Python
-    call per instruction (Mixtral's fixpoint pipeline filters ~200k instructions)."""
-    for t in set(map(type, ops)).difference(table):
-        table[t] = test(t)
-    return [op for op in ops if table[type(op)]]
+class ByClass:
+    """A test of ops answered once per op class: `self(op)` is `test(type(op))`, and
+    `self.ops(ops)` keeps the ops that pass, in order. The drivers filter whole
+    computations with it: a look-up per instruction, not a Python call (Mixtral's fixpoint
+    pipeline filters ~200k instructions)."""
+
+    __slots__ = ("answers", "test")
+
+    def __init__(self, test: Callable[[type], bool], answers: dict[type, bool] | None = None):
+        self.test = test
+        self.answers: dict[type, bool] = {} if answers is None else answers
+
+    def __call__(self, op: Operation) -> bool:
+        t = type(op)
+        found = self.answers.get(t)
+        if found is None:
+            found = self.answers[t] = self.test(t)
+        return found
+
+    def ops(self, ops: list[Operation]) -> list[Operation]:
+        answers = self.answers
+        for t in set(map(type, ops)).difference(answers):
+            answers[t] = self.test(t)
+        return [op for op in ops if answers[type(op)]]
 
 
 def hlo_class(t: type) -> bool:
@@ -329,9 +345,8 @@ def hlo_class(t: type) -> bool:
     return found
 
 
-def hlo_ops(ops: list[Operation]) -> list[HloOp]:
-    """The HLO instructions of `ops` (`is_hlo`), in order."""
-    return of_classes(ops, _HLO_CLASS, hlo_class)  # type: ignore[return-value]
+hlo_ops = ByClass(hlo_class, _HLO_CLASS).ops
+"""The HLO instructions of a list of ops (`is_hlo`), in order."""
 
 
 def instructions(comp: ComputationOp) -> list[HloOp]:
@@ -626,8 +641,8 @@ class OpcodeDispatchApplier(RewritePattern):
     def __init__(self, patterns: Sequence[RewritePattern]):
         self.patterns = list(patterns)
         self._by_opcode: dict[str | None, list[RewritePattern]] = {}
-        self._wanted: dict[type, bool] = {}
-        """Op class -> whether some pattern may match its instructions (`wants`)."""
+        self._wanted = ByClass(self._wants_class)
+        """Whether some pattern may match an op's instructions (`wants`)."""
 
     def _for(self, opcode: str | None) -> list[RewritePattern]:
         found = self._by_opcode.get(opcode)
@@ -642,15 +657,11 @@ class OpcodeDispatchApplier(RewritePattern):
     def wants(self, op: Operation) -> bool:
         """Some pattern may match `op` (the driver does not visit the others); asked of
         every instruction a walk starts from, so answered per op class."""
-        t = type(op)
-        found = self._wanted.get(t)
-        if found is None:
-            found = self._wanted[t] = self._wants_class(t)
-        return found
+        return self._wanted(op)
 
     def select(self, ops: list[Operation]) -> list[Operation]:
-        """`[op for op in ops if self.wants(op)]`, a test per op class (`of_classes`)."""
-        return of_classes(ops, self._wanted, self._wants_class)
+        """`[op for op in ops if self.wants(op)]`, a test per op class."""
+        return self._wanted.ops(ops)
 
     def _wants_class(self, t: type) -> bool:
         return bool(self._for(t.OPCODE if hlo_class(t) else None))  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.errors import HloError
 from hlopass.literal import numpy_dtype
 from hlopass.rewriting import (
+    ByClass,
     HloModulePass,
     RewriteContext,
     Scope,
@@ -38,7 +39,6 @@ from hlopass.rewriting import (
     is_control_predecessor,
     is_hlo,
     is_random,
-    of_classes,
     owner,
     replace_op,
     run_patterns,
@@ -75,11 +75,8 @@ def _is_foldable_operand(value: SSAValue) -> bool:
     return False
 
 
-_FOLDING_CLASS: dict[type, bool] = {}
-
-
-def _folding_class(t: type) -> bool:
-    return hlo_class(t) and t.OPCODE not in _NEVER_FOLD  # type: ignore[attr-defined]
+_FOLDS = ByClass(lambda t: hlo_class(t) and t.OPCODE not in _NEVER_FOLD)  # type: ignore[attr-defined]
+"""Instructions whose opcode may fold."""
 
 
 class LoopBoundExceeded(Exception):
@@ -172,11 +169,11 @@ class FoldConstantInstruction(RewritePattern):
     def wants(self, op: Operation) -> bool:
         """Whether folding `op` is worth asking at all (`worklist.Driver`): never for an
         opcode that does not fold, nor for an instruction without operands."""
-        return is_hlo(op) and op.OPCODE not in _NEVER_FOLD and bool(op._operands)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+        return _FOLDS(op) and bool(op._operands)  # pyright: ignore[reportPrivateUsage]
 
     def select(self, ops: list[Operation]) -> list[Operation]:
         """`wants` over a list (the opcode tested per op class)."""
-        return [op for op in of_classes(ops, _FOLDING_CLASS, _folding_class) if op._operands]  # pyright: ignore[reportPrivateUsage]
+        return [op for op in _FOLDS.ops(ops) if op._operands]  # pyright: ignore[reportPrivateUsage]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op) or not self._foldable(op):  # type: ignore[arg-type]

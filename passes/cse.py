@@ -21,6 +21,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
 from hlopass.rewriting import (
+    ByClass,
     HloModulePass,
     RewriteContext,
     Scope,
@@ -34,7 +35,6 @@ from hlopass.rewriting import (
     is_hlo,
     is_random,
     is_root,
-    of_classes,
 )
 from hlopass.worklist import Driver, Journal, Touches, WalkResult, tracking_rewriter
 
@@ -107,11 +107,8 @@ class Fingerprints:
         return (op.OPCODE, shape, operands, tuple(props), callees, extra)
 
 
-_MERGEABLE_CLASS: dict[type, bool] = {}
-
-
-def _mergeable_class(t: type) -> bool:
-    return hlo_class(t) and t.OPCODE != "parameter"  # type: ignore[attr-defined]
+_MERGEABLE = ByClass(lambda t: hlo_class(t) and t.OPCODE != "parameter")  # type: ignore[attr-defined]
+"""Instructions a walk visits: parameters are never merged."""
 
 
 def _bucket(op: HloOp) -> tuple[object, ...]:
@@ -132,27 +129,13 @@ def _bucket(op: HloOp) -> tuple[object, ...]:
     return (op.OPCODE, *sorted(map(id, operands)))
 
 
-def _use_count(value: SSAValue) -> int:
-    n = 0
-    use = value.first_use
-    while use is not None:
-        n += 1
-        use = use._next_use  # pyright: ignore[reportPrivateUsage]
-    return n
-
-
 def _single_candidate(block: Block) -> bool:
     """At most one instruction of `block` the walk would visit (`wants`): no pair to merge.
     Stops at the second (most of Mixtral's 4002 computations are reducers, with one)."""
-    known = _MERGEABLE_CLASS
     seen = 0
     op = block._first_op  # pyright: ignore[reportPrivateUsage]
     while op is not None:
-        t = type(op)
-        ok = known.get(t)
-        if ok is None:
-            ok = known[t] = _mergeable_class(t)
-        if ok:
+        if _MERGEABLE(op):
             seen += 1
             if seen > 1:
                 return False
@@ -181,11 +164,11 @@ class EliminateCommonSubexpression(RewritePattern):
 
     def wants(self, op: Operation) -> bool:
         """Parameters are never merged: `worklist.Driver` does not visit them."""
-        return is_hlo(op) and op.OPCODE != "parameter"  # type: ignore[attr-defined]
+        return _MERGEABLE(op)
 
     def select(self, ops: list[Operation]) -> list[Operation]:
         """`wants` over a list (a test per op class)."""
-        return of_classes(ops, _MERGEABLE_CLASS, _mergeable_class)
+        return _MERGEABLE.ops(ops)
 
     def key(self, op: Operation) -> object:
         """What identical instructions share (None: never merged, or not hashable)."""
@@ -289,7 +272,7 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
         if op.parent is not block or not is_hlo(op):
             continue
         if op._operands:  # pyright: ignore[reportPrivateUsage]
-            least = min(op._operands, key=_use_count)  # pyright: ignore[reportPrivateUsage]
+            least = min(op._operands, key=lambda v: v.uses.get_length())  # pyright: ignore[reportPrivateUsage]
             # a peer with another opcode or other operands has another key: those are
             # dropped before any key is worked out (a parameter's users run to hundreds)
             bucket = _bucket(op)
