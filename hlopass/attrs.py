@@ -230,7 +230,7 @@ def format_metadata(m: Metadata) -> str:
     if len(fields) == 2:  # the common op_type and op_name, without a loop
         (k0, v0), (k1, v1) = fields
         if rank(k0, 99) <= rank(k1, 99):
-            return "{" + k0 + "=" + v0 + " " + k1 + "=" + v1 + "}"
+            return f"{{{k0}={v0} {k1}={v1}}}"  # (one build, not six concatenations)
     last = -1
     for k, _ in fields:  # usually in order already (as XLA printed them): no sort
         r = rank(k, 99)

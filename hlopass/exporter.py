@@ -527,14 +527,15 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
     an instruction with no attribute whose operands are those parameters in block order
     (so block order is XLA's post order). It skips `scan`'s bookkeeping and the post-order
     test: 3809 of Mixtral 8x7B's 4002 computations have this form, and its print runs 7%
-    fewer instructions (callgrind) with them taking this path."""
-    op = comp.regions[0]._first_block._first_op  # type: ignore[union-attr]  # pyright: ignore
-    if type(op) is not _PARAMETER or len(op.properties) != 2:  # type: ignore[union-attr]
+    fewer instructions (callgrind) with them taking this path. The text is one f-string
+    (no lists of lines, no joins): these computations were a fifth of a warm print."""
+    p0 = comp.regions[0]._first_block._first_op  # type: ignore[union-attr]  # pyright: ignore
+    if type(p0) is not _PARAMETER or len(p0.properties) != 2:  # type: ignore[union-attr]
         return None
-    params = [op]
-    op = op._next_op  # type: ignore[union-attr]  # pyright: ignore[reportPrivateUsage]
+    op = p0._next_op  # type: ignore[union-attr]  # pyright: ignore[reportPrivateUsage]
+    p1 = None
     if type(op) is _PARAMETER and len(op.properties) == 2:  # type: ignore[union-attr]
-        params.append(op)
+        p1 = op
         op = op._next_op  # type: ignore[union-attr]  # pyright: ignore[reportPrivateUsage]
     if op is None:
         return None
@@ -547,35 +548,48 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
     (res,) = op.results
     if ret._operands != (res,):  # pyright: ignore[reportPrivateUsage]
         return None
-    vals = []
-    args = []
-    lines = []
-    sig = []
-    for p in params:
-        (r,) = p.results
-        vals.append(r)
-        props = p.properties
-        name = props["name"].data  # type: ignore[attr-defined]
-        args.append(pct + name)
-        number = props["number"].data  # type: ignore[attr-defined]
-        t = r._type  # pyright: ignore[reportPrivateUsage]
-        d = t.__dict__
-        lines.append(f"{pct}{name} = {d.get('_hlo_text') or _type_text(t)} parameter({number})")
-        if program_shape:
-            sig.append((number, f"{name}: {d.get('_hlo_text_nl') or _type_text_no_layout(t)}"))
-    if op._operands != tuple(vals):  # pyright: ignore[reportPrivateUsage]
-        return None
-    d = res._type.__dict__  # pyright: ignore[reportPrivateUsage]
-    tt = d.get("_hlo_text") or _type_text(res._type)  # pyright: ignore[reportPrivateUsage]
+    (r0,) = p0.results  # type: ignore[union-attr]
+    props = p0.properties  # type: ignore[union-attr]
+    n0 = props["name"].data  # type: ignore[attr-defined]
+    k0 = props["number"].data  # type: ignore[attr-defined]
+    t0 = r0._type  # pyright: ignore[reportPrivateUsage]
+    d0 = t0.__dict__
+    tt0 = d0.get("_hlo_text") or _type_text(t0)
+    rt = res._type  # pyright: ignore[reportPrivateUsage]
+    d = rt.__dict__
+    tt = d.get("_hlo_text") or _type_text(rt)
     name = op.properties["name"].data  # type: ignore[attr-defined]
-    lines.append(f"ROOT {pct}{name} = {tt} {cls.OPCODE}({', '.join(args)})")  # type: ignore[attr-defined]
-    head = pct + cname + " "
+    if p1 is None:
+        if op._operands != (r0,):  # pyright: ignore[reportPrivateUsage]
+            return None
+        body = (
+            f"{pct}{n0} = {tt0} parameter({k0})\n"
+            f"  ROOT {pct}{name} = {tt} {cls.OPCODE}({pct}{n0})"  # type: ignore[attr-defined]
+        )
+        sig = f"{n0}: {d0.get('_hlo_text_nl') or _type_text_no_layout(t0)}" if program_shape else ""
+    else:
+        (r1,) = p1.results
+        if op._operands != (r0, r1):  # pyright: ignore[reportPrivateUsage]
+            return None
+        props = p1.properties
+        n1 = props["name"].data  # type: ignore[attr-defined]
+        k1 = props["number"].data  # type: ignore[attr-defined]
+        t1 = r1._type  # pyright: ignore[reportPrivateUsage]
+        d1 = t1.__dict__
+        tt1 = d1.get("_hlo_text") or _type_text(t1)
+        body = (
+            f"{pct}{n0} = {tt0} parameter({k0})\n  {pct}{n1} = {tt1} parameter({k1})\n"
+            f"  ROOT {pct}{name} = {tt} {cls.OPCODE}({pct}{n0}, {pct}{n1})"  # type: ignore[attr-defined]
+        )
+        sig = ""
+        if program_shape:  # the parameters by number (then text), as `computation` sorts
+            s0 = f"{n0}: {d0.get('_hlo_text_nl') or _type_text_no_layout(t0)}"
+            s1 = f"{n1}: {d1.get('_hlo_text_nl') or _type_text_no_layout(t1)}"
+            sig = f"{s0}, {s1}" if k0 < k1 or (k0 == k1 and s0 <= s1) else f"{s1}, {s0}"
     if program_shape:
-        if len(sig) > 1:
-            sig.sort()
-        rtt = d.get("_hlo_text_nl") or _type_text_no_layout(res._type)  # pyright: ignore[reportPrivateUsage]
-        head = f"{head}({', '.join(map(_SECOND, sig))}) -> {rtt} "
-    return head + "{\n  " + "\n  ".join(lines) + "\n}"
+        rtt = d.get("_hlo_text_nl") or _type_text_no_layout(rt)
+        return f"{pct}{cname} ({sig}) -> {rtt} {{\n  {body}\n}}"
+    return f"{pct}{cname} {{\n  {body}\n}}"
 
 
 class _Scanned:
@@ -681,10 +695,16 @@ class _Printer:
         # XLA's parser schedules every computation but fusion bodies in text order; those
         # print in post order like an unscheduled module's.
         fused = _fusion_bodies(scans) if is_scheduled else set()
+        # The text is `"\n  ".join(items)`, one join over every instruction's text: no
+        # string per computation copied again into the module's (a large computation's is
+        # megabytes of fresh memory, page faults included). `out` holds the blocks
+        # (separated by blank lines) since the last item: see `computation`.
+        items: list[str] = []
         for sc in scans:
-            computation(sc, sc is entry_sc, is_scheduled and sc.name not in fused, out)
+            out = computation(sc, sc is entry_sc, is_scheduled and sc.name not in fused, out, items)
         out.append("")
-        return "\n\n".join(out)
+        items.append("\n\n".join(out))
+        return "\n  ".join(items)
 
     def _async_sugar(self, all_scans: list[_Scanned]) -> set[str]:
         """XLA's async shorthand: an async op whose computation is one instruction (besides
@@ -765,10 +785,18 @@ class _Printer:
     def shape_no_layout(self, shape: Shape) -> str:
         return _indexed_shape(shape, False)
 
-    def computation(self, sc: _Scanned, is_entry: bool, scheduled: bool, lines: list[str]) -> None:
+    def computation(
+        self, sc: _Scanned, is_entry: bool, scheduled: bool, blocks: list[str], items: list[str]
+    ) -> list[str]:
+        """Add a computation to the module's text: `items` are joined with a newline and
+        two spaces (an instruction's indentation); `blocks`, the text since the last item,
+        with a blank line between blocks. A computation without instruction texts is one
+        more block; otherwise its first instruction closes the blocks into an item, the
+        others are items, and its last (with the closing brace) starts the next blocks,
+        which this returns."""
         if sc.text is not None:
-            lines.append(sc.text)
-            return
+            blocks.append(sc.text)
+            return blocks
         comp = sc.comp
         head = ("ENTRY " if is_entry else "") + self.pct + sc.name + " "
         if self.o.program_shape:
@@ -795,14 +823,13 @@ class _Printer:
             tail = f'}}, execution_thread="{thread.data}"'  # type: ignore[attr-defined]
         else:
             tail = "}"
-        # One string per computation (joined with a blank line between by `module`),
-        # copying the (possibly large) body once.
-        if texts:
-            texts[0] = head + "{\n  " + texts[0]
-            texts[-1] = texts[-1] + "\n" + tail
-            lines.append("\n  ".join(texts))
-        else:
-            lines.append(head + "{\n" + tail)
+        if not texts:
+            blocks.append(head + "{\n" + tail)
+            return blocks
+        blocks.append(head + "{")
+        items.append("\n\n".join(blocks))
+        items.extend(texts)
+        return [items.pop() + "\n" + tail]
 
     def scan(self, comp: ComputationOp) -> _Scanned:
         """Walk the computation once: each instruction's text (without indentation or

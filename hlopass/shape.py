@@ -107,6 +107,10 @@ class Layout:
         return "{" + text + "}"
 
 
+# The text of a layout with no extras, by its minor-to-major order (a pure function of it).
+_LAYOUT_TEXTS: dict[tuple[int, ...], str] = {}
+
+
 def default_layout(rank: int) -> Layout:
     return (
         _DEFAULT_LAYOUTS[rank]
@@ -153,14 +157,6 @@ class ArrayShape(Shape):
 
     is_array = True
 
-    @cached_property
-    def _text(self) -> str:
-        return self._render(True)
-
-    @cached_property
-    def _text_no_layout(self) -> str:
-        return self._render(False)
-
     def _render(self, with_layout: bool) -> str:
         et = self.element_type
         if et == "token" or et == "opaque":
@@ -175,12 +171,26 @@ class ArrayShape(Shape):
             dims = ",".join(map(str, self.dims))
         text = f"{et}[{dims}]"
         layout = self.layout
-        if with_layout and layout is not None and (self.dims or layout.has_extras()):
-            text += str(layout)
+        if with_layout and layout is not None:
+            if layout.has_extras():
+                text += str(layout)
+            elif self.dims:
+                m2m = layout.minor_to_major
+                lt = _LAYOUT_TEXTS.get(m2m)
+                if lt is None:
+                    lt = _LAYOUT_TEXTS[m2m] = str(layout)
+                text += lt
         return text
 
     def text(self, layout: bool = True) -> str:
-        return self._text if layout else self._text_no_layout
+        # Cached in the instance dict by hand: functools.cached_property takes a lock on
+        # every first read (Python 3.11), and a module's first print reads every shape.
+        d = self.__dict__
+        key = "_text" if layout else "_text_no_layout"
+        t = d.get(key)
+        if t is None:
+            t = d[key] = self._render(layout)
+        return t
 
     @property
     def rank(self) -> int:
@@ -244,16 +254,13 @@ class TupleShape(Shape):
 
     is_tuple = True
 
-    @cached_property
-    def _text(self) -> str:
-        return "(" + ", ".join(e.text() for e in self.elements) + ")"
-
-    @cached_property
-    def _text_no_layout(self) -> str:
-        return "(" + ", ".join(e.text(False) for e in self.elements) + ")"
-
     def text(self, layout: bool = True) -> str:
-        return self._text if layout else self._text_no_layout
+        d = self.__dict__  # (cached by hand, as `ArrayShape.text` says why)
+        key = "_text" if layout else "_text_no_layout"
+        t = d.get(key)
+        if t is None:
+            t = d[key] = "(" + ", ".join([e.text(layout) for e in self.elements]) + ")"
+        return t
 
     def leaves(self) -> list[ArrayShape]:
         return [leaf for e in self.elements for leaf in e.leaves()]

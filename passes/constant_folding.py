@@ -75,6 +75,16 @@ def _is_foldable_operand(value: SSAValue) -> bool:
     return False
 
 
+_FOLDING_SOURCES = frozenset(("constant", "iota", "broadcast"))
+
+
+def _may_fold_from(value: SSAValue) -> bool:
+    """The opcode defining `value` is one `_is_foldable_operand` may accept: a necessary
+    condition, one look-up (the drivers ask it of every instruction)."""
+    o = owner(value)
+    return o is not None and o.OPCODE in _FOLDING_SOURCES
+
+
 _FOLDS = ByClass(lambda t: hlo_class(t) and t.OPCODE not in _NEVER_FOLD)  # type: ignore[attr-defined]
 """Instructions whose opcode may fold."""
 
@@ -168,12 +178,19 @@ class FoldConstantInstruction(RewritePattern):
 
     def wants(self, op: Operation) -> bool:
         """Whether folding `op` is worth asking at all (`worklist.Driver`): never for an
-        opcode that does not fold, nor for an instruction without operands."""
-        return _FOLDS(op) and bool(op._operands)  # pyright: ignore[reportPrivateUsage]
+        opcode that does not fold, nor for an instruction without operands or whose first
+        operand cannot fold (`_foldable` needs all of them to): most instructions. An
+        instruction whose operand becomes a constant is touched, and asked again then."""
+        operands = op._operands  # pyright: ignore[reportPrivateUsage]
+        return _FOLDS(op) and bool(operands) and _may_fold_from(operands[0])
 
     def select(self, ops: list[Operation]) -> list[Operation]:
         """`wants` over a list (the opcode tested per op class)."""
-        return [op for op in _FOLDS.ops(ops) if op._operands]  # pyright: ignore[reportPrivateUsage]
+        return [
+            op
+            for op in _FOLDS.ops(ops)
+            if op._operands and _may_fold_from(op._operands[0])  # pyright: ignore[reportPrivateUsage]
+        ]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op) or not self._foldable(op):  # type: ignore[arg-type]

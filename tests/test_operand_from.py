@@ -38,7 +38,7 @@ def _modules() -> list[tuple[str, str]]:
 
 
 @contextmanager
-def _prefilter_off(fired: list[tuple[type, set[str]]]) -> Iterator[None]:
+def _prefilter_off(fired: list[tuple[type, frozenset[str]]]) -> Iterator[None]:
     real_sources, real_apply = base.operand_sources, base.Simplification.apply
 
     def apply(self: base.Simplification, op: Any, rewriter: Any) -> None:
@@ -47,7 +47,7 @@ def _prefilter_off(fired: list[tuple[type, set[str]]]) -> Iterator[None]:
         if rewriter.has_done_action:
             fired.append((type(self), sources))
 
-    every = set(OPCODES)  # meets every OPERAND_FROM: every pattern is offered everything
+    every = frozenset(OPCODES)  # meets every OPERAND_FROM: every pattern is offered everything
     base.operand_sources = lambda op: every  # type: ignore[assignment]
     base.Simplification.apply = apply  # type: ignore[method-assign]
     try:
@@ -65,7 +65,7 @@ def _run(text: str, name: str, spec: str) -> str:
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_operand_from_is_only_a_necessary_condition(spec: str) -> None:
-    fired: list[tuple[type, set[str]]] = []
+    fired: list[tuple[type, frozenset[str]]] = []
     annotated = {cls for cls in PATTERNS if cls.OPERAND_FROM}
     assert len(annotated) >= 50  # the prefilter covers the common opcodes' patterns
     seen: set[type] = set()
