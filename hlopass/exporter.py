@@ -1014,7 +1014,12 @@ class _Printer:
         """`_suffix` of a metadata attribute: `, metadata={...}`, or "" when it shows none
         of the fields XLA prints (or the style prints no metadata)."""
         if self.o.metadata:
-            for k, _ in md.fields:
+            fields = md.fields
+            if len(fields) == 2 and fields[0][0] == "op_type" and fields[1][0] == "op_name":
+                # the common pair, in XLA's order, in one step (most of a first print's
+                # metadata: one per op_name)
+                return f", metadata={{op_type={fields[0][1]} op_name={fields[1][1]}}}"
+            for k, _ in fields:
                 if k in _METADATA_VISIBLE:
                     return ", metadata=" + format_metadata(md)
         return ""

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hlopass.corpus import corpus_root, modules
 from hlopass.exporter import print_hlo
 from hlopass.importer import parse_hlo
 from hlopass.passes import constant_folding as cf
 from hlopass.pipeline import run_pipeline
+from tests.pipeline_cases import pipeline_text as _run
+from tests.pipeline_cases import source_modules
 
-CORPUS = corpus_root()
 LIT = Path(__file__).resolve().parents[1] / "lit_tests" / "passes"
 SPECS = ("constant-folding", "fixpoint{passes=algsimp,constant-folding,dce,cse}")
 
@@ -35,11 +35,7 @@ def _lit_modules() -> list[tuple[str, str]]:
 
 
 def _modules() -> list[tuple[str, str]]:
-    out = [("broadcast-first", BROADCAST_FIRST), *_lit_modules()]
-    if CORPUS is not None:  # (without the corpus: the lit cases alone)
-        out += [(m.id, m.text) for m in modules(CORPUS, ("seeds", "jax"))
-                if m.id.startswith("seeds/") or m.path.name == "before_optimizations.hlo"]  # fmt: skip
-    return out
+    return [("broadcast-first", BROADCAST_FIRST), *_lit_modules(), *source_modules()]
 
 
 @contextmanager
@@ -54,12 +50,6 @@ def _opcode_filter_only() -> Iterator[None]:
         yield
     finally:
         pattern.wants, pattern.select = real_wants, real_select  # type: ignore[method-assign]
-
-
-def _run(text: str, name: str, spec: str) -> str:
-    module = parse_hlo(text, name)
-    run_pipeline(module, spec)
-    return print_hlo(module)
 
 
 @pytest.mark.parametrize("spec", SPECS)

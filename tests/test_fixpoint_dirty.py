@@ -167,14 +167,9 @@ ENTRY main {
 
 
 def _corpus_texts() -> list[tuple[str, str]]:
-    from hlopass.corpus import corpus_root, modules
+    from tests.pipeline_cases import source_modules
 
-    own = [("pinned", PINNED), ("text", TEXT)]
-    corpus = corpus_root()
-    if corpus is None:  # (without the corpus: the two modules above)
-        return own
-    return own + [(m.id, m.text) for m in modules(corpus, ("seeds", "jax"))
-                  if m.id.startswith("seeds/") or m.path.name == "before_optimizations.hlo"]  # fmt: skip
+    return [("pinned", PINNED), ("text", TEXT), *source_modules()]
 
 
 def test_call_index_updates_equal_a_fresh_index(monkeypatch: pytest.MonkeyPatch) -> None:

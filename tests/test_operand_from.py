@@ -17,24 +17,17 @@ from typing import Any
 
 import pytest
 
-from hlopass.corpus import corpus_root, modules
 from hlopass.dialects.opcodes import OPCODES
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.passes.algsimp import PATTERNS, base
-from hlopass.pipeline import run_pipeline
+from tests.pipeline_cases import pipeline_text as _run
+from tests.pipeline_cases import source_modules
 from tests.test_algsimp_families import CASES
 
-CORPUS = corpus_root()
 SPECS = ("algsimp", "algsimp{enable-floats-are-real=true}")
 
 
 def _modules() -> list[tuple[str, str]]:
-    out = [(cid, text) for cid, _spec, text in CASES]
-    if CORPUS is not None:  # (without the corpus: the family cases alone)
-        out += [(m.id, m.text) for m in modules(CORPUS, ("seeds", "jax"))
-                if m.id.startswith("seeds/") or m.path.name == "before_optimizations.hlo"]  # fmt: skip
-    return out
+    return [(cid, text) for cid, _spec, text in CASES] + source_modules()
 
 
 @contextmanager
@@ -55,12 +48,6 @@ def _prefilter_off(fired: list[tuple[type, frozenset[str]]]) -> Iterator[None]:
     finally:
         base.operand_sources = real_sources  # type: ignore[assignment]
         base.Simplification.apply = real_apply  # type: ignore[method-assign]
-
-
-def _run(text: str, name: str, spec: str) -> str:
-    module = parse_hlo(text, name)
-    run_pipeline(module, spec)
-    return print_hlo(module)
 
 
 @pytest.mark.parametrize("spec", SPECS)
