@@ -518,7 +518,9 @@ class ComputationOp(IRDLOperation):
                 yield o
 
     def parameters(self) -> list[HloOp]:
-        params = [o for o in self.instructions if o.opcode == "parameter"]
+        """The parameter instructions by number (down the op chain: the parser asks it of
+        the callee at every call and fusion)."""
+        params = [o for o in op_list(self.block) if getattr(o, "OPCODE", None) == "parameter"]
         params.sort(key=lambda o: o.attr("number", 0))
         return params
 
