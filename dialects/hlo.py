@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from xdsl.dialects.builtin import UNKNOWN_LOC, ArrayAttr, StringAttr, SymbolRefAttr, UnitAttr
 from xdsl.ir import (
@@ -405,34 +405,52 @@ class _NoAttr:
     """An attribute class nothing is an instance of (an unknown property's constraint)."""
 
 
-def _fast_verify(op_def: OpDef, custom: Any) -> Any:
-    """`verify_` doing xDSL's generic definition checks of an instruction op (one
-    `ShapeType` result, no regions or successors, the known properties of their classes,
-    the traits) as a few direct tests; xDSL's own `OpDef.verify` runs only when one of them
-    fails, so every error reads as before. A module verify under `--verify-each` spends
-    most of its time in those generic checks otherwise."""
+def _definition_fast_path(op_def: OpDef, custom: Any, usual_form: Callable[[Any], bool]) -> Any:
+    """`verify_` doing xDSL's generic definition checks of an op as a few direct tests:
+    `usual_form(op)` (its operands, results, regions and successors as its definition
+    wants them), properties of their classes (the required ones present), then its traits;
+    xDSL's own `OpDef.verify` runs only when one of them fails, so every error reads as
+    before. Then `custom`, the class's own checks. A module verify under `--verify-each`
+    spends most of its time in the generic checks otherwise."""
     props = {name: d.constr.attr for name, d in op_def.properties.items()}  # type: ignore[attr-defined]
     required = tuple(n for n, d in op_def.properties.items() if not isinstance(d, OptPropertyDef))
     traits = tuple(t for t in op_def.traits if type(t).verify is not OpTrait.verify)
 
-    def verify_(self: HloOp) -> None:
-        results = self.results
+    def verify_(self: Operation) -> None:
         p = self.properties
         if (
-            len(results) != 1
-            or not isinstance(results[0].type, ShapeType)
-            or self.regions
-            or self.successors
-            or any(n not in p for n in required)
-            or any(not isinstance(a, props.get(k, _NoAttr)) for k, a in p.items())
+            usual_form(self)
+            and all(n in p for n in required)
+            and all(isinstance(a, props.get(k, _NoAttr)) for k, a in p.items())
         ):
-            op_def.verify(self)  # raises xDSL's own message
-        else:
             for t in traits:
                 t.verify(self)
-        custom(self)
+        else:
+            op_def.verify(self)  # raises xDSL's own message
+        if custom is not None:
+            custom(self)
 
-    return verify_ if _fast_checks_suffice(op_def) else _generic_verify(op_def, custom)
+    return verify_
+
+
+def _instruction_form(op: Operation) -> bool:
+    """An instruction op's usual form: one `ShapeType` result, no regions or successors
+    (any operands)."""
+    results = op.results
+    return (
+        len(results) == 1
+        and isinstance(results[0].type, ShapeType)
+        and not op.regions
+        and not op.successors
+    )
+
+
+def _fast_verify(op_def: OpDef, custom: Any) -> Any:
+    """An instruction op's `verify_`: `_definition_fast_path` when its definition has
+    only what `_instruction_form` and the property test check, else xDSL's."""
+    if _fast_checks_suffice(op_def):
+        return _definition_fast_path(op_def, custom, _instruction_form)
+    return _generic_verify(op_def, custom)
 
 
 def _fast_checks_suffice(op_def: OpDef) -> bool:
@@ -520,7 +538,10 @@ class ComputationOp(IRDLOperation):
     def parameters(self) -> list[HloOp]:
         """The parameter instructions by number (down the op chain: the parser asks it of
         the callee at every call and fusion)."""
-        params = [o for o in op_list(self.block) if getattr(o, "OPCODE", None) == "parameter"]
+        params = cast(
+            list[HloOp],
+            [o for o in op_list(self.block) if getattr(o, "OPCODE", None) == "parameter"],
+        )
         params.sort(key=lambda o: o.attr("number", 0))
         return params
 
@@ -539,12 +560,8 @@ def _structural_fast_verify(op_def: OpDef, custom: Any, operand_type: type | Non
     """`verify_` of an op with no results or successors, `regions` single-block regions
     (any entry arguments), operands all of `operand_type` (None: no operands), properties
     constrained by class alone and no attributes (`ReturnOp`, `ComputationOp`: a module
-    verify runs it on each of Mixtral's 4002 computations and their returns). The op in
-    that form takes a few direct tests and its traits; any other goes to xDSL's
-    `OpDef.verify`, so every error reads as before."""
-    props = {name: d.constr.attr for name, d in op_def.properties.items()}  # type: ignore[attr-defined]
-    required = tuple(n for n, d in op_def.properties.items() if not isinstance(d, OptPropertyDef))
-    traits = tuple(t for t in op_def.traits if type(t).verify is not OpTrait.verify)
+    verify runs it on each of Mixtral's 4002 computations and their returns), through
+    `_definition_fast_path`."""
     assert not (op_def.results or op_def.successors or op_def.attributes or op_def.options)
     assert all(type(d.constr) is BaseAttr for d in op_def.properties.values())
     assert len(op_def.regions) == regions and all(
@@ -558,30 +575,21 @@ def _structural_fast_verify(op_def: OpDef, custom: Any, operand_type: type | Non
         assert isinstance(operands, VarOperandDef)
         assert operands.constr == RangeOf(BaseAttr(operand_type))
 
-    def verify_(self: Operation) -> None:
-        p = self.properties
-        rs = self.regions
-        if (
-            self.results
-            or self.successors
+    def usual_form(op: Operation) -> bool:
+        rs = op.regions
+        return not (
+            op.results
+            or op.successors
             or len(rs) != regions
             or any(r._first_block is None or r._first_block is not r._last_block for r in rs)  # pyright: ignore[reportPrivateUsage]
             or (
-                any(not isinstance(v.type, operand_type) for v in self._operands)  # pyright: ignore[reportPrivateUsage]
+                any(not isinstance(v.type, operand_type) for v in op._operands)  # pyright: ignore[reportPrivateUsage]
                 if operand_type is not None
-                else self._operands  # pyright: ignore[reportPrivateUsage]
+                else op._operands  # pyright: ignore[reportPrivateUsage]
             )
-            or any(n not in p for n in required)
-            or any(not isinstance(a, props.get(k, _NoAttr)) for k, a in p.items())
-        ):
-            op_def.verify(self)  # raises xDSL's own message
-        else:
-            for t in traits:
-                t.verify(self)
-        if custom is not None:
-            custom(self)
+        )
 
-    return verify_
+    return _definition_fast_path(op_def, custom, usual_form)
 
 
 ReturnOp.verify_ = _structural_fast_verify(  # type: ignore[method-assign]

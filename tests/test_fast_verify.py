@@ -67,7 +67,9 @@ def test_same_outcome_as_generic_checks(mutation: str) -> None:
 def test_every_instruction_op_has_the_fast_checks() -> None:
     """`_fast_checks_suffice` holds for every opcode's definition today; an op falling back
     to the generic checks would still be right, only slower, so say so here."""
-    slow = [o for o, c in OP_CLASSES.items() if "_fast_verify" not in c.verify_.__qualname__]
+    slow = [
+        o for o, c in OP_CLASSES.items() if "_definition_fast_path" not in c.verify_.__qualname__
+    ]
     assert slow == []
 
 
@@ -92,7 +94,7 @@ def _int_operand(op: Operation) -> None:
 
 # `ReturnOp` and `ComputationOp` (`_structural_fast_verify`): the same, against xDSL's
 # `OpDef.verify` followed by the op's own check.
-STRUCTURAL: dict[str, tuple[Callable[[], Operation], Callable[[Operation], None]]] = {
+STRUCTURAL: dict[str, tuple[Callable[[], Operation], Callable[[Operation], object]]] = {
     "computation unchanged": (_comp, lambda op: None),
     "computation with a second block": (_comp, _extra_block),
     "computation without its name": (_comp, lambda op: op.properties.pop("sym_name")),
