@@ -545,12 +545,9 @@ class ComputationOp(IRDLOperation):
         params.sort(key=lambda o: o.attr("number", 0))
         return params
 
-    def verify_(self) -> None:
-        _computation_checks(self)
-
 
 def _computation_checks(op: ComputationOp) -> None:
-    """ComputationOp's own check, after its definition's."""
+    """ComputationOp's own check, after its definition's (its `verify_` is set below)."""
     if not isinstance(op.body.block.last_op, ReturnOp):
         raise VerifyException(f"computation {op.comp_name} must end with hlo.return")
 

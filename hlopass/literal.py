@@ -110,20 +110,10 @@ class Literal:
 
 @cache
 def _float_digits(element_type: str) -> tuple[int, int]:
-    """(digits10, max_digits10) of a float type, as std::numeric_limits defines them
-    (asked per element printed: kept per type, a pure function of it)."""
-    digits = _FLOAT_DIGITS.get(element_type)
-    if digits is None:
-        info = ml_dtypes.finfo(_DTYPES[element_type])  # type: ignore[arg-type]
-        p = info.nmant + 1
-        digits = _FLOAT_DIGITS[element_type] = (
-            max(0, math.floor((p - 1) * math.log10(2))),
-            math.ceil(p * math.log10(2) + 1),
-        )
-    return digits
-
-
-_FLOAT_DIGITS: dict[str, tuple[int, int]] = {}
+    """(digits10, max_digits10) of a float type, as std::numeric_limits defines them."""
+    info = ml_dtypes.finfo(_DTYPES[element_type])  # type: ignore[arg-type]
+    p = info.nmant + 1
+    return max(0, math.floor((p - 1) * math.log10(2))), math.ceil(p * math.log10(2) + 1)
 
 
 def _g(v: float, digits: int) -> str:

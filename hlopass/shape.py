@@ -131,6 +131,17 @@ class Shape:
     is_array = False
 
     def text(self, layout: bool = True) -> str:
+        # Cached in the instance dict by hand (the shape classes are immutable dataclasses
+        # with a dict): functools.cached_property takes a lock on every first read (Python
+        # 3.11), and a module's first print reads every shape.
+        d = self.__dict__  # type: ignore[attr-defined]  # (the subclasses have one)
+        key = "_text" if layout else "_text_no_layout"
+        t = d.get(key)
+        if t is None:
+            t = d[key] = self._render(layout)
+        return t
+
+    def _render(self, with_layout: bool) -> str:
         raise NotImplementedError
 
     def __str__(self) -> str:
@@ -181,16 +192,6 @@ class ArrayShape(Shape):
                     lt = _LAYOUT_TEXTS[m2m] = str(layout)
                 text += lt
         return text
-
-    def text(self, layout: bool = True) -> str:
-        # Cached in the instance dict by hand: functools.cached_property takes a lock on
-        # every first read (Python 3.11), and a module's first print reads every shape.
-        d = self.__dict__
-        key = "_text" if layout else "_text_no_layout"
-        t = d.get(key)
-        if t is None:
-            t = d[key] = self._render(layout)
-        return t
 
     @property
     def rank(self) -> int:
@@ -254,13 +255,8 @@ class TupleShape(Shape):
 
     is_tuple = True
 
-    def text(self, layout: bool = True) -> str:
-        d = self.__dict__  # (cached by hand, as `ArrayShape.text` says why)
-        key = "_text" if layout else "_text_no_layout"
-        t = d.get(key)
-        if t is None:
-            t = d[key] = "(" + ", ".join([e.text(layout) for e in self.elements]) + ")"
-        return t
+    def _render(self, with_layout: bool) -> str:
+        return "(" + ", ".join([e.text(with_layout) for e in self.elements]) + ")"
 
     def leaves(self) -> list[ArrayShape]:
         return [leaf for e in self.elements for leaf in e.leaves()]
@@ -275,8 +271,8 @@ class BufferShape(Shape):
 
     inner: ArrayShape
 
-    def text(self, layout: bool = True) -> str:
-        return f"b({self.inner.text(layout)})"
+    def _render(self, with_layout: bool) -> str:
+        return f"b({self.inner.text(with_layout)})"
 
     def leaves(self) -> list[ArrayShape]:
         return [self.inner]
