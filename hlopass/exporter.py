@@ -196,8 +196,9 @@ def _is_post_order(kids: Sequence[Sequence[int]]) -> bool:
 def _blocks_tile(kids: Sequence[Sequence[int]], start: list[int]) -> bool:
     """The pass of `_is_post_order`, given the starts of the user-less instructions."""
     i = len(kids)
-    for k, cur in zip(reversed(kids), reversed(start), strict=True):  # (sees starts set since)
+    for k in reversed(kids):
         i -= 1
+        cur = start[i]  # (set by a later instruction, or as a root)
         if cur < 0:
             return False  # not first visited from a later instruction, nor user-less
         for o in k:
@@ -648,6 +649,10 @@ class _Printer:
             options.backend_config,
             options.control_dependencies,
         )
+        # Where a metadata attribute caches its `, metadata={...}` (as `_plan_of` names it).
+        self._metadata_key = (
+            "_hlo_sfx_metadata" + _text_key("metadata", options.percent) + self._sfx_tag
+        )
         # Small computations of one shape (a reducer's) take `_tiny_text` (not with
         # operand shapes, which it does not print).
         self._tiny = not options.operand_shapes
@@ -863,6 +868,7 @@ class _Printer:
         hlo_classes = _HLO_CLASSES
         plans = self._plan_by_names
         always_classes = _SCANNED_CLASSES
+        md_key = self._metadata_key
         n = -1
         # (`Region.block`, which checks there is one block, costs ~1% on many tiny
         # computations; a computation has one block.)
@@ -966,6 +972,17 @@ class _Printer:
                 else:
                     text = f"{pname} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
             if nprops > 1 or cls in always_classes:
+                if nprops == 2:
+                    a = props.get("metadata")
+                    if a is not None and cls not in always_classes:
+                        # A name and metadata alone (most instructions of a module with
+                        # metadata): no plan to look up.
+                        at = a.__dict__.get(md_key)
+                        if at is None:
+                            at = a.__dict__[md_key] = self._metadata_suffix(a.data)
+                        add_text(text + at)
+                        op = op._next_op  # pyright: ignore[reportPrivateUsage]
+                        continue
                 key = (cls, *props)
                 extras, plan = plans.get(key) or self._plan_of(cls, props, key)
                 if extras.__class__ is str:  # the one computation it calls (reduce's to_apply)

@@ -117,6 +117,20 @@ def _array_shape_from_token(tok: str) -> ArrayShape:
     return ArrayShape(et, tuple(dims), tuple(dynamic) if any(dynamic) else (), layout)
 
 
+def _is_printed_form(tok: str, shape: ArrayShape) -> bool:
+    """Whether an array shape token is exactly the text XLA prints for its shape (the
+    usual case: the module was printed by XLA), so that the printer can take it: static
+    dims written plainly, the layout a plain minor-to-major list (none for a scalar). The
+    parse has checked that the layout lists each dimension once."""
+    return shape.layout is not None and _PRINTED_ARRAY.fullmatch(tok) is not None
+
+
+# (`opaque_type` reads as `opaque`; a token or opaque shape has no layout)
+_PRINTED_ARRAY = re.compile(
+    r"[a-z][a-z0-9]*+\[(?:(?:0|[1-9]\d*+)(?:,(?:0|[1-9]\d*+))*+\]\{(?:0|[1-9]\d*+)(?:,(?:0|[1-9]\d*+))*+\}|\])"
+)
+
+
 # XLA's lexer lets the closing `)` of the last item go (`{1,0:E(4}` reads as E(4)).
 _LAYOUT_ITEM = re.compile(
     r"T((?:\([\d,*]*+(?:\)|$))++)|L\((\d+)(?:\)|$)|#\((\w+)(?:\)|$)|\*\((\w+)(?:\)|$)"
@@ -208,7 +222,8 @@ class _Parser:
         """The interned IR type of an array shape token (ValueError when malformed)."""
         t = self.types.get(tok)
         if t is None:
-            t = self.types[tok] = shape_type(self.array_shape(tok))
+            shape = self.array_shape(tok)
+            t = self.types[tok] = shape_type(shape, tok if _is_printed_form(tok, shape) else None)
         return t
 
     # --- token helpers ------------------------------------------------------------------
