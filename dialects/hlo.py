@@ -144,21 +144,19 @@ class ShapeType(Data[Shape], TypeAttribute):
 _SHAPE_TYPES: dict[Shape, ShapeType] = {}
 
 
-def shape_type(shape: Shape, text: str | None = None) -> ShapeType:
-    """The (interned) IR type of a shape; `text`, when given, is the array shape's text as
-    XLA prints it (the parser passes a token already in that form)."""
+def shape_type(shape: Shape, texts: tuple[str, str] | None = None) -> ShapeType:
+    """The (interned) IR type of a shape; `texts`, when given, are the shape's text as XLA
+    prints it, with and without layouts (the parser passes a token already in that form)."""
     t = _SHAPE_TYPES.get(shape)
     if t is None:
         t = ShapeType.new(shape)
         _SHAPE_TYPES[shape] = t
-        if text is not None:
-            # The printer's text of the type, with and without the layout, under the
-            # names `exporter._type_text` caches it: the first print renders no shape
-            # the module spelled as XLA prints it. (On the type, not the shape: an
-            # instance dict on a shape would slow the parser's reads of its fields.)
+        if texts is not None:
+            # Under the names `exporter._type_text` caches them: the first print renders
+            # no shape the module spelled as XLA prints it. (On the type, not the shape:
+            # an instance dict on a shape would slow the parser's reads of its fields.)
             d = t.__dict__
-            d["_hlo_text"] = text
-            d["_hlo_text_nl"] = text[: text.index("]") + 1]
+            d["_hlo_text"], d["_hlo_text_nl"] = texts
     return t
 
 

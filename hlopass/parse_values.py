@@ -125,6 +125,18 @@ def _is_printed_form(tok: str, shape: ArrayShape) -> bool:
     return shape.layout is not None and _PRINTED_ARRAY.fullmatch(tok) is not None
 
 
+def _tuple_texts(toks: list[str]) -> tuple[str, str]:
+    """The printed text of a tuple of array shapes printed as `toks`, with and without
+    the layouts (`exporter._indexed_shape`: XLA numbers every fifth element)."""
+    parts: list[str] = []
+    bare: list[str] = []
+    for i, tok in enumerate(toks):
+        prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
+        parts.append(prefix + tok)
+        bare.append(prefix + tok[: tok.index("]") + 1])
+    return "(" + ", ".join(parts) + ")", "(" + ", ".join(bare) + ")"
+
+
 # (`opaque_type` reads as `opaque`; a token or opaque shape has no layout)
 _PRINTED_ARRAY = re.compile(
     r"[a-z][a-z0-9]*+\[(?:(?:0|[1-9]\d*+)(?:,(?:0|[1-9]\d*+))*+\]\{(?:0|[1-9]\d*+)(?:,(?:0|[1-9]\d*+))*+\}|\])"
@@ -210,12 +222,18 @@ class _Parser:
         reads it; None where `shape` must read it (and report its error), ValueError on a
         malformed element."""
         tup = self.tuples.get(tok)
+        toks = _SHAPE_TOKEN.findall(tok)
         if tup is None:
-            tup = TupleShape(tuple(map(self.array_shape, _SHAPE_TOKEN.findall(tok))))
+            tup = TupleShape(tuple(map(self.array_shape, toks)))
             if any(_tuple_element_problem(e) for e in tup.elements):
                 return None
             self.tuples[tok] = tup
-        t = self.types[tok] = shape_type(tup)
+        texts = None
+        if all(map(_is_printed_form, toks, tup.elements)):
+            texts = _tuple_texts(toks)
+            if texts[0] != tok:
+                texts = None  # (spaces, index comments other than XLA's)
+        t = self.types[tok] = shape_type(tup, texts)
         return t
 
     def type_of(self, tok: str) -> ShapeType:
@@ -223,7 +241,8 @@ class _Parser:
         t = self.types.get(tok)
         if t is None:
             shape = self.array_shape(tok)
-            t = self.types[tok] = shape_type(shape, tok if _is_printed_form(tok, shape) else None)
+            texts = (tok, tok[: tok.index("]") + 1]) if _is_printed_form(tok, shape) else None
+            t = self.types[tok] = shape_type(shape, texts)
         return t
 
     # --- token helpers ------------------------------------------------------------------
