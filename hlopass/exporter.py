@@ -229,6 +229,7 @@ def _cached_post_order(sc: _Scanned) -> list[int] | None:
 
 _ALL_BEFORE = [tuple(range(n - 1)) for n in range(1, 33)]
 _SECOND = itemgetter(1)
+_THIRD = itemgetter(2)
 _NUMBER_NAME = itemgetter(0, 1)  # a parameter of a scan by number (then name)
 
 
@@ -293,48 +294,49 @@ def _computation_post_order(
             nonroot.update(names)
     added: set[str] = set()
     order: list[ComputationOp] = []
+    add = added.add
+    append = order.append
 
-    def embedded(comp: str) -> list[str]:
-        # MakeEmbeddedComputationsList: iterative DFS over instructions' called computations.
-        visited: set[str] = set()
-        post: list[str] = []
+    def add_embedded(comp: str) -> None:
+        # MakeEmbeddedComputationsList (an iterative DFS over the instructions' called
+        # computations, callees first) of `comp`, each computation added unless it was:
+        # pruning the DFS at added ones keeps the order of the new ones, because an added
+        # computation's callees were all added before it.
         for names in called[comp]:
             if len(names) == 1:
                 leaf = names[0]
                 if not called[leaf]:  # (a reducer, which calls nothing: what the DFS does)
-                    if leaf not in visited:
-                        visited.add(leaf)
-                        post.append(leaf)
+                    if leaf not in added:
+                        add(leaf)
+                        append(by_name[leaf])
                     continue
             stack: list[tuple[str, int]] = []
+            pending: set[str] = set()  # on the stack: visited, not added yet
             for n in reversed(names):
-                if n not in visited:
-                    visited.add(n)
+                if n not in added and n not in pending:
+                    pending.add(n)
                     stack.append((n, 0))
             while stack:
                 name, i = stack[-1]
                 lists = called[name]
                 if i == len(lists):
                     stack.pop()
-                    post.append(name)
+                    add(name)
+                    append(by_name[name])
                 else:
                     stack[-1] = (name, i + 1)
                     for n in reversed(lists[i]):
-                        if n not in visited:
-                            visited.add(n)
+                        if n not in added and n not in pending:
+                            pending.add(n)
                             stack.append((n, 0))
-        return post
 
     for c, name in zip(comps, comp_names, strict=True):
         if name in nonroot:
             continue
         if called[name]:
-            for e in embedded(name):
-                if e not in added:
-                    added.add(e)
-                    order.append(by_name[e])
-        added.add(name)
-        order.append(c)
+            add_embedded(name)
+        add(name)
+        append(c)
     return order
 
 
@@ -605,6 +607,10 @@ class _Scanned:
     asyncs: Sequence[tuple[int, Any]] = ()  # (index, async-start/update/done op)
     preds: Sequence[tuple[int, tuple[str, ...]]] = ()
     text: str | None = None  # the whole computation's text, when `_tiny_text` made it
+    # (`whole` scans: no instructions)
+    texts: list[str] = []  # noqa: RUF012 (never appended to: `scan` gives each its own)
+    kids: list[Sequence[int]] = []  # noqa: RUF012
+    names: list[str] = []  # noqa: RUF012
 
     def __init__(
         self, comp: ComputationOp, name: str, texts: list[str], kids: list[Any], names: list[str]
@@ -615,6 +621,17 @@ class _Scanned:
         # Operand indices per instruction (for the post order).
         self.kids: list[Sequence[int]] = kids
         self.names = names  # instruction names as operands print them (with any `%`)
+
+    @classmethod
+    def whole(cls, comp: ComputationOp, name: str, text: str) -> _Scanned:
+        """The scan of a computation printed as one text (`_tiny_text`): no instruction
+        texts, nothing for the ordering (one `__new__` and three stores, no lists: most
+        computations of a large module take this)."""
+        sc = cls.__new__(cls)
+        sc.comp = comp
+        sc.name = name
+        sc.text = text
+        return sc
 
     def bare_names(self) -> list[str]:
         """The instruction names without `%` (as control predecessors name them)."""
@@ -771,18 +788,23 @@ class _Printer:
         """`{(params)->result}` of the entry computation: as stored, or from its
         parameters (those its scan `sc` noted, when the style notes them) and its ROOT."""
         if stored is not None:
-            params, result = list(stored[:-1]), stored[-1]
+            params = [s.text() for s in stored[:-1]]
+            result = _indexed_shape(stored[-1])
         elif sc is not None and self.o.program_shape and sc.root_type is not None:
-            params = [p[2].data for p in sorted(sc.params, key=_NUMBER_NAME)]
-            result = sc.root_type.data
+            # (the types' printed texts, which the parser may have given them: an array's
+            # is its shape's text; a tuple's numbers its elements, which a parameter's
+            # text here does not)
+            params = [
+                t.data.text() if t.data.is_tuple else _type_text(t)
+                for t in map(_THIRD, sorted(sc.params, key=_NUMBER_NAME))
+            ]
+            result = _type_text(sc.root_type)
         else:
-            params = [p.shape for p in entry.parameters()]
-            result = entry.root.shape
-        texts = []
-        for i, s in enumerate(params):
-            prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
-            texts.append(prefix + s.text())
-        return "{(" + ", ".join(texts) + ")->" + _indexed_shape(result) + "}"
+            params = [p.shape.text() for p in entry.parameters()]
+            result = _indexed_shape(entry.root.shape)
+        for i in range(5, len(params), 5):
+            params[i] = f"/*index={i}*/{params[i]}"
+        return "{(" + ", ".join(params) + ")->" + result + "}"
 
     def indexed_shape(self, shape: Shape) -> str:
         return _indexed_shape(shape)
@@ -844,9 +866,7 @@ class _Printer:
             cname = cprops["sym_name"].data  # type: ignore[attr-defined]
             text = _tiny_text(comp, cname, self.pct, self.o.program_shape)
             if text is not None:
-                sc = _Scanned(comp, cname, [], [], [])
-                sc.text = text
-                return sc
+                return _Scanned.whole(comp, cname, text)
         texts: list[str] = []
         kids: list[Any] = []
         names: list[str] = []
