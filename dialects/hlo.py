@@ -155,7 +155,7 @@ def shape_type(shape: Shape, texts: tuple[str, str] | None = None) -> ShapeType:
             # Under the names `exporter._type_text` caches them: the first print renders
             # no shape the module spelled as XLA prints it. (On the type, not the shape:
             # an instance dict on a shape would slow the parser's reads of its fields.)
-            d = t.__dict__
+            d = cast(dict[str, Any], t.__dict__)
             d["_hlo_text"], d["_hlo_text_nl"] = texts
     return t
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from hlopass import attrs as A
 from hlopass.dialects.hlo import (
@@ -229,7 +229,7 @@ class _Parser:
                 return None
             self.tuples[tok] = tup
         texts = None
-        if all(map(_is_printed_form, toks, tup.elements)):
+        if all(map(_is_printed_form, toks, cast(tuple[ArrayShape, ...], tup.elements))):
             texts = _tuple_texts(toks)
             if texts[0] != tok:
                 texts = None  # (spaces, index comments other than XLA's)
