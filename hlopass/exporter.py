@@ -174,14 +174,15 @@ def _is_post_order(kids: Sequence[Sequence[int]]) -> bool:
     The start of each instruction is set by its one first visitor (a later instruction) or
     as a root, so one pass from the last instruction back checks all of it."""
     n = len(kids)
-    start = [-1] * n
+    unset = n + 1  # (no start: see `_blocks_tile`)
+    start = [unset] * n
     if n:
         # Usually the last instruction is the only user-less one: then a pass that meets
         # no other instruction without a start is exact, with no set of the used ones.
         start[-1] = 0
-        if _blocks_tile(kids, start):
+        if _blocks_tile(kids, start, unset):
             return True
-        start = [-1] * n
+        start = [unset] * n
     used = set(chain.from_iterable(kids))
     if len(used) == n - 1 and n - 1 not in used:
         return False  # the pass above was exact
@@ -190,20 +191,21 @@ def _is_post_order(kids: Sequence[Sequence[int]]) -> bool:
         if r not in used:
             start[r] = cur
             cur = r + 1
-    return cur == n and _blocks_tile(kids, start)
+    return cur == n and _blocks_tile(kids, start, unset)
 
 
-def _blocks_tile(kids: Sequence[Sequence[int]], start: list[int]) -> bool:
-    """The pass of `_is_post_order`, given the starts of the user-less instructions."""
+def _blocks_tile(kids: Sequence[Sequence[int]], start: list[int], unset: int) -> bool:
+    """The pass of `_is_post_order`, given the starts of the user-less instructions (the
+    others `unset`, a number above every index: an instruction that no later one first
+    visits, nor a root, keeps it as its frontier, which no operand reaches, and fails the
+    test that the frontier ends at the instruction itself)."""
     i = len(kids)
     for k in reversed(kids):
         i -= 1
         cur = start[i]  # (set by a later instruction, or as a root)
-        if cur < 0:
-            return False  # not first visited from a later instruction, nor user-less
         for o in k:
             if o >= cur:
-                if start[o] >= 0:
+                if start[o] != unset:
                     return False  # first visited from two instructions
                 start[o] = cur
                 cur = o + 1
