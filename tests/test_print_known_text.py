@@ -15,7 +15,6 @@ from hlopass.dialects.hlo import computations
 from hlopass.lexer import SHAPE_RE
 from hlopass.parse_values import _array_shape_from_token, _is_printed_form
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 _TOKEN = re.compile(SHAPE_RE)
 
 
@@ -45,10 +44,10 @@ def test_printed_form_by_hand(tok: str, printed: bool):
         assert shape._render(False) == tok[: tok.index("]") + 1]
 
 
-def test_printed_form_agrees_with_rendering_on_the_corpus():
+def test_printed_form_agrees_with_rendering_on_the_corpus(corpus: Path):
     """Every array shape token of the corpus that the parser takes as printed text is
     what the printer renders for its shape, with and without the layout."""
-    files = sorted(CORPUS.rglob("*.hlo"))
+    files = sorted(corpus.rglob("*.hlo"))
     assert len(files) > 100, "the corpus is missing"
     seen: set[str] = set()
     taken = 0
@@ -77,8 +76,8 @@ def _strip_type_texts(module) -> None:
             d.pop("_hlo_text_nl", None)
 
 
-def test_print_with_parse_time_type_texts_equals_rendered():
-    path = CORPUS / "seeds" / "001_c2c20f964a2c12a7.hlo"
+def test_print_with_parse_time_type_texts_equals_rendered(corpus: Path):
+    path = corpus / "seeds" / "001_c2c20f964a2c12a7.hlo"
     text = path.read_text()
     first = print_hlo(parse_hlo(text, str(path)))
     m = parse_hlo(text, str(path))
