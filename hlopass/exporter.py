@@ -29,7 +29,7 @@ from hlopass.dialects.opcodes import COMMON_ATTRS
 from hlopass.gcutil import gc_paused
 from hlopass.importer import MODULE_ATTRS
 from hlopass.literal import format_literal
-from hlopass.shape import Shape
+from hlopass.shape import Shape, number_elements
 
 
 @dataclass(frozen=True)
@@ -463,11 +463,8 @@ def _attr_text(a: Any, kind: str, percent: bool, key: str | None = None) -> str:
 def _indexed_shape(shape: Shape, layout: bool = True) -> str:
     """A shape with `/*index=N*/` every 5 tuple elements (ShapeUtil::PrintHumanString)."""
     if shape.is_tuple:
-        parts = []
-        for i, e in enumerate(shape.elements):  # type: ignore[attr-defined]
-            prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
-            parts.append(prefix + _indexed_shape(e, layout))
-        return "(" + ", ".join(parts) + ")"
+        parts = [_indexed_shape(e, layout) for e in shape.elements]  # type: ignore[attr-defined]
+        return "(" + ", ".join(number_elements(parts)) + ")"
     return shape.text(layout)
 
 
@@ -804,9 +801,7 @@ class _Printer:
         else:
             params = [p.shape.text() for p in entry.parameters()]
             result = _indexed_shape(entry.root.shape)
-        for i in range(5, len(params), 5):
-            params[i] = f"/*index={i}*/{params[i]}"
-        return "{(" + ", ".join(params) + ")->" + result + "}"
+        return "{(" + ", ".join(number_elements(params)) + ")->" + result + "}"
 
     def indexed_shape(self, shape: Shape) -> str:
         return _indexed_shape(shape)
@@ -943,8 +938,7 @@ class _Printer:
                             (vt.__dict__.get("_hlo_text") or _type_text(vt)) + " " + opnames[i]
                         )
                 if interval:
-                    for i in range(interval, no, interval):
-                        opnames[i] = f"/*index={i}*/{opnames[i]}"
+                    number_elements(opnames, interval)
                 add_kids(k)
                 text = f"{pname} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
             elif no == 2:

@@ -25,6 +25,7 @@ from hlopass.shape import (
     Tile,
     TupleShape,
     default_layout,
+    number_elements,
 )
 
 # The fields XLA's metadata parser reads.
@@ -128,12 +129,8 @@ def _is_printed_form(tok: str, shape: ArrayShape) -> bool:
 def _tuple_texts(toks: list[str]) -> tuple[str, str]:
     """The printed text of a tuple of array shapes printed as `toks`, with and without
     the layouts (`exporter._indexed_shape`: XLA numbers every fifth element)."""
-    parts: list[str] = []
-    bare: list[str] = []
-    for i, tok in enumerate(toks):
-        prefix = f"/*index={i}*/" if i and i % 5 == 0 else ""
-        parts.append(prefix + tok)
-        bare.append(prefix + tok[: tok.index("]") + 1])
+    parts = number_elements(list(toks))
+    bare = number_elements([tok[: tok.index("]") + 1] for tok in toks])
     return "(" + ", ".join(parts) + ")", "(" + ", ".join(bare) + ")"
 
 

@@ -111,6 +111,15 @@ class Layout:
 _LAYOUT_TEXTS: dict[tuple[int, ...], str] = {}
 
 
+def number_elements(texts: list[str], every: int = 5) -> list[str]:
+    """Prefix `/*index=N*/` to every `every`-th text after the first, in place, and return
+    `texts`: how XLA's printer numbers the elements of a tuple shape (every 5) and of a long
+    operand list."""
+    for i in range(every, len(texts), every):
+        texts[i] = f"/*index={i}*/{texts[i]}"
+    return texts
+
+
 def default_layout(rank: int) -> Layout:
     return (
         _DEFAULT_LAYOUTS[rank]
