@@ -62,20 +62,8 @@ def _elements(value: SSAValue) -> int:
     return sum(leaf.num_elements for leaf in value_shape(value).leaves())
 
 
-def _is_foldable_operand(value: SSAValue) -> bool:
-    o = owner(value)
-    if o is None:
-        return False
-    opcode = o.OPCODE  # (the class attribute: `opcode` is a property call)
-    if opcode == "constant" or opcode == "iota":
-        return True
-    if opcode == "broadcast":
-        inner = owner(o.operands[0])
-        return inner is not None and inner.OPCODE == "constant"
-    return False
-
-
 _FOLDING_SOURCES = frozenset(("constant", "iota", "broadcast"))
+"""Every opcode whose instruction `_is_foldable_operand` may accept (`_may_fold_from`)."""
 
 
 def _may_fold_from(value: SSAValue) -> bool:
@@ -83,6 +71,19 @@ def _may_fold_from(value: SSAValue) -> bool:
     condition, one look-up (the drivers ask it of every instruction)."""
     o = owner(value)
     return o is not None and o.OPCODE in _FOLDING_SOURCES
+
+
+def _is_foldable_operand(value: SSAValue) -> bool:
+    o = owner(value)
+    if o is None:
+        return False
+    opcode = o.OPCODE  # (the class attribute: `opcode` is a property call)
+    if opcode not in _FOLDING_SOURCES:  # (the one list of them)
+        return False
+    if opcode == "broadcast":
+        inner = owner(o.operands[0])
+        return inner is not None and inner.OPCODE == "constant"
+    return True  # a constant or an iota
 
 
 _FOLDS = ByClass(lambda t: hlo_class(t) and t.OPCODE not in _NEVER_FOLD)  # type: ignore[attr-defined]
