@@ -68,6 +68,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES, AttrSpec, OpcodeSpec
+from hlopass.fields import set_field
 from hlopass.shape import Shape
 
 if TYPE_CHECKING:  # (xDSL's parser and printer: ~25 ms of every process's import)
@@ -153,10 +154,10 @@ def shape_type(shape: Shape, texts: tuple[str, str] | None = None) -> ShapeType:
         _SHAPE_TYPES[shape] = t
         if texts is not None:
             # Under the names `exporter._type_text` caches them: the first print renders
-            # no shape the module spelled as XLA prints it. (On the type, not the shape:
-            # an instance dict on a shape would slow the parser's reads of its fields.)
-            d = cast(dict[str, Any], t.__dict__)
-            d["_hlo_text"], d["_hlo_text_nl"] = texts
+            # no shape the module spelled as XLA prints it. (On the type, not the shape,
+            # whose fields the parser reads often; stored inline: see `set_field`.)
+            set_field(t, "_hlo_text", texts[0])
+            set_field(t, "_hlo_text_nl", texts[1])
     return t
 
 
@@ -208,7 +209,7 @@ def value_to_attr(kind: str, value: Any) -> Attribute:
     if kind == "comp":
         return symbol_ref(value)
     a = _new(ATTR_CLASSES[kind])
-    a.__dict__["data"] = value
+    set_field(a, "data", value)
     return a
 
 
@@ -737,7 +738,7 @@ _new = object.__new__
 def string_attr(text: str) -> StringAttr:
     """A `StringAttr` built without the dataclass machinery (same object state)."""
     a = _new(StringAttr)
-    a.__dict__["data"] = text
+    set_field(a, "data", text)
     return a
 
 
@@ -748,16 +749,15 @@ def symbol_ref(name: str) -> SymbolRefAttr:
     """`SymbolRefAttr(name)` built without its generic parameter handling and verifiers
     (same object state; the nested-reference list, always empty, is shared)."""
     a = _new(SymbolRefAttr)
-    d = a.__dict__
-    d["root_reference"] = string_attr(name)
-    d["nested_references"] = _NO_NESTED_REFS
+    set_field(a, "root_reference", string_attr(name))
+    set_field(a, "nested_references", _NO_NESTED_REFS)
     return a
 
 
 def data_attr(cls: type[Data[Any]], value: Any) -> Data[Any]:
     """`cls.new(value)` for the `hlo` Data attributes (whose verify() is a no-op)."""
     a = _new(cls)
-    a.__dict__["data"] = value
+    set_field(a, "data", value)
     return a
 
 
@@ -881,7 +881,7 @@ def create_op(
     """
     cls = OP_CLASSES[opcode]
     name_attr = _new(StringAttr)  # (`string_attr(name)`, inline: once per instruction)
-    name_attr.__dict__["data"] = name  # pyright: ignore[reportIndexIssue]
+    set_field(name_attr, "data", name)
     props: dict[str, Attribute] = {"name": name_attr}
     if attrs:
         specs = cls.ATTR_SPECS

@@ -26,6 +26,7 @@ from hlopass.dialects.hlo import (
     on_op_class,
 )
 from hlopass.dialects.opcodes import COMMON_ATTRS
+from hlopass.fields import set_field
 from hlopass.gcutil import gc_paused
 from hlopass.importer import MODULE_ATTRS
 from hlopass.literal import format_literal
@@ -220,12 +221,12 @@ def _cached_post_order(sc: _Scanned) -> list[int] | None:
     same (an equality test of the lists)."""
     if sc.preds:
         return _dfs_post_order(sc.kids, sc.preds, sc.bare_names)
-    d = sc.comp.__dict__
-    hit = d.get("_hlo_post_order")
+    comp = sc.comp
+    hit = getattr(comp, "_hlo_post_order", None)
     if hit is not None and hit[0] == sc.kids:
         return hit[1]
     order = None if _is_post_order(sc.kids) else _dfs_post_order(sc.kids, sc.preds, None)
-    d["_hlo_post_order"] = (sc.kids, order)
+    comp._hlo_post_order = (sc.kids, order)  # type: ignore[attr-defined]
     return order
 
 
@@ -450,13 +451,13 @@ def _text_key(kind: str, percent: bool) -> str:
 def _attr_text(a: Any, kind: str, percent: bool, key: str | None = None) -> str:
     """`format_value` of an attribute's value, cached on the (immutable) attribute under
     `key` (by default `_text_key(kind, percent)`)."""
-    d = a.__dict__
     if key is None:
         key = _text_key(kind, percent)
-    t = d.get(key)
+    t = getattr(a, key, None)
     if t is None:
         value = a.root_reference.data if kind == "comp" else a.data
-        t = d[key] = format_value(kind, value, percent)  # (a literal's array is read-only)
+        t = format_value(kind, value, percent)  # (a literal's array is read-only)
+        set_field(a, key, t)
     return t
 
 
@@ -470,18 +471,18 @@ def _indexed_shape(shape: Shape, layout: bool = True) -> str:
 
 def _type_text(t: Any) -> str:
     """`_indexed_shape` of a ShapeType's shape, cached on the (immutable) type attribute."""
-    d = t.__dict__
-    s = d.get("_hlo_text")
+    s = getattr(t, "_hlo_text", None)
     if s is None:
-        s = d["_hlo_text"] = _indexed_shape(t.data)
+        s = _indexed_shape(t.data)
+        set_field(t, "_hlo_text", s)
     return s
 
 
 def _type_text_no_layout(t: Any) -> str:
-    d = t.__dict__
-    s = d.get("_hlo_text_nl")
+    s = getattr(t, "_hlo_text_nl", None)
     if s is None:
-        s = d["_hlo_text_nl"] = _indexed_shape(t.data, False)
+        s = _indexed_shape(t.data, False)
+        set_field(t, "_hlo_text_nl", s)
     return s
 
 
@@ -555,11 +556,13 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
     n0 = props["name"].data  # type: ignore[attr-defined]
     k0 = props["number"].data  # type: ignore[attr-defined]
     t0 = r0._type  # pyright: ignore[reportPrivateUsage]
-    d0 = t0.__dict__
-    tt0 = d0.get("_hlo_text") or _type_text(t0)
     rt = res._type  # pyright: ignore[reportPrivateUsage]
-    d = rt.__dict__
-    tt = d.get("_hlo_text") or _type_text(rt)
+    try:  # (the types' cached texts, usually there: see `_type_text`)
+        tt0 = t0._hlo_text
+        tt = rt._hlo_text
+    except AttributeError:
+        tt0 = _type_text(t0)
+        tt = _type_text(rt)
     name = op.properties["name"].data  # type: ignore[attr-defined]
     if p1 is None:
         if op._operands != (r0,):  # pyright: ignore[reportPrivateUsage]
@@ -568,7 +571,7 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
             f"{pct}{n0} = {tt0} parameter({k0})\n"
             f"  ROOT {pct}{name} = {tt} {cls.OPCODE}({pct}{n0})"  # type: ignore[attr-defined]
         )
-        sig = f"{n0}: {d0.get('_hlo_text_nl') or _type_text_no_layout(t0)}" if program_shape else ""
+        sig = f"{n0}: {_type_text_no_layout(t0)}" if program_shape else ""
     else:
         (r1,) = p1.results
         if op._operands != (r0, r1):  # pyright: ignore[reportPrivateUsage]
@@ -577,19 +580,21 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
         n1 = props["name"].data  # type: ignore[attr-defined]
         k1 = props["number"].data  # type: ignore[attr-defined]
         t1 = r1._type  # pyright: ignore[reportPrivateUsage]
-        d1 = t1.__dict__
-        tt1 = d1.get("_hlo_text") or _type_text(t1)
+        try:
+            tt1 = t1._hlo_text
+        except AttributeError:
+            tt1 = _type_text(t1)
         body = (
             f"{pct}{n0} = {tt0} parameter({k0})\n  {pct}{n1} = {tt1} parameter({k1})\n"
             f"  ROOT {pct}{name} = {tt} {cls.OPCODE}({pct}{n0}, {pct}{n1})"  # type: ignore[attr-defined]
         )
         sig = ""
         if program_shape:  # the parameters by number (then text), as `computation` sorts
-            s0 = f"{n0}: {d0.get('_hlo_text_nl') or _type_text_no_layout(t0)}"
-            s1 = f"{n1}: {d1.get('_hlo_text_nl') or _type_text_no_layout(t1)}"
+            s0 = f"{n0}: {_type_text_no_layout(t0)}"
+            s1 = f"{n1}: {_type_text_no_layout(t1)}"
             sig = f"{s0}, {s1}" if k0 < k1 or (k0 == k1 and s0 <= s1) else f"{s1}, {s0}"
     if program_shape:
-        rtt = d.get("_hlo_text_nl") or _type_text_no_layout(rt)
+        rtt = _type_text_no_layout(rt)
         return f"{pct}{cname} ({sig}) -> {rtt} {{\n  {body}\n}}"
     return f"{pct}{cname} {{\n  {body}\n}}"
 
@@ -638,10 +643,10 @@ class _Scanned:
 
     def add(self, part: str, item: Any) -> None:
         """Append to one of the rarer parts."""
-        d = self.__dict__
-        lst = d.get(part)
-        if lst is None:
-            lst = d[part] = []
+        lst = getattr(self, part)
+        if lst.__class__ is not list:  # (the class's empty tuple)
+            lst = []
+            setattr(self, part, lst)
         lst.append(item)
 
 
@@ -831,7 +836,7 @@ class _Printer:
             rt = sc.root_type
             if rt is None:
                 rt = comp.root.results[0].type
-            rtt = rt.__dict__.get("_hlo_text_nl") or _type_text_no_layout(rt)
+            rtt = _type_text_no_layout(rt)
             head = f"{head}({sig}) -> {rtt} "
         texts = sc.texts
         root = sc.root
@@ -935,7 +940,7 @@ class _Printer:
                     for i, v in enumerate(operands):
                         vt = v._type  # pyright: ignore[reportPrivateUsage]
                         opnames[i] = (
-                            (vt.__dict__.get("_hlo_text") or _type_text(vt)) + " " + opnames[i]
+                            _type_text(vt) + " " + opnames[i]
                         )
                 if interval:
                     number_elements(opnames, interval)
@@ -973,16 +978,20 @@ class _Printer:
                     text = f"{pname} = {tt} parameter({number})"
                     nprops -= 1
                     if want_params:
-                        ttn = t.__dict__.get("_hlo_text_nl") or _type_text_no_layout(t)
+                        try:
+                            ttn = t._hlo_text_nl
+                        except AttributeError:
+                            ttn = _type_text_no_layout(t)
                         if params is None:
                             params = sc.params = []
                         params.append((number, f"{name}: {ttn}", t))
                 elif cls is _CONSTANT:
                     va = props["value"]
-                    lt = va.__dict__.get("_hlo_literal")
+                    lt = getattr(va, "_hlo_literal", None)
                     if lt is None:  # (a literal's array is read-only: see `Literal`)
                         v = va.data  # type: ignore[attr-defined]
-                        lt = va.__dict__["_hlo_literal"] = format_literal(v.literal, v.shape)
+                        lt = format_literal(v.literal, v.shape)
+                        set_field(va, "_hlo_literal", lt)
                     text = f"{pname} = {tt} constant({lt})"
                     nprops -= 1
                 else:
@@ -993,9 +1002,10 @@ class _Printer:
                     if a is not None and cls not in always_classes:
                         # A name and metadata alone (most instructions of a module with
                         # metadata): no plan to look up.
-                        at = a.__dict__.get(md_key)
+                        at = getattr(a, md_key, None)
                         if at is None:
-                            at = a.__dict__[md_key] = self._metadata_suffix(a.data)
+                            at = self._metadata_suffix(a.data)
+                            set_field(a, md_key, at)
                         add_text(text + at)
                         op = op._next_op  # pyright: ignore[reportPrivateUsage]
                         continue
@@ -1008,19 +1018,21 @@ class _Printer:
                     called.append([ref.root_reference.data])  # type: ignore[attr-defined]
                 elif extras:
                     self._scan_extras(sc, n, op, cls, props)  # type: ignore[arg-type]
-                    called = sc.__dict__.get("called")  # (the list it may have started)
+                    called = sc.called or None  # (the list it may have started)
                 for aname, kind, rule, always, tkey, skey in plan:
                     a = props.get(aname)
                     if a is None:  # in the plan only when printed even when absent
                         text += f", {aname}={always}"
                         continue
                     # `, name=text`, or "" when left out: cached on the (immutable) attribute.
-                    at = a.__dict__.get(skey)
+                    at = getattr(a, skey, None)
                     if at is None:
                         if kind == "comp" and not rule:  # (no `_suffix` call: one per reducer)
-                            at = a.__dict__[skey] = f", {aname}={pct}{a.root_reference.data}"
+                            at = f", {aname}={pct}{a.root_reference.data}"
+                            set_field(a, skey, at)
                         elif rule == _R_METADATA:  # (one per op_name: most of a first print)
-                            at = a.__dict__[skey] = self._metadata_suffix(a.data)
+                            at = self._metadata_suffix(a.data)
+                            set_field(a, skey, at)
                         else:
                             at = self._suffix(op, aname, kind, rule, a, tkey, skey)  # type: ignore[arg-type]
                     text += at
@@ -1067,7 +1079,7 @@ class _Printer:
         else:
             at = ", " + name + "=" + _attr_text(a, kind, self.o.percent, key)
         if rule != _R_COMPARE_TYPE:  # (compare's default type depends on the operand type)
-            a.__dict__[skey] = at
+            set_field(a, skey, at)
         return at
 
     def _plan_of(

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from hlopass.fields import set_field
+
 # Element types by XLA's lower-case spelling, with their width in bits.
 ELEMENT_BITS: dict[str, int] = {
     "pred": 8,
@@ -140,14 +142,15 @@ class Shape:
     is_array = False
 
     def text(self, layout: bool = True) -> str:
-        # Cached in the instance dict by hand (the shape classes are immutable dataclasses
-        # with a dict): functools.cached_property takes a lock on every first read (Python
-        # 3.11), and a module's first print reads every shape.
-        d = self.__dict__  # type: ignore[attr-defined]  # (the subclasses have one)
+        # Cached by hand (the shape classes are immutable dataclasses): functools.
+        # cached_property takes a lock on every first read (Python 3.11), and a module's
+        # first print reads every shape. Stored inline, not through `__dict__`: see
+        # `hlopass.fields`.
         key = "_text" if layout else "_text_no_layout"
-        t = d.get(key)
+        t = getattr(self, key, None)
         if t is None:
-            t = d[key] = self._render(layout)
+            t = self._render(layout)
+            set_field(self, key, t)
         return t
 
     def _render(self, with_layout: bool) -> str:
