@@ -939,9 +939,7 @@ class _Printer:
                 if operand_shapes:
                     for i, v in enumerate(operands):
                         vt = v._type  # pyright: ignore[reportPrivateUsage]
-                        opnames[i] = (
-                            _type_text(vt) + " " + opnames[i]
-                        )
+                        opnames[i] = _type_text(vt) + " " + opnames[i]
                 if interval:
                     number_elements(opnames, interval)
                 add_kids(k)
