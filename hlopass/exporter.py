@@ -624,7 +624,7 @@ class _Scanned:
         self.texts = texts
         # Operand indices per instruction (for the post order).
         self.kids: list[Sequence[int]] = kids
-        self.names = names  # instruction names as operands print them (with any `%`)
+        self.names = names  # instruction names (without `%`)
 
     @classmethod
     def whole(cls, comp: ComputationOp, name: str, text: str) -> _Scanned:
@@ -638,8 +638,8 @@ class _Scanned:
         return sc
 
     def bare_names(self) -> list[str]:
-        """The instruction names without `%` (as control predecessors name them)."""
-        return [n[1:] if n[:1] == "%" else n for n in self.names]
+        """The instruction names (as control predecessors name them)."""
+        return self.names
 
     def add(self, part: str, item: Any) -> None:
         """Append to one of the rarer parts."""
@@ -911,8 +911,7 @@ class _Printer:
             n += 1
             props = op.properties
             name = props["name"].data  # type: ignore[attr-defined]
-            pname = pct + name  # (`"" + name` is `name` itself)
-            add_name(pname)
+            add_name(name)  # (no `pct + name` string per instruction: the f-strings add it)
             (res,) = op.results
             add_val(res)
             res._pi = n  # type: ignore[attr-defined]
@@ -929,7 +928,7 @@ class _Printer:
                     k = [v._pi for v in operands]
                     if tuple(map(vals.__getitem__, k)) != operands:
                         raise IndexError
-                    opnames = list(map(names.__getitem__, k))
+                    opnames = [pct + names[j] for j in k]
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     k = self._operand_indices(op, comp, vals)
                     opnames = [
@@ -943,7 +942,7 @@ class _Printer:
                 if interval:
                     number_elements(opnames, interval)
                 add_kids(k)
-                text = f"{pname} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
+                text = f"{pct}{name} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
             elif no == 2:
                 v0, v1 = operands
                 try:
@@ -951,11 +950,11 @@ class _Printer:
                     j1 = v1._pi
                     if vals[j0] is not v0 or vals[j1] is not v1:
                         raise IndexError
-                    text = f"{pname} = {tt} {cls.OPCODE}({names[j0]}, {names[j1]})"  # type: ignore[attr-defined]
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{names[j0]}, {pct}{names[j1]})"  # type: ignore[attr-defined]
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     j0, j1 = self._operand_indices(op, comp, vals)
                     args = f"{self._operand_name(v0, j0, vals, names)}, {self._operand_name(v1, j1, vals, names)}"
-                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0, j1))
             elif no == 1:
                 (v0,) = operands  # (SSAValues.__getitem__ is Python code)
@@ -963,17 +962,17 @@ class _Printer:
                     j0 = v0._pi
                     if vals[j0] is not v0:
                         raise IndexError
-                    text = f"{pname} = {tt} {cls.OPCODE}({names[j0]})"  # type: ignore[attr-defined]
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{names[j0]})"  # type: ignore[attr-defined]
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     (j0,) = self._operand_indices(op, comp, vals)
                     args = self._operand_name(v0, j0, vals, names)
-                    text = f"{pname} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0,))
             else:
                 add_kids(())
                 if cls is _PARAMETER:
                     number = props["number"].data  # type: ignore[attr-defined]
-                    text = f"{pname} = {tt} parameter({number})"
+                    text = f"{pct}{name} = {tt} parameter({number})"
                     nprops -= 1
                     if want_params:
                         try:
@@ -990,10 +989,10 @@ class _Printer:
                         v = va.data  # type: ignore[attr-defined]
                         lt = format_literal(v.literal, v.shape)
                         set_field(va, "_hlo_literal", lt)
-                    text = f"{pname} = {tt} constant({lt})"
+                    text = f"{pct}{name} = {tt} constant({lt})"
                     nprops -= 1
                 else:
-                    text = f"{pname} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}()"  # type: ignore[attr-defined]
             if nprops > 1 or cls in always_classes:
                 if nprops == 2:
                     a = props.get("metadata")
@@ -1136,7 +1135,7 @@ class _Printer:
 
     def _operand_name(self, v: Any, j: int, vals: list[Any], names: list[str]) -> str:
         if j < len(vals) and vals[j] is v:
-            return names[j]
+            return self.pct + names[j]
         return self.pct + v.op.properties["name"].data
 
     def _omitted(self, op: HloOp, rule: int, name: str, a: Any) -> bool:
