@@ -901,6 +901,12 @@ def create_op(
                         if a is None:
                             a = intern[key] = value_to_attr(kind, v)
                     props[k] = a
+                elif kind == "constant":  # one attribute per value object (`constant_value`)
+                    key = (kind, id(v))  # (v stays alive: the attribute in the table holds it)
+                    a = intern.get(key)
+                    if a is None:
+                        a = intern[key] = value_to_attr(kind, v)
+                    props[k] = a
                 else:
                     props[k] = value_to_attr(kind, v)
     # `new_hlo_op(cls, operands, result_type, props)` inline: one call fewer per instruction

@@ -654,7 +654,7 @@ class InstructionParser(_Parser):
             if shape is None:
                 self.error("a constant needs its shape", ostart)
                 raise AssertionError
-            attrs["value"] = A.ShapedLiteral(shape, self.literal(shape))
+            attrs["value"] = self.constant_value(shape)
             self.expect(")")
         else:
             fast = read

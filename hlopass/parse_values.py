@@ -202,6 +202,8 @@ class _Parser:
         self.tuples: dict[str, TupleShape] = {}  # `flat_tuple_shape`: tuple text -> shape
         self.metadata_values: dict[str, A.Metadata] = {}  # `fast_value`: metadata text -> value
         self.scalars: dict[tuple[str, str], Any] = {}  # `literal`: (type, token) -> 0-d array
+        # `constant_value`: (shape, token) -> the value its constants share
+        self.shared_scalars: dict[tuple[int, str], A.ShapedLiteral] = {}
         # `check_shapes`: the inputs that passed `check_instruction`, and the attributes
         # its rule for each opcode has read so far.
         self.checked: dict[tuple[Any, ...], tuple[Shape, list[Any]]] = {}
@@ -609,6 +611,22 @@ class _Parser:
         return A.Metadata(tuple(fields))
 
     # --- literals -------------------------------------------------------------------------
+
+    def constant_value(self, shape: Shape) -> A.ShapedLiteral:
+        """A constant's value. The constants of one shape spelled by one scalar token (a
+        module's many 0s and 1s) share one value, which `create_op` gives one attribute:
+        the token is read once, and a print formats it once."""
+        if isinstance(shape, ArrayShape) and not shape.dims:
+            k, tok, _ = self.lx.peek()
+            if k in ("INT", "FLOAT", "NANINF", "NAME"):
+                key = (id(shape), tok)  # (no dataclass hash; the value holds the shape)
+                v = self.shared_scalars.get(key)
+                if v is None:
+                    v = self.shared_scalars[key] = A.ShapedLiteral(shape, self.literal(shape))
+                else:
+                    self.lx.next()
+                return v
+        return A.ShapedLiteral(shape, self.literal(shape))
 
     def literal(self, shape: Shape) -> Literal:
         lx = self.lx
