@@ -564,6 +564,13 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
         tt0 = _type_text(t0)
         tt = _type_text(rt)
     name = op.properties["name"].data  # type: ignore[attr-defined]
+    if program_shape:
+        try:
+            nl0 = t0._hlo_text_nl
+            rtt = rt._hlo_text_nl
+        except AttributeError:
+            nl0 = _type_text_no_layout(t0)
+            rtt = _type_text_no_layout(rt)
     if p1 is None:
         if op._operands != (r0,):  # pyright: ignore[reportPrivateUsage]
             return None
@@ -571,7 +578,7 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
             f"{pct}{n0} = {tt0} parameter({k0})\n"
             f"  ROOT {pct}{name} = {tt} {cls.OPCODE}({pct}{n0})"  # type: ignore[attr-defined]
         )
-        sig = f"{n0}: {_type_text_no_layout(t0)}" if program_shape else ""
+        sig = f"{n0}: {nl0}" if program_shape else ""
     else:
         (r1,) = p1.results
         if op._operands != (r0, r1):  # pyright: ignore[reportPrivateUsage]
@@ -590,11 +597,10 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
         )
         sig = ""
         if program_shape:  # the parameters by number (then text), as `computation` sorts
-            s0 = f"{n0}: {_type_text_no_layout(t0)}"
+            s0 = f"{n0}: {nl0}"
             s1 = f"{n1}: {_type_text_no_layout(t1)}"
             sig = f"{s0}, {s1}" if k0 < k1 or (k0 == k1 and s0 <= s1) else f"{s1}, {s0}"
     if program_shape:
-        rtt = _type_text_no_layout(rt)
         return f"{pct}{cname} ({sig}) -> {rtt} {{\n  {body}\n}}"
     return f"{pct}{cname} {{\n  {body}\n}}"
 
@@ -879,6 +885,7 @@ class _Printer:
         params: list[tuple[int, str, Any]] | None = None
         called: list[list[str]] | None = None
         pct, general, interval, operand_shapes, want_params = self._scan_options
+        psep = ", " + pct
         # Each result gets `_pi`, its index in this scan; `vals[_pi] is value` tells a
         # current index from one left by an earlier scan (or another thread's), and an
         # operand defined later in the block fails it too.
@@ -928,7 +935,7 @@ class _Printer:
                     k = [v._pi for v in operands]
                     if tuple(map(vals.__getitem__, k)) != operands:
                         raise IndexError
-                    opnames = [pct + names[j] for j in k]
+                    opnames = list(map(names.__getitem__, k))
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     k = self._operand_indices(op, comp, vals)
                     opnames = [
@@ -938,11 +945,14 @@ class _Printer:
                 if operand_shapes:
                     for i, v in enumerate(operands):
                         vt = v._type  # pyright: ignore[reportPrivateUsage]
-                        opnames[i] = _type_text(vt) + " " + opnames[i]
-                if interval:
-                    number_elements(opnames, interval)
+                        opnames[i] = f"{_type_text(vt)} {pct}{opnames[i]}"
+                    args = ", ".join(number_elements(opnames, interval) if interval else opnames)
+                elif interval and no > interval:  # (`/*index=N*/` goes before the `%`)
+                    args = ", ".join(number_elements([pct + x for x in opnames], interval))
+                else:  # (no string per operand)
+                    args = pct + psep.join(opnames)
                 add_kids(k)
-                text = f"{pct}{name} = {tt} {cls.OPCODE}({', '.join(opnames)})"  # type: ignore[attr-defined]
+                text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
             elif no == 2:
                 v0, v1 = operands
                 try:
@@ -953,7 +963,8 @@ class _Printer:
                     text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{names[j0]}, {pct}{names[j1]})"  # type: ignore[attr-defined]
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     j0, j1 = self._operand_indices(op, comp, vals)
-                    args = f"{self._operand_name(v0, j0, vals, names)}, {self._operand_name(v1, j1, vals, names)}"
+                    a0 = self._operand_name(v0, j0, vals, names)
+                    args = f"{pct}{a0}, {pct}{self._operand_name(v1, j1, vals, names)}"
                     text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
                 add_kids((j0, j1))
             elif no == 1:
@@ -966,7 +977,7 @@ class _Printer:
                 except (AttributeError, IndexError):  # an operand defined later in the block
                     (j0,) = self._operand_indices(op, comp, vals)
                     args = self._operand_name(v0, j0, vals, names)
-                    text = f"{pct}{name} = {tt} {cls.OPCODE}({args})"  # type: ignore[attr-defined]
+                    text = f"{pct}{name} = {tt} {cls.OPCODE}({pct}{args})"  # type: ignore[attr-defined]
                 add_kids((j0,))
             else:
                 add_kids(())
@@ -1015,7 +1026,7 @@ class _Printer:
                     called.append([ref.root_reference.data])  # type: ignore[attr-defined]
                 elif extras:
                     self._scan_extras(sc, n, op, cls, props)  # type: ignore[arg-type]
-                    called = sc.called or None  # (the list it may have started)
+                    called = sc.called or None  # type: ignore[assignment]  # (a list, if it started one)
                 for aname, kind, rule, always, tkey, skey in plan:
                     a = props.get(aname)
                     if a is None:  # in the plan only when printed even when absent
@@ -1134,9 +1145,10 @@ class _Printer:
             ) from None
 
     def _operand_name(self, v: Any, j: int, vals: list[Any], names: list[str]) -> str:
+        """An operand's name (without `%`), also when it is not the instruction `j`."""
         if j < len(vals) and vals[j] is v:
-            return self.pct + names[j]
-        return self.pct + v.op.properties["name"].data
+            return names[j]
+        return v.op.properties["name"].data
 
     def _omitted(self, op: HloOp, rule: int, name: str, a: Any) -> bool:
         value = a.data
