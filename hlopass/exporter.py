@@ -548,10 +548,10 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
     ret = op._next_op  # pyright: ignore[reportPrivateUsage]
     if type(ret) is not ReturnOp or ret._next_op is not None:  # pyright: ignore[reportPrivateUsage]
         return None
-    (res,) = op.results
+    res = op.results[0]  # (`Results` indexes in C; unpacking one is slower)
     if ret._operands != (res,):  # pyright: ignore[reportPrivateUsage]
         return None
-    (r0,) = p0.results  # type: ignore[union-attr]
+    r0 = p0.results[0]  # type: ignore[union-attr]
     props = p0.properties  # type: ignore[union-attr]
     n0 = props["name"].data  # type: ignore[attr-defined]
     k0 = props["number"].data  # type: ignore[attr-defined]
@@ -580,7 +580,7 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
         )
         sig = f"{n0}: {nl0}" if program_shape else ""
     else:
-        (r1,) = p1.results
+        r1 = p1.results[0]
         if op._operands != (r0, r1):  # pyright: ignore[reportPrivateUsage]
             return None
         props = p1.properties
@@ -919,7 +919,7 @@ class _Printer:
             props = op.properties
             name = props["name"].data  # type: ignore[attr-defined]
             add_name(name)  # (no `pct + name` string per instruction: the f-strings add it)
-            (res,) = op.results
+            res = op.results[0]  # (an instruction has one; `Results` indexes in C)
             add_val(res)
             res._pi = n  # type: ignore[attr-defined]
             t = res._type  # pyright: ignore[reportPrivateUsage]
