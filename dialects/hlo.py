@@ -776,13 +776,18 @@ assert not _has_defaults(ReturnOp) and not _has_defaults(ComputationOp)
 
 def _fill(
     op: Operation,
-    operands: Sequence[SSAValue],
+    vals: Sequence[SSAValue],
     results: SSAValues[Any],
     properties: dict[str, Attribute],
 ) -> None:
-    """Set exactly the fields `Operation.__init__` sets: operands and their uses, results,
-    properties, attributes, location, successors, regions (none)."""
-    vals = SSAValues(operands)
+    """Set exactly the fields `Operation.__init__` sets: operands (`vals`, kept) and their
+    uses, results, properties, attributes, location, successors, regions (none).
+
+    An instruction's operands may be a plain tuple, not xDSL's `SSAValues` (a tuple
+    subclass): built and unpacked several times faster (a subclass takes the generic
+    iterator path). xDSL's code only iterates, indexes or compares `_operands`, except the
+    generic verifier, which reads `.types` through the operand accessor: an instruction's
+    (`args`) gives `op.operands`, which makes them `Operands` on its first read."""
     op._operands = vals
     if vals:
         uses = []
@@ -809,7 +814,7 @@ def _fill(
 def new_return_op(root: SSAValue) -> ReturnOp:
     """`ReturnOp(root)`, built the fast way (see `new_hlo_op`)."""
     op = _new(ReturnOp)
-    _fill(op, (root,), SSAValues(), {})
+    _fill(op, SSAValues((root,)), SSAValues(), {})
     return op
 
 
@@ -830,7 +835,7 @@ def new_computation_op(name: str, block: Block, entry: bool = False) -> Computat
     props: dict[str, Attribute] = {"sym_name": string_attr(name)}
     if entry:
         props["is_entry"] = _UNIT_ATTR
-    _fill(op, (), SSAValues(), props)
+    _fill(op, SSAValues(), SSAValues(), props)
     if block.parent is not None:
         raise ValueError("Can't add to a region a block already attached to a region.")
     region = _new(Region)  # `Region(block)`, then `op.add_region(region)`
@@ -854,7 +859,7 @@ def new_hlo_op(
     over (not copied).
     """
     op = _new(cls)
-    _fill(op, operands, _NO_RESULTS, properties)  # (the results are set just below)
+    _fill(op, tuple(operands), _NO_RESULTS, properties)  # (the results are set just below)
     op.results = Results((OpResult(result_type, op, 0),))
     return op
 
@@ -911,7 +916,8 @@ def create_op(
                     props[k] = value_to_attr(kind, v)
     # `new_hlo_op(cls, operands, result_type, props)` inline: one call fewer per instruction
     op = _new(cls)
-    _fill(op, operands, Results((OpResult(result_type or shape_type(shape), op, 0),)), props)
+    results = Results((OpResult(result_type or shape_type(shape), op, 0),))
+    _fill(op, tuple(operands), results, props)
     return op
 
 
