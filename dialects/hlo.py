@@ -788,14 +788,19 @@ def _fill(
     iterator path). xDSL's code only iterates, indexes or compares `_operands`, except the
     generic verifier, which reads `.types` through the operand accessor: an instruction's
     (`args`) gives `op.operands`, which makes them `Operands` on its first read."""
-    op._operands = vals
+    op._operands = vals  # pyright: ignore[reportAttributeAccessIssue]  # (may be a tuple)
     if vals:
         uses = []
         for i, v in enumerate(vals):
-            u = Use(op, i)
+            # `Use(op, i, None, first)` without the call of its dataclass `__init__` (a
+            # Python frame per operand: ~5% of a parse): the same four stores, in its order.
+            u = _new(Use)
+            u._operation = op
+            u._index = i
+            u._prev_use = None
             first = v.first_use
+            u._next_use = first
             if first is not None:
-                u._next_use = first
                 first._prev_use = u
             v.first_use = u
             uses.append(u)
@@ -809,6 +814,16 @@ def _fill(
     op._successors = ()
     op._successor_uses = ()
     op.regions = ()
+
+
+def new_result(result_type: Attribute, op: Operation) -> OpResult[Any]:
+    """`OpResult(result_type, op, 0)` without the call of its dataclass `__init__` (the
+    same three stores, in its order; its other fields are class defaults)."""
+    r = _new(OpResult)
+    r._type = result_type
+    r.op = op
+    r.index = 0
+    return r
 
 
 def new_return_op(root: SSAValue) -> ReturnOp:
@@ -860,7 +875,7 @@ def new_hlo_op(
     """
     op = _new(cls)
     _fill(op, tuple(operands), _NO_RESULTS, properties)  # (the results are set just below)
-    op.results = Results((OpResult(result_type, op, 0),))
+    op.results = Results((new_result(result_type, op),))
     return op
 
 
@@ -916,7 +931,11 @@ def create_op(
                     props[k] = value_to_attr(kind, v)
     # `new_hlo_op(cls, operands, result_type, props)` inline: one call fewer per instruction
     op = _new(cls)
-    results = Results((OpResult(result_type or shape_type(shape), op, 0),))
+    res = _new(OpResult)  # (`new_result`, inline: once per instruction)
+    res._type = result_type or shape_type(shape)
+    res.op = op
+    res.index = 0
+    results = Results((res,))
     _fill(op, tuple(operands), results, props)
     return op
 
