@@ -60,23 +60,28 @@ EOF = "EOF"
 
 
 def find_closing(text: str, start: int, open_ch: str = "{", close_ch: str = "}") -> int:
-    """Index of the bracket closing the one at `start` (quoted strings skipped), or -1."""
+    """Index of the bracket closing the one at `start` (quoted strings skipped), or -1.
+    The regular expression steps from bracket to bracket (a string is one step): a large
+    literal's digits are not a Python loop."""
+    events = _BRACKET_EVENTS.get(open_ch + close_ch)
+    if events is None:
+        events = _BRACKET_EVENTS[open_ch + close_ch] = re.compile(
+            r'"(?:[^"\\]++|\\.)*+"?|[' + re.escape(open_ch + close_ch) + "]", re.S
+        )
     depth = 0
-    i, n = start, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                i += 2 if text[i] == "\\" else 1
-        elif c == open_ch:
+    for m in events.finditer(text, start):
+        c = m.group()
+        if c == open_ch:
             depth += 1
         elif c == close_ch:
             depth -= 1
             if depth == 0:
-                return i
-        i += 1
+                return m.start()
     return -1
+
+
+# Per bracket pair: a quoted string (to its closing quote, or the end), or a bracket.
+_BRACKET_EVENTS: dict[str, re.Pattern[str]] = {}
 
 
 class Lexer:
