@@ -452,7 +452,7 @@ class InstructionParser(_Parser):
                 if end is not None and end.lastindex is None:  # no attributes
                     op = self.plain_instruction(name, opcode, spec, stype, operands, block, m)
                     if op is not None:
-                        (values[name],) = op.results
+                        values[name] = op.results[0]
                         return op
         return self.instruction_body(
             name,
@@ -521,7 +521,7 @@ class InstructionParser(_Parser):
         attrs = {"number": int(pm.group(1))}
         op = create_op("parameter", (), stype.data, name, attrs, self.intern, stype)
         _append_op(block, op)
-        (values[name],) = op.results
+        values[name] = op.results[0]
         return op
 
     def fast_value(self, kind: str, attr: str, vm: re.Match[str]) -> Any:
@@ -806,7 +806,7 @@ class InstructionParser(_Parser):
             self.check_shapes(opcode, name, shape, operands, attrs, start)
         op = create_op(opcode, operands, shape, name, attrs, self.intern, stype)
         _append_op(block, op)
-        (values[name],) = op.results  # (unpacked: `SSAValues.__getitem__` is Python code)
+        values[name] = op.results[0]  # (`Results` indexes in C)
         return op
 
     def check_shapes(
