@@ -8,7 +8,10 @@ is a dictionary lookup that the interpreter cannot specialize: about 30 ns inste
 about 5 (`StringAttr.data` of an instruction's name, the printer's cached texts), and
 the dictionary costs 80 bytes more per object (a parse builds one attribute per
 instruction; fresh memory is page faults). The IR classes are frozen dataclasses, so
-`set_field` is `object.__setattr__`, which stores inline.
+`set_field` is `object.__setattr__`, which stores inline. (CPython keeps at most 30
+attribute names per class inline: a process that prints many modules in several styles
+may pass that for a class whose objects cache a suffix per attribute name, and CPython
+then falls back to a dict for the objects that store more; the same values, read slower.)
 """
 
 from __future__ import annotations

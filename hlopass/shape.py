@@ -8,7 +8,6 @@ the interpreter and the cost model read them directly. Text forms follow XLA's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from hlopass.fields import set_field
 
@@ -213,12 +212,18 @@ class ArrayShape(Shape):
     def is_dynamic(self) -> bool:
         return any(self.dynamic)
 
-    @cached_property
+    @property
     def num_elements(self) -> int:
-        n = 1
-        for d in self.dims:
-            n *= d
-        return n
+        # Cached inline (not `functools.cached_property`, which writes the instance dict:
+        # see `hlopass.fields`).
+        try:
+            return self._num_elements  # type: ignore[attr-defined]
+        except AttributeError:
+            n = 1
+            for d in self.dims:
+                n *= d
+            set_field(self, "_num_elements", n)
+            return n
 
     def leaves(self) -> list[ArrayShape]:
         return [self]
