@@ -913,22 +913,19 @@ def create_op(
                 kind = specs[k].kind
                 if kind in _INTERNABLE_KINDS:
                     key = (kind, v)
-                    try:
-                        a = intern.get(key)
-                    except TypeError:  # an unhashable value
-                        a = value_to_attr(kind, v)
-                    else:
-                        if a is None:
-                            a = intern[key] = value_to_attr(kind, v)
-                    props[k] = a
                 elif kind == "constant":  # one attribute per value object (`constant_value`)
                     key = (kind, id(v))  # (v stays alive: the attribute in the table holds it)
-                    a = intern.get(key)
-                    if a is None:
-                        a = intern[key] = value_to_attr(kind, v)
-                    props[k] = a
                 else:
                     props[k] = value_to_attr(kind, v)
+                    continue
+                try:
+                    a = intern.get(key)
+                except TypeError:  # an unhashable value
+                    a = value_to_attr(kind, v)
+                else:
+                    if a is None:
+                        a = intern[key] = value_to_attr(kind, v)
+                props[k] = a
     # `new_hlo_op(cls, operands, result_type, props)` inline: one call fewer per instruction
     op = _new(cls)
     res = _new(OpResult)  # (`new_result`, inline: once per instruction)

@@ -220,7 +220,7 @@ def _cached_post_order(sc: _Scanned) -> list[int] | None:
     kept on the computation op for the next print as long as the operand indices are the
     same (an equality test of the lists)."""
     if sc.preds:
-        return _dfs_post_order(sc.kids, sc.preds, sc.bare_names)
+        return _dfs_post_order(sc.kids, sc.preds, lambda: sc.names)
     comp = sc.comp
     hit = getattr(comp, "_hlo_post_order", None)
     if hit is not None and hit[0] == sc.kids:
@@ -643,10 +643,6 @@ class _Scanned:
         sc.text = text
         return sc
 
-    def bare_names(self) -> list[str]:
-        """The instruction names (as control predecessors name them)."""
-        return self.names
-
     def add(self, part: str, item: Any) -> None:
         """Append to one of the rarer parts."""
         lst = getattr(self, part)
@@ -677,9 +673,7 @@ class _Printer:
             options.control_dependencies,
         )
         # Where a metadata attribute caches its `, metadata={...}` (as `_plan_of` names it).
-        self._metadata_key = (
-            "_hlo_sfx_metadata" + _text_key("metadata", options.percent) + self._sfx_tag
-        )
+        self._metadata_key = self._suffix_key("metadata", _text_key("metadata", options.percent))
         # Small computations of one shape (a reducer's) take `_tiny_text` (not with
         # operand shapes, which it does not print).
         self._tiny = not options.operand_shapes
@@ -1090,6 +1084,11 @@ class _Printer:
             set_field(a, skey, at)
         return at
 
+    def _suffix_key(self, name: str, text_key: str) -> str:
+        """Where an attribute printed as `name` caches its `, name=text` suffix, given the
+        key of its text (`_text_key`)."""
+        return "_hlo_sfx_" + name + text_key + self._sfx_tag
+
     def _plan_of(
         self, cls: type, props: dict[str, Any], names: tuple[Any, ...]
     ) -> tuple[bool | str, tuple[tuple[str, str, int, str | None, str, str], ...]]:
@@ -1109,7 +1108,7 @@ class _Printer:
             if name in _FROM_START and opcode in ("async-update", "async-done"):
                 continue  # XLA prints these on the async-start only
             key = _text_key(kind, self.o.percent)
-            skey = "_hlo_sfx_" + name + key + self._sfx_tag
+            skey = self._suffix_key(name, key)
             plan.append((name, kind, _rule(opcode, name), always.get(name), key, skey))
         extras: bool | str = cls in _COMP_SPECS or "control-predecessors" in props
         specs = _COMP_SPECS.get(cls, ())
