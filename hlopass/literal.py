@@ -11,6 +11,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from hlopass import narrowing
 from hlopass.shape import ArrayShape, Shape, TupleShape
 
 _DTYPES: dict[str, object] = {
@@ -335,7 +336,7 @@ def _parse_float_token(tok: str, element_type: str) -> np.generic:
     if tok in ("-nan",):
         return np.array(-np.float64("nan")).astype(dtype)[()]
     # `-0` is -0.0 here (XLA reads +0: see _convert_tokens)
-    return np.array(float(tok)).astype(dtype)[()]
+    return narrowing.narrow(np.array(float(tok)), dtype)[()]
 
 
 class LiteralSyntaxError(ValueError):
@@ -441,7 +442,7 @@ def _convert_tokens(tokens: list[str], et: str) -> np.ndarray:
         # writes `-0.0`, which both parsers read as -0.0).
         f64 = np.array([float(t) for t in tokens], dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            arr = f64.astype(dtype)
+            arr = narrowing.narrow(f64, dtype)
         wide = np.complex128 if arr.dtype.kind == "c" else np.float64  # (no ComplexWarning)
         overflow = np.flatnonzero(np.isfinite(f64) & ~np.isfinite(arr.astype(wide)))
         if overflow.size:  # XLA rejects a finite value that becomes inf (or nan) in `et`

@@ -25,10 +25,9 @@ PIPELINE = "fixpoint{passes=algsimp,constant-folding,dce,cse}"
 
 
 def _interpreter():
-    try:
-        import hlopass.interpreter as interp
-    except ImportError as e:
-        pytest.skip(f"hlopass.interpreter is not importable yet: {e}")
+    """The interpreter, imported where a test needs it: a broken import fails that test."""
+    import hlopass.interpreter as interp
+
     return interp
 
 
