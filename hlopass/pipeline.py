@@ -122,6 +122,7 @@ def _instantiate(spec: ArgSpec) -> HloModulePass:
                 f"error: pass '{spec.name}' has no option '{key}'{did_you_mean(key, options)}"
                 + (f" (options: {', '.join(options)})" if known else "")
             )
+    spec = _checked_values(spec, cls)
     try:
         instance = cls.from_spec(spec)
     except (ValueError, TypeError) as e:
@@ -129,6 +130,24 @@ def _instantiate(spec: ArgSpec) -> HloModulePass:
     if isinstance(instance, FixpointPass):
         instance.inner()  # reject bad inner pipelines before running anything
     return instance
+
+
+def _checked_values(spec: ArgSpec, cls: type) -> ArgSpec:
+    """`spec` with each option's values checked against its type (and converted where xDSL
+    would not: `2` for a float); PipelineError naming option, value and what it expects."""
+    from hlopass.pass_options import OptionValueError, options_of
+
+    given = {k.replace("_", "-"): v for k, v in spec.parameters.items()}
+    params = {}
+    try:
+        for option in options_of(cls):
+            if option.name in given:
+                params[option.name] = option.convert(given[option.name])
+            elif option.default is dataclasses.MISSING:
+                raise OptionValueError(f"{option.name}: needs a value ({option.expected()})")
+    except OptionValueError as e:
+        raise PipelineError(f"error: bad option for pass '{spec.name}': {e}") from None
+    return dataclasses.replace(spec, parameters=params)
 
 
 def find_pass(name: str) -> Callable[[], type[HloModulePass]] | None:
@@ -248,6 +267,7 @@ class Runner:
         time_passes: bool = False,
         progress: bool = False,
         out: Any = None,
+        traceback: bool = False,
     ):
         from hlopass import instrument
 
@@ -257,6 +277,8 @@ class Runner:
         self.print_after_change = "full" if print_after_change is True else print_after_change
         """False, "full" (the whole module) or "diff" (the changed computations)."""
         self.out = out if out is not None else sys.stderr
+        self.traceback = traceback
+        """Print the whole traceback of a pass that crashes (as HLOPASS_TRACEBACK=1 does)."""
         self.rewrites = instrument.RewriteCounter(self.out) if trace_rewrites else None
         self.timer = instrument.PassTimer() if time_passes else None
         self.progress = instrument.Progress(self.out) if progress else None
@@ -264,6 +286,8 @@ class Runner:
         """The fixpoint round running now (0 outside fixpoint)."""
         self.log: list[tuple[str, bool]] = []
         """(pass name, changed) for every pass run, in order."""
+        self.seconds: list[float] = []
+        """The wall time of each run in `log` (0 for a fixpoint pass skipped)."""
 
     def run_one(self, p: HloModulePass, module: ModuleOp, scope: Scope | None = None) -> bool:
         """Run `p` on the whole module, or (from a fixpoint) on `scope`'s computations."""
@@ -288,13 +312,15 @@ class Runner:
                 changed = bool(p.run(self.ctx, module, self.rewrites))
             else:
                 changed = bool(p.run_scoped(self.ctx, module, scope, self.rewrites))
-        except HloError:
+        except HloError:  # the pass's own diagnostic (bad input): its one line
             raise
         except Exception as e:
-            raise PipelineError(f"error: pass '{p.name}' failed: {_first_line(e)}") from e
+            raise self._crashed(p, e) from e
+        elapsed = time.perf_counter() - t0
         if self.timer is not None:
-            self.timer.add(p.name, time.perf_counter() - t0)
+            self.timer.add(p.name, elapsed)
         self.log.append((p.name, changed))
+        self.seconds.append(elapsed)
         if self.verify_each and changed:  # as XLA's pipeline: a pass that changed nothing
             # left the verified module as is; one that names what it changed left the rest so
             tracked = scope is not None and scope.tracked and not scope.everything
@@ -307,11 +333,27 @@ class Runner:
         self._dump(p, label, module, changed, before)
         return changed
 
+    def _crashed(self, p: HloModulePass, e: Exception) -> PipelineError:
+        """A bug in a pass: one line naming the failing line of the pass's own code, after
+        the whole traceback when asked for (`--traceback`, `HLOPASS_TRACEBACK=1`)."""
+        from hlopass import crash
+
+        cls = getattr(type(p), "xdsl_class", type(p))  # a plain xDSL pass: its own class
+        site = crash.crash_site(e, crash.own_roots(cls))
+        if crash.traceback_wanted(self.traceback):
+            self.out.write(crash.format_traceback(e))
+            hint = ""
+        else:
+            hint = "; --traceback shows the whole traceback"
+        where = f" (at {site}{hint})" if site else ""
+        return PipelineError(f"error: pass '{p.name}' failed: {crash.describe(e)}{where}")
+
     def _skipped(self, p: HloModulePass, module: ModuleOp) -> None:
         """A fixpoint pass not re-run (it would change nothing): logged and dumped as a
         run that changed nothing, so logs and dumps read the same either way."""
         label = p.name + (f" (fixpoint round {self.round})" if self.round else "")
         self.log.append((p.name, False))
+        self.seconds.append(0.0)
         self._dump(p, label, module, False, "")
 
     @staticmethod
@@ -381,6 +423,9 @@ def run_pipeline(module: ModuleOp, spec: str, **options: Any) -> bool:
 
 def runner_from_cli(args: Namespace) -> Runner:
     """One Runner for a whole `hlopass-opt` invocation (all --split-input-file chunks)."""
+    from hlopass.crash import request_tracebacks
+
+    request_tracebacks(bool(getattr(args, "traceback", False)))  # plug-ins load here
     for plugin in getattr(args, "load_pass_plugin", None) or ():
         from hlopass.plugins import load_pass_plugin
 
@@ -392,6 +437,7 @@ def runner_from_cli(args: Namespace) -> Runner:
         trace_rewrites=bool(getattr(args, "trace_rewrites", False)),
         time_passes=bool(getattr(args, "time_passes", False)),
         progress=True,
+        traceback=bool(getattr(args, "traceback", False)),
     )
 
 
@@ -418,52 +464,30 @@ def run_pass(module: ModuleOp, what: str | HloModulePass, **options: Any) -> boo
 def pass_class(name: str) -> type[HloModulePass]:
     loader = find_pass(canonical_name(name))
     if loader is None:
-        raise PipelineError(f"error: unknown pass '{name}'")
+        raise PipelineError(f"error: unknown pass '{name}'{did_you_mean(name, PASSES)}")
     return loader()
 
 
 def list_passes_text() -> str:
-    """One block per pass: name, summary, then its options with defaults."""
+    """One block per pass: name, summary, then its options with defaults and docs."""
+    from hlopass.pass_options import list_text
     from hlopass.plugins import discover
 
     discover()
     lines: list[str] = []
     for name, loader in sorted(PASSES.items()):
-        cls = loader()
-        doc = (cls.__doc__ or "").strip().splitlines()
-        lines.append(f"{name}: {doc[0] if doc else ''}")
-        for f in dataclasses.fields(cls):
-            default = f.default if f.default is not dataclasses.MISSING else None
-            if isinstance(default, tuple):
-                default = ",".join(map(str, default))
-            if isinstance(default, bool):
-                default = str(default).lower()
-            opt_doc = _field_doc(cls, f.name)
-            lines.append(
-                f"  {f.name.replace('_', '-')}={default}" + (f"  {opt_doc}" if opt_doc else "")
-            )
+        lines += list_text(name, loader())
+    lines.append("")
+    lines.append("hlopass-opt --help-pass NAME: a pass's whole documentation, every option in full")
     return "\n".join(lines) + "\n"
 
 
-def _field_doc(cls: type, field: str) -> str:
-    """The docstring under a dataclass field (read from the source)."""
-    import ast
-    import inspect
-    import textwrap
+def help_pass_text(name: str) -> str:
+    """`hlopass-opt --help-pass NAME`: the pass's docstring and every option's, in full."""
+    from hlopass.pass_options import help_text
 
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError, SyntaxError):
-        return ""
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    for i, node in enumerate(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and node.target.id == field
-            and i + 1 < len(body)
-        ):
-            nxt = body[i + 1]
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-                return str(nxt.value.value).strip().splitlines()[0]
-    return ""
+        cls = pass_class(name)
+    except PipelineError as e:  # no input file to name: the command is where it failed
+        raise PipelineError(f"hlopass-opt: {e}") from None
+    return help_text(canonical_name(name), cls)

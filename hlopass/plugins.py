@@ -35,6 +35,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from hlopass.crash import crash_site, describe, format_traceback, traceback_wanted
 from hlopass.errors import HloError
 
 ENTRY_POINT_GROUP = "hlopass.passes"
@@ -187,12 +188,12 @@ def _import_plugin(spec: str) -> ModuleType:
         raise PluginError(f"{spec}: error: cannot load pass plug-in: {e}") from None
     except Exception as e:
         where = _innermost_frame(e, spec)
-        raise PluginError(
-            f"{where}: error: plug-in failed to load: {type(e).__name__}: {e}"
-        ) from None
+        _traceback_if_wanted(e)
+        raise PluginError(f"{where}: error: plug-in failed to load: {describe(e)}") from None
 
 
 def _innermost_frame(e: BaseException, spec: str) -> str:
+    """`file:line` of the plug-in's own innermost frame (`spec` when there is none)."""
     tb = e.__traceback__
     where = spec
     while tb is not None:
@@ -200,6 +201,11 @@ def _innermost_frame(e: BaseException, spec: str) -> str:
             where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
         tb = tb.tb_next
     return where
+
+
+def _traceback_if_wanted(e: BaseException) -> None:
+    if traceback_wanted():
+        sys.stderr.write(format_traceback(e))
 
 
 # --- discovery by name: entry points and other packages' xdsl.universe -----------------------
@@ -228,14 +234,23 @@ def _entry_point_loader(ep: Any) -> Callable[[], type]:
         try:
             cls = ep.load()
         except Exception as e:
+            _traceback_if_wanted(e)
             raise PluginError(
                 f"{ep.value}: error: cannot load pass '{ep.name}' (entry point "
-                f"{ENTRY_POINT_GROUP}): {type(e).__name__}: {e}"
+                f"{ENTRY_POINT_GROUP}): {describe(e)}{_at(e, ep.module)}"
             ) from None
         return as_hlo_pass(cls)
 
     load.__name__ = f"load_{ep.name}"
     return load
+
+
+def _at(e: BaseException, module: str) -> str:
+    """` (at file:line in function)`: where in the entry point's package loading failed."""
+    top = importlib.util.find_spec(module.split(".")[0]) if module else None
+    roots = tuple(d + os.sep for d in (top.submodule_search_locations or ())) if top else ()
+    site = crash_site(e, roots)
+    return f" (at {site})" if site else ""
 
 
 def xdsl_universe_pass(name: str) -> Callable[[], type] | None:
