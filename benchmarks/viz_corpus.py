@@ -2,12 +2,15 @@
 Graphviz parse the DOT, does Model Explorer's own graph dataclass (strict) read the JSON?
 
     python3 benchmarks/viz_corpus.py [--only SUBSTRING] [--svg-every N] [--no-cost]
+                                     [--engine auto|dot|wasm]
 
 Each module goes through the CLI's own code path (`hlopass.viz.cli.render` with the parsed
 arguments of `hlopass viz FILE --format dot` and `--format me-json`, H100 costs on), one
 module per file chunk as `hlopass.corpus.modules` splits them. Graphviz's `gc` parses each
-DOT (it reads the graph with cgraph, no layout) and its node count must equal ours; every
-N-th DOT is also laid out to SVG by `dot`. Model Explorer's JSON is read with
+DOT where it is installed (it reads the graph with cgraph, no layout) and its node count
+must equal ours; every N-th DOT is also laid out to SVG the way `hlopass viz -o f.svg` does
+(`hlopass.viz.svg.render_svg`: `dot` on PATH, else the viz extra's WebAssembly Graphviz;
+`--engine wasm` hides `dot` from PATH to time that one) and the SVG must hold every node. Model Explorer's JSON is read with
 `dacite.from_dict(model_explorer.graph_builder.GraphCollection, ..., strict=True)` (the
 web app's JSON loader takes a collection with a label; tests/test_viz.py opens such files
 in Model Explorer in Chromium), every edge must name a node of the graph. Modules that XLA's parser refuses (parser cases marked so) must
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,7 +34,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hlopass.corpus import corpus_root, modules  # noqa: E402
 from hlopass.errors import HloError  # noqa: E402
+from hlopass.viz import svg  # noqa: E402
 from hlopass.viz.cli import build_parser, render  # noqa: E402
+
+
+def _engine(which: str) -> str | None:
+    """Make `svg.render_svg` lay out with `which`; the path of Graphviz's `gc`, if any.
+    For 'wasm' every PATH directory holding `dot` is dropped (gc found first)."""
+    gc = shutil.which("gc")
+    if which == "wasm":
+        dirs = os.environ.get("PATH", "").split(os.pathsep)
+        os.environ["PATH"] = os.pathsep.join(
+            d for d in dirs if not os.path.exists(os.path.join(d, "dot")))  # fmt: skip
+    if which != "auto" and svg.engine() != which:
+        sys.exit(f"viz_corpus: error: the {which} layout engine is not available")
+    return gc
 
 
 def _me_loader():
@@ -68,8 +87,8 @@ def _xla_refuses(m) -> bool:  # noqa: ANN001
     return oracle.available() and not oracle.accepts(m.text)[0]
 
 
-def _gc_nodes(dot: str) -> int:
-    p = subprocess.run(["gc", "-n"], input=dot, capture_output=True, text=True, timeout=120)
+def _gc_nodes(gc: str, dot: str) -> int:
+    p = subprocess.run([gc, "-n"], input=dot, capture_output=True, text=True, timeout=120)
     if p.returncode != 0 or p.stderr.strip():
         raise ValueError(f"Graphviz: {p.stderr.strip()[:200]}")
     return int(p.stdout.split()[0])
@@ -80,7 +99,12 @@ def main() -> int:
     ap.add_argument("--only", default="", help="modules whose id contains this")
     ap.add_argument("--svg-every", type=int, default=25, help="also lay out every N-th DOT")
     ap.add_argument("--no-cost", action="store_true")
+    ap.add_argument("--engine", choices=("auto", "dot", "wasm"), default="auto",
+                    help="who lays out the SVGs (auto: as hlopass viz chooses)")  # fmt: skip
     args = ap.parse_args()
+    gc = _engine(args.engine)
+    print(f"layout by {svg.engine()}; DOT parse check by "
+          f"{gc or 'nothing (no Graphviz gc on PATH)'}")  # fmt: skip
     root = corpus_root()
     if root is None:
         print("needs the corpus (../shared/corpus)")
@@ -94,6 +118,7 @@ def main() -> int:
     refused: list[str] = []
     counts = {"modules": 0, "dot_ok": 0, "me_ok": 0, "svg_ok": 0, "refused_ok": 0, "fail": 0}
     times: list[tuple[float, str]] = []
+    layouts: list[tuple[float, str]] = []
     max_dot_nodes = max_me_nodes = 0
     t_all = time.perf_counter()
     for i, m in enumerate(modules(root)):
@@ -128,15 +153,17 @@ def main() -> int:
             print(f"ACCEPTED {m.id}: XLA refuses it")
         try:
             ours = dot.count('[id="n')
-            n = _gc_nodes(dot)
+            n = _gc_nodes(gc, dot) if gc else ours
             assert n == ours, f"Graphviz read {n} nodes, we wrote {ours}"
             assert 0 < n <= 400, f"{n} nodes (budget 400)"
             max_dot_nodes = max(max_dot_nodes, n)
             counts["dot_ok"] += 1
             if args.svg_every and i % args.svg_every == 0:
-                p = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True,
-                                   timeout=600)  # fmt: skip
-                assert p.returncode == 0 and "<svg" in p.stdout, p.stderr[:200]
+                t1 = time.perf_counter()
+                picture = svg.render_svg(dot, timeout=600)
+                layouts.append((time.perf_counter() - t1, m.id))
+                drawn = picture.count('class="node"')
+                assert drawn == ours, f"the SVG has {drawn} nodes, the DOT {ours}"
                 counts["svg_ok"] += 1
         except Exception as e:  # noqa: BLE001
             counts["fail"] += 1
@@ -161,6 +188,11 @@ def main() -> int:
               f"{max_dot_nodes} nodes, largest ME graph {max_me_nodes} nodes")  # fmt: skip
         for t, mid in ts[-5:]:
             print(f"  {t:7.1f} s  {mid}")
+    if layouts:
+        ls = sorted(layouts)
+        print(f"SVG layout ({svg.engine()}) of {len(ls)} modules: median "
+              f"{statistics.median(t for t, _ in ls):.2f} s, max {ls[-1][0]:.1f} s "
+              f"({ls[-1][1]}), all {sum(t for t, _ in ls):.0f} s")  # fmt: skip
     if load_me is None:
         print("Model Explorer (the viz extra) is not installed: JSON not checked")
     return 1 if counts["fail"] else 0

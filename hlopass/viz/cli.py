@@ -4,9 +4,11 @@ a self-contained HTML page or Model Explorer JSON."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+from hlopass.clirun import error_line
 from hlopass.errors import HloError
 
 FORMATS = ("dot", "svg", "html", "me-json")
@@ -61,19 +63,50 @@ def _format(args: argparse.Namespace) -> str:
     return "dot"
 
 
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with this combination of arguments (a usage error), if anything."""
+    if len(args.files) > 2 or (len(args.files) == 2 and not args.diff):
+        return "two FILEs need --diff (more than two are not drawn together)"
+    if args.diff and len(args.files) == 1 and not args.passes:
+        return "--diff needs two FILEs or one FILE and -p PIPELINE"
+    if (args.explain_fusion or args.explain_layout) and not args.passes:
+        return "--explain-fusion/--explain-layout need -p PIPELINE"
+    if args.node_data and _format(args) != "me-json":
+        return "--node-data needs --format me-json (or -o FILE.json)"
+    return None
+
+
 def viz_main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(list(argv))
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    problem = usage_problem(args)
+    if problem:
+        parser.error(problem)  # one line, exit 2
     try:
         text = render(args)
         from hlopass.cli import write_output
 
         write_output(args.output, text)
     except HloError as e:
-        print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr)
+        # an error that names no place is about the module drawn (the last FILE)
+        print(error_line(e, _shown(args.files[-1])), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _shown(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+@contextlib.contextmanager
+def _about(path: str) -> Iterator[None]:
+    """Put `path: ` in front of an error that names no place (one line, as guard does)."""
+    try:
+        yield
+    except HloError as e:
+        raise HloError(error_line(e, _shown(path))) from None
 
 
 def render(args: argparse.Namespace) -> str:
@@ -82,16 +115,16 @@ def render(args: argparse.Namespace) -> str:
     from hlopass.viz.graph import build_graph
 
     fmt = _format(args)
-    if len(args.files) > 2 or (len(args.files) == 2 and not args.diff):
-        raise HloError("error: two FILEs need --diff (more than two are not drawn together)")
-    if args.diff and len(args.files) == 1 and not args.passes:
-        raise HloError("error: --diff needs two FILEs or one FILE and -p PIPELINE")
+    problem = usage_problem(args)
+    if problem:
+        raise HloError(f"error: {problem}")
     explaining = args.explain_fusion or args.explain_layout
-    if explaining and not args.passes:
-        raise HloError("error: --explain-fusion/--explain-layout need -p PIPELINE")
     budget = args.max_nodes or (20000 if fmt == "me-json" else 400)
     device = None if args.no_cost else args.device
-    modules = [parse_hlo(_read(f), f) for f in args.files]
+    modules = []
+    for f in args.files:
+        with _about(f):
+            modules.append(parse_hlo(_read(f), _shown(f)))
     if args.passes:
         from hlopass.pipeline import run_pipeline
 
@@ -104,15 +137,19 @@ def render(args: argparse.Namespace) -> str:
         if explaining:
             from hlopass.viz.explain import collect
 
-            notes = collect(lambda: run_pipeline(modules[-1], args.passes),
-                            args.explain_fusion, args.explain_layout)  # fmt: skip
+            with _about(args.files[-1]):
+                notes = collect(lambda: run_pipeline(modules[-1], args.passes),
+                                args.explain_fusion, args.explain_layout)  # fmt: skip
         else:
-            run_pipeline(modules[-1], args.passes)
+            with _about(args.files[-1]):
+                run_pipeline(modules[-1], args.passes)
 
-    def graph(m):  # noqa: ANN001, ANN202
-        return build_graph(m, device, args.focus, args.radius, budget)
-
-    graphs = [graph(m) for m in modules]
+    graphs = []
+    # with one FILE and -p, both modules are that FILE's (before and after)
+    files = args.files * 2 if len(modules) > len(args.files) else args.files
+    for f, m in zip(files, modules, strict=True):
+        with _about(f):
+            graphs.append(build_graph(m, device, args.focus, args.radius, budget))
     if explaining:
         from hlopass.viz.explain import apply
 
@@ -141,7 +178,8 @@ def render(args: argparse.Namespace) -> str:
         from hlopass.viz.html import to_html
 
         return to_html(g, marks)
-    from hlopass.viz.dot import render_svg, to_dot
+    from hlopass.viz.dot import to_dot
+    from hlopass.viz.svg import render_svg
 
     dot = to_dot(g, marks)
     return render_svg(dot) if fmt == "svg" else dot

@@ -1,4 +1,4 @@
-"""Graphviz DOT of a `Graph`, and SVG through Graphviz's `dot` program.
+"""Graphviz DOT of a `Graph` (hlopass.viz.svg lays it out to SVG).
 
 Nodes are coloured by family (elementwise, data movement, dot/convolution/FFT,
 reduce/gather/scatter/sort, parameters, constants, collectives, control flow, custom calls),
@@ -10,10 +10,6 @@ fusions and called computations are clusters, edges carry the value's shape, and
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
-from hlopass.errors import HloError
 from hlopass.viz.graph import Graph, Node
 
 # family -> (fill colour, font colour)
@@ -140,26 +136,3 @@ def _node(did: str, n: Node, mark: str | None) -> str:
         if mark == "removed":
             attrs.append('style="rounded,filled,dashed"')
     return f"{did} [{', '.join(attrs)}];"
-
-
-GRAPHVIZ_MISSING = (
-    "error: the Graphviz program 'dot' is not installed (Debian/Ubuntu: apt-get install "
-    "graphviz; conda: conda install graphviz); --format dot, me-json work without it"
-)
-
-
-def render_svg(dot_text: str, timeout: float = 300) -> str:
-    """SVG from DOT through Graphviz (HloError, one line, when `dot` is missing or fails)."""
-    exe = shutil.which("dot")
-    if exe is None:
-        raise HloError(GRAPHVIZ_MISSING)
-    try:
-        proc = subprocess.run([exe, "-Tsvg"], input=dot_text, capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise HloError(f"error: Graphviz took over {timeout:.0f} s; draw less (--focus, "
-                       "--max-nodes)") from None  # fmt: skip
-    if proc.returncode != 0:
-        first = (proc.stderr.strip().splitlines() or ["failed"])[0]
-        raise HloError(f"error: Graphviz could not lay the graph out: {first}")
-    return proc.stdout

@@ -1,9 +1,10 @@
 """A self-contained HTML page of a `Graph`: opens from disk, needs no network.
 
-The Graphviz SVG is inlined with a small script: wheel to zoom, drag to pan, a search box
-that finds an instruction by name (Enter cycles through matches and centres on them) and a
-side panel that shows the clicked instruction's HLO text, metadata and estimated cost. The
-page states how many nodes it drew (`data-nodes` on <body>, for tests and tools).
+The Graphviz SVG (hlopass.viz.svg: `dot`, or its WebAssembly build) is inlined with a
+small script: wheel to zoom, drag to pan, a search box that finds an instruction by name
+(Enter cycles through matches and centres on them) and a side panel that shows the clicked
+instruction's HLO text, metadata and estimated cost. The page states how many nodes it
+drew (`data-nodes` on <body>, for tests and tools).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import html
 import json
 
-from hlopass.viz.dot import render_svg, to_dot
+from hlopass.viz.dot import to_dot
 from hlopass.viz.graph import Graph
+from hlopass.viz.svg import render_svg
 
 _STYLE = """
 body { margin: 0; font-family: Helvetica, Arial, sans-serif; display: flex; height: 100vh; }
@@ -96,7 +98,7 @@ fit();
 
 
 def to_html(g: Graph, marks: dict[str, str] | None = None, title: str | None = None) -> str:
-    """The page (HloError when Graphviz is missing: the layout is Graphviz's)."""
+    """The page (HloError when no Graphviz can lay it out: see hlopass.viz.svg)."""
     dot = to_dot(g, marks)
     svg = render_svg(dot)
     svg = svg[svg.find("<svg") :]
