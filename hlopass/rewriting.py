@@ -86,6 +86,8 @@ class HloModulePass(ModulePass):
         return changed
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        """xDSL's entry point (`xdsl-opt -p NAME`): `run` on the module (on each inner
+        module where `op` wraps several), its changed flag dropped."""
         # xdsl-opt wraps several top-level modules (`hlopass-opt --split-input-file --emit
         # xdsl` output read without --split-input-file) in an outer module: each inner one
         # is an HLO module of its own, and the outer one has no computations to rewrite.
@@ -210,6 +212,7 @@ class NameUniquer:
 
     @property
     def used(self) -> set[str]:
+        """Every name taken: the module's instruction names and those `fresh` gave."""
         if self._used is None:
             assert self._module is not None
             used: set[str] = set()
@@ -228,6 +231,8 @@ class NameUniquer:
         return self._used
 
     def fresh(self, base: str) -> str:
+        """A name not yet used, taken now: `base` without its `.N` suffix if free, else
+        that root with the lowest free `.N` (`add.3` may give `add`, `add.1`, ...)."""
         used = self.used
         m = _SUFFIX.match(base)
         root = m.group(1) if m else base
@@ -248,8 +253,11 @@ class RewriteContext:
     """State shared by the patterns of one pass run."""
 
     module: ModuleOp
+    """The module the pass runs on."""
     names: NameUniquer
+    """Fresh instruction names for what the patterns create (`new_op` takes them here)."""
     trace: TraceHook | None = None
+    """Told of each rewrite (`note`); None when nobody listens."""
     float_op_memo: list[Any] = field(default_factory=lambda: [None, None, False])
     """algsimp's float-unsafe guard, kept for the instruction visit it was computed for."""
 
@@ -261,6 +269,8 @@ class RewriteContext:
     @staticmethod
     def of(module: ModuleOp, trace: TraceHook | None = None,
            scope: Scope | None = None) -> RewriteContext:  # fmt: skip
+        """The context for one run of a pass over `module`: a fresh `NameUniquer`, the
+        `trace` hook (`--trace-rewrites`), what `scope`'s call index already knows."""
         module.__dict__.pop(_PINNED, None)  # recomputed for this run
         module.__dict__.pop(_EFFECTS, None)
         index = scope.index if scope is not None else None
@@ -271,6 +281,8 @@ class RewriteContext:
         return RewriteContext(module, NameUniquer(module), trace)
 
     def note(self, pattern: object, op: HloOp | None, what: str = "") -> None:
+        """Tell the trace hook, if any, that `pattern` rewrites `op` (`what`: a few words on
+        how); `--trace-rewrites` shows the pattern's docstring's first line as the rule."""
         if self.trace is not None:
             label = op.inst_name if op is not None else ""
             name = type(pattern).__name__
@@ -331,6 +343,7 @@ class ByClass:
         return found
 
     def ops(self, ops: list[Operation]) -> list[Operation]:
+        """The ops of `ops` that pass the test, in order (one test per new class)."""
         answers = self.answers
         for t in set(map(type, ops)).difference(answers):
             answers[t] = self.test(t)
@@ -423,6 +436,8 @@ def scalar_constant(
     rewriter: PatternRewriter, ctx: RewriteContext, value: object, element_type: str,
     before: Operation | None = None,
 ) -> HloOp:  # fmt: skip
+    """Insert a scalar `constant` of `element_type` holding `value` (`constant`, or
+    `constant.N` where that name is taken)."""
     return constant_from_numpy(rewriter, ctx, np.asarray(value), scalar(element_type), before)
 
 
@@ -581,6 +596,7 @@ def has_side_effect(op: HloOp) -> bool:
 
 
 def is_random(op: HloOp) -> bool:
+    """`op` draws random numbers (`rng`): CSE must not merge two, folding must not run one."""
     return _class_has(op, RandomNumber)
 
 
@@ -667,6 +683,7 @@ class OpcodeDispatchApplier(RewritePattern):
         return bool(self._for(t.OPCODE if hlo_class(t) else None))  # type: ignore[attr-defined]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        """Offer `op` to the patterns for its opcode, in order, until one acts on it."""
         for pattern in self._for(op.OPCODE if is_hlo(op) else None):  # type: ignore[attr-defined]
             pattern.match_and_rewrite(op, rewriter)
             if rewriter.has_done_action:
@@ -765,10 +782,12 @@ def _is_value(value: SSAValue, target: float) -> bool:
 
 
 def is_zero(value: SSAValue) -> bool:
+    """`value` is a splat constant (or broadcast scalar constant) equal to 0 (-0.0 too)."""
     return _is_value(value, 0)
 
 
 def is_one(value: SSAValue) -> bool:
+    """`value` is a splat constant (or broadcast scalar constant) equal to 1."""
     return _is_value(value, 1)
 
 
@@ -807,10 +826,12 @@ def same_shape(a: Shape, b: Shape) -> bool:
 
 
 def value_shape(value: SSAValue) -> Shape:
+    """The HLO shape (with layout) of an SSA value: its type's `Shape`."""
     return value.type.data  # type: ignore[attr-defined]
 
 
 def is_root(op: HloOp) -> bool:
+    """`op` is its computation's ROOT (the `hlo.return` uses it)."""
     return any(isinstance(u.operation, ReturnOp) for u in op.result.uses)
 
 
@@ -837,6 +858,7 @@ _MODULE_CLASS: dict[type, bool] = {}
 
 
 def comps_by_name(module: ModuleOp) -> dict[str, ComputationOp]:
+    """The computations of `module` by name (a snapshot: edits after it are not seen)."""
     return {c.comp_name: c for c in computations(module)}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.dialects.hlo import HloOp
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.errors import HloInputError
 from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
     collectives,
@@ -44,6 +44,8 @@ from hlopass.interpreter.numeric import float_mode as float_mode_of
 __all__ = [
     "HANDLERS",
     "Interpreter",
+    "elided_constant",
+    "elided_message",
     "eval_instruction",
     "evaluate",
     "evaluate_replicas",
@@ -64,6 +66,7 @@ def evaluate(
     """
     if replicas != 1:
         return evaluate_replicas(module, [args] * replicas, float_mode=float_mode)  # type: ignore[return-value]
+    _refuse_elided(module)
     interp = interpreter_for(module)
     interp.__dict__.pop("_rng", None)  # `rng` restarts from its seed on each run
     interp.__dict__.pop("_rng_counter", None)
@@ -78,6 +81,7 @@ def evaluate_replicas(
     args_per_replica[r]; returns each replica's flattened outputs."""
     from hlopass.interpreter.replicas import run_replicas
 
+    _refuse_elided(module)
     interp = interpreter_for(module)
     interp.__dict__.pop("_rng", None)
     interp.__dict__.pop("_rng_counter", None)
@@ -111,6 +115,66 @@ def _evaluate_one(module: Any, args: tuple) -> list[np.ndarray]:
     with np.errstate(all="ignore"):  # numpy's error state is per thread
         result = interp.call(entry, values)
     return [np.asarray(v) for v in flatten(result)]
+
+
+def elided_constant(module: Any) -> tuple[ComputationOp, HloOp] | None:
+    """The first constant a run of the entry computation would evaluate whose value the
+    text left out (`constant({...})`, how XLA prints a large constant by default), and its
+    computation; None when every constant it needs is known."""
+    hits = [
+        (comp, op)
+        for comp in computations(module)
+        for op in comp.instructions
+        if op.opcode == "constant" and _is_elided(op)
+    ]
+    if not hits:  # the usual case: one pass over the instructions, nothing more
+        return None
+    from hlopass.rewriting import reachable_computations
+
+    # as the interpreter runs: only computations the entry reaches, and in each only
+    # what its root depends on (a dead elided constant does not stop a run)
+    reached = reachable_computations(module)
+    live: dict[str, set[int]] = {}
+    for comp, op in hits:
+        if comp.comp_name not in reached:
+            continue
+        if comp.comp_name not in live:
+            live[comp.comp_name] = _live(comp)
+        if id(op) in live[comp.comp_name]:
+            return comp, op
+    return None
+
+
+def elided_message(comp: ComputationOp, op: HloOp) -> str:
+    """What is wrong with running a module holding the elided constant `op` (no location)."""
+    return (
+        f"constant '{op.inst_name}' (computation {comp.comp_name}) is elided ({{...}}) in "
+        "the input: its values are unknown, so the module cannot be run; dump it again with "
+        "large constants printed (XLA_FLAGS=--xla_dump_large_constants, or "
+        "HloPrintOptions.print_large_constants=True)"
+    )
+
+
+def _is_elided(op: HloOp) -> bool:
+    value = op.attr("value")
+    lit = value.literal if hasattr(value, "literal") else value
+    return lit is not None and lit.elided
+
+
+def _live(comp: ComputationOp) -> set[int]:
+    """ids of the instructions of `comp` its root depends on (what the interpreter runs)."""
+    root = comp.root
+    live = {id(root)}
+    for op in reversed(list(comp.instructions)):
+        if id(op) in live:
+            live.update(id(v.owner) for v in op.operands)
+    return live
+
+
+def _refuse_elided(module: Any) -> None:
+    found = elided_constant(module)
+    if found is not None:
+        raise HloInputError(f"error: {elided_message(*found)}")
 
 
 def describe_parameters(module: Any) -> str:

@@ -7,6 +7,13 @@ f8 types in an `.npz`, are read as that type). Anything else is one error line n
 keys found and the parameters expected. `--max-iterations N` stops a `while` loop that has
 not ended after N iterations (an infinite loop otherwise runs until Ctrl-C), with one line
 `file:line:col: error: ...` at the loop's instruction.
+
+`--random-inputs [SEED]` draws the inputs instead (`hlopass.inputs.random_inputs`: exactly
+each parameter's shape and dtype, the same arrays for the same seed) and `--save-inputs
+PATH` writes the inputs used as an `.npz` that `--inputs` reads back, so a run can be
+repeated, or repeated on XLA. A module whose run needs a constant printed elided
+(`constant({...})`, XLA's default for large constants) is refused right after parsing,
+with one line at the constant: its values are not in the text.
 """
 
 from __future__ import annotations
@@ -32,7 +39,21 @@ def run_main(argv: Sequence[str]) -> int:
         description="Evaluate an HLO module's entry computation on inputs in0..inN of an .npz.",
     )
     parser.add_argument("file", help="HLO text file ('-' for stdin)")
-    parser.add_argument("--inputs", help=".npz holding in0..inN (omit for no parameters)")
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("--inputs", help=".npz holding in0..inN (omit for no parameters)")
+    given.add_argument(
+        "--random-inputs",
+        type=_seed,
+        nargs="?",
+        const=0,
+        metavar="SEED",
+        help="draw seeded random inputs of each parameter's shape and dtype (seed 0 if none)",
+    )
+    parser.add_argument(
+        "--save-inputs",
+        metavar="PATH",
+        help="write the inputs used to this .npz (in0..inN, as --inputs reads them)",
+    )
     parser.add_argument("-o", "--output", help="write out0..outM to this .npz (default: print)")
     parser.add_argument(
         "--max-iterations",
@@ -48,12 +69,20 @@ def _run(args: argparse.Namespace) -> int:
     from hlopass import evaluate
     from hlopass.cli import _read, parse_input
     from hlopass.interpreter.control import IterationLimitError
-    from hlopass.interpreter.core import interpreter_for
+    from hlopass.interpreter.core import flatten, interpreter_for
 
     name = "<stdin>" if args.file == "-" else args.file
     text = _read(args.file)
     module = parse_input(text, name)
-    inputs = _load_inputs(args.inputs, module)
+    _refuse_elided(module, text, name)  # before any input is read or instruction run
+    if args.random_inputs is not None:
+        from hlopass.inputs import random_inputs
+
+        inputs = [leaf for a in random_inputs(module, args.random_inputs) for leaf in flatten(a)]
+    else:
+        inputs = _load_inputs(args.inputs, module)
+    if args.save_inputs:
+        _write_npz(args.save_inputs, "in", inputs)
     interpreter_for(module).max_iterations = args.max_iterations
     try:
         outputs = evaluate(module, *inputs)
@@ -63,18 +92,45 @@ def _run(args: argparse.Namespace) -> int:
             f"{name}:{line}:{col}: error: {e} (--max-iterations {e.limit})"
         ) from None
     if args.output:
-        # typed as Any: numpy's stubs would match the arrays against `allow_pickle: bool`
-        arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
-        # to bytes first: `np.savez(path)` appends `.npz` to a path without it and replaces
-        # whatever is there; `write_output` writes exactly the path given, safely
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        write_output(args.output, buf.getvalue())  # an HloError: one line through guard
+        _write_npz(args.output, "out", outputs)
     else:
         for i, o in enumerate(outputs):
             print(f"out{i}: {o.dtype}{list(o.shape)}")
             print(np.array2string(o, threshold=64))
     return 0
+
+
+def _write_npz(path: str, prefix: str, arrays: Sequence[np.ndarray]) -> None:
+    """`arrays` as `{prefix}0..` of an `.npz` at exactly `path` (bf16 and the f8 types go
+    in as raw bytes of their item size, which `_load_inputs` reads back as the type)."""
+    # typed as Any: numpy's stubs would match the arrays against `allow_pickle: bool`
+    named: dict[str, Any] = {f"{prefix}{i}": np.asarray(a) for i, a in enumerate(arrays)}
+    # to bytes first: `np.savez(path)` appends `.npz` to a path without it and replaces
+    # whatever is there; `write_output` writes exactly the path given, safely
+    buf = io.BytesIO()
+    np.savez(buf, **named)
+    write_output(path, buf.getvalue())  # an HloError: one line through guard
+
+
+def _refuse_elided(module: Any, text: str, name: str) -> None:
+    """One located line for a constant the run needs whose value the text elides."""
+    from hlopass.interpreter import elided_constant, elided_message
+
+    found = elided_constant(module)
+    if found is None:
+        return
+    line, col = _defined_at(text, found[1].inst_name, "{...}")
+    raise HloInputError(f"{name}:{line}:{col}: error: {elided_message(*found)}")
+
+
+def _seed(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a seed (an integer >= 0), got {text!r}")
+    return n
 
 
 def _positive(text: str) -> int:
@@ -87,13 +143,22 @@ def _positive(text: str) -> int:
     return n
 
 
-def _defined_at(text: str, inst_name: str) -> tuple[int, int]:
-    """Line and column (1-based) of the instruction `inst_name`'s definition in `text`
-    (the start of the text where it cannot be found)."""
-    at = re.search(rf"^[ \t]*(?:ROOT[ \t]+)?%?({re.escape(inst_name)})[ \t]*=", text, re.M)
+def _defined_at(text: str, inst_name: str, part: str = "") -> tuple[int, int]:
+    """Line and column (1-based) of the instruction `inst_name`'s definition in `text`, or
+    of `part` within it where the definition's line holds it (the start of the text where
+    the definition cannot be found)."""
+    definition = rf"^[ \t]*(?:ROOT[ \t]+)?%?({re.escape(inst_name)})[ \t]*=[^\n]*"
+    at = None
+    for m in re.finditer(definition, text, re.M):  # names may repeat across computations
+        at = at or m
+        if part and part in m.group(0):
+            at = m
+            break
     if at is None:
         return 1, 1
     start = at.start(1)
+    if part and part in at.group(0):
+        start = at.start() + at.group(0).index(part)
     line = text.count("\n", 0, start) + 1
     return line, start - (text.rfind("\n", 0, start) + 1) + 1
 
