@@ -372,12 +372,24 @@ def _check_ascii(lx: Lexer) -> None:
             )
 
 
-def parse_hlo(text: str, filename: str | None = None) -> ModuleOp:
+class UnverifiedModuleParser(ModuleParser):
+    """What XLA's parser reads, without XLA's shape verifier: the shapes and calls of XLA's
+    own test inputs that `hlo-opt` reads unverified are taken as written (`verify=False`)."""
+
+    def check_shapes(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def check_call(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def parse_hlo(text: str, filename: str | None = None, verify: bool = True) -> ModuleOp:
     """Parse HLO module text (either print style) into an xDSL module of `hlo` ops.
 
-    Raises `HloParseError` (with `.line`, `.col`) on malformed input.
+    Raises `HloParseError` (with `.line`, `.col`) on malformed input, `HloShapeError` on
+    shapes XLA's verifier refuses (unless `verify=False`, as `hlopass-opt --no-verify`).
     """
-    parser = ModuleParser(text, filename)
+    parser = (ModuleParser if verify else UnverifiedModuleParser)(text, filename)
     if not text.isascii():
         _check_ascii(parser.lx)
     if "\\" in text:

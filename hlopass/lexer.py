@@ -83,6 +83,22 @@ def find_closing(text: str, start: int, open_ch: str = "{", close_ch: str = "}")
 # Per bracket pair: a quoted string (to its closing quote, or the end), or a bracket.
 _BRACKET_EVENTS: dict[str, re.Pattern[str]] = {}
 
+_RAW_DICT_START = re.compile(r"backend_config=" + TRIVIA_RE + r"\{", re.S)
+
+
+def raw_dict_end(text: str, pos: int) -> int:
+    """The end of the `backend_config={...}` around `pos`, or -1 where there is none.
+
+    XLA's lexer takes a braced backend config as raw text (brace-balanced, strings skipped)
+    and never unescapes the strings in it: MLIR attribute dictionaries spell bytes `\\7F`,
+    which C's escapes reject. Only the check of a bad escape asks (not the hot path)."""
+    at = text.rfind("backend_config=", 0, pos)
+    m = _RAW_DICT_START.match(text, at) if at >= 0 else None
+    if m is None:
+        return -1
+    end = find_closing(text, m.end() - 1)
+    return end + 1 if end >= pos else -1
+
 
 class Lexer:
     __slots__ = ("text", "filename", "pos", "_peeked", "_match")

@@ -234,10 +234,18 @@ def _check_convolution(
     want = [0] * shape.rank
     want[ob], want[of] = lhs.dims[ib] // bgc, rhs.dims[ko]
     for s, w in enumerate(wdims):
-        if w.size != rhs.dims[ksp[s]] or w.stride < 1 or w.lhs_dilation < 1 or w.rhs_dilation < 1:
+        # XLA's rule is equality: each window size is the kernel's spatial size (a window
+        # smaller or larger than the kernel is refused, whatever the stride and dilation)
+        if w.size != rhs.dims[ksp[s]]:
             raise VerifyException(
-                f"{name}: window dimension {s} (size {w.size}, stride {w.stride}) does not fit "
-                f"kernel {_dims(rhs)}"
+                f"{name}: window size {w.size} in spatial dimension {s} differs from the "
+                f"kernel's size {rhs.dims[ksp[s]]} there (kernel {_dims(rhs)}, window "
+                f"size={'x'.join(str(d.size) for d in wdims)})"
+            )
+        if w.stride < 1 or w.lhs_dilation < 1 or w.rhs_dilation < 1:
+            raise VerifyException(
+                f"{name}: window dimension {s} has stride {w.stride}, lhs_dilate "
+                f"{w.lhs_dilation}, rhs_dilate {w.rhs_dilation}: each must be at least 1"
             )
         padded = _window_size(lhs.dims[isp[s]], w.lhs_dilation) + w.pad_low + w.pad_high
         span = _window_size(w.size, w.rhs_dilation)

@@ -38,14 +38,18 @@ def _zero_sign_blind(m, text: str) -> str:
     return _ZERO.sub("0", text) if m.id in NEGATIVE_ZERO_MODULES else text
 
 
-# XLA's parser accepts these but XLA's verifier rejects them; we verify while parsing.
+# XLA's parser accepts these but XLA's verifier rejects them; we verify while parsing, so
+# each is refused by default with one `file:line:col: error:` line, and read as XLA's parser
+# reads it with `verify=False` (`hlopass-opt --no-verify`, as `hlo-opt` reads XLA's own test
+# inputs), then printed byte-identically to XLA's print.
 VERIFIER_REJECTS = {
     "xla_tests/tools__tests__invalid_concat.hlo": "concatenate operands disagree in a non-concatenated dimension",
     # XLA:CPU rejects both too (StableHLO shape inference, checked with jaxlib 0.10.2):
     "xla_tests/hlo__transforms__tests__operand_upcaster.hlo": "dot(s8[8], s16[8]) without contracting dimensions is an outer product [8,8], not s32[8]",
-    # convolution.4 (window size=3x3, kernel 2x2: XLA's InferConvolveShape "Window
-    # dimensions do not match RHS shape"; XLA:CPU compiles it only because StableHLO
-    # drops the window size) and reduce.2 (a non-scalar init value f32[4])
+    # convolution.4 (window size=3x3, kernel 2x2: XLA's InferConvolveShape requires each
+    # window size to equal the kernel's spatial size; XLA:CPU compiles it only because the
+    # StableHLO translation drops the window size) and reduce.2 (a non-scalar init value
+    # f32[4]: XLA's reducer check wants scalars)
     "xla_tests/hlo__translate__hlo_to_mhlo__tests__import.hlo": "convolution.4 window 3x3 on a 2x2 kernel; reduce.2 has a non-scalar init value f32[4]",
     "xla_tests/hlo__transforms__tests__rewrite_bf16_conv_to_onednn.hlo#1": "the convolution gives bf16[8,0,5,5,32], not bf16[4,4,5,5,32]",
     # XLA's ShapeVerifier::HandleCall (XLA:CPU rejects them too: func.call operand types)
@@ -60,6 +64,13 @@ VERIFIER_REJECTS = {
 def _diff(want: str, got: str) -> str:
     lines = difflib.unified_diff(want.splitlines(), got.splitlines(), "xla", "hlopass", n=1)
     return "\n".join(list(lines)[:40])
+
+
+def test_verifier_rejects_lists_corpus_modules():
+    """Each entry names a module of the corpus (a renamed file would otherwise pass unseen)."""
+    if CORPUS is None:
+        pytest.skip(CORPUS_MISSING)
+    assert set(VERIFIER_REJECTS) <= {m.id for m in MODULES}
 
 
 def _params():
@@ -88,11 +99,13 @@ def _xla_print_or_skip(m) -> str:
 @pytest.mark.parametrize("m", _params())
 def test_byte_identical_to_xla(m):
     want = _xla_print_or_skip(m)
-    if m.id in VERIFIER_REJECTS:
-        with pytest.raises(HloShapeError):
+    verify = m.id not in VERIFIER_REJECTS
+    if not verify:
+        with pytest.raises(HloShapeError) as refused:
             parse_hlo(m.text, str(m.path))
-        return
-    module = parse_hlo(m.text, str(m.path))
+        line = str(refused.value)
+        assert "\n" not in line and re.match(rf"{re.escape(str(m.path))}:\d+:\d+: error: ", line)
+    module = parse_hlo(m.text, str(m.path), verify=verify)
     got = _zero_sign_blind(m, print_hlo(module))
     want = _zero_sign_blind(m, elide_like(module, want))
     assert got == want, _diff(want, got)
@@ -108,11 +121,10 @@ def test_second_round_matches_xla(m):
     is not (it renumbers stack-frame tables, reorders computations), we follow XLA.
     """
     want1 = _xla_print_or_skip(m)
-    if m.id in VERIFIER_REJECTS:
-        pytest.skip(VERIFIER_REJECTS[m.id])
-    module = parse_hlo(m.text, str(m.path))
+    verify = m.id not in VERIFIER_REJECTS
+    module = parse_hlo(m.text, str(m.path), verify=verify)
     first = print_hlo(module)
-    second = print_hlo(parse_hlo(first, "<first print>"))
+    second = print_hlo(parse_hlo(first, "<first print>", verify=verify))
     xla_second = oracle.reprint(want1)
     want2 = elide_like(module, xla_second)
     if want1 == xla_second:
