@@ -134,3 +134,26 @@ def execute_replicas(text: str, args_per_replica: list[list[Any]]) -> list[list[
 def opcode_enum_names() -> list[str]:
     """The members of XLA's HloOpcode enum (`kAdd`, ...), as jaxlib exposes them."""
     return list(_xc().hlo.HloOpcode.__members__)
+
+
+def mlir_to_hlo(mlir: str | bytes) -> str:
+    """XLA's HLO text for a StableHLO (or MHLO, or CHLO) MLIR module, text or bytecode: the
+    converter `jax.jit(f).lower(...).as_text(dialect="hlo")` goes through, with no metadata
+    (as jax prints it) and large constants in full. Raises with MLIR's diagnostics
+    (`-:line:col: error: ...`, `-` being the buffer) on invalid MLIR."""
+    xc = _xc()
+    computation = xc._xla.mlir.mlir_module_to_xla_computation(
+        mlir, use_tuple_args=False, return_tuple=False
+    )
+    options = xc.hlo.HloPrintOptions()
+    options.print_large_constants = True
+    options.print_metadata = False
+    return computation.as_hlo_module().to_string(options)
+
+
+def hlo_to_stablehlo(text: str) -> str:
+    """StableHLO MLIR text (with locations: the instruction names) for an HLO module, by
+    XLA's HLO-to-StableHLO translation."""
+    xc = _xc()
+    computation = xc.XlaComputation(parse(text).as_serialized_hlo_module_proto())
+    return xc._xla.mlir.xla_computation_to_mlir_module(computation)
