@@ -76,7 +76,7 @@ _NOT_ANCHORS = {"parameter", "constant", "bitcast", "reshape", "broadcast", "tra
 
 def launches_kernel(op: Any) -> bool:
     from hlopass.cost.model import NO_KERNEL
-    from hlopass.cost.work import transpose_is_bitcast
+    from hlopass.kernel_structure.shapes import transpose_is_bitcast
 
     opc = op.opcode
     if opc in _NOT_KERNELS or opc in NO_KERNEL or opc == "reshape":

@@ -29,9 +29,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.attrs import PadDim
-from hlopass.cost.fusion import physical_groups, reduction_dims
-from hlopass.cost.fusion_model import is_unnested_reduction
 from hlopass.dialects.hlo import HloOp, computations
+from hlopass.kernel_structure.emitter import is_unnested_reduction, physical_groups, reduction_dims
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,

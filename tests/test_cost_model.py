@@ -223,7 +223,7 @@ def test_launch_grid_uses_the_requested_device() -> None:
     grids differ (1954 vs 489 blocks of 128 threads); estimates on one device must not reuse
     the other's cached grid, and H100 results do not depend on what was estimated before."""
     from hlopass.cost import clear_cache, group_work
-    from hlopass.cost.fusion import loop_launch
+    from hlopass.cost.launch import loop_launch
 
     a100 = get_device("a100_sxm_80")
     clear_cache()

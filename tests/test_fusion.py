@@ -17,15 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlopass.cost.fusion_model import (
-    DefaultFusionCostModel,
-    Kernel,
-    RooflineFusionCostModel,
-    fusion_cost_model,
-)
+from hlopass.cost.default_fusion_model import DefaultFusionCostModel
+from hlopass.cost.fusion_models import fusion_cost_model
+from hlopass.cost.roofline_fusion_model import RooflineFusionCostModel
 from hlopass.dialects.hlo import computations, entry_computation
 from hlopass.exporter import print_hlo
 from hlopass.importer import parse_hlo
+from hlopass.kernel_structure.plan import Kernel
 from hlopass.pipeline import PipelineError, parse_pass_pipeline, run_pipeline
 from tests.conftest import CORPUS
 from tests.error_bound import assert_within_bound, program_bounds_or_none
@@ -451,7 +449,7 @@ def test_reachability_matches_dfs_before_and_after_a_merge(seed: int) -> None:
 def test_elementwise_short_cut_equals_general_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
     """One elementwise instruction is summarised by a short cut; it must give the general
     analysis's times on every such instruction of a corpus program."""
-    import hlopass.cost.fusion_model as fm
+    import hlopass.cost.default_fusion_model as fm
 
     if CORPUS is None:
         pytest.skip("no corpus")
@@ -493,14 +491,14 @@ class _WideKernelsAreSlow(RooflineFusionCostModel):
 
 
 def test_horizontal_fusion_refuses_when_the_model_says_slower(monkeypatch) -> None:
-    from hlopass.cost import fusion_model
+    from hlopass.cost import fusion_models
     from hlopass.passes.fusion import horizontal_fusion
 
     m = parse_hlo(SIDE_BY_SIDE)
     changed, records = horizontal_fusion(m)
     assert changed and " fusion(" in print_hlo(m)
     assert {r.decision for r in records} == {"fused"}
-    monkeypatch.setitem(fusion_model.COST_MODELS, "wide-is-slow", _WideKernelsAreSlow)
+    monkeypatch.setitem(fusion_models.COST_MODELS, "wide-is-slow", _WideKernelsAreSlow)
     m = parse_hlo(SIDE_BY_SIDE)
     changed, records = horizontal_fusion(m, cost_model="wide-is-slow")
     assert not changed and " fusion(" not in print_hlo(m)

@@ -8,10 +8,11 @@ per-kernel time estimates on a `DeviceSpec`.
     >>> rank([module_a, module_b], "h100_sxm")  # [(index, time_us), ...] fastest first
     >>> estimate_group([producer, consumer], "h100_sxm").time_us   # a candidate fusion
 
-Fused computations are analysed once per device launch limits (SM count, threads per SM:
-the launch grid XLA's emitters pick depends on them) and cached by identity (`clear_cache()`
-after editing one in place); `estimate_group` prices a set of instructions as one fused kernel
-without building the fusion, for fusion passes.
+Each call analyses its module afresh (`analysis.ModuleCostAnalysis`): fused computations
+are analysed once per call and device launch limits (SM count, threads per SM: the launch
+grid XLA's emitters pick depends on them), so a module edited in place needs nothing
+cleared; `estimate_group` prices a set of instructions as one fused kernel without building
+the fusion, for fusion passes.
 """
 
 from __future__ import annotations
@@ -19,50 +20,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hlopass.cost.analysis import ModuleCostAnalysis, module_of
+from hlopass.cost.counts import Work
 from hlopass.cost.devices import DEVICES, DeviceSpec, get_device
+from hlopass.cost.hlo_cost_analysis import XlaCostAnalysis, xla_cost
 from hlopass.cost.model import (
     Estimate,
     KernelRow,
     KernelWork,
-    _Analyzer,
     kernel_time,
     module_kernels,
 )
-from hlopass.cost.work import Work, XlaCostAnalysis, xla_cost
 
 __all__ = [
     "DEVICES", "DeviceSpec", "Estimate", "KernelRow", "KernelWork", "Work", "XlaCostAnalysis",
     "clear_cache", "estimate", "estimate_group", "get_device", "group_work", "rank", "xla_cost",
 ]  # fmt: skip
 
-# module identity -> (module, analyzer, {(fused computation, SMs, threads/SM): KernelWork})
-_CACHE: dict[int, tuple[Any, _Analyzer, dict[tuple, KernelWork]]] = {}
-_CACHE_LIMIT = 64
-
 
 def clear_cache() -> None:
-    _CACHE.clear()
-
-
-def _module_of(op: Any) -> Any:
-    from xdsl.dialects.builtin import ModuleOp
-
-    while op is not None and not isinstance(op, ModuleOp):
-        op = op.parent_op()
-    return op
-
-
-def _state(module: Any) -> tuple[_Analyzer, dict[tuple, KernelWork]]:
-    entry = _CACHE.get(id(module))
-    if entry is None or entry[0] is not module:
-        from hlopass.dialects import hlo
-
-        comps = {c.comp_name: c for c in hlo.computations(module)} if module is not None else {}
-        if len(_CACHE) >= _CACHE_LIMIT:
-            _CACHE.clear()
-        entry = (module, _Analyzer(comps), {})
-        _CACHE[id(module)] = entry
-    return entry[1], entry[2]
+    """Nothing to clear: the cost model keeps no analysis between calls (kept so that code
+    written for the earlier per-module cache still runs)."""
 
 
 def _load(x: Any) -> Any:
@@ -85,13 +63,14 @@ def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm") 
     dev = get_device(device)
     x = _load(module_or_computation)
     if isinstance(x, hlo.ComputationOp):
-        module, comp = _module_of(x), x
+        module, comp = module_of(x), x
     else:
         module, comp = x, hlo.entry_computation(x)
-    an, cache = _state(module)
+    analysis = ModuleCostAnalysis(module)
+    an = analysis.analyzer
     if not an.comps:
         an.comps[comp.comp_name] = comp
-    return Estimate(dev.name, module_kernels(comp, an.comps, dev, an, 1, cache))
+    return Estimate(dev.name, module_kernels(comp, an.comps, dev, an, 1, analysis.kernels))
 
 
 def group_work(instructions: list[Any], device: str | DeviceSpec = "h100_sxm") -> KernelWork:
@@ -100,7 +79,7 @@ def group_work(instructions: list[Any], device: str | DeviceSpec = "h100_sxm") -
     instructions = list(instructions)
     if not instructions:
         return KernelWork()
-    an, _ = _state(_module_of(instructions[0]))
+    an = ModuleCostAnalysis.of_op(instructions[0]).analyzer
     return an.group_work(instructions, dev=get_device(device))
 
 

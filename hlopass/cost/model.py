@@ -13,7 +13,7 @@ module, one instruction. For each kernel `KernelWork` counts what it does:
   (a dynamic-update-slice root writes only its update: it works in place).
 
 Time (µs), XLA's default GPU performance model (`GpuPerformanceModel::
-EstimateRunTimeForInstruction`) with what `fusion.analyze` finds in the kernel -- per-input
+EstimateRunTimeForInstruction`) with what `kernel_analysis.analyze` finds in the kernel -- per-input
 reads with utilisation, XLA GPU flops (measured H100 op costs), the launch grid of the
 emitter XLA would use:
 
@@ -43,22 +43,21 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hlopass.attrs import backend_config as _backend_config
+from hlopass.cost.counts import conv_flops, shape_size
 from hlopass.cost.devices import DeviceSpec, get_device
-from hlopass.cost.fusion import FlopCounter, Read, analyze
+from hlopass.cost.gpu_flops import FlopCounter
+from hlopass.cost.kernel_analysis import Read, analyze
 from hlopass.cost.layouts import conv_transpose_bytes, op_reshape_is_bitcast
-from hlopass.cost.work import (
-    conv_flops,
+from hlopass.cost.work import DEFAULT_ALU, GEMM_TILE, OPCODE_WORK, gemm_tiles
+from hlopass.kernel_structure.shapes import (
     elements,
     first_array,
     operand_shapes,
-    shape_size,
     transpose_is_bitcast,
 )
-from hlopass.shape import ArrayShape
 
 RHO = 0.95  # XLA kMemoryComputeParallelism (PriorityFusion's 0.95)
 GEMM_EFFICIENCY = 0.8
-GEMM_TILE = 128
 THREADS_PER_BLOCK = 128
 # Launch grids (XLA's emitters read the SM count and threads per SM of the device) are
 # computed for the DeviceSpec being estimated; this one is used when no device is given.
@@ -73,7 +72,6 @@ ALU_COST: dict[str, float] = {
     "asin": 300, "atan": 300, "acosh": 300, "asinh": 300, "atanh": 300, "cosh": 200,
     "sinh": 200,
 }  # fmt: skip
-DEFAULT_ALU = 3.0
 FREE_IN_KERNEL = frozenset({
     "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "reshape", "broadcast",
     "iota", "slice", "dynamic-slice", "dynamic-update-slice", "transpose", "copy", "pad",
@@ -105,7 +103,7 @@ class KernelWork:
     threads: int = 1
     uncoalesced: bool = False
     kind: str = "loop"
-    # XLA default-model view (fusion.analyze): per-input reads and the emitter's launch grid
+    # XLA default-model view (kernel_analysis.analyze): per-input reads and the emitter's launch grid
     reads: list[Read] = field(default_factory=list)
     blocks: int = 0
     threads_per_block: int = 0
@@ -214,34 +212,9 @@ class Estimate:
 # --- work of a group of instructions ---------------------------------------------------
 
 
-def _gemm_tiles(out: Any, batch_dims: int) -> int:
-    if not isinstance(out, ArrayShape) or out.rank < 2:
-        return 1
-    dims = out.dims
-    m, n = dims[-2], dims[-1]
-    b = math.prod(dims[:-2]) if len(dims) > 2 else 1
-    return b * math.ceil(m / GEMM_TILE) * math.ceil(n / GEMM_TILE)
-
-
-def _precision(op: Any) -> str:
-    p = op.attr("operand_precision")
-    text = str(p).lower() if p is not None else ""
-    return "highest" if "highest" in text else "default"
-
-
-def _add_dot(w: KernelWork, op: Any, lhs: Any, out: Any, contracting: Any, scale: float) -> None:
-    width = math.prod(lhs.dims[d] for d in contracting) if contracting else 1
-    f = 2 * elements(out) * width * scale
-    w.flops += f
-    if f >= w.tensor_flops:
-        w.tensor_dtype = lhs.element_type
-        w.tensor_precision = _precision(op)
-        w.gemm_tiles = _gemm_tiles(out, 0)
-    w.tensor_flops += f
-
-
-class _Analyzer:
-    """Work of kernels in one module; caches fused computations by identity."""
+class KernelAnalyzer:
+    """Work of kernels in one module: the reducers' work counted once per reducer; owned by a
+    `analysis.ModuleCostAnalysis`, so it lives as long as one analysis of the module."""
 
     def __init__(self, comps: dict[str, Any]):
         self.comps = comps
@@ -249,69 +222,33 @@ class _Analyzer:
         self.counter = FlopCounter(comps)
 
     def inner_work(self, ops: list[Any], w: KernelWork, scale: float = 1.0) -> None:
-        """Flops and ALU work of instructions executed inside one kernel."""
+        """Flops and ALU work of instructions executed inside one kernel: an opcode's own
+        rule (`work.OPCODE_WORK[opcode].kernel`), else nothing for data movement, else its
+        elements x its ALU cost (f64 four times f32)."""
         for op in ops:
             opc = op.opcode
+            rule = OPCODE_WORK.get(opc)
+            if rule is not None and rule.kernel is not None:
+                rule.kernel(self, op, w, scale)
+                continue
+            if opc in FREE_IN_KERNEL:
+                continue
             shape = op.shape
             n = elements(shape) * scale
-            if opc in ("dot", "ragged-dot", "scaled-dot"):
-                sh = operand_shapes(op)
-                _add_dot(w, op, sh[0], shape, op.attr("lhs_contracting_dims"), scale)
-            elif opc == "convolution":
-                sh = operand_shapes(op)
-                f = conv_flops(op, sh[0], sh[1], shape) * scale
-                w.flops += f
-                w.tensor_flops += f
-                w.tensor_dtype = sh[0].element_type
-                w.gemm_tiles = max(w.gemm_tiles, math.ceil(elements(shape) / GEMM_TILE**2))
-            elif opc == "fusion":
-                name = op.attr("calls")
-                if name in self.comps:
-                    self.inner_work(list(self.comps[name].instructions), w, scale)
-            elif opc in ("reduce", "reduce-window"):
-                inp = operand_shapes(op)[0]
-                count = max(elements(inp) - elements(first_array(shape)), 0) * scale
-                if opc == "reduce-window":
-                    win = op.attr("window")
-                    size = math.prod(d.size for d in win.dims) if win else 1
-                    count = (size - 1) * elements(first_array(shape)) * scale
-                sub = self._reducer_cost(op.attr("to_apply"))
-                w.flops += count * sub[0]
-                w.transcendentals += count * sub[1]
-                w.alu_ops += count * sub[2]
-                w.threads = max(w.threads, int(elements(inp) * scale / 32))
-                if w.kind == "loop":
-                    w.kind = "reduction"
-            elif opc == "sort":
-                m = elements(operand_shapes(op)[0])
-                lg = math.ceil(math.log2(m)) if m > 1 else 0
-                w.flops += m * lg * scale
-                w.alu_ops += m * lg * lg * DEFAULT_ALU * scale
-            elif opc == "transpose":
-                if not transpose_is_bitcast(op):
-                    src = operand_shapes(op)[0]
-                    perm = op.attr("dimensions") or ()
-                    if perm and isinstance(src, ArrayShape) and perm[-1] != src.rank - 1:
-                        w.uncoalesced = True
-            elif opc in FREE_IN_KERNEL:
-                continue
-            elif opc in ("rng", "rng-bit-generator"):
-                w.transcendentals += elements(shape) * scale
-                w.alu_ops += 20 * elements(shape) * scale
-            else:
-                traits = op.spec.traits if hasattr(op, "spec") else ()
-                if "transcendental" in traits:
-                    w.transcendentals += n
-                elif "elementwise" in traits or opc in ("convert", "compare", "select",
-                                                        "clamp", "bitcast-convert"):  # fmt: skip
-                    w.flops += n
-                et = getattr(first_array(shape), "element_type", "f32")
-                if opc == "compare":
-                    et = getattr(operand_shapes(op)[0], "element_type", "f32")
-                k = ALU_COST.get(opc, DEFAULT_ALU) * (4.0 if et in ("f64", "c128") else 1.0)
-                w.alu_ops += k * n
+            traits = op.spec.traits if hasattr(op, "spec") else ()
+            if "transcendental" in traits:
+                w.transcendentals += n
+            elif "elementwise" in traits or opc in ("convert", "compare", "select",
+                                                    "clamp", "bitcast-convert"):  # fmt: skip
+                w.flops += n
+            et = getattr(first_array(shape), "element_type", "f32")
+            if opc == "compare":
+                et = getattr(operand_shapes(op)[0], "element_type", "f32")
+            k = ALU_COST.get(opc, DEFAULT_ALU) * (4.0 if et in ("f64", "c128") else 1.0)
+            w.alu_ops += k * n
 
-    def _reducer_cost(self, name: str | None) -> tuple[float, float, float]:
+    def reducer_cost(self, name: str | None) -> tuple[float, float, float]:
+        """(flops, transcendentals, ALU ops) of one run of the reducer `name`."""
         if not name or name not in self.comps:
             return (1.0, 0.0, DEFAULT_ALU)
         w = self.inner_cache.get(name)
@@ -362,45 +299,6 @@ class _Analyzer:
         w.uncoalesced = any(not r.coalesced for r in info.reads)
         return w
 
-    @staticmethod
-    def _add_reads(w: KernelWork, src: Any, users: list[Any]) -> None:
-        size = (
-            shape_size(src.shape)
-            if isinstance(src.shape, ArrayShape)
-            else sum(shape_size(leaf) for leaf in src.shape.leaves())
-        )
-        if src.opcode == "constant" and elements(src.shape) <= 1:
-            return
-        unique = 0.0
-        total = 0.0
-        full = False
-        for u in users:
-            opc = getattr(u, "opcode", None)
-            first = bool(u.operands) and u.operands[0].owner is src
-            if opc in ("slice", "gather") or (opc == "dynamic-slice" and first):
-                b = shape_size(u.shape)
-                total += b
-                unique = min(size, unique + b)
-            elif opc == "dynamic-update-slice" and first:
-                continue  # in place: the buffer is not read
-            elif opc == "broadcast" or opc in ("reduce-window",):
-                total += size
-                full = True
-                if opc == "reduce-window":
-                    win = u.attr("window")
-                    k = math.prod(d.size for d in win.dims) if win else 1
-                    total += size * (k - 1) * 0  # window re-reads hit L1/shared memory
-            else:
-                if full:
-                    continue  # the same elements, read once by elementwise users
-                total += size
-                full = True
-        if full:
-            unique = size
-        total = max(total, unique)
-        w.bytes_read += unique
-        w.bytes_reread += max(total - unique, 0.0)
-
 
 # --- kernels of a module -------------------------------------------------------------------
 
@@ -418,11 +316,11 @@ def _fusion_kind(op: Any) -> str:
     return {"kLoop": "loop", "kInput": "input", "kOutput": "output"}.get(kind, "loop")
 
 
-def kernel_work(op: Any, comps: dict[str, Any], analyzer: _Analyzer | None = None,
+def kernel_work(op: Any, comps: dict[str, Any], analyzer: KernelAnalyzer | None = None,
                 dev: DeviceSpec | None = None) -> KernelWork:  # fmt: skip
     """Work of the kernel one instruction launches (fusion, custom-call or plain op), with
     the launch grid XLA would use on `dev` (default H100 SXM)."""
-    an = analyzer or _Analyzer(comps)
+    an = analyzer or KernelAnalyzer(comps)
     opc = op.opcode
     if opc == "fusion":
         comp = comps[op.attr("calls")]
@@ -446,7 +344,7 @@ def kernel_work(op: Any, comps: dict[str, Any], analyzer: _Analyzer | None = Non
     return w
 
 
-def _custom_call_work(op: Any, an: _Analyzer) -> KernelWork:
+def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
     target = op.attr("custom_call_target") or ""
     w = KernelWork(kind="custom")
     sh = operand_shapes(op)
@@ -466,7 +364,7 @@ def _custom_call_work(op: Any, an: _Analyzer) -> KernelWork:
             width = math.prod(sh[0].dims[d] for d in contracting) if contracting else 1
             w.tensor_flops = w.flops = 2.0 * out0.num_elements * width
             w.tensor_dtype = sh[0].element_type
-            w.gemm_tiles = _gemm_tiles(out0, 0)
+            w.gemm_tiles = gemm_tiles(out0, 0)
         w.bytes_written = shape_size(out0) if out0 is not None else 0
     elif "cudnn" in target and "conv" in target.lower():
         w.kind = "conv"
@@ -557,7 +455,7 @@ def trip_count(op: Any) -> int | None:
         return None
 
 
-def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: _Analyzer,
+def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: KernelAnalyzer,
                    count: int = 1, cache: dict | None = None) -> list[KernelRow]:  # fmt: skip
     """Kernel rows for the instructions of a non-fused computation."""
     rows: list[KernelRow] = []

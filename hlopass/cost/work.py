@@ -1,10 +1,11 @@
-"""Work counting: flops, transcendentals and bytes per HLO instruction.
+"""Work per opcode: the cost model's one table of opcode-specific rules (`OPCODE_WORK`).
 
-Two views of the same instructions:
+Each entry gives one opcode's rules for the model's three counts; the dispatchers read the
+table and apply their category defaults where an opcode has no rule:
 
-* `xla_cost(module)` follows the conventions of XLA's `HloCostAnalysis` (the base class,
-  the one `jax ... .cost_analysis()` and `hlopass.oracle.cost_analysis` report on the CPU
-  client) so that totals can be compared with XLA's exactly:
+* `hlo`: XLA's `HloCostAnalysis` conventions (the base class, the one `jax ...
+  .cost_analysis()` and `hlopass.oracle.cost_analysis` report on the CPU client), read by
+  `hlo_cost_analysis.XlaCostAnalysis` so that totals can be compared with XLA's exactly:
   - every instruction by default reads all its operands and writes its output (a tuple
     instruction writes a table of 8-byte pointers, other tuple-shaped results such as
     variadic reduce/sort or rng-bit-generator write their arrays); parameters, constants,
@@ -20,20 +21,45 @@ Two views of the same instructions:
     2 x update bytes + start index; scatter 3 x update bytes + indices;
   - sort n*ceil(log2 n), fft 8 * prod(floor(log2 len)) * elements, rng 1 transcendental per element;
   - while, call, conditional: the called computations' totals (one loop iteration,
-    the most expensive branch); custom-call: unknown (counted as 0 here, XLA reports -1).
-* `gpu_kernel_work(...)` (in `model.py`) counts what one GPU kernel moves through DRAM:
-  bytes per fusion parameter with operand utilisation (slices read only what they take).
+    the most expensive branch); custom-call: unknown (XLA reports -1).
+* `kernel`: what the instruction adds to the work of the GPU kernel it runs in (read by
+  `model.KernelAnalyzer.inner_work`): tensor-core flops and the gemm shape of dots and
+  convolutions, reducer work of reductions, sorts, the uncoalesced mark of a transpose of
+  the minor dimension, random numbers; otherwise an instruction is free in a kernel
+  (`model.FREE_IN_KERNEL`) or costs elements x its ALU cost (`model.ALU_COST`).
+* `gpu_flops`: ALU flops as XLA's `GpuHloCostAnalysis` counts them (read by
+  `gpu_flops.FlopCounter.alu`); elementwise ops cost the measured H100 table (`profiles.py`).
+* `tensor`: tensor-core flops of dots and convolutions (`gpu_flops.FlopCounter.tensor`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hlopass.shape import ELEMENT_BITS, UNBOUNDED, ArrayShape, Shape, TupleShape, byte_size
+from hlopass.cost.counts import (
+    Work,
+    conv_flops,
+    dot_flops,
+    leaf_bytes,
+    reduce_window_count,
+    shape_size,
+)
+from hlopass.kernel_structure.emitter import WARP
+from hlopass.kernel_structure.shapes import (
+    elements,
+    elements_recursive,
+    first_array,
+    operand_ops,
+    operand_shapes,
+    transpose_is_bitcast,
+    users,
+)
+from hlopass.shape import ArrayShape, Shape, TupleShape
 
-POINTER_BYTES = 8
+# --- categories: what opcodes without a rule of their own cost --------------------------------
 
 TRANSCENDENTAL = frozenset({
     "exponential", "log", "logistic", "power", "sqrt", "cbrt", "rsqrt", "tanh", "sine",
@@ -57,157 +83,22 @@ NO_MEMORY = frozenset({
     "add-dependency", "domain",
 })  # fmt: skip
 
-
-DYNAMIC_SIZE_BYTES = 4  # XLA ShapeUtil: an s32 size per dimension after a dynamic array
-
-
-def _num_elements(shape: ArrayShape) -> int:
-    """Elements as XLA computes them: an unbounded dim (`?`) is kUnboundedSize = INT64_MIN and
-    the product wraps in int64 (f32[?,784] -> 0, f32[?,3] -> INT64_MIN); a negative result is
-    taken as 0 here (XLA then reports -9.2e18 flops) so that time estimates stay finite."""
-    if UNBOUNDED not in shape.dims or not any(shape.dynamic):
-        return shape.num_elements
-    n = 1
-    for d, dyn in zip(shape.dims, shape.dynamic, strict=False):
-        n = (n * (-(1 << 63) if dyn and d == UNBOUNDED else d)) & ((1 << 64) - 1)
-    if n >= 1 << 63:
-        n -= 1 << 64
-    return max(n, 0)
+DEFAULT_ALU = 3.0  # FP32-lane operations per element of ops XLA did not profile
+GEMM_TILE = 128
 
 
-def shape_size(shape: Shape) -> int:
-    """Bytes of a shape as XLA's CPU client counts them (tuples: a pointer per element).
+@dataclass(frozen=True)
+class OpcodeWork:
+    """One opcode's rules; None where the count's category default applies.
 
-    A dynamic array (a `<=n` or `?` dim) adds its size metadata, 4 bytes per dimension
-    (XLA ShapeUtil::ByteSizeOf); an unbounded one counts the metadata only (pinned with
-    hlopass.oracle.cost_analysis: f32[<=4] abs -> 2 x (16 + 4), f32[?,784] abs -> 2 x 8)."""
-    if isinstance(shape, TupleShape):
-        return POINTER_BYTES * len(shape.elements)
-    if isinstance(shape, ArrayShape):
-        meta = DYNAMIC_SIZE_BYTES * shape.rank if any(shape.dynamic) else 0
-        if meta and UNBOUNDED in shape.dims:
-            return meta
-        bits = ELEMENT_BITS[shape.element_type]
-        packed = shape.layout.element_size_bits if shape.layout is not None else 0
-        if 0 < bits < 8 and packed:  # sub-byte types packed by an E(n) layout
-            return (shape.num_elements * packed + 7) // 8 + meta
-        return shape.num_elements * byte_size(shape.element_type) + meta
-    return 0
+    hlo(analysis, op, work, operand shapes, output bytes) -> the instruction's Work, given
+    the default (operands read, output written); kernel(analyzer, op, kernel work, scale)
+    adds to a kernel's work; gpu_flops(counter, op) and tensor(op) -> flops."""
 
-
-def elements(shape: Shape) -> int:
-    if isinstance(shape, ArrayShape):
-        return _num_elements(shape)
-    if isinstance(shape, TupleShape):
-        return elements(shape.elements[0]) if shape.elements else 0
-    return 0
-
-
-def elements_recursive(shape: Shape) -> int:
-    if isinstance(shape, TupleShape):
-        return sum(elements_recursive(e) for e in shape.elements)
-    return elements(shape)
-
-
-def first_array(shape: Shape) -> Shape:
-    while isinstance(shape, TupleShape) and shape.elements:
-        shape = shape.elements[0]
-    return shape
-
-
-@dataclass
-class Work:
-    flops: float = 0.0
-    transcendentals: float = 0.0
-    bytes_accessed: float = 0.0
-
-    def __iadd__(self, o: Work) -> Work:
-        self.flops += o.flops
-        self.transcendentals += o.transcendentals
-        self.bytes_accessed += o.bytes_accessed
-        return self
-
-    def scaled(self, k: float) -> Work:
-        return Work(self.flops * k, self.transcendentals * k, self.bytes_accessed * k)
-
-    def as_dict(self) -> dict[str, float]:
-        return {"flops": self.flops, "transcendentals": self.transcendentals,
-                "bytes accessed": self.bytes_accessed}  # fmt: skip
-
-
-def operand_ops(op: Any) -> list[Any]:
-    return [v.owner for v in op.operands]
-
-
-def operand_shapes(op: Any) -> list[Shape]:
-    return [v.type.data for v in op.operands]
-
-
-def dot_flops(lhs: Shape, out: Shape, lhs_contracting: tuple[int, ...] | None) -> int:
-    width = 1
-    for d in lhs_contracting or ():
-        width *= lhs.dims[d]  # type: ignore[attr-defined]
-    return 2 * elements(out) * width
-
-
-def conv_flops(op: Any, lhs: ArrayShape, rhs: ArrayShape, out: ArrayShape,
-               labels: Any = None, window: Any = None) -> int:  # fmt: skip
-    dn = labels if labels is not None else op.attr("dim_labels")
-    win = window if window is not None else op.attr("window")
-    in_b, in_f, in_sp = dn.input
-    _k_i, _k_o, k_sp = dn.kernel
-    _o_b, o_f, o_sp = dn.output
-    fgc = op.attr("feature_group_count") or 1
-    bgc = op.attr("batch_group_count") or 1
-    positions = 1
-    wdims = win.dims if win is not None else ()
-    for s, wd in enumerate(wdims):
-        inp, ker, outl = lhs.dims[in_sp[s]], rhs.dims[k_sp[s]], out.dims[o_sp[s]]
-        positions *= _valid_positions(inp, ker, outl, wd)
-    fma = (lhs.dims[in_f] // fgc) * out.dims[o_f] * (lhs.dims[in_b] // bgc) * positions
-    return 2 * fma
-
-
-def _valid_positions(inp: int, ker: int, out: int, wd: Any) -> int:
-    stride, lo, hi = wd.stride, wd.pad_low, wd.pad_high
-    ldil, rdil = wd.lhs_dilation, wd.rhs_dilation
-    if (inp == out and ker == out and inp == ldil and rdil == 1 and max(1, inp - 1) == stride
-            and lo == 0 and hi == 0):  # fmt: skip
-        return inp
-    if (inp == 1 and ker == out and rdil == 1 and ldil == 1 and stride == 1
-            and hi == out - 1 and lo == out - 1):  # fmt: skip
-        return out
-    count = 0
-    for k in range(ker):
-        base = k * rdil - lo
-        for o in range(out):
-            u = o * stride + base
-            if ldil > 1:
-                if u % ldil:
-                    continue
-                u //= ldil
-            if 0 <= u < inp:
-                count += 1
-    return count
-
-
-def transpose_orders(op: Any) -> tuple[list[int], list[int]] | None:
-    """Major-to-minor physical order of a transpose's non-degenerate dims, as input dims:
-    (output order, input order); None when either side is not an array."""
-    src = operand_shapes(op)[0]
-    dst = op.shape
-    perm = op.attr("dimensions") or ()
-    if not isinstance(src, ArrayShape) or not isinstance(dst, ArrayShape):
-        return None
-    out_order = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
-    in_order = [d for d in reversed(src.minor_to_major) if src.dims[d] != 1]
-    return out_order, in_order
-
-
-def transpose_is_bitcast(op: Any) -> bool:
-    """XLA's `IsEffectiveBitcast`: the physical order of the non-degenerate dims is kept."""
-    orders = transpose_orders(op)
-    return orders is not None and orders[0] == orders[1]
+    hlo: Callable[[Any, Any, Work, list[Shape], int], Work] | None = None
+    kernel: Callable[[Any, Any, Any, float], None] | None = None
+    gpu_flops: Callable[[Any, Any], float] | None = None
+    tensor: Callable[[Any], float] | None = None
 
 
 def transpose_is_strict_bitcast(op: Any) -> bool:
@@ -223,187 +114,371 @@ def transpose_is_strict_bitcast(op: Any) -> bool:
     return [perm[d] for d in dst.minor_to_major] == list(src.minor_to_major)
 
 
-class XlaCostAnalysis:
-    """HloCostAnalysis conventions over a parsed module (`hlopass.parse_hlo`)."""
-
-    def __init__(self, module: Any, unknown_custom_call: float = -1.0):
-        self.unknown = unknown_custom_call
-        from hlopass.dialects import hlo
-
-        self.comps = {c.comp_name: c for c in hlo.computations(module)}
-        self.module = module
-        self._cache: dict[str, Work] = {}
-
-    def entry(self) -> Any:
-        from hlopass.dialects import hlo
-
-        return hlo.entry_computation(self.module)
-
-    def total(self) -> Work:
-        return self.computation(self.entry().comp_name)
-
-    def computation(self, name: str) -> Work:
-        w = self._cache.get(name)
-        if w is None:
-            w = Work()
-            for op in self.comps[name].instructions:
-                w += self.instruction(op)
-            self._cache[name] = w
-        return w
-
-    def _sub(self, name: str | None, k: float) -> Work:
-        if not name or name not in self.comps:
-            return Work()
-        w = self.computation(name)
-        return Work(w.flops * k, w.transcendentals * k, 0.0)
-
-    def instruction(self, op: Any) -> Work:
-        opc = op.opcode
-        shape = op.shape
-        shapes = operand_shapes(op)
-        if opc in NO_MEMORY:
-            return Work()
-        # a tuple instruction writes its pointer table; other tuple-shaped results (variadic
-        # reduce/sort, rng-bit-generator, ...) write their arrays (jaxlib 0.10)
-        out_size = shape_size(shape) if opc == "tuple" else _leaf_bytes(shape)
-        default_bytes = out_size + sum(shape_size(s) for s in shapes)
-        w = Work(bytes_accessed=default_bytes)
-        if opc in TRANSCENDENTAL:
-            w.transcendentals = elements(shape)
-        elif "elementwise" in op.spec.traits or opc in ELEMENTWISE_EXTRA:
-            w.flops = elements(shape)
-        elif opc == "transpose":
-            if transpose_is_strict_bitcast(op):
-                return Work()
-        elif opc == "slice":
-            w.bytes_accessed = 2 * out_size
-        elif opc == "dynamic-slice":
-            w.bytes_accessed = 2 * out_size + (shape_size(shapes[1]) if len(shapes) > 1 else 0)
-        elif opc == "dynamic-update-slice":
-            w.bytes_accessed = 2 * shape_size(shapes[1]) + (
-                shape_size(shapes[2]) if len(shapes) > 2 else 0
-            )
-        elif opc == "tuple":
-            w.bytes_accessed = out_size
-        elif opc == "ragged-dot" and op.attr("rhs_group_dims"):
-            # XLA HandleRaggedDot: the result with dimension i deleted for each i <
-            # len(rhs_group_dims) (the leading dims, whichever the group dims are)
-            dims = list(first_array(shape).dims)
-            for i in range(len(op.attr("rhs_group_dims"))):
-                del dims[i]
-            width = math.prod(shapes[0].dims[d] for d in op.attr("lhs_contracting_dims") or ())
-            w.flops = 2 * math.prod(dims) * width
-        elif opc in ("dot", "ragged-dot", "scaled-dot"):
-            w.flops = dot_flops(shapes[0], shape, op.attr("lhs_contracting_dims"))
-        elif opc == "convolution":
-            w.flops = conv_flops(op, shapes[0], shapes[1], shape)  # type: ignore[arg-type]
-        elif opc == "fft":
-            logs = 1
-            for n in op.attr("fft_length") or ():
-                logs *= int(math.floor(math.log2(n))) if n > 0 else 0
-            w.flops = 2 * 4 * logs * elements(first_array(shapes[0]))
-        elif opc == "reduce":
-            count = elements(shapes[0]) - elements(first_array(shape))
-            w += self._sub(op.attr("to_apply"), count)
-        elif opc == "reduce-window":
-            w += self._sub(op.attr("to_apply"), _reduce_window_count(op, shapes[0]))
-        elif opc == "select-and-scatter":
-            src = elements(shapes[1])
-            win = op.attr("window")  # none for a scalar operand: a window of one
-            wsize = math.prod(d.size for d in win.dims) if win is not None else 1
-            w += self._sub(op.attr("select"), src * (wsize - 1))
-            w += self._sub(op.attr("scatter"), src)
-        elif opc == "map":
-            w += self._sub(op.attr("to_apply"), elements(shape))
-        elif opc == "sort":
-            n = elements(shapes[0])
-            w.flops = n * (math.ceil(math.log2(n)) if n > 1 else 0)
-        elif opc == "gather":
-            w.bytes_accessed = 2 * out_size + shape_size(shapes[1])
-        elif opc == "scatter":
-            n = (len(shapes) - 1) // 2
-            upd = sum(shape_size(s) for s in shapes[n + 1 :])
-            w.bytes_accessed = 3 * upd + shape_size(shapes[n])
-            w += self._sub(op.attr("to_apply"), elements(shapes[n + 1]))
-        elif opc == "outfeed":
-            # XLA HandleOutfeed: the leaves of the data operand, not a tuple's pointer table
-            w.bytes_accessed = out_size + sum(_leaf_bytes(s) for s in shapes)
-        elif opc == "rng":
-            w.transcendentals = elements(shape)
-        elif opc == "rng-bit-generator":
-            w.transcendentals = elements_recursive(shape)
-        elif opc in ("while",):
-            w = Work()
-            w += self.computation(op.attr("body"))
-            w += self.computation(op.attr("condition"))
-        elif opc == "call":
-            w = Work()
-            w += self.computation(op.attr("to_apply"))
-        elif opc == "conditional":
-            names = op.attr("branch_computations") or tuple(
-                n for n in (op.attr("true_computation"), op.attr("false_computation")) if n
-            )
-            ws = [self.computation(n) for n in names]
-            w = Work(max(x.flops for x in ws), max(x.transcendentals for x in ws),
-                     max(x.bytes_accessed for x in ws))  # fmt: skip
-        elif opc == "custom-call":
-            # XLA does not know what a custom call does: -1 flops and -1 bytes each.
-            return Work(self.unknown, 0.0, self.unknown)
-        elif opc == "fusion":
-            return self._fusion(op)
-        elif opc == "triangular-solve":
-            a, b = shapes[0], shapes[1]
-            w.bytes_accessed = out_size + shape_size(a) / 2 + shape_size(b)
-            w.flops = 2 * a.dims[-1] * elements(b)  # type: ignore[attr-defined]
-        elif opc == "cholesky":
-            a = shapes[0]
-            w.bytes_accessed = shape_size(a)
-            w.flops = a.dims[-1] * elements(a) // 3  # type: ignore[attr-defined]
-        elif opc in ("all-reduce", "all-reduce-start"):
-            w.flops = sum(leaf.num_elements for leaf in shape.leaves())
-            w.bytes_accessed = sum(shape_size(leaf) for leaf in shape.leaves()) + sum(
-                shape_size(s) for s in shapes
-            )
-        elif opc == "async-start":
-            w = Work()
-            w += self.computation(op.attr("calls"))
-        return w
-
-    def _fusion(self, op: Any) -> Work:
-        comp = self.comps[op.attr("calls")]
-        inner = self.computation(comp.comp_name)
-        w = Work(inner.flops, inner.transcendentals, 0.0)
-        root = comp.root
-        shape = op.shape
-        if root.opcode == "dynamic-update-slice":
-            w.bytes_accessed += shape_size(operand_shapes(root)[1])
-        elif isinstance(shape, TupleShape):
-            ops = operand_ops(root) if root.opcode == "tuple" else []
-            for i, leaf in enumerate(shape.elements):
-                if i < len(ops) and ops[i].opcode == "dynamic-update-slice":
-                    w.bytes_accessed += shape_size(operand_shapes(ops[i])[1])
-                else:
-                    w.bytes_accessed += _leaf_bytes(leaf)
-        else:
-            w.bytes_accessed += shape_size(shape)
-        for p in comp.parameters():
-            w.bytes_accessed += fusion_parameter_read_bytes(p)
-        # a non-scalar constant inside the fusion is read from memory (pinned with
-        # hlopass.oracle.cost_analysis: broadcast of f32[3] constant -> +12 B, s4[3] -> +3 B)
-        for c in comp.instructions:
-            if c.opcode == "constant" and isinstance(c.shape, ArrayShape) and elements(c.shape) > 1:
-                w.bytes_accessed += shape_size(c.shape)
-        return w
+# --- helpers of the kernel rules -----------------------------------------------------------------
 
 
-def _leaf_bytes(shape: Shape) -> int:
-    if isinstance(shape, TupleShape):
-        return sum(_leaf_bytes(e) for e in shape.elements)
-    return shape_size(shape)
+def gemm_tiles(out: Any, batch_dims: int) -> int:
+    """128x128 output tiles (x batch) of a dot's result."""
+    if not isinstance(out, ArrayShape) or out.rank < 2:
+        return 1
+    dims = out.dims
+    m, n = dims[-2], dims[-1]
+    b = math.prod(dims[:-2]) if len(dims) > 2 else 1
+    return b * math.ceil(m / GEMM_TILE) * math.ceil(n / GEMM_TILE)
 
 
-def users(op: Any) -> list[Any]:
-    return [u.operation for u in op.result.uses]
+def _precision(op: Any) -> str:
+    p = op.attr("operand_precision")
+    text = str(p).lower() if p is not None else ""
+    return "highest" if "highest" in text else "default"
+
+
+def _add_dot(w: Any, op: Any, lhs: Any, out: Any, contracting: Any, scale: float) -> None:
+    width = math.prod(lhs.dims[d] for d in contracting) if contracting else 1
+    f = 2 * elements(out) * width * scale
+    w.flops += f
+    if f >= w.tensor_flops:
+        w.tensor_dtype = lhs.element_type
+        w.tensor_precision = _precision(op)
+        w.gemm_tiles = gemm_tiles(out, 0)
+    w.tensor_flops += f
+
+
+# --- dots and convolutions -----------------------------------------------------------------------
+
+
+def _dot_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.flops = dot_flops(shapes[0], op.shape, op.attr("lhs_contracting_dims"))
+    return w
+
+
+def _ragged_dot_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    if not op.attr("rhs_group_dims"):
+        return _dot_hlo(a, op, w, shapes, out_size)
+    # XLA HandleRaggedDot: the result with dimension i deleted for each i <
+    # len(rhs_group_dims) (the leading dims, whichever the group dims are)
+    dims = list(first_array(op.shape).dims)
+    for i in range(len(op.attr("rhs_group_dims"))):
+        del dims[i]
+    width = math.prod(shapes[0].dims[d] for d in op.attr("lhs_contracting_dims") or ())
+    w.flops = 2 * math.prod(dims) * width
+    return w
+
+
+def _dot_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
+    sh = operand_shapes(op)
+    _add_dot(w, op, sh[0], op.shape, op.attr("lhs_contracting_dims"), scale)
+
+
+def _dot_tensor(op: Any) -> float:
+    sh = operand_shapes(op)
+    contracting = op.attr("lhs_contracting_dims") or ()
+    width = math.prod(sh[0].dims[d] for d in contracting) if contracting else 1
+    return 2.0 * elements(op.shape) * width
+
+
+def _conv_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.flops = conv_flops(op, shapes[0], shapes[1], op.shape)  # type: ignore[arg-type]
+    return w
+
+
+def _conv_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
+    sh = operand_shapes(op)
+    shape = op.shape
+    f = conv_flops(op, sh[0], sh[1], shape) * scale
+    w.flops += f
+    w.tensor_flops += f
+    w.tensor_dtype = sh[0].element_type
+    w.gemm_tiles = max(w.gemm_tiles, math.ceil(elements(shape) / GEMM_TILE**2))
+
+
+def _conv_tensor(op: Any) -> float:
+    sh = operand_shapes(op)
+    return float(conv_flops(op, sh[0], sh[1], op.shape))
+
+
+# --- reductions, windows, maps, scatters ---------------------------------------------------------
+
+
+def _reduce_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    count = elements(shapes[0]) - elements(first_array(op.shape))
+    w += a.sub(op.attr("to_apply"), count)
+    return w
+
+
+def _reduce_window_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w += a.sub(op.attr("to_apply"), reduce_window_count(op, shapes[0]))
+    return w
+
+
+def _reduction_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
+    """reduce and reduce-window: their reducer's work per reduced element."""
+    shape = op.shape
+    inp = operand_shapes(op)[0]
+    count = max(elements(inp) - elements(first_array(shape)), 0) * scale
+    if op.opcode == "reduce-window":
+        win = op.attr("window")
+        size = math.prod(d.size for d in win.dims) if win else 1
+        count = (size - 1) * elements(first_array(shape)) * scale
+    sub = an.reducer_cost(op.attr("to_apply"))
+    w.flops += count * sub[0]
+    w.transcendentals += count * sub[1]
+    w.alu_ops += count * sub[2]
+    w.threads = max(w.threads, int(elements(inp) * scale / 32))
+    if w.kind == "loop":
+        w.kind = "reduction"
+
+
+def _reduce_gpu(fc: Any, op: Any) -> float:
+    inp = operand_shapes(op)[0]
+    count = elements(inp) - elements(first_array(op.shape))
+    return count * fc.sub(op.attr("to_apply"))
+
+
+def _reduce_window_gpu(fc: Any, op: Any) -> float:
+    return reduce_window_count(op, operand_shapes(op)[0]) * fc.sub(op.attr("to_apply"))
+
+
+def _select_and_scatter_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    src = elements(shapes[1])
+    win = op.attr("window")  # none for a scalar operand: a window of one
+    wsize = math.prod(d.size for d in win.dims) if win is not None else 1
+    w += a.sub(op.attr("select"), src * (wsize - 1))
+    w += a.sub(op.attr("scatter"), src)
+    return w
+
+
+def _select_and_scatter_gpu(fc: Any, op: Any) -> float:
+    sh = operand_shapes(op)
+    src = elements(sh[1])
+    win = op.attr("window")
+    k = math.prod(d.size for d in win.dims) if win else 1
+    return src * (k - 1) * fc.sub(op.attr("select")) + src * fc.sub(op.attr("scatter"))
+
+
+def _map_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w += a.sub(op.attr("to_apply"), elements(op.shape))
+    return w
+
+
+def _map_gpu(fc: Any, op: Any) -> float:
+    return elements(op.shape) * fc.sub(op.attr("to_apply"))
+
+
+def _scatter_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    n = (len(shapes) - 1) // 2
+    upd = sum(shape_size(s) for s in shapes[n + 1 :])
+    w.bytes_accessed = 3 * upd + shape_size(shapes[n])
+    w += a.sub(op.attr("to_apply"), elements(shapes[n + 1]))
+    return w
+
+
+def _scatter_gpu(fc: Any, op: Any) -> float:
+    sh = operand_shapes(op)
+    n = (len(sh) - 1) // 2
+    return elements(sh[n + 1]) * fc.sub(op.attr("to_apply"))
+
+
+# --- sort, fft, random numbers -------------------------------------------------------------------
+
+
+def _sort_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    n = elements(shapes[0])
+    w.flops = n * (math.ceil(math.log2(n)) if n > 1 else 0)
+    return w
+
+
+def _sort_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
+    m = elements(operand_shapes(op)[0])
+    lg = math.ceil(math.log2(m)) if m > 1 else 0
+    w.flops += m * lg * scale
+    w.alu_ops += m * lg * lg * DEFAULT_ALU * scale
+
+
+def _sort_gpu(fc: Any, op: Any) -> float:
+    n = elements(operand_shapes(op)[0])
+    return float(n * (math.ceil(math.log2(n)) if n > 1 else 0))
+
+
+def _fft_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    logs = 1
+    for n in op.attr("fft_length") or ():
+        logs *= int(math.floor(math.log2(n))) if n > 0 else 0
+    w.flops = 2 * 4 * logs * elements(first_array(shapes[0]))
+    return w
+
+
+def _rng_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.transcendentals = elements(op.shape)
+    return w
+
+
+def _rng_bit_generator_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.transcendentals = elements_recursive(op.shape)
+    return w
+
+
+def _rng_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
+    w.transcendentals += elements(op.shape) * scale
+    w.alu_ops += 20 * elements(op.shape) * scale
+
+
+# --- data movement -------------------------------------------------------------------------------
+
+
+def _transpose_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    return Work() if transpose_is_strict_bitcast(op) else w
+
+
+def _transpose_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
+    if not transpose_is_bitcast(op):
+        src = operand_shapes(op)[0]
+        perm = op.attr("dimensions") or ()
+        if perm and isinstance(src, ArrayShape) and perm[-1] != src.rank - 1:
+            w.uncoalesced = True
+
+
+def _slice_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.bytes_accessed = 2 * out_size
+    return w
+
+
+def _dynamic_slice_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.bytes_accessed = 2 * out_size + (shape_size(shapes[1]) if len(shapes) > 1 else 0)
+    return w
+
+
+def _dynamic_update_slice_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:  # fmt: skip
+    w.bytes_accessed = 2 * shape_size(shapes[1]) + (shape_size(shapes[2]) if len(shapes) > 2 else 0)
+    return w
+
+
+def _gather_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.bytes_accessed = 2 * out_size + shape_size(shapes[1])
+    return w
+
+
+def _tuple_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w.bytes_accessed = out_size
+    return w
+
+
+def _concatenate_gpu(fc: Any, op: Any) -> float:
+    n = elements(op.shape)
+    dim = (op.attr("dimensions") or (0,))[0]
+    if dim != 0:
+        for s in operand_shapes(op):
+            if isinstance(s, ArrayShape) and s.dims[dim] % WARP:
+                return 400.0 * n
+    return 6.0 * n
+
+
+def _outfeed_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    # XLA HandleOutfeed: the leaves of the data operand, not a tuple's pointer table
+    w.bytes_accessed = out_size + sum(leaf_bytes(s) for s in shapes)
+    return w
+
+
+# --- linear algebra, collectives -----------------------------------------------------------------
+
+
+def _triangular_solve_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    lhs, rhs = shapes[0], shapes[1]
+    w.bytes_accessed = out_size + shape_size(lhs) / 2 + shape_size(rhs)
+    w.flops = 2 * lhs.dims[-1] * elements(rhs)  # type: ignore[attr-defined]
+    return w
+
+
+def _cholesky_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    m = shapes[0]
+    w.bytes_accessed = shape_size(m)
+    w.flops = m.dims[-1] * elements(m) // 3  # type: ignore[attr-defined]
+    return w
+
+
+def _all_reduce_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    shape = op.shape
+    w.flops = sum(leaf.num_elements for leaf in shape.leaves())
+    w.bytes_accessed = sum(shape_size(leaf) for leaf in shape.leaves()) + sum(
+        shape_size(s) for s in shapes
+    )
+    return w
+
+
+# --- called computations -------------------------------------------------------------------------
+
+
+def _while_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w = Work()
+    w += a.computation(op.attr("body"))
+    w += a.computation(op.attr("condition"))
+    return w
+
+
+def _call_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w = Work()
+    w += a.computation(op.attr("to_apply"))
+    return w
+
+
+def _async_start_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    w = Work()
+    w += a.computation(op.attr("calls"))
+    return w
+
+
+def _conditional_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    names = op.attr("branch_computations") or tuple(
+        n for n in (op.attr("true_computation"), op.attr("false_computation")) if n
+    )
+    ws = [a.computation(n) for n in names]
+    return Work(max(x.flops for x in ws), max(x.transcendentals for x in ws),
+                max(x.bytes_accessed for x in ws))  # fmt: skip
+
+
+def _custom_call_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    # XLA does not know what a custom call does: -1 flops and -1 bytes each.
+    return Work(a.unknown, 0.0, a.unknown)
+
+
+def _fusion_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
+    """The fused computation's flops; bytes: each fused parameter's reads, the outputs (an
+    in-place dynamic-update-slice root writes its update) and non-scalar constants."""
+    comp = a.comps[op.attr("calls")]
+    inner = a.computation(comp.comp_name)
+    w = Work(inner.flops, inner.transcendentals, 0.0)
+    root = comp.root
+    shape = op.shape
+    if root.opcode == "dynamic-update-slice":
+        w.bytes_accessed += shape_size(operand_shapes(root)[1])
+    elif isinstance(shape, TupleShape):
+        ops = operand_ops(root) if root.opcode == "tuple" else []
+        for i, leaf in enumerate(shape.elements):
+            if i < len(ops) and ops[i].opcode == "dynamic-update-slice":
+                w.bytes_accessed += shape_size(operand_shapes(ops[i])[1])
+            else:
+                w.bytes_accessed += leaf_bytes(leaf)
+    else:
+        w.bytes_accessed += shape_size(shape)
+    for p in comp.parameters():
+        w.bytes_accessed += fusion_parameter_read_bytes(p)
+    # a non-scalar constant inside the fusion is read from memory (pinned with
+    # hlopass.oracle.cost_analysis: broadcast of f32[3] constant -> +12 B, s4[3] -> +3 B)
+    for c in comp.instructions:
+        if c.opcode == "constant" and isinstance(c.shape, ArrayShape) and elements(c.shape) > 1:
+            w.bytes_accessed += shape_size(c.shape)
+    return w
+
+
+def _fusion_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
+    name = op.attr("calls")
+    if name in an.comps:
+        an.inner_work(list(an.comps[name].instructions), w, scale)
+
+
+def _fusion_gpu(fc: Any, op: Any) -> float:
+    name = op.attr("calls")
+    return fc.sub(name)
 
 
 def fusion_parameter_read_bytes(p: Any) -> int:
@@ -446,26 +521,42 @@ def fusion_parameter_read_bytes(p: Any) -> int:
     return size
 
 
-def _reduce_window_count(op: Any, operand: Shape) -> float:
-    win = op.attr("window")
-    dims = win.dims if win is not None else ()
-    wcount = math.prod(d.size for d in dims) if dims else 1
-    out = first_array(op.shape)
-    out_elems = elements(out)
-    count = (wcount - 1) * out_elems
-    nred = sum(1 for d in dims if d.size != 1)
-    npad = sum(1 for d in dims if d.pad_low or d.pad_high)
-    if nred == 1 and npad == 1 and not isinstance(op.shape, TupleShape):
-        for i, d in enumerate(dims):
-            if (d.size != 1 and d.pad_low and d.pad_high and d.pad_low == d.pad_high
-                    and d.size == 2 * d.pad_low + 1):  # fmt: skip
-                if d.pad_low == out.dims[i] - 1:  # type: ignore[attr-defined]
-                    n = out.dims[i]  # type: ignore[attr-defined]
-                    count = out_elems // n + (n - 1)
-                break
-    return count
+# --- the table -----------------------------------------------------------------------------------
 
+_DOT = OpcodeWork(_dot_hlo, _dot_kernel, tensor=_dot_tensor)
+_REDUCE_WINDOW = OpcodeWork(_reduce_window_hlo, _reduction_kernel, _reduce_window_gpu)
 
-def xla_cost(module: Any) -> dict[str, float]:
-    """Totals in XLA's HloCostAnalysis conventions: {flops, transcendentals, bytes accessed}."""
-    return XlaCostAnalysis(module).total().as_dict()
+OPCODE_WORK: dict[str, OpcodeWork] = {
+    "dot": _DOT,
+    "scaled-dot": _DOT,
+    "ragged-dot": OpcodeWork(_ragged_dot_hlo, _dot_kernel, tensor=_dot_tensor),
+    "convolution": OpcodeWork(_conv_hlo, _conv_kernel, tensor=_conv_tensor),
+    "reduce": OpcodeWork(_reduce_hlo, _reduction_kernel, _reduce_gpu),
+    "reduce-window": _REDUCE_WINDOW,
+    "select-and-scatter": OpcodeWork(_select_and_scatter_hlo, gpu_flops=_select_and_scatter_gpu),
+    "map": OpcodeWork(_map_hlo, gpu_flops=_map_gpu),
+    "scatter": OpcodeWork(_scatter_hlo, gpu_flops=_scatter_gpu),
+    "sort": OpcodeWork(_sort_hlo, _sort_kernel, _sort_gpu),
+    "fft": OpcodeWork(_fft_hlo),
+    "rng": OpcodeWork(_rng_hlo, _rng_kernel),
+    "rng-bit-generator": OpcodeWork(_rng_bit_generator_hlo, _rng_kernel),
+    "transpose": OpcodeWork(_transpose_hlo, _transpose_kernel),
+    "slice": OpcodeWork(_slice_hlo),
+    "dynamic-slice": OpcodeWork(_dynamic_slice_hlo),
+    "dynamic-update-slice": OpcodeWork(_dynamic_update_slice_hlo),
+    "gather": OpcodeWork(_gather_hlo),
+    "tuple": OpcodeWork(_tuple_hlo),
+    "concatenate": OpcodeWork(gpu_flops=_concatenate_gpu),
+    "outfeed": OpcodeWork(_outfeed_hlo),
+    "triangular-solve": OpcodeWork(_triangular_solve_hlo),
+    "cholesky": OpcodeWork(_cholesky_hlo),
+    "all-reduce": OpcodeWork(_all_reduce_hlo),
+    "all-reduce-start": OpcodeWork(_all_reduce_hlo),
+    "while": OpcodeWork(_while_hlo),
+    "call": OpcodeWork(_call_hlo),
+    "async-start": OpcodeWork(_async_start_hlo),
+    "conditional": OpcodeWork(_conditional_hlo),
+    "custom-call": OpcodeWork(_custom_call_hlo),
+    "fusion": OpcodeWork(_fusion_hlo, _fusion_kernel, _fusion_gpu),
+}
+"""opcode -> its rules for the cost model's counts (hlo, kernel, gpu_flops, tensor)."""

@@ -15,7 +15,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
-from hlopass.cost.fusion_model import Kernel
+from hlopass.kernel_structure.plan import Kernel
 from hlopass.passes.fusion.rules import is_bitcast_kernel
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hlopass.cost.fusion_model import Kernel
 from hlopass.dialects.hlo import ComputationOp, HloOp, ReturnOp
+from hlopass.kernel_structure.plan import Kernel
 
 
 class FusionGraph:

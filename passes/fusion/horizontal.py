@@ -37,8 +37,7 @@ from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.attrs import SliceDim
-from hlopass.cost.fusion import is_elementwise
-from hlopass.cost.fusion_model import FusionCostModel
+from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
@@ -46,6 +45,7 @@ from hlopass.dialects.hlo import (
     entry_computation,
     new_return_op,
 )
+from hlopass.kernel_structure.emitter import is_elementwise
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.rewrites import FusionBuilder, _erase, run_merge_drivers
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, has_side_effect
@@ -518,7 +518,7 @@ class HorizontalFusionPass(HloModulePass):
     """`default` or `roofline` (see priority-fusion)."""
 
     def __post_init__(self) -> None:
-        from hlopass.cost.fusion_model import check_pricing_options
+        from hlopass.cost.fusion_models import check_pricing_options
 
         check_pricing_options(self.device, self.cost_model)
 

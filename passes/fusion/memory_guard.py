@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hlopass.cost.fusion_model import Kernel
 from hlopass.dialects.hlo import ComputationOp
+from hlopass.kernel_structure.plan import Kernel
 from hlopass.memory import _element_buffers, _leaves, leaf_bytes
 
 _ALIASES = ("bitcast", "while")

@@ -28,15 +28,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
-from hlopass.cost.fusion_model import (
-    INPUT_EMITTERS,
-    FusionCostModel,
-)
-from hlopass.cost.sibling import EmitterFacts
+from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
 )
+from hlopass.kernel_structure.emitter import INPUT_EMITTERS, EmitterFacts
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.multi_output_rewrites import (
     BUDGET,
@@ -304,7 +301,7 @@ class MultiOutputFusionPass(HloModulePass):
     """`default` or `roofline` (see priority-fusion)."""
 
     def __post_init__(self) -> None:
-        from hlopass.cost.fusion_model import check_pricing_options
+        from hlopass.cost.fusion_models import check_pricing_options
 
         check_pricing_options(self.device, self.cost_model)
 

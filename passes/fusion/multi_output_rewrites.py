@@ -14,16 +14,17 @@ from typing import Any
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.cost.fusion_model import (
-    emitter_kind,
-    fusion_kind,
-    is_unnested_reduction,
-)
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
     create_op,
     new_return_op,
+)
+from hlopass.kernel_structure.emitter import (
+    emitter_kind,
+    fusion_kind,
+    is_elementwise,
+    is_unnested_reduction,
 )
 from hlopass.passes.fusion.rewrites import FusionBuilder, _erase
 from hlopass.passes.fusion.rules import (
@@ -227,8 +228,6 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
             else emitter_kind(kernel_body(op, comps), kernel_outputs(op, comps))
         )
         return kind in ("loop", "reduction")
-    from hlopass.cost.fusion import is_elementwise
-
     return (
         is_elementwise(op)
         and not isinstance(op.shape, TupleShape)

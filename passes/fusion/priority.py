@@ -25,8 +25,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
-from hlopass.cost.fusion_model import FusionCostModel, Kernel, RunTimes, fusion_cost_model
+from hlopass.cost.fusion_cost_model import FusionCostModel, RunTimes
+from hlopass.cost.fusion_models import fusion_cost_model
 from hlopass.dialects.hlo import ComputationOp, HloOp, entry_computation
+from hlopass.kernel_structure.plan import Kernel
 from hlopass.passes.fusion.book import ConsumerBook
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.graph import FusionGraph
@@ -387,9 +389,6 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
                     max_temp_bytes: int = -1) -> FusionReport:  # fmt: skip
     """Plan and build XLA's priority fusion of `module` in place; the report lists, for
     every producer considered, what was decided and why."""
-    import hlopass.cost as cost
-
-    cost.clear_cache()
     model = fusion_cost_model(cost_model, device)
     ctx = RewriteContext.of(module, trace)
     fuel = Fuel(max_fusions)
@@ -420,7 +419,6 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
                 kernels = [current.get(id(k.root), k.root) for k in g.containing[id(op)] if k.alive]
                 r.kernels = [o.inst_name for o in kernels if o.parent is not None]
             records.append(r)
-    cost.clear_cache()
     if changed:
         settle(module)
     return FusionReport(changed, records)
@@ -446,7 +444,7 @@ class PriorityFusionPass(HloModulePass):
     (hlopass.memory's model, in block order) above this many bytes (-1: no limit)."""
 
     def __post_init__(self) -> None:
-        from hlopass.cost.fusion_model import check_pricing_options
+        from hlopass.cost.fusion_models import check_pricing_options
 
         check_pricing_options(self.device, self.cost_model)
 

@@ -21,8 +21,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.cost.fusion import _heroes
-from hlopass.cost.fusion_model import FusionCostModel, fusion_cost_model, fusion_kind
+from hlopass.cost.fusion_cost_model import FusionCostModel
+from hlopass.cost.fusion_models import fusion_cost_model
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
@@ -31,6 +31,7 @@ from hlopass.dialects.hlo import (
     new_computation_op,
     new_return_op,
 )
+from hlopass.kernel_structure.emitter import fusion_kind, heroes
 from hlopass.rewriting import RewriteContext, TraceHook
 from hlopass.shape import TupleShape
 
@@ -232,9 +233,6 @@ def run_merge_drivers(
 ) -> tuple[bool, list[Any]]:
     """Run a merging driver (multi-output, horizontal) over `comps` with one cost model and
     one `FusionBuilder`; returns (changed, the drivers' records, each naming its kernels)."""
-    import hlopass.cost as cost
-
-    cost.clear_cache()
     model: FusionCostModel = fusion_cost_model(cost_model, device)
     ctx = RewriteContext.of(module, trace)
     builder = FusionBuilder(module)
@@ -248,7 +246,6 @@ def run_merge_drivers(
     for driver in drivers:  # names are final only once the builder has finished
         for record, op in driver.made:
             record.kernels = [op.inst_name] if op.parent is not None else []
-    cost.clear_cache()
     if changed:
         settle(module)
     return changed, records
@@ -291,7 +288,7 @@ def hero_names(comp: ComputationOp) -> str:
     outs = [v.owner for v in root.operands] if root.opcode == "tuple" else [root]
     ids = {id(op) for op in comp.instructions}
     names: set[str] = set()
-    for out, hero in zip(outs, _heroes(outs, ids), strict=True):
+    for out, hero in zip(outs, heroes(outs, ids), strict=True):
         pick = hero if hero.opcode in _NAMED_HEROES else out
         names.add(pick.opcode.replace("-", "_"))
     return "_".join(sorted(names))

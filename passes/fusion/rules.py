@@ -3,7 +3,7 @@
 `instruction_fusion.cc` ShouldFuseInPlaceOp), each answering with XLA's reason text.
 
 `Rules.can_fuse(producer, consumer)` returns None when allowed, else the reason. Kernels are
-plans (`hlopass.cost.fusion_model.Kernel`); the facts each rule needs (reductions, shared
+plans (`hlopass.kernel_structure.plan.Kernel`); the facts each rule needs (reductions, shared
 memory, emitter) are cached per kernel version.
 """
 
@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hlopass.cost.fusion import is_elementwise
-from hlopass.cost.fusion_model import (
-    FusionCostModel,
-    Kernel,
+from hlopass.cost.fusion_cost_model import FusionCostModel
+from hlopass.dialects.hlo import ComputationOp, HloOp
+from hlopass.kernel_structure.emitter import (
     emitter_kind,
+    is_elementwise,
     is_tiled_transpose,
     is_unnested_reduction,
 )
-from hlopass.cost.work import elements
-from hlopass.dialects.hlo import ComputationOp, HloOp
+from hlopass.kernel_structure.plan import Kernel
+from hlopass.kernel_structure.shapes import elements
 from hlopass.rewriting import calls_side_effect
 from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
@@ -102,7 +102,7 @@ def _bytes_of(shape: Any) -> int:
 def shared_memory(op: HloOp) -> int:
     """XLA SharedMemoryUsage of one fused instruction."""
     if is_unnested_reduction(op):
-        from hlopass.cost.fusion import reduction_dims
+        from hlopass.kernel_structure.emitter import reduction_dims
 
         size = _bytes_of(op.operands[0].type.data)
         n = len(op.shape.elements) if isinstance(op.shape, TupleShape) else 1

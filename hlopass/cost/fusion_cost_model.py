@@ -1,0 +1,149 @@
+"""The fusion cost model interface: what a fusion pass asks a performance model, shaped like
+XLA's `FusionCostModel` (xla/hlo/transforms/fusion_cost_model.h). It prices nothing itself.
+
+A `Kernel` (`hlopass.kernel_structure.plan`) is a would-be kernel: instructions of one
+computation (`members`, in block order) run as one launch writing `outputs`. Passes price
+candidate fusions by passing kernels; nothing is built. A model answers:
+
+* `estimate_run_times(producer, consumers)` -> `RunTimes(unfused_us, fused_us)`, XLA's
+  `EstimateRunTimesForPriorityFusion`: unfused = t(producer) + sum t(consumer_i), fused =
+  sum t(producer + consumer_i); every t includes the 1 µs launch of its kernel;
+* `estimate_multi_output(a, b)`: the two kernels separately vs as one multi-output kernel;
+* `would_explode_ir_size(producer, consumer)`: XLA's `ProducerConsumerMergedTooLarge`;
+* `on_instruction_fused(producer, consumer, fused)` and `invalidate(kernel)`: cached
+  estimates are keyed by kernel identity and version, dropped when a kernel changes.
+
+`DefaultFusionCostModel` (`default_fusion_model.py`) prices kernels with XLA's default GPU
+performance model plus our gemm rule; `RooflineFusionCostModel` (`roofline_fusion_model.py`)
+only counts DRAM bytes. Pick one by name with `fusion_models.fusion_cost_model("default" |
+"roofline", device)`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hlopass.cost.devices import DeviceSpec, get_device
+from hlopass.kernel_structure.emitter import EmitterFacts
+from hlopass.kernel_structure.plan import Kernel, ir_size
+
+MAX_IR_SIZE = 10000  # XLA kMaxIRSize
+MAX_BASIC_BLOCK_SPLITS = 10  # XLA kMaxBasicBlockSplitsPerFusion
+
+
+# --- the interface ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    unfused_us: float
+    fused_us: float
+
+    @property
+    def benefit_us(self) -> float:
+        return self.unfused_us - self.fused_us
+
+
+class FusionCostModel(ABC):
+    """What fusion passes ask a performance model; subclasses price one kernel."""
+
+    name: str = ""
+
+    def __init__(self, device: str | DeviceSpec = "h100_sxm"):
+        self.device = get_device(device)
+        self._time: dict[int, tuple[int, float]] = {}
+        self._pair: dict[tuple[int, int], tuple[int, int, float]] = {}
+        self._ir: dict[int, tuple[int, dict[int, float], float, float]] = {}
+        self._pairs_of: dict[int, set[tuple[int, int]]] = {}
+
+    @abstractmethod
+    def kernel_time_us(self, members: Sequence[Any], outputs: Sequence[Any]) -> float:
+        """Estimated time of `members` run as one kernel writing `outputs`, launch included."""
+
+    @property
+    def launch_us(self) -> float:
+        return self.device.launch_overhead_us
+
+    # sibling (multi-output) merges priced from summaries, nothing built
+    def sibling_summary(self, members: Sequence[Any], outputs: Sequence[Any],
+                        key_of: Callable[[Any], Any]) -> Any:  # fmt: skip
+        """What this model needs of a kernel to price it merged with a sibling: a summary
+        with `merged(other)` and `rekeyed(key)`, its inputs keyed by `key_of(source op)`."""
+        raise NotImplementedError(f"cost model '{self.name}' has no sibling summaries")
+
+    def sibling_time_us(self, summary: Any, facts: EmitterFacts) -> float:
+        """Estimated time of a (possibly merged) `sibling_summary` whose emitter is decided
+        by `facts`, launch included."""
+        raise NotImplementedError(f"cost model '{self.name}' has no sibling summaries")
+
+    # cached queries
+    def time_us(self, k: Kernel) -> float:
+        hit = self._time.get(id(k))
+        if hit is not None and hit[0] == k.version:
+            return hit[1]
+        t = self.kernel_time_us(k.members, k.outputs)
+        self._time[id(k)] = (k.version, t)
+        return t
+
+    def fused_time_us(self, producer: Kernel, consumer: Kernel) -> float:
+        key = (id(producer), id(consumer))
+        hit = self._pair.get(key)
+        if hit is not None and hit[0] == producer.version and hit[1] == consumer.version:
+            return hit[2]
+        t = self.kernel_time_us(consumer.merged(producer), consumer.outputs)
+        self._pair[key] = (producer.version, consumer.version, t)
+        self._pairs_of.setdefault(id(producer), set()).add(key)
+        self._pairs_of.setdefault(id(consumer), set()).add(key)
+        return t
+
+    def estimate_run_times(self, producer: Kernel, consumers: Sequence[Kernel]) -> RunTimes:
+        unfused = self.time_us(producer) + sum(self.time_us(c) for c in consumers)
+        fused = sum(self.fused_time_us(producer, c) for c in consumers)
+        return RunTimes(unfused, fused)
+
+    def estimate_multi_output(self, a: Kernel, b: Kernel) -> RunTimes:
+        """a and b as two kernels vs one kernel writing both (sibling or producer-consumer
+        multi-output fusion; a value b reads from a is then not re-read from memory)."""
+        members = a.merged(b)
+        outputs = [*a.outputs, *[o for o in b.outputs if id(o) not in {id(x) for x in a.outputs}]]
+        return RunTimes(self.time_us(a) + self.time_us(b), self.kernel_time_us(members, outputs))
+
+    def ir_size(self, k: Kernel) -> tuple[dict[int, float], float, float]:
+        """(times each value is emitted, IR size, basic-block splits), cached."""
+        hit = self._ir.get(id(k))
+        if hit is not None and hit[0] == k.version:
+            return hit[1], hit[2], hit[3]
+        emitted, size, splits = ir_size(k.members, k.outputs)
+        self._ir[id(k)] = (k.version, emitted, size, splits)
+        return emitted, size, splits
+
+    def would_explode_ir_size(self, producer: Kernel, consumer: Kernel) -> bool:
+        """XLA's ProducerConsumerMergedTooLarge: the producer's code is emitted as often as
+        the consumer reads it; each basic-block split doubles what follows."""
+        emitted, c_size, c_splits = self.ir_size(consumer)
+        replication = max(1.0, emitted.get(id(producer.root), 1.0))
+        _, p_size, p_splits = self.ir_size(producer)
+        n_splits = replication * p_splits + c_splits
+        if n_splits > MAX_BASIC_BLOCK_SPLITS:
+            return True
+        return (p_size * replication + c_size) * 2**n_splits > MAX_IR_SIZE
+
+    # hooks
+    def on_instruction_fused(self, producer: Kernel, consumer: Kernel, fused: Kernel) -> None:
+        for k in (producer, consumer, fused):
+            self.invalidate(k)
+
+    def invalidate(self, k: Kernel) -> None:
+        self._time.pop(id(k), None)
+        self._ir.pop(id(k), None)
+        for key in self._pairs_of.pop(id(k), ()):
+            self._pair.pop(key, None)
+
+    def clear(self) -> None:
+        self._time.clear()
+        self._pair.clear()
+        self._ir.clear()
+        self._pairs_of.clear()

@@ -1,0 +1,40 @@
+"""The roofline fusion cost model: a kernel costs its launch plus its DRAM bytes (distinct
+inputs read, outputs written) over the device's bandwidth; no flops, no caches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hlopass.cost.fusion_cost_model import FusionCostModel
+from hlopass.cost.sibling import BytesSummary, shape_bytes
+from hlopass.kernel_structure.emitter import EmitterFacts
+
+
+class RooflineFusionCostModel(FusionCostModel):
+    """Bytes only: launch + (distinct inputs read + outputs written) / DRAM bandwidth."""
+
+    name = "roofline"
+
+    def kernel_time_us(self, members: Sequence[Any], outputs: Sequence[Any]) -> float:
+        return self._bytes_time(self.sibling_summary(members, outputs, id))
+
+    def sibling_summary(self, members: Sequence[Any], outputs: Sequence[Any],
+                        key_of: Callable[[Any], Any]) -> BytesSummary:  # fmt: skip
+        """Inputs: values read from outside, and a fused computation's parameters."""
+        ids = {id(m) for m in members}
+        inputs: dict[Any, float] = {}
+        for m in members:
+            if m.opcode == "parameter":
+                inputs.setdefault(key_of(m), shape_bytes(m.shape))
+            for v in m.operands:
+                if id(v.owner) not in ids:
+                    inputs.setdefault(key_of(v.owner), shape_bytes(v.type.data))
+        return BytesSummary(inputs, sum(shape_bytes(o.shape) for o in outputs))
+
+    def sibling_time_us(self, summary: BytesSummary, facts: EmitterFacts) -> float:
+        return self._bytes_time(summary)
+
+    def _bytes_time(self, summary: BytesSummary) -> float:
+        nbytes = sum(summary.inputs.values()) + summary.written
+        return self.launch_us + nbytes / self.device.hbm_bandwidth * 1e6
