@@ -86,6 +86,22 @@ def _is_foldable_operand(value: SSAValue) -> bool:
     return True  # a constant or an iota
 
 
+def _changes_sub_byte_width(op: HloOp) -> bool:
+    """A bitcast(-convert) between element types of different widths, one of them narrower
+    than a byte (s4, u2, ...): XLA does not fold those."""
+    src, dst = value_shape(op.operands[0]), op.shape
+    if not isinstance(src, ArrayShape) or not isinstance(dst, ArrayShape):
+        return False
+    narrow = [_bit_width(s.element_type) for s in (src, dst)]
+    return narrow[0] != narrow[1] and any(w < 8 for w in narrow)
+
+
+def _bit_width(element_type: str) -> int:
+    """Bits of one element: the number in the type's name (s4, f8e4m3fn, u32); pred is 8."""
+    digits = "".join(ch for ch in element_type[1:].split("e")[0] if ch.isdigit())
+    return int(digits) if element_type != "pred" and digits else 8
+
+
 _FOLDS = ByClass(lambda t: hlo_class(t) and t.OPCODE not in _NEVER_FOLD)  # type: ignore[attr-defined]
 """Instructions whose opcode may fold."""
 
@@ -103,6 +119,9 @@ def _bounded_interpreter(module: ModuleOp, opts: ConstantFoldingPass) -> Any:
     class BoundedInterpreter(Interpreter):
         iterations_left = 0
         elements_left = 0
+        # integer power as XLA's folder computes it (its HloEvaluator), also inside the
+        # computations a fold runs: not as XLA-CPU's compiled code (they differ)
+        xla_evaluator = True
 
         def reset(self) -> None:
             self.iterations_left = opts.max_loop_iterations
@@ -224,6 +243,8 @@ class FoldConstantInstruction(RewritePattern):
         if arr.dtype.kind == "c" and (np.isnan(arr.real) & ~np.isnan(arr.imag)).any():
             return  # no text form: XLA's parser reads a `(nan, x)` element as (nan, nan)
         c = constant_from_numpy(rewriter, self.ctx, arr, shape, before=op)
+        if op.attr("metadata") is not None:  # XLA's folded constant keeps the op's metadata
+            c.set_attr("metadata", op.attr("metadata"))
         self.ctx.note(self, op, f"-> {c.inst_name}")
         replace_op(rewriter, op, c.result)
         self.evaluator.edited()
@@ -250,7 +271,10 @@ class FoldConstantInstruction(RewritePattern):
             return False
         # every foldable operand is the result of an HloOp, so this keeps all of them
         owners = [o for o in map(owner, operands) if o is not None]
-        if not any(o.OPCODE == "constant" for o in owners):
+        # (XLA's aggressive level folds operands that are only broadcasts or iotas too)
+        if self.opts.level != "aggressive" and not any(o.OPCODE == "constant" for o in owners):
+            return False
+        if opcode in ("bitcast", "bitcast-convert") and _changes_sub_byte_width(op):
             return False
         if opcode == "pad" and owners[0].OPCODE == "broadcast":
             return False

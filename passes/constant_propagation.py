@@ -36,6 +36,12 @@ def _has_barrier(comp: ComputationOp) -> bool:
     return any(op.opcode == "opt-barrier" for op in instructions(comp))
 
 
+def _same_constant_everywhere(sites: list, k: int) -> bool:
+    """Every call site passes the same constant as operand `k`."""
+    keys = {_constant_key(owner(site.operands[k])) for site in sites}
+    return len(keys) == 1 and None not in keys
+
+
 def propagate_call_constants(
     module: ModuleOp,
     ctx: RewriteContext,
@@ -50,6 +56,8 @@ def propagate_call_constants(
         comp = by_name.get(name)
         if not sites or comp is None or comp.is_entry is not None or _has_barrier(comp):
             continue
+        if all(_same_constant_everywhere(sites, p.attr("number")) for p in comp.parameters()):
+            continue  # (XLA: then the call itself folds where the callee allows it)
         for param in comp.parameters():
             if not param.result.uses:
                 continue

@@ -27,6 +27,8 @@ from hlopass.rewriting import (
     Scope,
     TraceHook,
     calls_side_effect,
+    forget_cached_state,
+    fusion_computations,
     has_side_effect,
     hlo_class,
     instructions,
@@ -35,6 +37,7 @@ from hlopass.rewriting import (
     is_hlo,
     is_random,
     is_root,
+    module_of,
 )
 from hlopass.worklist import Driver, Journal, Touches, WalkResult, tracking_rewriter
 
@@ -46,20 +49,56 @@ _EFFECT_FREE_WHEN_CALLEES_ARE = frozenset({"while", "conditional", "call", "cust
 they call) have no side effect and draw no random numbers: XLA's HloCSE merges them."""
 
 
+_COLLECTIVES = frozenset(
+    {"all-reduce", "all-gather", "all-to-all", "reduce-scatter", "collective-permute"}
+)
+"""Collectives XLA's `HasSideEffect` counts as side-effect free without a channel id (and,
+but for collective-permute, without `constrain_layout`): identical ones compute the same."""
+
+
+def _effect_free_collective(op: HloOp) -> bool:
+    return (
+        op.OPCODE in _COLLECTIVES
+        and op.attr("channel_id") is None
+        and not op.attr("constrain_layout")
+    )
+
+
 def _eligible(op: HloOp, comps: dict[str, ComputationOp],
-              effects: dict[tuple[str, bool], bool] | None = None) -> bool:  # fmt: skip
-    """Never parameters, side effects or random numbers (in `op` or anything it calls)."""
-    if op.OPCODE == "parameter" or has_side_effect(op) or is_random(op):
+              effects: dict[tuple[str, bool], bool] | None = None,
+              ignore_control: bool = False) -> bool:  # fmt: skip
+    """Never parameters, side effects or random numbers (in `op` or anything it calls),
+    nor (as XLA's `ShouldEliminateInstruction`) a custom-call without operands unless it
+    carries `_xla_cse_safe_zero_operand`, nor an instruction that must be fused."""
+    if op.OPCODE == "parameter" or is_random(op):
         return False
-    if op.attr("control-predecessors"):
+    if has_side_effect(op) and not _effect_free_collective(op):
+        return False
+    if op.attr("control-predecessors") and not ignore_control:
         return False
     if not (
         "pure" in op.spec.traits
-        or op.OPCODE in ("replica-id", "partition-id")
+        or op.OPCODE in ("replica-id", "partition-id", "domain")
+        or op.OPCODE in _COLLECTIVES
         or op.OPCODE in _EFFECT_FREE_WHEN_CALLEES_ARE
     ):
         return False
-    return not op.callees() or not calls_side_effect(op, comps, random=True, memo=effects)
+    attrs = op.attr("frontend_attributes")
+    text = str(getattr(attrs, "text", attrs)) if attrs is not None else ""
+    if "_xla_must_fuse" in text:
+        return False
+    if op.OPCODE == "custom-call" and not op.operands and "_xla_cse_safe_zero_operand" not in text:
+        return False
+    if not op.callees():
+        return True
+    if _effect_free_collective(op):  # (its own trait says side effect: ask its reducer)
+        return not any(
+            name not in comps
+            or any(calls_side_effect(i, comps, random=True, memo=effects)
+                   for i in instructions(comps[name]))
+            for name in op.callees()
+        )  # fmt: skip
+    return not calls_side_effect(op, comps, random=True, memo=effects)
 
 
 @dataclass
@@ -161,6 +200,9 @@ class EliminateCommonSubexpression(RewritePattern):
     by_operands: dict[tuple[object, ...], list[HloOp]] = field(default_factory=dict)
     """(opcode, operand ids in order of id) -> the instructions filed with it, in order."""
     keys: dict[HloOp, object] = field(default_factory=dict)
+    ignore_control: bool = False
+    """XLA's `ignore_control_dependencies`: instructions with control dependencies merge
+    too (the edges to the merged-away one are dropped, as XLA's removal drops them)."""
 
     def wants(self, op: Operation) -> bool:
         """Parameters are never merged: `worklist.Driver` does not visit them."""
@@ -172,7 +214,12 @@ class EliminateCommonSubexpression(RewritePattern):
 
     def key(self, op: Operation) -> object:
         """What identical instructions share (None: never merged, or not hashable)."""
-        if not is_hlo(op) or not _eligible(op, self.prints.comps, self.prints.effects):  # type: ignore[arg-type]
+        if not is_hlo(op) or not _eligible(
+            op,  # type: ignore[arg-type]
+            self.prints.comps,
+            self.prints.effects,
+            self.ignore_control,
+        ):
             return None
         operands: tuple[object, ...] = tuple(id(v) for v in op.operands)
         if is_commutative(op) and len(operands) == 2:
@@ -225,7 +272,9 @@ class EliminateCommonSubexpression(RewritePattern):
     def merge(self, op: HloOp, rep: HloOp, rewriter: PatternRewriter) -> bool:
         """Replace `op` by the identical earlier `rep`, unless a guard keeps it."""
         if is_control_predecessor(op):
-            return False  # named in another instruction's control-predecessors: keep it
+            if not self.ignore_control:
+                return False  # named in another instruction's control-predecessors: keep it
+            _drop_control_edges_to(op)
         if op.shape != rep.shape and (
             is_root(op) or any(isinstance(u.operation, HloOp) and is_root(u.operation)
                                for u in op.result.uses)
@@ -235,6 +284,55 @@ class EliminateCommonSubexpression(RewritePattern):
         rewriter.replace_all_uses_with(op.result, rep.result)
         rewriter.erase(op)
         return True
+
+
+def _drop_control_edges_to(op: HloOp) -> None:
+    """Remove `op` from every control-predecessors list of its computation."""
+    block = op.parent_block()
+    if block is None:
+        return
+    for other in op_list(block):
+        waits = other.attr("control-predecessors") if is_hlo(other) else None
+        if waits and op.inst_name in waits:
+            kept = tuple(w for w in waits if w != op.inst_name)
+            other.set_attr("control-predecessors", kept if kept else None)  # type: ignore[attr-defined]
+    forget_cached_state_of(op)
+
+
+def forget_cached_state_of(op: HloOp) -> None:
+    module = module_of(op)
+    if module is not None:
+        forget_cached_state(module)
+
+
+def _repeats_output(comp: ComputationOp) -> bool:
+    """`comp`'s root is a tuple that repeats an operand."""
+    root = comp.root
+    return root.OPCODE == "tuple" and len(set(root.operands)) < len(root.operands)
+
+
+def _dedup_fusion_outputs(comp: ComputationOp, module: ModuleOp) -> dict[ComputationOp, list]:
+    """XLA's last step per fused computation: where the tuple root of a multi-output fusion
+    repeats an operand, the fusion's get-tuple-elements read its first index. Returns the
+    renumbered get-tuple-elements per computation holding them."""
+    root = comp.root
+    first: dict[SSAValue, int] = {}
+    for i, v in enumerate(root.operands):
+        first.setdefault(v, i)
+    moved: dict[ComputationOp, list] = {}
+    for host in computations(module):
+        for op in instructions(host):
+            if op.OPCODE != "fusion" or comp.comp_name not in op.callees():
+                continue
+            for use in op.result.uses:
+                gte = use.operation
+                if not isinstance(gte, HloOp) or gte.OPCODE != "get-tuple-element":
+                    continue
+                index = first[root.operands[gte.attr("index")]]
+                if index != gte.attr("index"):
+                    gte.set_attr("index", index)
+                    moved.setdefault(host, []).append(gte)
+    return moved
 
 
 def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
@@ -325,6 +423,10 @@ class CSEPass(HloModulePass):
     merges them too (not into a computation's root or the root's operands, whose layouts
     are part of the computation's signature)."""
 
+    ignore_control_dependencies: bool = False
+    """XLA's option: merge instructions with control dependencies too (the edges to the
+    merged-away instruction are dropped)."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         return self.run_scoped(ctx, module, Scope(), trace)
 
@@ -336,6 +438,8 @@ class CSEPass(HloModulePass):
         prints = Fingerprints({c.comp_name: c for c in comps}, self.ignore_metadata,
                               self.is_layout_sensitive)  # fmt: skip
         changed = False
+        renumbered: dict[ComputationOp, list] = {}
+        fused: set[str] | None = None
         # one driver (and rewriter) for all computations: a pattern's `wants` reads no
         # state, so the driver may keep the first one's
         driver: Driver | None = None
@@ -344,7 +448,10 @@ class CSEPass(HloModulePass):
             block = comp.block
             if seeds is None and _single_candidate(block):
                 continue  # nothing to merge (a reducer: its parameters and their root)
-            pattern = EliminateCommonSubexpression(rctx, prints)  # a table per computation
+            # a table per computation
+            pattern = EliminateCommonSubexpression(
+                rctx, prints, ignore_control=self.ignore_control_dependencies
+            )
             if seeds is None:
                 if driver is None:
                     driver = Driver(pattern, recursive=False, exhaustive=True)
@@ -353,4 +460,18 @@ class CSEPass(HloModulePass):
             else:
                 walk = eliminate_from(pattern, block, seeds)
             changed |= scope.record(comp, walk)
+            if _repeats_output(comp):
+                if fused is None:
+                    fused = fusion_computations(module, scope)
+                if comp.comp_name in fused:
+                    for host, gtes in _dedup_fusion_outputs(comp, module).items():
+                        renumbered.setdefault(host, []).extend(gtes)
+        # get-tuple-elements that now read the same output may merge
+        for host, gtes in renumbered.items():
+            changed = True
+            scope.touched.setdefault(host, Touches()).update(Touches(gtes))
+            pattern = EliminateCommonSubexpression(
+                rctx, prints, ignore_control=self.ignore_control_dependencies
+            )
+            scope.record(host, eliminate_from(pattern, host.block, Touches(gtes)))
         return changed

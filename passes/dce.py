@@ -12,10 +12,10 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op, entry_computation
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -26,11 +26,14 @@ from hlopass.rewriting import (
     calls_side_effect,
     comps_by_name,
     erase_dead,
+    forget_cached_state,
     has_side_effect,
     hlo_ops,
     is_control_predecessor,
     is_hlo,
     is_removable,
+    is_root,
+    owner,
     reachable_computations,
     run_patterns,
 )
@@ -39,17 +42,65 @@ from hlopass.shape import TupleShape
 
 def is_dead(op: Operation, comps: dict[str, ComputationOp],
             effects: dict[tuple[str, bool], bool] | None = None) -> bool:  # fmt: skip
-    """No users (the root counts as used), removable, and nothing with effects called."""
+    """No users (the root counts as used), removable, and nothing with effects called.
+
+    As XLA's HloDCE: never a while marked `xla_disable_while_loop_dce`, or a "Sharding" custom-call whose operand is the root, a
+    parameter or used elsewhere too (the annotation is all that holds its sharding)."""
     if not is_hlo(op) or op.result.first_use is not None:  # (`.uses` builds a view)
+        return False
+    if _while_dce_disabled(op) or _pins_sharding(op):
         return False
     if is_removable(op):
         return True
-    # while/call/conditional without side effects anywhere inside are removable too
+    # while/call/conditional (and async pairs) without side effects anywhere inside are
+    # removable too
+    if op.OPCODE == "async-done":
+        start = _async_start(op)
+        return start is not None and not calls_side_effect(start, comps, memo=effects)
     return (
-        op.OPCODE in ("while", "call", "conditional")
+        op.OPCODE in ("while", "call", "conditional", "async-start")
         and not calls_side_effect(op, comps, memo=effects)
         and not is_control_predecessor(op)
     )
+
+
+def _async_start(done: HloOp) -> HloOp | None:
+    """The async-start an async-done ends (through any async-updates)."""
+    op = owner(done.operands[0]) if done.operands else None
+    while op is not None and op.OPCODE == "async-update":
+        op = owner(op.operands[0])
+    return op if op is not None and op.OPCODE == "async-start" else None
+
+
+def _while_dce_disabled(op: HloOp) -> bool:
+    """XLA's `xla_disable_while_loop_dce="true"` frontend attribute."""
+    attrs = op.attr("frontend_attributes")
+    return attrs is not None and 'xla_disable_while_loop_dce="true"' in str(
+        getattr(attrs, "text", attrs)
+    )
+
+
+def _pins_sharding(op: HloOp) -> bool:
+    """A "Sharding" custom-call XLA keeps though unused: its operand is the root, a
+    parameter, or has other users."""
+    if op.OPCODE != "custom-call" or op.attr("custom_call_target") != "Sharding":
+        return False
+    src = owner(op.operands[0]) if op.operands else None
+    if src is None:
+        return True
+    return is_root(src) or src.OPCODE == "parameter" or src.result.uses.get_length() != 1
+
+
+def _erase_dead_operands(rewriter: PatternRewriter, values: list, comps: dict[str, ComputationOp],
+                         effects: dict[tuple[str, bool], bool]) -> None:  # fmt: skip
+    """`erase_dead` with dce's notion of dead (async pairs, calls, guards above)."""
+    stack = [v.owner for v in values]
+    while stack:
+        op = stack.pop()
+        if is_hlo(op) and op.parent is not None and is_dead(op, comps, effects):
+            operands = list(op.operands)
+            rewriter.erase(op)
+            stack.extend(v.owner for v in operands)
 
 
 def _may_go(ops: list[Operation]) -> list[Operation]:
@@ -78,7 +129,7 @@ class RemoveDeadInstruction(RewritePattern):
         self.ctx.note(self, op, "removed")
         operands = list(op.operands)
         rewriter.erase(op)
-        erase_dead(rewriter, operands)
+        _erase_dead_operands(rewriter, operands, self.comps, self.effects)
 
 
 @dataclass
@@ -96,37 +147,39 @@ class RemoveUnusedFusionOutput(RewritePattern):
     """Where the fused computations this shrinks are noted (the walker sees only the caller)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not is_hlo(op) or op.OPCODE != "fusion":
+        if not is_hlo(op) or op.OPCODE != "fusion" or not self._may_shrink(op):
             return
         shape = op.shape
-        if not isinstance(shape, TupleShape) or not op.result.uses:
-            return
+        assert isinstance(shape, TupleShape)  # _may_shrink says so
         users = [u.operation for u in op.result.uses]
-        if not all(isinstance(u, HloOp) and u.OPCODE == "get-tuple-element" for u in users):
-            return
         (callee,) = op.callees()
-        comp = self.comps.get(callee)
-        if comp is None or self.callers.get(callee, 0) != 1:
-            return
+        comp = self.comps[callee]
         root = comp.root
-        if root.OPCODE != "tuple" or len(list(root.result.uses)) != 1:
-            return
-        used = sorted({u.attr("index") for u in users})  # type: ignore[union-attr]
+        # an output computed by an instruction with side effects stays, used or not
+        used = sorted(
+            {u.attr("index") for u in users}  # type: ignore[union-attr]
+            | {i for i, v in enumerate(root.operands) if _has_effect(v)}
+        )
         if len(used) == len(shape.elements):
             return
         if self.edited is not None:
             self.edited.add(comp)
-        # shrink the fused root tuple
-        new_elems = tuple(shape.elements[i] for i in used)
-        new_shape = TupleShape(new_elems)
-        new_root = create_op("tuple", [root.operands[i] for i in used], new_shape, root.inst_name,
-                             dict((s.name, v) for s, v in root.hlo_attrs()))  # fmt: skip
-        Rewriter_insert_before(new_root, root)
-        root.result.replace_all_uses_with(new_root.result)
         old_operands = list(root.operands)
+        if len(used) == 1:
+            # one output left: the fusion returns it, no longer a tuple
+            new_shape = shape.elements[used[0]]
+            kept = root.operands[used[0]]
+            root.result.replace_all_uses_with(kept)
+            inner = PatternRewriter(kept.owner)
+        else:
+            new_shape = TupleShape(tuple(shape.elements[i] for i in used))
+            new_root = create_op("tuple", [root.operands[i] for i in used], new_shape,
+                                 root.inst_name, dict((s.name, v) for s, v in root.hlo_attrs()))  # fmt: skip
+            Rewriter_insert_before(new_root, root)
+            root.result.replace_all_uses_with(new_root.result)
+            inner = PatternRewriter(new_root)
         root.detach()
         root.erase()
-        inner = PatternRewriter(new_root)
         erase_dead(inner, old_operands)
         # XLA's verifier wants every non-root fused instruction used: drop the parameters
         # only the removed outputs read, and the fusion operands that fed them
@@ -135,14 +188,70 @@ class RemoveUnusedFusionOutput(RewritePattern):
         attrs = {s.name: v for s, v in op.hlo_attrs()}
         new_fusion = create_op("fusion", operands, new_shape, op.inst_name, attrs)
         rewriter.insert(new_fusion)
-        remap = {old: new for new, old in enumerate(used)}
-        for u in users:
-            assert isinstance(u, HloOp)
-            u.set_attr("index", remap[u.attr("index")])
-            u.operands = [new_fusion.result]
-            rewriter.notify_op_modified(u)
+        if len(used) == 1:
+            for u in users:
+                assert isinstance(u, HloOp)
+                _relay_control_dependencies(u, new_fusion)
+                rewriter.replace_all_uses_with(u.result, new_fusion.result)
+                rewriter.erase(u)
+            forget_cached_state(self.ctx.module)  # control predecessors were renamed
+        else:
+            remap = {old: new for new, old in enumerate(used)}
+            for u in users:
+                assert isinstance(u, HloOp)
+                u.set_attr("index", remap[u.attr("index")])
+                u.operands = [new_fusion.result]
+                rewriter.notify_op_modified(u)
         rewriter.erase(op)
         self.ctx.note(self, new_fusion, f"kept outputs {used}")
+
+    def _may_shrink(self, op: HloOp) -> bool:
+        """XLA's guards: a tuple-shaped fusion, not the root, not custom, without output
+        aliasing or control dependencies, read only through get-tuple-elements, whose fused
+        computation (called by it alone) has an unsharded tuple root used only as root."""
+        if not isinstance(op.shape, TupleShape) or not op.result.uses or is_root(op):
+            return False
+        if op.attr("kind") == "kCustom" or op.attr("output_to_operand_aliasing"):
+            return False
+        if op.attr("control-predecessors") or is_control_predecessor(op):
+            return False
+        for u in op.result.uses:
+            if not isinstance(u.operation, HloOp) or u.operation.OPCODE != "get-tuple-element":
+                return False
+        (callee,) = op.callees()
+        comp = self.comps.get(callee)
+        if comp is None or self.callers.get(callee, 0) != 1:
+            return False
+        root = comp.root
+        return (
+            root.OPCODE == "tuple"
+            and not root.attr("sharding")
+            and root.result.uses.get_length() == 1
+        )
+
+
+def _has_effect(value: SSAValue) -> bool:
+    o = owner(value)
+    return o is not None and has_side_effect(o)
+
+
+def _relay_control_dependencies(old: HloOp, new: HloOp) -> None:
+    """`new` takes `old`'s place in control dependencies: its predecessors become `new`'s,
+    and instructions that waited for `old` wait for `new`."""
+    preds = old.attr("control-predecessors")
+    if preds:
+        mine = tuple(new.attr("control-predecessors") or ())
+        new.set_attr("control-predecessors", mine + tuple(p for p in preds if p not in mine))
+    block = old.parent_block()
+    if block is None:
+        return
+    for other in hlo_ops(list(block.ops)):
+        waits = other.attr("control-predecessors")  # type: ignore[attr-defined]
+        if waits and old.inst_name in waits:
+            renamed = tuple(
+                dict.fromkeys(new.inst_name if w == old.inst_name else w for w in waits)
+            )
+            other.set_attr("control-predecessors", renamed)  # type: ignore[attr-defined]
 
 
 def _drop_unused_parameters(comp: ComputationOp, operands: list) -> list:
@@ -194,6 +303,27 @@ def _drop_unused_call_parameters(
     return changed
 
 
+def _drop_unused_entry_parameters(module: ModuleOp, ctx: RewriteContext,
+                                  edited: set[ComputationOp] | None) -> bool:  # fmt: skip
+    """Erase the entry's unused parameters (not ones named as control predecessors),
+    renumber the rest, and drop their entries of `entry_computation_layout`."""
+    entry = entry_computation(module)
+    params = entry.parameters()
+    dead = {p.attr("number") for p in params if not p.result.uses and not is_control_predecessor(p)}
+    if not dead:
+        return False
+    _drop_unused_parameters(entry, list(range(len(params))))
+    layout = module.attributes.get("hlo.entry_computation_layout")
+    if layout is not None:
+        shapes = layout.data  # type: ignore[attr-defined]
+        kept = tuple(s for i, s in enumerate(shapes[:-1]) if i not in dead) + (shapes[-1],)
+        module.attributes["hlo.entry_computation_layout"] = type(layout)(kept)  # type: ignore[call-arg]
+    if edited is not None:
+        edited.add(entry)
+    ctx.note(RemoveUnusedCallParameters(), None, f"entry: removed parameters {sorted(dead)}")
+    return True
+
+
 class RemoveUnusedCallParameters:
     """Trace label: unused parameters of a called computation removed."""
 
@@ -216,6 +346,10 @@ class DCEPass(HloModulePass):
     remove_unused_call_parameters: bool = True
     """Drop parameters a computation never reads when only `call`s reference it (the
     operands go from every call site)."""
+
+    remove_dead_parameters_from_entry_computation: bool = False
+    """XLA's option: the entry computation's unused parameters go too, and with them their
+    entries of `entry_computation_layout` (the module's signature changes)."""
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         return self.run_scoped(ctx, module, Scope(), trace)
@@ -241,6 +375,8 @@ class DCEPass(HloModulePass):
         # unused outputs): one that loses its last user during the walk is pushed then
         changed |= run_patterns(module, patterns, scope.select(comps.values()), scope,
                                 radius=0, start=_may_go)  # fmt: skip
+        if self.remove_dead_parameters_from_entry_computation:
+            changed |= _drop_unused_entry_parameters(module, rctx, scope.changed)
         if self.remove_dead_computations:
             live = reachable_computations(module, scope, scope.edited())
             for c in computations(module):
