@@ -1,5 +1,5 @@
 """Layout arithmetic shared by the layout passes: physical orders, the layouts that make a
-transpose, reshape or broadcast free, and the normalized (descending, no size-1 dims) form.
+transpose, reshape or broadcast free (the physical form itself is `physical.py`'s).
 
 A layout is handled as its `minor_to_major` tuple; `major_to_minor` is its reverse.
 """
@@ -122,12 +122,6 @@ def broadcast_operand_layout(result_m2m: M2M, dims: Sequence[int]) -> M2M:
     """Operand layout in the same relative order as the result's (a free broadcast read)."""
     where = {out: i for i, out in enumerate(dims)}
     return tuple(where[d] for d in result_m2m if d in where)
-
-
-def normalized(shape: ArrayShape) -> ArrayShape:
-    """The physical form: dims major to minor, size-1 dims dropped, default layout."""
-    order = [d for d in reversed(m2m_of(shape)) if shape.dims[d] != 1]
-    return shape.with_dims(tuple(shape.dims[d] for d in order))
 
 
 __all__ = ["physical_offsets", "reshape_is_bitcast"]

@@ -1,6 +1,8 @@
 """`layout-normalization`: data movement that only relabels memory becomes `bitcast`, and
-elementwise instructions work on the physical shape (dims major to minor, size-1 dims
-dropped, default layout), between bitcasts (as XLA's LayoutNormalization)."""
+every other instruction XLA's LayoutNormalization handles (elementwise, broadcast, iota,
+concatenate, reverse, pad, slice, reduce-window, dynamic-(update-)slice, constant,
+bitcast-convert, transpose, copy, convolution) works on the physical shapes (dims major
+to minor, size-1 dims kept, default layout), between bitcasts (`normalize_ops`)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     fusion_computations,
-    new_op,
     replace_op,
     replace_with_new,
     run_patterns,
@@ -26,13 +27,12 @@ from hlopass.rewriting import (
 from hlopass.shape import ArrayShape
 
 from .layouts import (
-    m2m_of,
-    normalized,
     reshape_is_bitcast,
     same_layout,
     transpose_is_bitcast,
     value_shape,
 )
+from .normalize_ops import NormalizeCopy, instruction_patterns
 
 
 def _arrays(op: HloOp) -> tuple[ArrayShape, ArrayShape] | None:
@@ -104,90 +104,15 @@ class FoldBitcastChain(RewritePattern):
             self.ctx.note(self, None, "bitcast chain folded")
 
 
-@dataclass
-class CopyToPhysicalTranspose(RewritePattern):
-    """`copy(x{L}){L'}` that moves elements -> `bitcast(transpose(bitcast(x)))`, the
-    transpose on the physical shapes (as XLA's LayoutNormalization: it runs as a tiled
-    transpose).
-
-    Guards: array shapes of the same dims; the memory order changes."""
-
-    ctx: RewriteContext
-
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "copy":
-            return
-        shapes = _arrays(op)
-        if shapes is None:
-            return
-        src, dst = shapes
-        if src.dims != dst.dims or reshape_is_bitcast(src, dst):
-            return
-        p_in = [d for d in reversed(m2m_of(src)) if src.dims[d] != 1]
-        p_out = [d for d in reversed(m2m_of(dst)) if dst.dims[d] != 1]
-        perm = tuple(p_in.index(d) for d in p_out)
-        x = op.operands[0]
-        flat = new_op(rewriter, self.ctx, "bitcast", [x], normalized(src), before=op)
-        t = new_op(rewriter, self.ctx, "transpose", [flat.result], normalized(dst),
-                   {"dimensions": perm}, like=op, before=op)  # fmt: skip
-        replace_with_new(rewriter, self.ctx, op, "bitcast", [t.result])
-        self.ctx.note(self, t, f"copy as transpose {perm}")
-
-
-def needs_normalizing(shape: ArrayShape) -> bool:
-    return shape.rank >= 1 and (
-        any(d == 1 for d in shape.dims)
-        and shape.rank > 1
-        or list(m2m_of(shape)) != sorted(m2m_of(shape))[::-1]
-    )
-
-
-@dataclass
-class NormalizeElementwise(RewritePattern):
-    """`op{L}(x{L}, y{L})` -> `bitcast(op'(bitcast(x), bitcast(y)))` where op' works on the
-    physical shape (dims major to minor, size-1 dims dropped, default layout).
-
-    Guards: elementwise, every operand an array of the result's dims and layout, and the
-    layout is not already normalized."""
-
-    ctx: RewriteContext
-
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or "elementwise" not in op.spec.traits:
-            return
-        shape = op.shape
-        if not isinstance(shape, ArrayShape) or shape.is_dynamic or not needs_normalizing(shape):
-            return
-        for v in op.operands:
-            s = value_shape(v)
-            if (
-                not isinstance(s, ArrayShape)
-                or s.dims != shape.dims
-                or not same_layout(s.with_element_type(shape.element_type), shape)
-            ):
-                return
-        phys = normalized(shape)
-        if phys.rank == 0:
-            return  # all dims of size 1: nothing to gain
-        ins = []
-        for v in op.operands:
-            s = value_shape(v)
-            assert isinstance(s, ArrayShape)
-            ins.append(new_op(rewriter, self.ctx, "bitcast", [v], normalized(s), before=op).result)
-        attrs = {s.name: val for s, val in op.hlo_attrs() if s.name not in ("name",)}
-        inner = new_op(rewriter, self.ctx, op.opcode, ins, phys, attrs, like=op, before=op)
-        replace_with_new(rewriter, self.ctx, op, "bitcast", [inner.result])
-        self.ctx.note(self, inner, f"on {phys.text()}")
-
-
 @dataclass(frozen=True)
 class LayoutNormalizationPass(HloModulePass):
-    """Turn layout-only data movement into bitcasts; elementwise ops on physical shapes."""
+    """Turn layout-only data movement into bitcasts; instructions onto physical shapes."""
 
     name: ClassVar[str] = "layout-normalization"
 
     elementwise: bool = True
-    """Also rewrite elementwise instructions onto their physical (normalized) shapes."""
+    """Also rewrite instructions other than copies onto their physical shapes (elementwise,
+    broadcast, slice, ..., transposes that move data)."""
 
     copies: bool = True
     """Also turn layout-changing copies into transposes of the physical shapes."""
@@ -197,10 +122,10 @@ class LayoutNormalizationPass(HloModulePass):
         patterns: list[RewritePattern] = [
             TransposeToBitcast(rctx), ReshapeToBitcast(rctx), FoldBitcastChain(rctx),
         ]  # fmt: skip
-        if self.elementwise:
-            patterns.append(NormalizeElementwise(rctx))
-        if self.copies:
-            patterns.append(CopyToPhysicalTranspose(rctx))
+        for p in instruction_patterns(rctx):
+            wanted = self.copies if isinstance(p, NormalizeCopy) else self.elementwise
+            if wanted:
+                patterns.append(p)
         fused = fusion_computations(module)
         from hlopass.dialects.hlo import computations
 
