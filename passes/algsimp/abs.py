@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import et, is_non_negative
+from hlopass.passes.algsimp.helpers import et, is_non_negative, src
 
 
 class AbsOfNonNegative(Simplification):
@@ -18,3 +18,21 @@ class AbsOfNonNegative(Simplification):
         if et(x) in ("c64", "c128") or et(x) != et(op):
             return None
         return x if is_non_negative(x) else None
+
+
+class SquareOfAbs(Simplification):
+    """`multiply(abs(x), abs(x)) -> multiply(x, x)` (not complex: there `|x|^2` is real
+    while `x * x` is not)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"abs"})
+
+    def rewrite(self, op: HloOp):
+        a, b = op.operands
+        abs_op = src(a, "abs")
+        if a is not b or abs_op is None:
+            return None
+        x = abs_op.operands[0]
+        if et(x) in ("c64", "c128"):
+            return None
+        return self.new("multiply", [x, x], op.shape, like=op)

@@ -3,8 +3,9 @@
 A pattern names its opcodes, says whether it may change float results (`FLOAT_UNSAFE`), and
 returns the value that replaces the matched instruction (or None). The guards every
 replacement keeps (as XLA's `ReplaceInstructionIfCompatible` does) live here, once:
-the shape and layout must be equal, control predecessors stay, and a sharding is never
-dropped (a replacement with a different sharding is refused; one without takes the old one).
+the shape and layout must be equal, an instruction with control predecessors or successors
+stays, and a sharding is never dropped (a replacement with a different sharding is refused;
+one without takes the old one).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class Simplification(RewritePattern):
             return
         if op.inst_name in self.ctx.pinned:
             return  # another instruction names it in control-predecessors: it must stay
+        if "control-predecessors" in op.properties:
+            return  # it has control predecessors: XLA never replaces such an instruction
         self.apply(op, rewriter)
 
     def apply(self, op: HloOp, rewriter: PatternRewriter) -> None:
@@ -215,7 +218,7 @@ class SimplificationApplier(OpcodeDispatchApplier):
             return
         opcode = op.OPCODE
         names = self.ctx.pinned
-        if names and op.inst_name in names:
+        if (names and op.inst_name in names) or "control-predecessors" in op.properties:
             self._pinned(op, rewriter)
             return
         blind = self._blind.get(opcode)
@@ -232,8 +235,9 @@ class SimplificationApplier(OpcodeDispatchApplier):
                 return
 
     def _pinned(self, op: HloOp, rewriter: PatternRewriter) -> None:
-        """Another instruction names `op` in control-predecessors: it must stay, so only
-        the patterns that are not Simplifications (which check that themselves) see it."""
+        """Another instruction names `op` in control-predecessors, or `op` has some: it must
+        stay, so only the patterns that are not Simplifications (which check that
+        themselves) see it."""
         for pattern, simplification, _ in self._kinds_of(op.OPCODE):
             if not simplification:
                 pattern.match_and_rewrite(op, rewriter)

@@ -110,6 +110,60 @@ class AddOfSubtractCancel(Simplification):
         return None
 
 
+class SubtractOfSubtractCancel(Simplification):
+    """`subtract(x, subtract(x, y)) -> y` (exact for integers, which wrap; for floats the
+    inner subtraction rounds)."""
+
+    OPCODES = ("subtract",)
+    OPERAND_FROM = frozenset({"subtract"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        x, s_v = op.operands
+        s = src(s_v, "subtract")
+        if s is None or s.operands[0] is not x:
+            return None
+        return s.operands[1]
+
+
+class SubtractOfAddCancel(Simplification):
+    """`subtract(x, add(x, y)) -> negate(y)` (and `add(y, x)`; exact for integers, which
+    wrap; for floats the addition rounds)."""
+
+    OPCODES = ("subtract",)
+    OPERAND_FROM = frozenset({"add"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        x, a_v = op.operands
+        a = src(a_v, "add")
+        if a is None:
+            return None
+        for first, y in commuted(a):
+            if first is x:
+                return self.new("negate", [y], op.shape, like=op)
+        return None
+
+
+class AddMinusOperand(Simplification):
+    """`subtract(add(x, y), x) -> y` (and `add(y, x)`; exact for integers, which wrap; for
+    floats the addition rounds)."""
+
+    OPCODES = ("subtract",)
+    OPERAND_FROM = frozenset({"add"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a_v, x = op.operands
+        a = src(a_v, "add")
+        if a is None:
+            return None
+        for first, y in commuted(a):
+            if first is x:
+                return y
+        return None
+
+
 class RemainderOfIota(Simplification):
     """`remainder(iota, c) -> iota` when c is a constant larger than every iota value
     (integers: 0 <= i < n <= c)."""

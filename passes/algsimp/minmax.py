@@ -60,16 +60,26 @@ class MinOfHighest(Simplification):
 
 
 class MaxMinAbsorb(Simplification):
-    """`maximum(maximum(x, y), y) -> maximum(x, y)` (and the same for minimum)."""
+    """`maximum(maximum(x, y), y) -> maximum(x, y)` (also `maximum(maximum(x, y), x)` and
+    `maximum(x, maximum(x, y))`), `maximum(y, maximum(x, y)) -> maximum(y, x)`: there
+    `maximum(x, y)` would differ for two nans of different signs (the same for minimum)."""
 
     OPCODES = ("maximum", "minimum")
     OPERAND_FROM = frozenset({"maximum", "minimum"})
 
     def rewrite(self, op: HloOp):
-        for inner_v, y in commuted(op):
-            inner = src(inner_v, op.OPCODE)
-            if inner is not None and y in tuple(inner.operands):
-                return inner_v
+        lhs, rhs = op.operands
+        inner = src(lhs, op.OPCODE)
+        if inner is not None and rhs in tuple(inner.operands):
+            return lhs
+        inner = src(rhs, op.OPCODE)
+        if inner is None:
+            return None
+        x, y = inner.operands
+        if x is lhs:
+            return rhs
+        if y is lhs:
+            return self.new(op.OPCODE, [lhs, x], op.shape, like=op)
         return None
 
 

@@ -19,6 +19,19 @@ class PadNoop(Simplification):
         return None
 
 
+class PadOfEmpty(Simplification):
+    """`pad(x, v) -> broadcast(v)` of the pad's shape when x has no elements (every output
+    element is padding)."""
+
+    OPCODES = ("pad",)
+
+    def rewrite(self, op: HloOp):
+        x, shape = array(value_shape(op.operands[0])), array(op.shape)
+        if x is None or shape is None or x.is_dynamic or x.num_elements != 0:
+            return None
+        return self.new("broadcast", [op.operands[1]], shape, {"dimensions": ()}, like=op)
+
+
 class PadOfScalarBroadcast(Simplification):
     """`pad(broadcast(s), s) -> broadcast(s)` of the pad's shape (s a scalar: the padded
     array and its padding hold the same value everywhere)."""

@@ -8,8 +8,9 @@ from hlopass.passes.algsimp.helpers import array, et, is_non_negative, splat_is,
 from hlopass.rewriting import (
     is_one,
     is_zero,
+    value_shape,
 )
-from hlopass.shape import is_float
+from hlopass.shape import is_float, is_integral
 
 
 class DivideBySqrt(Simplification):
@@ -26,6 +27,110 @@ class DivideBySqrt(Simplification):
             return None
         r = self.new("rsqrt", [sq.operands[0]], sq.shape, like=sq)
         return self.new("multiply", [a, r.result], op.shape, like=op)
+
+
+class DivideByExp(Simplification):
+    """`divide(a, exp(b)) -> multiply(a, exp(negate(b)))` (floats: exp(b) may overflow
+    where exp(-b) underflows)."""
+
+    OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"exponential"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a, e_v = op.operands
+        e = src(e_v, "exponential")
+        if e is None or is_integral(et(op)):
+            return None
+        n = self.new("negate", [e.operands[0]], e.shape, like=e)
+        ne = self.new("exponential", [n.result], e.shape, like=e)
+        return self.new("multiply", [a, ne.result], op.shape, like=op)
+
+
+class DivideByPower(Simplification):
+    """`divide(a, power(b, c)) -> multiply(a, power(b, negate(c)))` (not integers, whose
+    negative powers truncate to 0; for floats the rounding differs)."""
+
+    OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"power"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a, p_v = op.operands
+        pw = src(p_v, "power")
+        if pw is None or is_integral(et(op)):
+            return None
+        b, c = pw.operands
+        n = self.new("negate", [c], value_shape(c), like=pw)
+        np_ = self.new("power", [b, n.result], pw.shape, like=pw)
+        return self.new("multiply", [a, np_.result], op.shape, like=op)
+
+
+class ExpDivideExp(Simplification):
+    """`divide(exp(a), exp(b)) -> exp(subtract(a, b))` (floats: the quotient of two
+    overflowing exps is nan where exp(a - b) is finite)."""
+
+    OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"exponential"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        ea, eb = (src(v, "exponential") for v in op.operands)
+        if ea is None or eb is None:
+            return None
+        d = self.new("subtract", [ea.operands[0], eb.operands[0]], op.shape, like=op)
+        return self.new("exponential", [d.result], op.shape, like=op)
+
+
+class ExpMultiplyExp(Simplification):
+    """`multiply(exp(a), exp(b)) -> exp(add(a, b))` (floats: the rounding differs)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"exponential"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        ea, eb = (src(v, "exponential") for v in op.operands)
+        if ea is None or eb is None:
+            return None
+        s = self.new("add", [ea.operands[0], eb.operands[0]], op.shape, like=op)
+        return self.new("exponential", [s.result], op.shape, like=op)
+
+
+class PowerOfExp(Simplification):
+    """`power(exp(a), b) -> exp(multiply(a, b))` (floats: exp(a) may overflow where
+    exp(a * b) does not)."""
+
+    OPCODES = ("power",)
+    OPERAND_FROM = frozenset({"exponential"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        e_v, b = op.operands
+        e = src(e_v, "exponential")
+        if e is None:
+            return None
+        m = self.new("multiply", [e.operands[0], b], op.shape, like=op)
+        return self.new("exponential", [m.result], op.shape, like=op)
+
+
+class LogOfSqrt(Simplification):
+    """`log(sqrt(a)) -> multiply(log(a), 0.5)`; `log(rsqrt(a)) -> multiply(log(a), -0.5)`
+    (floats: the rounding differs)."""
+
+    OPCODES = ("log",)
+    OPERAND_FROM = frozenset({"sqrt", "rsqrt"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        for opcode, k in (("sqrt", 0.5), ("rsqrt", -0.5)):
+            r = src(op.operands[0], opcode)
+            if r is None or shape is None or not is_float(shape.element_type):
+                continue
+            lg = self.new("log", [r.operands[0]], op.shape, like=op)
+            return self.new("multiply", [lg.result, self.const(k, shape).result], shape, like=op)
+        return None
 
 
 class LogOfExp(Simplification):

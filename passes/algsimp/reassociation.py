@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
@@ -13,15 +14,19 @@ from hlopass.passes.algsimp.helpers import (
     array,
     commuted,
     et,
+    is_scalar_broadcast,
     single_use,
     split_const,
     src,
 )
 from hlopass.rewriting import (
+    const_array,
     is_constant_like,
+    owner,
     splat_value,
+    value_shape,
 )
-from hlopass.shape import is_float, is_integral
+from hlopass.shape import INTEGRAL, is_float, is_integral
 
 
 class AddConstantReassociation(Simplification):
@@ -48,11 +53,12 @@ class AddConstantReassociation(Simplification):
 
 
 class AddFactorCommonMultiplicand(Simplification):
-    """`add(multiply(a, c), multiply(b, c)) -> multiply(add(a, b), c)`."""
+    """`add(multiply(a, c), multiply(b, c)) -> multiply(add(a, b), c)` (integers; floats
+    when c is a scalar constant `+-2^k`, which only moves exponents, or with
+    `enable-floats-are-real`)."""
 
     OPCODES = ("add",)
     OPERAND_FROM = frozenset({"multiply"})
-    FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
         lhs, rhs = (src(v, "multiply") for v in op.operands)
@@ -60,12 +66,92 @@ class AddFactorCommonMultiplicand(Simplification):
             return None
         if not (single_use(lhs.result) and single_use(rhs.result)):
             return None
+        exact = et(op) in INTEGRAL or self.opts.floats_are_real
         for a, c in commuted(lhs):
             for b, c2 in commuted(rhs):
-                if c is c2:
+                if c is c2 and (exact or _fp_power_of_two(c)):
                     s = self.new("add", [a, b], op.shape, like=op)
                     return self.new("multiply", [s.result, c], op.shape, like=op)
         return None
+
+
+def _fp_power_of_two(c) -> bool:
+    """`c` is a one-element float constant (or a broadcast of one) equal to `+-2^k`."""
+    o = owner(c)
+    if o is not None and o.OPCODE == "broadcast":
+        c = o.operands[0]
+    arr = const_array(c)
+    if arr is None or arr.size != 1 or not is_float(et(c)):
+        return False
+    v = float(arr.reshape(()))
+    return math.isfinite(v) and v != 0 and math.frexp(abs(v))[0] == 0.5
+
+
+def _constant_pair(c1: SSAValue, c2: SSAValue) -> tuple[SSAValue, SSAValue, bool] | None:
+    """The two constants to combine for `c1`, `c2` (XLA's two forms): both `constant`s, or
+    both broadcasts of scalar constants, then their scalars (and True: broadcast the
+    result)."""
+    if src(c1, "constant") is not None and src(c2, "constant") is not None:
+        return c1, c2, False
+    b1, b2 = is_scalar_broadcast(c1), is_scalar_broadcast(c2)
+    if b1 is None or b2 is None:
+        return None
+    s1, s2 = b1.operands[0], b2.operands[0]
+    if src(s1, "constant") is None or src(s2, "constant") is None:
+        return None
+    return s1, s2, True
+
+
+def _merged(p: Simplification, opcode: str, pair: tuple[SSAValue, SSAValue, bool], op: HloOp):
+    """`opcode(k1, k2)` of a `_constant_pair`, broadcast to `op`'s shape when the pair is
+    of scalars."""
+    k1, k2, broadcast = pair
+    shape = array(value_shape(k1))
+    assert shape is not None
+    merged = p.new(opcode, [k1, k2], shape, like=op).result
+    if not broadcast:
+        return merged
+    return p.new("broadcast", [merged], op.shape, {"dimensions": ()}, like=op).result
+
+
+class AddConstantChain(Simplification):
+    """`add(add(a, c1), c2) -> add(a, add(c1, c2))` (a not constant; c1, c2 constants, or
+    broadcasts of scalar constants whose sum is then broadcast)."""
+
+    OPCODES = ("add",)
+    OPERAND_FROM = frozenset({"add"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        inner_v, c2 = op.operands
+        inner = src(inner_v, "add")
+        if inner is None or is_constant_like(inner.operands[0]):
+            return None
+        a, c1 = inner.operands
+        pair = _constant_pair(c1, c2)
+        if pair is None:
+            return None
+        return self.new("add", [a, _merged(self, "add", pair, op)], op.shape, like=op)
+
+
+class SubtractConstantChain(Simplification):
+    """`add(subtract(c1, a), c2) -> subtract(add(c1, c2), a)` (a not constant; c1, c2
+    constants, or broadcasts of scalar constants whose sum is then broadcast)."""
+
+    OPCODES = ("add",)
+    OPERAND_FROM = frozenset({"subtract"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        sub_v, c2 = op.operands
+        sub = src(sub_v, "subtract")
+        if sub is None or is_constant_like(sub.operands[1]):
+            return None
+        c1, a = sub.operands
+        pair = _constant_pair(c1, c2)
+        if pair is None:
+            return None
+        return self.new("subtract", [_merged(self, "add", pair, op), a], op.shape, like=op)
 
 
 class MultiplyNegNeg(Simplification):
@@ -82,7 +168,8 @@ class MultiplyNegNeg(Simplification):
 
 
 class MultiplyConstantReassociation(Simplification):
-    """`multiply(multiply(x, c1), c2) -> multiply(x, multiply(c1, c2))` (c1, c2 constants)."""
+    """`multiply(multiply(x, c1), c2) -> multiply(x, multiply(c1, c2))` (c1, c2 constants;
+    of two broadcast scalars, the broadcast of their product)."""
 
     OPCODES = ("multiply",)
     OPERAND_FROM = frozenset({"multiply"})
@@ -97,6 +184,10 @@ class MultiplyConstantReassociation(Simplification):
             if split is None:
                 continue
             x, c1 = split
+            pair = _constant_pair(c1, c2)
+            if pair is not None and pair[2]:  # broadcasts of scalars: multiply the scalars
+                return self.new("multiply", [x, _merged(self, "multiply", pair, op)], op.shape,
+                                like=op)  # fmt: skip
             cc = self.new("multiply", [c1, c2], op.shape, like=op)
             return self.new("multiply", [x, cc.result], op.shape, like=op)
         return None
@@ -129,6 +220,44 @@ class DivideByConstant(Simplification):
         if exact and float(inv) * fv != 1.0:  # 1/c not representable (subnormal range)
             return None
         return self.new("multiply", [x, self.const(inv, shape).result], shape, like=op)
+
+
+class DivideOfDivides(Simplification):
+    """`divide(divide(a, b), divide(c, d)) -> divide(multiply(a, d), multiply(b, c))`
+    (floats; both inner divides used only here)."""
+
+    OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"divide"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        n_v, d_v = op.operands
+        n, d = src(n_v, "divide"), src(d_v, "divide")
+        if n is None or d is None or is_integral(et(op)):
+            return None
+        if n is d or not (single_use(n_v) and single_use(d_v)):
+            return None
+        ad = self.new("multiply", [n.operands[0], d.operands[1]], op.shape, like=op)
+        bc = self.new("multiply", [n.operands[1], d.operands[0]], op.shape, like=op)
+        return self.new("divide", [ad.result, bc.result], op.shape, like=op)
+
+
+class DivideByDivide(Simplification):
+    """`divide(a, divide(b, c)) -> divide(multiply(a, c), b)` (floats; the inner divide
+    used only here)."""
+
+    OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"divide"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a, d_v = op.operands
+        d = src(d_v, "divide")
+        if d is None or not single_use(d_v) or is_integral(et(op)):
+            return None
+        b, c = d.operands
+        ac = self.new("multiply", [a, c], op.shape, like=op)
+        return self.new("divide", [ac.result, b], op.shape, like=op)
 
 
 class DivideOfDivide(Simplification):

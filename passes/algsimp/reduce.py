@@ -113,6 +113,8 @@ class ReduceOfScalarBroadcast(Simplification):
             return None
         init = op.operands[1]
         f = self.new(kind, [init, b.operands[0]], value_shape(init), like=op)  # type: ignore[arg-type]
+        if shape.rank == 0:
+            return f  # (a scalar result needs no broadcast: XLA's one sweep leaves none)
         return self.new("broadcast", [f.result], shape, {"dimensions": ()}, like=op)
 
 

@@ -135,3 +135,29 @@ class SelectOfCompareToMinMax(Simplification):
         if kind is None or tuple(cmp.operands) != (a, b):
             return None
         return self.new(kind, [a, b], op.shape, like=op)
+
+
+_PRED_SELECT_OF_COMPARE = {"GT": "or", "GE": "or", "LT": "and", "LE": "and", "EQ": 2, "NE": 1}
+"""For pred `select(compare(a, b, dir), a, b)`: the opcode it becomes, or which select
+operand it is (a == b picks b either way; a != b picks a either way)."""
+
+
+class SelectOfPredCompare(Simplification):
+    """`select(compare(a, b, GT|GE), a, b) -> or(a, b)`, `... LT|LE ... -> and(a, b)`,
+    `... EQ ... -> b`, `... NE ... -> a` (pred a, b: the max, the min, and the two cases
+    where both branches agree)."""
+
+    OPCODES = ("select",)
+    OPERAND_FROM = frozenset({"compare"})
+
+    def rewrite(self, op: HloOp):
+        p, a, b = op.operands
+        cmp = src(p, "compare")
+        if cmp is None or et(op) != "pred" or tuple(cmp.operands) != (a, b):
+            return None
+        to = _PRED_SELECT_OF_COMPARE.get(cmp.attr("direction"))
+        if to is None:
+            return None
+        if isinstance(to, int):
+            return op.operands[to]
+        return self.new(to, [a, b], op.shape, like=op)
