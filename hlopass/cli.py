@@ -82,6 +82,10 @@ def emit_module(module: ModuleOp, emit: str, style: str) -> str:
         buf = StringIO()
         Printer(stream=buf).print_op(module)
         return buf.getvalue() + "\n"
+    if emit == "stablehlo":  # XLA's translation of the HLO print (needs jax)
+        from hlopass.stablehlo import print_stablehlo
+
+        return print_stablehlo(module, "<output>")
     from hlopass.exporter import print_hlo
 
     return print_hlo(module, style)
@@ -91,24 +95,28 @@ def _is_xdsl(text: str) -> bool:
     return text.lstrip().startswith(("builtin.module", '"builtin.module"'))
 
 
-def parse_input(text: str, filename: str, emit_from: str = "hlo") -> ModuleOp:
+def parse_input(text: str, filename: str, emit_from: str = "hlo", verify: bool = True) -> ModuleOp:
     if emit_from == "xdsl" or _is_xdsl(text):
         from hlopass.xdsl_io import parse_xdsl
 
         return parse_xdsl(text, filename)
+    from hlopass.stablehlo import looks_like_mlir, parse_mlir
+
+    if looks_like_mlir(text, filename):  # StableHLO/MHLO, through XLA's converter
+        return parse_mlir(text, filename)
     from hlopass.importer import parse_hlo
 
-    return parse_hlo(text, filename)
+    return parse_hlo(text, filename, verify)
 
 
-def parse_inputs(text: str, filename: str) -> list[ModuleOp]:
+def parse_inputs(text: str, filename: str, verify: bool = True) -> list[ModuleOp]:
     """The modules of one input: one HLO module, or each HLO module of xDSL IR (where
     `xdsl-opt` wraps the modules of a split input in an outer `builtin.module`)."""
     if _is_xdsl(text):
         from hlopass.xdsl_io import parse_xdsl_modules
 
         return parse_xdsl_modules(text, filename)
-    return [parse_input(text, filename)]
+    return [parse_input(text, filename, verify=verify)]
 
 
 def build_opt_parser() -> argparse.ArgumentParser:
@@ -116,9 +124,16 @@ def build_opt_parser() -> argparse.ArgumentParser:
         prog="hlopass-opt",
         description="Parse HLO text, run passes over it, and print it back (HLO or xDSL IR).",
     )
-    p.add_argument("input", nargs="?", default="-", help="HLO file ('-' for stdin)")
+    p.add_argument(
+        "input", nargs="?", default="-", help="HLO or StableHLO (.mlir) file ('-' for stdin)"
+    )
     p.add_argument("-o", "--output", help="output file (default: stdout)")
-    p.add_argument("--emit", choices=("hlo", "xdsl"), default="hlo", help="output format")
+    p.add_argument(
+        "--emit",
+        choices=("hlo", "xdsl", "stablehlo"),
+        default="hlo",
+        help="output format (stablehlo: StableHLO MLIR, by XLA's translation; needs jax)",
+    )
     p.add_argument(
         "--style",
         choices=("default", "long", "short"),
@@ -137,6 +152,12 @@ def build_opt_parser() -> argparse.ArgumentParser:
         help="verify the module first and after every pass that changed it (as XLA's pipeline)",
     )
     p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="read what XLA's parser reads: no shape verification while parsing (as hlo-opt "
+        "on XLA's own test inputs); --verify-each still verifies",
+    )
+    p.add_argument(
         "--allow-mixed-precision",
         action="store_true",
         help="accept elementwise ops on floats of different precisions (minimum(f16, f32)), "
@@ -144,10 +165,28 @@ def build_opt_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--list-passes", action="store_true", help="list passes and exit")
     p.add_argument(
+        "--help-pass",
+        metavar="NAME",
+        help="print a pass's whole documentation (every option, its default and what its "
+        "value must be) and exit",
+    )
+    p.add_argument(
         "--load-pass-plugin",
         action="append",
         metavar="FILE.py|MODULE",
         help="import a pass plug-in (a .py file or a module) first; repeatable",
+    )
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="print on stderr what was read (modules, instructions, print style), what ran "
+        "and what was written, and why the output text differs from the input",
+    )
+    p.add_argument(
+        "--traceback",
+        action="store_true",
+        help="when a pass or plug-in crashes, print the whole Python traceback before the "
+        "error line (as HLOPASS_TRACEBACK=1)",
     )
     p.add_argument(
         "--print-ir-after-all", action="store_true", help="print the module after every pass"
@@ -247,6 +286,11 @@ def _opt(args: argparse.Namespace) -> int:
 
         sys.stdout.write(list_passes_text())
         return 0
+    if args.help_pass:
+        from hlopass.pipeline import help_pass_text
+
+        sys.stdout.write(help_pass_text(args.help_pass))
+        return 0
     if args.input == "-" and sys.stdin.isatty():
         print("hlopass-opt: reading HLO from stdin (end with Ctrl-D; --help for usage)",
               file=sys.stderr)  # fmt: skip
@@ -254,8 +298,11 @@ def _opt(args: argparse.Namespace) -> int:
     filename = "<stdin>" if args.input == "-" else args.input
     chunks = split_input(text) if args.split_input_file else [(0, text)]
     outputs = []
+    stats = _stats(args, filename, text)
     for offset, chunk in chunks:
-        for module in parse_inputs("\n" * offset + chunk, filename):
+        for module in parse_inputs("\n" * offset + chunk, filename, not args.no_verify):
+            if stats is not None:
+                stats.read(module)  # before the passes: what was read
             if runner is not None and args.passes:
                 from hlopass.pipeline import run_pipeline_from_cli
 
@@ -266,10 +313,22 @@ def _opt(args: argparse.Namespace) -> int:
 
                 out = generate_checks(out)
             outputs.append(out)
-    write_output(args.output, (SPLIT_MARKER + "\n").join(outputs))
+    written = (SPLIT_MARKER + "\n").join(outputs)
+    write_output(args.output, written)
     if runner is not None:
         sys.stderr.write(runner.report())
+    if stats is not None:
+        stats.report(sys.stderr, written, args.output or "<stdout>", runner)
     return 0
+
+
+def _stats(args: argparse.Namespace, filename: str, text: str) -> Any:
+    """The `--stats` collector (None without the flag)."""
+    if not args.stats:
+        return None
+    from hlopass.opt_stats import OptStats
+
+    return OptStats(filename, text, "checks" if args.generate_checks else args.emit, args.style)
 
 
 SUBCOMMANDS = {
