@@ -81,24 +81,11 @@ class DefaultFusionCostModel(FusionCostModel):
         self._summary[id(k)] = (k.version, s)
         return s
 
-    def time_us(self, k: Kernel) -> float:
-        hit = self._time.get(id(k))
-        if hit is not None and hit[0] == k.version:
-            return hit[1]
-        t = self._time_of(self.summary(k))
-        self._time[id(k)] = (k.version, t)
-        return t
+    def price_kernel(self, k: Kernel) -> float:
+        return self._time_of(self.summary(k))
 
-    def fused_time_us(self, producer: Kernel, consumer: Kernel) -> float:
-        key = (id(producer), id(consumer))
-        hit = self._pair.get(key)
-        if hit is not None and hit[0] == producer.version and hit[1] == consumer.version:
-            return hit[2]
-        t = self._fused_time(producer, consumer)
-        self._pair[key] = (producer.version, consumer.version, t)
-        self._pairs_of.setdefault(id(producer), set()).add(key)
-        self._pairs_of.setdefault(id(consumer), set()).add(key)
-        return t
+    def price_fused(self, producer: Kernel, consumer: Kernel) -> float:
+        return self._fused_time(producer, consumer)
 
     def invalidate(self, k: Kernel) -> None:
         super().invalidate(k)

@@ -79,12 +79,20 @@ class FusionCostModel(ABC):
         by `facts`, launch included."""
         raise NotImplementedError(f"cost model '{self.name}' has no sibling summaries")
 
+    # what the cached queries compute; a model may price a kernel more cheaply than from its
+    # members (the default model from kept summaries)
+    def price_kernel(self, k: Kernel) -> float:
+        return self.kernel_time_us(k.members, k.outputs)
+
+    def price_fused(self, producer: Kernel, consumer: Kernel) -> float:
+        return self.kernel_time_us(consumer.merged(producer), consumer.outputs)
+
     # cached queries
     def time_us(self, k: Kernel) -> float:
         hit = self._time.get(id(k))
         if hit is not None and hit[0] == k.version:
             return hit[1]
-        t = self.kernel_time_us(k.members, k.outputs)
+        t = self.price_kernel(k)
         self._time[id(k)] = (k.version, t)
         return t
 
@@ -93,7 +101,7 @@ class FusionCostModel(ABC):
         hit = self._pair.get(key)
         if hit is not None and hit[0] == producer.version and hit[1] == consumer.version:
             return hit[2]
-        t = self.kernel_time_us(consumer.merged(producer), consumer.outputs)
+        t = self.price_fused(producer, consumer)
         self._pair[key] = (producer.version, consumer.version, t)
         self._pairs_of.setdefault(id(producer), set()).add(key)
         self._pairs_of.setdefault(id(consumer), set()).add(key)
