@@ -66,35 +66,35 @@ class DivideByPower(Simplification):
         return self.new("multiply", [a, np_.result], op.shape, like=op)
 
 
-class ExpDivideExp(Simplification):
+class _OfTwoExps(Simplification):
+    """`op(exp(a), exp(b)) -> exp(EXPONENTS(a, b))`: the guard and the build the two exp
+    rules share (not a pattern itself: PATTERNS lists the subclasses)."""
+
+    OPERAND_FROM = frozenset({"exponential"})
+    FLOAT_UNSAFE = True
+    EXPONENTS = ""
+
+    def rewrite(self, op: HloOp):
+        ea, eb = (src(v, "exponential") for v in op.operands)
+        if ea is None or eb is None:
+            return None
+        x = self.new(self.EXPONENTS, [ea.operands[0], eb.operands[0]], op.shape, like=op)
+        return self.new("exponential", [x.result], op.shape, like=op)
+
+
+class ExpDivideExp(_OfTwoExps):
     """`divide(exp(a), exp(b)) -> exp(subtract(a, b))` (floats: the quotient of two
     overflowing exps is nan where exp(a - b) is finite)."""
 
     OPCODES = ("divide",)
-    OPERAND_FROM = frozenset({"exponential"})
-    FLOAT_UNSAFE = True
-
-    def rewrite(self, op: HloOp):
-        ea, eb = (src(v, "exponential") for v in op.operands)
-        if ea is None or eb is None:
-            return None
-        d = self.new("subtract", [ea.operands[0], eb.operands[0]], op.shape, like=op)
-        return self.new("exponential", [d.result], op.shape, like=op)
+    EXPONENTS = "subtract"
 
 
-class ExpMultiplyExp(Simplification):
+class ExpMultiplyExp(_OfTwoExps):
     """`multiply(exp(a), exp(b)) -> exp(add(a, b))` (floats: the rounding differs)."""
 
     OPCODES = ("multiply",)
-    OPERAND_FROM = frozenset({"exponential"})
-    FLOAT_UNSAFE = True
-
-    def rewrite(self, op: HloOp):
-        ea, eb = (src(v, "exponential") for v in op.operands)
-        if ea is None or eb is None:
-            return None
-        s = self.new("add", [ea.operands[0], eb.operands[0]], op.shape, like=op)
-        return self.new("exponential", [s.result], op.shape, like=op)
+    EXPONENTS = "add"
 
 
 class PowerOfExp(Simplification):
