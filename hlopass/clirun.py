@@ -28,6 +28,22 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
 _LOCATED = re.compile(r"\S[^\n]*?: error: ")
 
 
+def whole_number(expected: str) -> Callable[[str], int]:
+    """An argparse `type`: a whole number >= 0, else a usage error `expected <expected>,
+    got '<text>'` (a negative count is a mistake, not "none")."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return n
+
+    return parse
+
+
 class OneLineArgumentParser(argparse.ArgumentParser):
     """argparse with its usage errors on one line (`prog: error: ... (see prog --help)`)
     instead of the usage block followed by the error."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hlopass.clirun import OneLineArgumentParser, guard
+from hlopass.clirun import OneLineArgumentParser, guard, whole_number
 from hlopass.cost.devices import DEVICES, device_name
 
 
@@ -15,17 +15,6 @@ def _device(name: str) -> str:
         return device_name(name)
     except KeyError as e:
         raise argparse.ArgumentTypeError(str(e).removeprefix("error: ")) from None
-
-
-def _count(text: str) -> int:
-    """argparse type: a whole number >= 0 (`--top -3` is a mistake, not "none")."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got '{text}'")
-    return n
 
 
 DEVICE_HELP = f"GPU to model: {', '.join(DEVICES)} (or an alias: h100, a100; default h100_sxm)"
@@ -55,7 +44,12 @@ def cost_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--sort", choices=("time", "flops", "bytes", "compute", "memory", "name"),
                     help="order kernels by this (largest first; name: A-Z); default: program order")  # fmt: skip
-    ap.add_argument("--top", type=_count, metavar="N", help="show only the first N kernels")
+    ap.add_argument(
+        "--top",
+        type=whole_number("a whole number >= 0"),
+        metavar="N",
+        help="show only the first N kernels",
+    )
     args = ap.parse_args(argv)
     return guard(lambda: _cost(args), "<stdin>" if args.file == "-" else args.file)
 

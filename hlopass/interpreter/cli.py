@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.clirun import OneLineArgumentParser, guard
+from hlopass.clirun import OneLineArgumentParser, guard, whole_number
 from hlopass.errors import HloInputError
 from hlopass.output import write_output
 
@@ -43,7 +43,7 @@ def run_main(argv: Sequence[str]) -> int:
     given.add_argument("--inputs", help=".npz holding in0..inN (omit for no parameters)")
     given.add_argument(
         "--random-inputs",
-        type=_seed,
+        type=whole_number("a seed (an integer >= 0)"),
         nargs="?",
         const=0,
         metavar="SEED",
@@ -121,16 +121,6 @@ def _refuse_elided(module: Any, text: str, name: str) -> None:
         return
     line, col = _defined_at(text, found[1].inst_name, "{...}")
     raise HloInputError(f"{name}:{line}:{col}: error: {elided_message(*found)}")
-
-
-def _seed(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a seed (an integer >= 0), got {text!r}")
-    return n
 
 
 def _positive(text: str) -> int:

@@ -65,6 +65,14 @@ def commuted(op: HloOp) -> list[tuple[SSAValue, SSAValue]]:
     return [(a, b), (b, a)]
 
 
+def partner(op: HloOp, x: SSAValue) -> SSAValue | None:
+    """The other operand of binary `op` when one of them is `x` (the first match)."""
+    for first, other in commuted(op):
+        if first is x:
+            return other
+    return None
+
+
 def splat_is(value: SSAValue, target: float) -> bool:
     v = splat_value(value)
     if v is None:

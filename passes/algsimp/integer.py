@@ -9,6 +9,7 @@ from hlopass.passes.algsimp.helpers import (
     array,
     commuted,
     highest,
+    partner,
     power_of_two_exponent,
     src,
 )
@@ -137,12 +138,8 @@ class SubtractOfAddCancel(Simplification):
     def rewrite(self, op: HloOp):
         x, a_v = op.operands
         a = src(a_v, "add")
-        if a is None:
-            return None
-        for first, y in commuted(a):
-            if first is x:
-                return self.new("negate", [y], op.shape, like=op)
-        return None
+        y = None if a is None else partner(a, x)
+        return None if y is None else self.new("negate", [y], op.shape, like=op)
 
 
 class AddMinusOperand(Simplification):
@@ -156,12 +153,7 @@ class AddMinusOperand(Simplification):
     def rewrite(self, op: HloOp):
         a_v, x = op.operands
         a = src(a_v, "add")
-        if a is None:
-            return None
-        for first, y in commuted(a):
-            if first is x:
-                return y
-        return None
+        return None if a is None else partner(a, x)
 
 
 class RemainderOfIota(Simplification):
