@@ -25,7 +25,7 @@ from hlopass.dialects.hlo import (
     computations,
     on_op_class,
 )
-from hlopass.dialects.opcodes import COMMON_ATTRS
+from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES
 from hlopass.fields import set_field
 from hlopass.gcutil import gc_paused
 from hlopass.importer import MODULE_ATTRS
@@ -352,6 +352,17 @@ _CONSTANT = OP_CLASSES["constant"]
 _HLO_CLASSES: set[type] = set()
 _COMP_SPECS: dict[type, tuple[tuple[str, str], ...]] = {}
 _ASYNC_OPCODES = frozenset(("async-start", "async-update", "async-done"))
+
+
+def _sugar_reads_back(wrapped: str) -> bool:
+    """`X-start(...)` names the async op wrapping an `X` only where no opcode of its own is
+    spelled so: XLA's printer writes the shorthand regardless, and then `copy-start`,
+    `all-reduce-start`, ... parse as the dedicated opcodes and `parameter-start` (a computation
+    that is only its parameter, left so by algsimp removing a copy) does not parse at all.
+    Those print in the long form (`async-start(...), calls=`), which reads back."""
+    return wrapped != "parameter" and f"{wrapped}-start" not in OPCODES
+
+
 # The classes (built so far) of async ops.
 _ASYNC_CLASSES: set[type] = set()
 # The wrapped instruction's common attributes an async-start's sugar shows (after the
@@ -748,7 +759,7 @@ class _Printer:
                 ok = single.get(cname)  # type: ignore[arg-type]
                 if ok is None:
                     root = w.comp.root
-                    ok = single[cname] = all(  # type: ignore[index]
+                    ok = single[cname] = _sugar_reads_back(root.opcode) and all(  # type: ignore[index]
                         i is root or i.opcode == "parameter" for i in w.comp.instructions
                     )
                 if ok:

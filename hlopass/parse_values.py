@@ -34,8 +34,11 @@ METADATA_FIELDS = frozenset(
      "source_end_column", "profile_type", "deduplicated_name", "scheduling_name",
      "stack_frame_id", "metadata_payload")
 )  # fmt: skip
-# The first word of a (non-tuple) sharding.
-_SHARDING_HEAD = re.compile(r"\{\s*(?:replicated|maximal|devices=|manual|unknown|\})")
+# The first word of a (non-tuple) sharding (`mesh[...]`, `maximal_mesh[...]`: XLA's named
+# shardings; `unreduced`: XLA's keyword for an unreduced sharding).
+_SHARDING_HEAD = re.compile(
+    r"\{\s*(?:replicated|maximal|devices=|manual|unknown|unreduced\b|mesh\b|\})"
+)
 
 
 def _sharding_form_ok(text: str) -> bool:

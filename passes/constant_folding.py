@@ -1,18 +1,21 @@
 """`constant-folding`: evaluate instructions whose operands are constants (XLA's HloConstantFolding).
 
 An instruction folds when at least one operand is a `constant` and every operand is a
-`constant`, a `broadcast` of a constant, or an `iota` (XLA's default level). Never folded:
-parameters, constants, tuples, broadcasts and iotas themselves (algsimp would turn a splat
-constant back into a broadcast: they would fight), fft, while loops (unless
-`fold-while=true`), side-effecting, random, custom-call, infeed/outfeed instructions,
-calls of computations holding any of those, instructions with control predecessors,
-`pad(broadcast, constant)`, non-array results, and anything with more than
-`max-elements` elements in its result or an operand. The new constant keeps the
-instruction's shape, layout included. Evaluation uses `hlopass.interpreter`.
+`constant`, a `broadcast` of a constant, an `iota`, or a `tuple` of those (XLA's default
+level; the aggressive one needs no `constant`). Never folded: parameters, constants,
+tuples, broadcasts and iotas themselves (algsimp would turn a splat constant back into a
+broadcast: they would fight), fft, while loops (unless `fold-while=true`),
+side-effecting, random, custom-call, infeed/outfeed instructions, calls of computations
+holding any of those, instructions with control predecessors, `pad(broadcast,
+constant)`, dynamic shapes, and anything with more than `max-elements` elements in its
+result or an operand. The new constant keeps the instruction's shape, layout included; a
+tuple-shaped result becomes a tuple constant (or, with `is-layout-sensitive`, a constant
+per get-tuple-element user). Evaluation uses `hlopass.interpreter`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -21,10 +24,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import InsertPoint
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.attrs import ShapedLiteral
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
 from hlopass.errors import HloError
-from hlopass.literal import numpy_dtype
+from hlopass.literal import Literal, numpy_dtype
 from hlopass.rewriting import (
     ByClass,
     HloModulePass,
@@ -32,6 +37,7 @@ from hlopass.rewriting import (
     Scope,
     TraceHook,
     constant_from_numpy,
+    erase_dead,
     fusion_computations,
     has_side_effect,
     hlo_class,
@@ -39,12 +45,13 @@ from hlopass.rewriting import (
     is_control_predecessor,
     is_hlo,
     is_random,
+    is_root,
     owner,
     replace_op,
     run_patterns,
     value_shape,
 )
-from hlopass.shape import ArrayShape
+from hlopass.shape import ArrayShape, Shape, TupleShape
 
 XLA_MAX_ELEMENTS = 45_000_000
 """XLA's default-level limit on result and operand elements."""
@@ -62,7 +69,7 @@ def _elements(value: SSAValue) -> int:
     return sum(leaf.num_elements for leaf in value_shape(value).leaves())
 
 
-_FOLDING_SOURCES = frozenset(("constant", "iota", "broadcast"))
+_FOLDING_SOURCES = frozenset(("constant", "iota", "broadcast", "tuple"))
 """Every opcode whose instruction `_is_foldable_operand` may accept (`_may_fold_from`)."""
 
 
@@ -83,7 +90,108 @@ def _is_foldable_operand(value: SSAValue) -> bool:
     if opcode == "broadcast":
         inner = owner(o.operands[0])
         return inner is not None and inner.OPCODE == "constant"
+    if opcode == "tuple":  # (XLA looks through tuples, recursively)
+        return all(_is_foldable_operand(v) for v in o.operands)
     return True  # a constant or an iota
+
+
+def _any_constant(op: HloOp) -> bool:
+    """Some operand is a `constant`, looking through `tuple` operands (XLA's
+    `AnyOperandsConstant`: what the default level asks besides the above)."""
+    for v in op.operands:
+        o = owner(v)
+        if o is not None and (o.OPCODE == "constant" or (o.OPCODE == "tuple" and _any_constant(o))):
+            return True
+    return False
+
+
+_DATA_MOVEMENT = frozenset({
+    "bitcast", "bitcast-convert", "concatenate", "copy", "dynamic-slice",
+    "dynamic-update-slice", "pad", "reshape", "reverse", "select", "slice", "transpose",
+})  # fmt: skip
+"""XLA's `IsPureDataMovement`: opcodes that only move or reinterpret bits (a pad copies
+its padding value, a select one operand's bits): folding them cannot round differently."""
+
+_STRUCTURAL = frozenset({"constant", "get-tuple-element", "parameter", "tuple"})
+"""XLA's `IsStructural`: exempt from `fold-float-arithmetic=false` (they regroup values)."""
+
+
+def _integral_or_pred(shape: Shape) -> bool:
+    """Every array leaf of `shape` has an integer or pred element type."""
+    return all(
+        leaf.element_type == "pred" or re.fullmatch(r"[su]\d+", leaf.element_type) is not None
+        for leaf in shape.leaves()
+    )
+
+
+def _is_float_arithmetic(op: HloOp) -> bool:
+    """What `fold-float-arithmetic=false` keeps unfolded: an instruction that computes
+    (not structural, no data movement, no called computation: those are judged by what
+    they call) with a result or operand that is not all integers or preds."""
+    if op.OPCODE in _STRUCTURAL or op.OPCODE in _DATA_MOVEMENT or op.callees():
+        return False
+    return not _integral_or_pred(op.shape) or not all(
+        _integral_or_pred(value_shape(v)) for v in op.operands
+    )
+
+
+def _elided(op: HloOp) -> bool:
+    """A constant whose value the text left out (`{...}`), or a tuple holding one."""
+    if op.OPCODE == "constant":
+        return op.attr("value").literal.elided
+    return op.OPCODE == "tuple" and any(_elided(o) for o in map(owner, op.operands) if o)
+
+
+def _rewrites_users(op: HloOp) -> bool:
+    """XLA's `CanRewriteTupleUsers`: not the root, and every user an array-shaped
+    get-tuple-element without control dependencies (each then becomes a leaf constant)."""
+    if is_root(op):
+        return False
+    for use in op.result.uses:
+        user = use.operation
+        if (
+            not isinstance(user, HloOp)
+            or user.OPCODE != "get-tuple-element"
+            or not isinstance(user.shape, ArrayShape)
+            or user.attr("control-predecessors")
+            or is_control_predecessor(user)
+        ):
+            return False
+    return True
+
+
+def _literal_of(value: Any, shape: Shape) -> Literal | None:
+    """The interpreter's `value` as a literal of `shape` (None where it does not fit, or
+    where no text can hold it)."""
+    if isinstance(shape, TupleShape):
+        if not isinstance(value, tuple) or len(value) != len(shape.elements):
+            return None
+        leaves = [_literal_of(v, e) for v, e in zip(value, shape.elements, strict=True)]
+        if any(leaf is None for leaf in leaves):
+            return None
+        return Literal(elements=tuple(leaf for leaf in leaves if leaf is not None))
+    assert isinstance(shape, ArrayShape)  # (_foldable_shape)
+    arr = np.asarray(value)
+    if arr.shape != shape.dims:
+        return None
+    arr = arr.astype(numpy_dtype(shape.element_type), copy=False)
+    if arr.dtype.kind == "c" and (np.isnan(np.real(arr)) & ~np.isnan(np.imag(arr))).any():
+        return None  # no text form: XLA's parser reads a `(nan, x)` element as (nan, nan)
+    return Literal(arr)
+
+
+def _literal_value(literal: Literal) -> Any:
+    """A literal as the interpreter holds values: an array, or a tuple of values."""
+    if literal.elements is not None:
+        return tuple(_literal_value(e) for e in literal.elements)
+    return literal.array
+
+
+def _foldable_shape(shape: Shape) -> bool:
+    """An array, or a tuple of them (nested), none dynamic: what a constant can hold."""
+    if isinstance(shape, ArrayShape):
+        return not shape.is_dynamic
+    return isinstance(shape, TupleShape) and all(_foldable_shape(e) for e in shape.elements)
 
 
 def _changes_sub_byte_width(op: HloOp) -> bool:
@@ -180,9 +288,11 @@ class Evaluator:
         o = owner(value)
         assert o is not None
         if o.OPCODE == "constant":
-            return o.attr("value").literal.array
+            return _literal_value(o.attr("value").literal)
         if o.OPCODE == "broadcast":
             return self.value(o, [self.operand_value(o.operands[0])])
+        if o.OPCODE == "tuple":
+            return tuple(self.operand_value(v) for v in o.operands)
         return self.value(o, [])
 
 
@@ -234,19 +344,44 @@ class FoldConstantInstruction(RewritePattern):
             ZeroDivisionError,
         ):
             return
-        shape = op.shape
-        assert isinstance(shape, ArrayShape)
-        arr = np.asarray(result)
-        if arr.shape != shape.dims:
+        literal = _literal_of(result, op.shape)
+        if literal is None:
             return
-        arr = arr.astype(numpy_dtype(shape.element_type), copy=False)
-        if arr.dtype.kind == "c" and (np.isnan(arr.real) & ~np.isnan(arr.imag)).any():
-            return  # no text form: XLA's parser reads a `(nan, x)` element as (nan, nan)
-        c = constant_from_numpy(rewriter, self.ctx, arr, shape, before=op)
-        if op.attr("metadata") is not None:  # XLA's folded constant keeps the op's metadata
-            c.set_attr("metadata", op.attr("metadata"))
+        if isinstance(op.shape, TupleShape) and self.opts.is_layout_sensitive:
+            self._fold_into_users(op, literal, rewriter)
+            return
+        c = self._constant(rewriter, literal, op.shape, op)
         self.ctx.note(self, op, f"-> {c.inst_name}")
         replace_op(rewriter, op, c.result)
+        self.evaluator.edited()
+
+    def _constant(self, rewriter: PatternRewriter, literal: Literal, shape: Shape,
+                  like: HloOp) -> HloOp:  # fmt: skip
+        """A new constant of `shape` holding `literal`, before `like`, with its metadata."""
+        if isinstance(shape, ArrayShape):
+            assert literal.array is not None  # (_literal_of built it for this shape)
+            c = constant_from_numpy(rewriter, self.ctx, literal.array, shape, before=like)
+        else:
+            c = create_op("constant", [], shape, self.ctx.names.fresh("constant"),
+                          {"value": ShapedLiteral(shape, literal)})  # fmt: skip
+            rewriter.insert(c, InsertPoint.before(like))
+        if like.attr("metadata") is not None:  # XLA's folded constant keeps the op's metadata
+            c.set_attr("metadata", like.attr("metadata"))
+        return c
+
+    def _fold_into_users(self, op: HloOp, literal: Literal, rewriter: PatternRewriter) -> None:
+        """`gte_i(op)` -> `constant(leaf i)` for each user of a tuple-shaped `op` (the
+        layout-sensitive fold: no tuple constant), then `op` goes once unused."""
+        assert literal.elements is not None
+        for use in list(op.result.uses):
+            user = use.operation
+            assert isinstance(user, HloOp)  # (_rewrites_users: a get-tuple-element)
+            leaf = literal.elements[user.attr("index")]
+            c = self._constant(rewriter, leaf, user.shape, user)
+            self.ctx.note(self, user, f"-> {c.inst_name}")
+            rewriter.replace_all_uses_with(user.result, c.result)
+            rewriter.erase(user)
+        erase_dead(rewriter, [op.result])
         self.evaluator.edited()
 
     def _foldable(self, op: HloOp) -> bool:
@@ -265,28 +400,37 @@ class FoldConstantInstruction(RewritePattern):
             return False
         if opcode == "while" and not self.opts.folds_while:
             return False
-        if not isinstance(op.shape, ArrayShape) or op.shape.is_dynamic:
+        if not _foldable_shape(op.shape):
             return False
         if op.attr("control-predecessors") or is_control_predecessor(op):
             return False
+        if not self.opts.fold_float_arithmetic and _is_float_arithmetic(op):
+            return False
+        if (
+            isinstance(op.shape, TupleShape)
+            and self.opts.is_layout_sensitive
+            and not _rewrites_users(op)
+        ):
+            return False  # (no tuple constant then: its users take the leaves)
         # every foldable operand is the result of an HloOp, so this keeps all of them
         owners = [o for o in map(owner, operands) if o is not None]
         # (XLA's aggressive level folds operands that are only broadcasts or iotas too)
-        if self.opts.level != "aggressive" and not any(o.OPCODE == "constant" for o in owners):
+        if self.opts.level != "aggressive" and not _any_constant(op):
             return False
         if opcode in ("bitcast", "bitcast-convert") and _changes_sub_byte_width(op):
             return False
         if opcode == "pad" and owners[0].OPCODE == "broadcast":
             return False
         limit = self.opts.max_elements
-        if op.shape.num_elements > limit or any(_elements(v) > limit for v in operands):
+        if _elements(op.result) > limit or any(_elements(v) > limit for v in operands):
             return False
-        if any(o.OPCODE == "constant" and o.attr("value").literal.elided for o in owners):
+        if any(_elided(o) for o in owners):
             return False
         return all(self._comp_foldable(name) for name in op.callees())
 
     def _comp_foldable(self, name: str) -> bool:
-        """No side effects, rng, after-all, custom-call, infeed/outfeed inside (recursively)."""
+        """No side effects, rng, after-all, custom-call, infeed/outfeed inside (recursively),
+        nor float arithmetic with `fold-float-arithmetic=false`."""
         known = self.foldable_comps.get(name)
         if known is not None:
             return known
@@ -301,6 +445,7 @@ class FoldConstantInstruction(RewritePattern):
                     or inner.OPCODE
                     in ("after-all", "custom-call", "infeed", "outfeed", "opt-barrier")
                     or (inner.OPCODE == "while" and not self.opts.folds_while)
+                    or (not self.opts.fold_float_arithmetic and _is_float_arithmetic(inner))
                     or not all(self._comp_foldable(c) for c in inner.callees())
                 ):
                     ok = False
@@ -346,6 +491,20 @@ class ConstantFoldingPass(HloModulePass):
     state elements in total (iterations times the elements of the loop state), which
     bounds the work of loops with few iterations over large states."""
 
+    fold_float_arithmetic: bool = True
+    """XLA's option. False folds only what cannot round differently on a backend than in
+    the evaluator: instructions whose result and operands are integers or preds, data
+    movement of any type (bitcast(-convert), concatenate, copy, dynamic-(update-)slice,
+    pad, reshape, reverse, select, slice, transpose), and calls, fusions, reduces, ...
+    whose called computations hold nothing else (for late pipelines, whose numerics are
+    fixed already)."""
+
+    is_layout_sensitive: bool = False
+    """XLA's option (after layout assignment): no tuple constant is ever built. A
+    tuple-shaped instruction folds only when it is not the root and every user is an
+    array-shaped get-tuple-element without control dependencies: each user becomes the
+    constant of its leaf (with the user's layout)."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         return self.run_scoped(ctx, module, Scope(), trace)
 
@@ -364,6 +523,7 @@ class ConstantFoldingPass(HloModulePass):
         pattern = FoldConstantInstruction(
             rctx, self, Evaluator(module, self), {c.comp_name: c for c in all_comps}, {}
         )
-        # radius 0: whether an instruction folds depends on it and its operands' definitions,
-        # which change only by replacing an operand (the instruction is then touched)
-        return run_patterns(module, [pattern], comps, scope, radius=0) or changed
+        # radius 2: whether an instruction folds depends on its operands' definitions and,
+        # through a broadcast or a tuple operand (of a broadcast), on theirs: a fold two
+        # uses up (`add(c, broadcast(xor(c1, c2)))`, `while(tuple(broadcast(...)))`)
+        return run_patterns(module, [pattern], comps, scope, radius=2) or changed

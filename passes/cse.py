@@ -36,7 +36,6 @@ from hlopass.rewriting import (
     is_control_predecessor,
     is_hlo,
     is_random,
-    is_root,
     module_of,
 )
 from hlopass.worklist import Driver, Journal, Touches, WalkResult, tracking_rewriter
@@ -275,11 +274,6 @@ class EliminateCommonSubexpression(RewritePattern):
             if not self.ignore_control:
                 return False  # named in another instruction's control-predecessors: keep it
             _drop_control_edges_to(op)
-        if op.shape != rep.shape and (
-            is_root(op) or any(isinstance(u.operation, HloOp) and is_root(u.operation)
-                               for u in op.result.uses)
-        ):  # fmt: skip
-            return False  # layout-insensitive match: the root's layout is the signature's
         self.ctx.note(self, op, f"-> {rep.inst_name}")
         rewriter.replace_all_uses_with(op.result, rep.result)
         rewriter.erase(op)
@@ -420,8 +414,9 @@ class CSEPass(HloModulePass):
 
     is_layout_sensitive: bool = True
     """XLA's option: instructions whose results differ only in layout are distinct. False
-    merges them too (not into a computation's root or the root's operands, whose layouts
-    are part of the computation's signature)."""
+    merges them too, as XLA does, also where a user (a root tuple, say) then declares a
+    layout its operand lacks: layouts are not yet binding then (XLA's layout-insensitive
+    verifier compares shapes without them)."""
 
     ignore_control_dependencies: bool = False
     """XLA's option: merge instructions with control dependencies too (the edges to the

@@ -1,8 +1,9 @@
 """`dce`: dead-code elimination (XLA's HloDCE).
 
-Removes instructions whose value is unused (never parameters, the root, or instructions
-with side effects), unused outputs of multi-output fusions, and computations no longer
-reachable from the entry.
+Removes instructions whose value is unused (never parameters, the root, instructions
+with side effects or with control dependencies), unused outputs of multi-output fusions,
+unused parameters of computations only `call`s and `call-start`s reference, and
+computations no longer reachable from the entry.
 """
 
 from __future__ import annotations
@@ -15,14 +16,20 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op, entry_computation
+from hlopass.dialects.hlo import (
+    ComputationOp,
+    HloOp,
+    computations,
+    create_op,
+    entry_computation,
+    shape_type,
+)
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     Scope,
     TraceHook,
     call_instructions,
-    call_sites_only,
     calls_side_effect,
     comps_by_name,
     erase_dead,
@@ -44,12 +51,16 @@ def is_dead(op: Operation, comps: dict[str, ComputationOp],
             effects: dict[tuple[str, bool], bool] | None = None) -> bool:  # fmt: skip
     """No users (the root counts as used), removable, and nothing with effects called.
 
-    As XLA's HloDCE: never a while marked `xla_disable_while_loop_dce`, or a "Sharding" custom-call whose operand is the root, a
-    parameter or used elsewhere too (the annotation is all that holds its sharding)."""
+    As XLA's HloDCE: never an instruction with control predecessors (nor one named as
+    one: `is_removable`), a while marked `xla_disable_while_loop_dce`, or a "Sharding"
+    custom-call whose operand is the root, a parameter or used elsewhere too (the
+    annotation is all that holds its sharding)."""
     if not is_hlo(op) or op.result.first_use is not None:  # (`.uses` builds a view)
         return False
     if _while_dce_disabled(op) or _pins_sharding(op):
         return False
+    if op.attr("control-predecessors"):
+        return False  # XLA's IsSafelyRemovable: control edges keep an instruction, both ends
     if is_removable(op):
         return True
     # while/call/conditional (and async pairs) without side effects anywhere inside are
@@ -269,38 +280,88 @@ def _drop_unused_parameters(comp: ComputationOp, operands: list) -> list:
     return kept
 
 
+def _parameter_sites(module: ModuleOp, scope: Scope | None) -> dict[str, _Sites | None]:
+    """Per called computation: the instructions passing its parameters (`call`s and
+    `async-start`s without side effects, XLA's callers whose operands can be fixed) and the
+    async-updates of those starts (their shapes repeat the start's); None when anything
+    else calls it. An async-done only names its start's computation: it passes nothing."""
+    out: dict[str, _Sites | None] = {}
+    for _, op, names in call_instructions(module, scope):
+        opcode = op.OPCODE
+        passes = opcode in ("call", "async-start") and not has_side_effect(op)
+        refers = opcode in ("async-update", "async-done")
+        for name in names:
+            sites = out.setdefault(name, _Sites())
+            if sites is None:
+                continue
+            if passes:
+                sites.callers.append(op)
+            elif opcode == "async-update":
+                sites.updates.append(op)
+            elif not refers:
+                out[name] = None
+    return out
+
+
+@dataclass
+class _Sites:
+    callers: list[HloOp] = field(default_factory=list)
+    updates: list[HloOp] = field(default_factory=list)
+
+
 def _drop_unused_call_parameters(
     module: ModuleOp,
     ctx: RewriteContext,
     edited: set[ComputationOp] | None = None,
     scope: Scope | None = None,
 ) -> bool:
-    """Unused parameters of computations referenced only by `call` instructions go, with
-    the matching operand of every call site (the operands are then dead code). The
-    computations edited (the callee and those holding the call sites) go into `edited`."""
-    sites = call_sites_only(module, scope, keep=lambda op: not has_side_effect(op))
+    """Unused parameters of computations that only `call`s and `async-start`s pass
+    arguments to go, with the matching operand of every caller (an async-start's and its
+    async-updates' shapes lose that operand's shape). The operands left unused are then
+    dead code, or unused parameters of the computation around the caller (an async
+    wrapper's): those go in the next round. The computations edited (the callee and those
+    holding the callers) go into `edited`."""
+    sites = _parameter_sites(module, scope)
     by_name = comps_by_name(module)
     changed = False
-    for name, calls in sites.items():
-        comp = by_name.get(name)
-        if not calls or comp is None or comp.is_entry is not None:
-            continue
-        params = comp.parameters()
-        if all(p.result.uses for p in params):
-            continue
-        keep = [p.attr("number") for p in params if p.result.uses]
-        for call in calls:
-            call.operands = [call.operands[k] for k in keep]
+    progress = True
+    while progress:
+        progress = False
+        for name, found in sites.items():
+            comp = by_name.get(name)
+            if found is None or not found.callers or comp is None or comp.is_entry is not None:
+                continue
+            params = comp.parameters()
+            if all(p.result.uses or is_control_predecessor(p) for p in params):
+                continue
+            keep = [p.attr("number") for p in params if p.result.uses or is_control_predecessor(p)]
+            for call in found.callers:
+                call.operands = [call.operands[k] for k in keep]
+                if call.OPCODE == "async-start":
+                    _drop_async_operand_shapes(call, keep, found.updates)
+                if edited is not None:
+                    host = call.parent_op()
+                    assert isinstance(host, ComputationOp)
+                    edited.add(host)
             if edited is not None:
-                host = call.parent_op()
-                assert isinstance(host, ComputationOp)
-                edited.add(host)
-        if edited is not None:
-            edited.add(comp)
-        _drop_unused_parameters(comp, list(range(len(params))))
-        ctx.note(RemoveUnusedCallParameters(), None, f"{name}: kept parameters {keep}")
-        changed = True
+                edited.add(comp)
+            _drop_unused_parameters(comp, list(range(len(params))))
+            ctx.note(RemoveUnusedCallParameters(), None, f"{name}: kept parameters {keep}")
+            changed = progress = True
     return changed
+
+
+def _drop_async_operand_shapes(start: HloOp, keep: list[int], updates: list[HloOp]) -> None:
+    """An async-start's shape is (operand shapes, result, context...): keep the operand
+    shapes of `keep`, in the start and in the updates of its chain."""
+    shape = start.shape
+    assert isinstance(shape, TupleShape) and isinstance(shape.elements[0], TupleShape)
+    operands = shape.elements[0].elements
+    kept = TupleShape(tuple(operands[k] for k in keep))
+    new = shape_type(TupleShape((kept, *shape.elements[1:])))
+    chain = {start} | {u for u in updates if _async_start(u) is start}
+    for op in chain:
+        op.results[0]._type = new  # type: ignore[misc]  # pyright: ignore[reportPrivateUsage]  # (xDSL has no setter)
 
 
 def _drop_unused_entry_parameters(module: ModuleOp, ctx: RewriteContext,
@@ -344,8 +405,8 @@ class DCEPass(HloModulePass):
     """Also delete computations not reachable from the entry computation."""
 
     remove_unused_call_parameters: bool = True
-    """Drop parameters a computation never reads when only `call`s reference it (the
-    operands go from every call site)."""
+    """Drop parameters a computation never reads when only `call`s and `async-start`s pass
+    it arguments (the operands go from every caller, and from an async-start's shape)."""
 
     remove_dead_parameters_from_entry_computation: bool = False
     """XLA's option: the entry computation's unused parameters go too, and with them their

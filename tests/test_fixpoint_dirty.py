@@ -142,14 +142,23 @@ def test_call_graph_marks_callers_and_moved_callees() -> None:
     assert graph.settle(Scope(everything=True)) == (None, None)
 
 
-# A reduce whose input algsimp rewrites (a touched instruction that calls), a dead
-# instruction with control predecessors (the name it pins must go with it) and one that stays.
+# A reduce whose input algsimp rewrites (a touched instruction that calls); a dead
+# instruction with control predecessors, which dce keeps (XLA's IsSafelyRemovable: its pin
+# of `p` stays); a get-tuple-element of a two-output fusion with one output unused, which
+# dce replaces by the shrunken fusion: the names `g` held and was held by move to `f`.
 PINNED = """HloModule pinned
 
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
+}
+
+fused {
+  fp = f32[4]{0} parameter(0)
+  fn = f32[4]{0} negate(fp)
+  fa = f32[4]{0} abs(fp)
+  ROOT ft = (f32[4]{0}, f32[4]{0}) tuple(fn, fa)
 }
 
 ENTRY main {
@@ -159,9 +168,12 @@ ENTRY main {
   m = f32[4,2]{1,0} multiply(p, ones)
   z = f32[] constant(0)
   r = f32[4]{0} reduce(m, z), dimensions={1}, to_apply=add
-  dead = f32[4]{0} negate(r), control-predecessors={m}
+  dead = f32[4]{0} negate(r), control-predecessors={p}
   kept = f32[4]{0} abs(r), control-predecessors={r}
-  ROOT t = (f32[4]{0}, f32[4]{0}) tuple(r, kept)
+  f = (f32[4]{0}, f32[4]{0}) fusion(kept), kind=kLoop, calls=fused
+  g = f32[4]{0} get-tuple-element(f), index=0, control-predecessors={kept}
+  w = f32[4]{0} sqrt(g), control-predecessors={g}
+  ROOT t = (f32[4]{0}, f32[4]{0}) tuple(r, w)
 }
 """
 
@@ -200,5 +212,6 @@ def test_call_index_updates_equal_a_fresh_index(monkeypatch: pytest.MonkeyPatch)
         Runner().run(parse_pass_pipeline(SPEC), module)
         if name == "pinned":
             entry = CallGraph(module).index[computations(module)[-1]]
-            assert pinned_before == {"m", "r"} and entry.pinned == {"r"}  # `dead` went
+            assert pinned_before == {"p", "r", "kept", "g"}
+            assert entry.pinned == {"p", "r", "kept", "f"}  # `g` went, `dead` stayed
     assert sum(1 for n in checked if n) >= 20  # updates from touched instructions were checked

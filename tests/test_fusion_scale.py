@@ -116,5 +116,15 @@ def test_consumer_books_follow_the_graph(program: str, monkeypatch: pytest.Monke
     monkeypatch.setattr(priority.PriorityFusionDriver, "book", counted)
     path: Path = CORPUS / "jax" / program / "before_optimizations.hlo"
     m = parse_hlo(path.read_text(), str(path))
-    run_pipeline(m, f"{PRE},priority-fusion")
-    assert any(checks)  # some book was reused (and so compared with the graph)
+    run_pipeline(m, f"{PRE},priority-fusion")  # (CHECK_BOOKS: a reused stale book raises)
+    if not any(checks):
+        # no book was reused, so none was compared with the graph: allowed only for the
+        # programs known to give the driver too few look-ups to reuse one
+        assert len(checks) <= _REUSE_FREE.get(program, 0), (program, len(checks))
+
+
+_REUSE_FREE = {"control_sort": 7}
+"""Programs whose plan reuses no consumer book, with the number of book look-ups they
+make (each a first look): control_sort's `broadcast(iota)` became a plain iota
+(algsimp's `broadcast(iota) -> iota`, as XLA's), which left 7 look-ups and none repeated.
+A program that makes more look-ups than listed must reuse a book."""

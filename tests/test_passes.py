@@ -302,7 +302,14 @@ def test_jax_pipeline_keeps_outputs(program: str, corpus: Path, xla) -> None:
             bound = base_bounds[i] + opt_bounds[i]
         _assert_close(g, b, bound, f"{program} out{i} vs unoptimized")
         _assert_close(g, want, bound, f"{program} out{i} vs XLA")
-    assert n1 <= n0
+    assert n1 <= n0 + _XLA_EXPANSIONS.get(program, 0)
+
+
+_XLA_EXPANSIONS = {"const_heavy": 2}
+"""Instructions a program may gain where XLA's own rewrites expand one: const_heavy's
+`reshape(iota(f32[24]))` to f32[4,6] becomes `iota(dim 1) + iota(dim 0) * 6` (two iotas, a
+constant, its broadcast, a multiply and an add for the iota and the reshape), as in its
+`xla_cpu_optimized.hlo`."""
 
 
 def test_seed_001_pipeline_to_fixpoint(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from xdsl.dialects.builtin import ModuleOp
 
 import hlopass
 from hlopass.dialects.hlo import entry_computation
@@ -62,7 +63,7 @@ def _cases() -> list[tuple[str, str, str, bool, str | None]]:
 CASES = _cases()
 
 
-def _run(text: str, pipeline: str, verify: bool) -> tuple[object, object, bool]:
+def _run(text: str, pipeline: str, verify: bool) -> tuple[ModuleOp, ModuleOp, bool]:
     before = hlopass.parse_hlo(text, "case.hlo", verify=verify)
     after = hlopass.parse_hlo(text, "case.hlo", verify=verify)
     changed = False
@@ -74,9 +75,9 @@ def _run(text: str, pipeline: str, verify: bool) -> tuple[object, object, bool]:
 def test_every_case_is_collected():
     counts = {f: sum(c[0].startswith(f.removesuffix(".hlo")) for c in CASES) for f in FILES}
     assert counts == {
-        "hlo_dce_test.hlo": 28,
-        "hlo_cse_test.hlo": 47,
-        "hlo_constant_folding_test.hlo": 37,
+        "hlo_dce_test.hlo": 30,
+        "hlo_cse_test.hlo": 48,
+        "hlo_constant_folding_test.hlo": 49,
     }
 
 

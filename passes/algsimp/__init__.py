@@ -28,14 +28,18 @@ from hlopass.passes.algsimp import (
     compare,
     complex,
     concatenate,
+    conditional,
     constants,
     convert,
     convolution,
+    custom_call,
     dot,
     dynamic_slice,
+    factors,
     gather_scatter,
     identities,
     integer,
+    maps,
     minmax,
     pad,
     power,
@@ -45,6 +49,7 @@ from hlopass.passes.algsimp import (
     reverse,
     select,
     slice,
+    sort,
     transpose_reshape,
     tuples,
 )
@@ -88,6 +93,10 @@ class AlgebraicSimplifierPass(HloModulePass):
     enable_dot_strength_reduction: bool = True
     """Rewrite dots with a degenerate (vector or size-1) side into multiply + reduce."""
 
+    supports_non_canonical_dots: bool = True
+    """The backend takes dots whose contracting dims are not the last ones (XLA's option):
+    false keeps `reduce(dot)` over batch dims as it is (no dot contracting them)."""
+
     enable_dot_to_multiply_rewrite: bool = True
     """Rewrite a dot that contracts nothing (an outer product) or of scalars into a multiply."""
 
@@ -105,8 +114,78 @@ class AlgebraicSimplifierPass(HloModulePass):
     associative_reordering_threshold: float = 2.0
     """Reorder a dot chain only when the other order needs this many times fewer flops."""
 
+    enable_conv_add_multiply_reorder: bool = False
+    """Fold a per-output-feature scaling of `convolution + bias` into a constant kernel:
+    `(conv(x, k) + bias) * c -> conv(x, k * c) + bias * c` (XLA's option)."""
+
+    unconditionally_simplify_reduce_of_transpose_or_reshape: bool = False
+    """Move a reduce before a reshape of the dims it keeps even when the reshape has other
+    uses (XLA's option; by default only a reshape used once)."""
+
     run_to_fixed_point: bool = True
     """Reapply the patterns until nothing changes; false: one sweep over each computation."""
+
+    enable_sink_broadcast: bool = True
+    """Move a broadcast past the elementwise ops that use it (`f(broadcast(x)) ->
+    broadcast(f(x))`; XLA's option)."""
+
+    enable_negative_padding_replacement: bool = True
+    """Rewrite a pad with negative edge padding into a slice of a pad without it (XLA's
+    option)."""
+
+    raise_slice_and_reduce_through_dot: bool = False
+    """Move a slice or an add-reduce of a dot's result onto its operands (`slice(dot) ->
+    dot(slice, slice)`, `reduce(dot) -> dot(reduce, reduce)`; XLA's option)."""
+
+    raise_slice_and_reduce_through_dot_threshold: float = 2.0
+    """Move a reduce onto a dot's operands only when that needs this many times fewer flops."""
+
+    rewrite_reshape_transpose_as_slice_concatenate: bool = True
+    """XLA's option for rewriting a depth-to-space `reshape(transpose(reshape(x)))` into a
+    concatenate of slices; hlopass has no such rewrite, so either value leaves it alone."""
+
+    enable_scalar_multiply_reduction: bool = False
+    """Move the scalar factors of a convolution's operands (multiplies by a broadcast
+    constant) to the smallest of its output and operands (XLA's option; floats-are-real)."""
+
+    executing_on_cpu: bool = False
+    """The module runs on a CPU (XLA's option): a dot is strength-reduced only when both
+    operands hold nothing but batch and contracting dimensions (vector products)."""
+
+    cudnn_batchnorm_forward_training_metadata: str = ""
+    """The custom-call target of a batch-norm forward-training call: element 2 of its
+    result (the variance) is known to be >= 0, so `abs` of it goes ("": none)."""
+
+    # options of cases 444-564 (block D)
+    rewrite_no_op_bitcast_convert_to_bitcast: bool = False
+    """With fixed layouts, a bitcast-convert that leaves the bytes where they are (same
+    shape, or the split/merged dim the most minor and densely packed) becomes a bitcast."""
+
+    use_convert_constant_folding: bool = False
+    """Fold `convert(constant)` into a constant of the new type (not to a wider type, not
+    to a sub-byte type; the constant used once)."""
+
+    disable_dynamic_slice_to_slice_conversion: bool = False
+    """Keep a dynamic-slice whose start indices are all constants (no slice made of it)."""
+
+    enable_remove_no_op_reduce_precision: bool = False
+    """Remove a reduce-precision to the operand's own exponent and mantissa widths."""
+
+    enable_conditional_simplification: bool = False
+    """Rewrite a conditional whose branch index is `convert(pred)` into a pred conditional
+    (the two branches swapped)."""
+
+    enable_hoist_transpose_of_reshape: bool = False
+    """Rewrite `reshape(transpose(reshape(x)))` whose transpose moves whole groups of the
+    dims the inner reshape split into `transpose(reshape(x))`."""
+
+    enable_move_dot_param_to_rhs: bool = False
+    """Swap a dot whose lhs is parameter-like (a parameter under one-operand ops) and whose
+    rhs is not into `transpose(dot(rhs, lhs))`."""
+
+    enable_fold_transpose_into_scatter: bool = False
+    """Rewrite `transpose(scatter(o, i, u))` into a scatter of the transposed operand and
+    updates (dimension numbers remapped; not with batching dims)."""
 
     @property
     def floats_are_real(self) -> bool:
@@ -253,6 +332,57 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     reduce.ReduceOfBroadcastCommute, reduce.ReduceAddOfBroadcast, reduce.ReduceOfNegate,
     slice.SliceOfPadPaddingOnly, slice.SliceUndoesPad,
     reduce.ReduceMaxOfArgMaxOperand,
+    # XLA's algebraic_simplifier_test, cases 1-200: the rewrites the first port lacked
+    # (block A)
+    identities.AddConstantToRight, identities.SubtractConstantToAdd,
+    reassociation.DivideByConstantArray, reassociation.MultiplyOfConstantProducts,
+    reassociation.MultiplyByBroadcastOfScalarProduct,
+    reassociation.MultiplyOfBroadcastScalarChain, power.LogOfPower,
+    concatenate.ConcatenateOfOnlyEmpty, concatenate.ConcatenateOfAdjacentSlices,
+    concatenate.ConcatenateOfBroadcastToPad, maps.MapOfElementwise,
+    reduce_window.ReduceWindowTrivialPadded, reduce.ReduceOfReduce,
+    reduce.ReduceOfReshapeOfKeptDims,
+    transpose_reshape.TransposeReshapeChainIdentity,
+    select.SelectOfDynamicUpdateSlice,
+    transpose_reshape.ReshapeOfRng,
+    convolution.ConvolutionAddMultiplyReorder,
+    bitcast.ReshapeOrCopyChainToBitcast,
+    # cases 201-321 (block B)
+    factors.ReshapeOfBroadcastKeepingDims, factors.ReshapeOfIotaToIotas,
+    factors.BroadcastOfDegenerateReshape, factors.BroadcastOfIota, factors.IotaOfSizeOne,
+    pad.PadTrivialInterior, pad.PadNegativeToSlice, integer.XorZero, integer.XorOfIdentical,
+    transpose_reshape.TransposeOfScalarBroadcast, constants.TupleConstantToTuple,
+    sort.SortOfOneElementRows, concatenate.ConcatenateOfOneRowCopies,
+    dynamic_slice.DynamicSliceOfDegenerateReshape, slice.SliceOfReshape,
+    reduce_window.ReduceWindowOfConvertedPad, convolution.ConvolutionOfPaddedInput,
+    convolution.ConvolutionOfInteriorPaddedKernel, convolution.ConvolutionToBitcastDot,
+    dot.DotOperatorReorder, dot.SliceOfDotToDotOfSlices, dot.ReduceOfDotToDotOfReduces,
+    transpose_reshape.DepthToSpaceAsConcatenate,
+    # cases 322-443 (block C)
+    compare.CompareGreaterOfMaxMin, compare.CompareNeZeroOfSelectOfCompareGe,
+    compare.AndOfLessThans,
+    power.MultiplySqrtSelf, power.MultiplyRsqrtSelf, power.SqrtOfSquare,
+    reassociation.DivideByBroadcast,
+    abs.AbsOfBatchNormVariance,
+    slice.SliceOfConcatenateOperands,
+    dot.DotReorderContractingDims, dot.DotOfConcatenateAndConstant,
+    dot.DotOfDynamicSliceOfConstant, dot.DotRemoveDegenerateDims,
+    transpose_reshape.ReshapeToEmpty,
+    reduce_window.ReduceWindowEffectiveBroadcast,
+    dynamic_slice.AddOfDynamicUpdateSliceOfZeros, dynamic_slice.ReshapeOfDynamicUpdateSlice,
+    gather_scatter.GatherOfPadWithPaddedBatchDims,
+    convolution.ConvolutionScalarMultiplyReduction,
+    # cases 444-564 (block D)
+    convert.ConvertOfConstant, convert.BitcastConvertToBitcast, identities.ReducePrecisionNoop,
+    pad.PadOfBroadcastReorder, constants.StridedIotaConstantToIota,
+    dynamic_slice.DynamicSliceOfScaledIota, broadcast.BroadcastIsTranspose,
+    transpose_reshape.TransposeOfBroadcast, minmax.ClampOfPartitionId,
+    custom_call.SliceToDynamicOfPadToStatic, custom_call.LayoutConstraintToCopy,
+    minmax.MaxOfNondecreasing, select.MultiplyOfConvertedPred,
+    reverse.ReverseOfDegenerateReshape, bitcast.BitcastOfUnaryOfBitcast,
+    convert.ConvertNarrowingUnsignedDivide, transpose_reshape.HoistTransposeOfReshape,
+    gather_scatter.TransposeOfScatter, conditional.ConditionalOfConvertedPred,
+    convert.BitcastConvertOfConcatenate, dot.MoveDotParamToRhs,
 )  # fmt: skip
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 

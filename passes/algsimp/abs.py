@@ -36,3 +36,22 @@ class SquareOfAbs(Simplification):
         if et(x) in ("c64", "c128"):
             return None
         return self.new("multiply", [x, x], op.shape, like=op)
+
+
+class AbsOfBatchNormVariance(Simplification):
+    """`abs(get-tuple-element(custom-call(...), index=2)) -> get-tuple-element(...)` for
+    the batch-norm forward-training call named by `cudnn-batchnorm-forward-training-
+    metadata` (its element 2 is a variance: never negative)."""
+
+    OPCODES = ("abs",)
+    OPERAND_FROM = frozenset({"get-tuple-element"})
+
+    def rewrite(self, op: HloOp):
+        target = self.opts.cudnn_batchnorm_forward_training_metadata
+        gte = src(op.operands[0], "get-tuple-element")
+        if not target or gte is None or gte.attr("index") != 2:
+            return None
+        call = src(gte.operands[0], "custom-call")
+        if call is None or call.attr("custom_call_target") != target:
+            return None
+        return gte.result if et(gte) == et(op) else None

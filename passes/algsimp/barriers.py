@@ -18,6 +18,7 @@ from hlopass.passes.algsimp.helpers import src
 from hlopass.rewriting import (
     RewriteContext,
     erase_dead,
+    has_side_effect,
     is_control_predecessor,
     is_root,
     new_op,
@@ -50,7 +51,12 @@ class OptBarrierDropUnusedElements(RewritePattern):
             not isinstance(u, HloOp) or u.OPCODE != "get-tuple-element" for u in users
         ):
             return
-        used = sorted({u.attr("index") for u in users})  # type: ignore[union-attr]
+        used = {u.attr("index") for u in users}  # type: ignore[union-attr]
+        for i, v in enumerate(t.operands):  # (as XLA: an element also used elsewhere, the
+            o = v.owner  # root, or with a side effect stays in the barrier)
+            if not v.has_one_use() or (isinstance(o, HloOp) and (is_root(o) or has_side_effect(o))):
+                used.add(i)
+        used = sorted(used)
         n = len(op.shape.elements)
         if len(used) == n:
             return

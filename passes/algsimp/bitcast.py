@@ -6,10 +6,13 @@ from hlopass.cost.layouts import reshape_is_bitcast
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
+    et,
     src,
 )
 from hlopass.passes.layout.layouts import transpose_is_bitcast
 from hlopass.rewriting import (
+    is_root,
+    owner,
     same_shape,
     value_shape,
 )
@@ -23,6 +26,12 @@ class CopyNoop(Simplification):
 
     def rewrite(self, op: HloOp):
         x = op.operands[0]
+        xo = owner(x)
+        if op.attr("sharding") is not None and is_root(op) and xo is not None:
+            comp = op.parent_op()
+            if xo.OPCODE == "parameter" and getattr(comp, "is_entry", None) is not None:
+                return None  # (XLA: the entry's sharded ROOT copy stays; here only where a
+                # parameter would take its sharding, sharding.hlo moves it onto other ops)
         return x if same_shape(value_shape(x), op.shape) else None
 
 
@@ -78,3 +87,79 @@ class BitcastOfBitcast(Simplification):
         if same_shape(value_shape(x), op.shape):
             return x
         return self.new("bitcast", [x], op.shape, like=op)
+
+
+_UNARY = frozenset({
+    "abs", "negate", "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt",
+    "rsqrt", "cbrt", "tanh", "logistic", "sine", "cosine", "tan", "ceil", "floor",
+    "round-nearest-afz", "round-nearest-even", "sign", "not", "popcnt", "count-leading-zeros",
+    "erf",
+})  # fmt: skip
+"""Elementwise ops of one operand that keep the element type and take no attributes (not
+copy: with fixed layouts its layout change is what it does, and the rebuilt op takes x's)."""
+
+
+class BitcastOfUnaryOfBitcast(Simplification):
+    """`bitcast(u(bitcast(x))) -> bitcast(u(x))` for an elementwise unary u used only there
+    (no element type changes, no tiled layout on x or the inner bitcast: as XLA)."""
+
+    OPCODES = ("bitcast",)
+    OPERAND_FROM = _UNARY
+
+    def rewrite(self, op: HloOp):
+        u = owner(op.operands[0])
+        if u is None or u.OPCODE not in _UNARY or not u.result.has_one_use():
+            return None
+        if len(u.operands) != 1 or "control-predecessors" in u.properties:
+            return None
+        inner = src(u.operands[0], "bitcast")
+        if inner is None:
+            return None
+        x = inner.operands[0]
+        sx, si = value_shape(x), value_shape(inner.result)
+        if not (isinstance(sx, ArrayShape) and isinstance(si, ArrayShape)):
+            return None
+        if len({sx.element_type, si.element_type, et(u), et(op)}) != 1:
+            return None
+        if any(s.layout is not None and s.layout.tiles for s in (sx, si)):
+            return None
+        nu = self.new(u.OPCODE, [x], sx, like=u)
+        return self.new("bitcast", [nu.result], op.shape, like=op)
+
+
+class ReshapeOrCopyChainToBitcast(Simplification):
+    """`copy/reshape(... copy/reshape(x))` -> `bitcast(x)` when a reshape of x to the end's
+    shape keeps every element's offset (layouts fixed; the first such x down the chain, as
+    XLA's `BitcastingOperandOfReshapeOrCopyChain`; not across memory spaces or tiles)."""
+
+    OPCODES = ("copy", "reshape")
+
+    def rewrite(self, op: HloOp):
+        shape = op.shape
+        if not self.opts.is_layout_sensitive or not _plain(shape):
+            return None
+        v = op.operands[0]
+        while True:
+            sv = value_shape(v)
+            if not _plain(sv):
+                return None
+            assert isinstance(sv, ArrayShape) and isinstance(shape, ArrayShape)
+            if reshape_is_bitcast(sv, shape):
+                if v is op.operands[0] and op.OPCODE == "reshape":
+                    return None  # (a reshape of its own operand: MoveToBitcast)
+                if same_shape(sv, shape):
+                    return v
+                return self.new("bitcast", [v], shape, like=op)
+            o = owner(v)
+            if o is None or o.OPCODE not in ("copy", "reshape"):
+                return None
+            v = o.operands[0]
+
+
+def _plain(s: object) -> bool:
+    """A static array shape whose layout holds nothing but the dims' order."""
+    return (
+        isinstance(s, ArrayShape)
+        and not s.is_dynamic
+        and not (s.layout is not None and s.layout.has_extras())
+    )

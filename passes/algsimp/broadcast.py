@@ -77,6 +77,7 @@ class BroadcastSinkBinary(Simplification):
         "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
         "shift-right-logical", "compare", "complex",
     )  # fmt: skip
+    OPTION = "enable_sink_broadcast"
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
@@ -115,6 +116,9 @@ class BroadcastDropDegenerateDims(Simplification):
         keep = [i for i in range(s.rank) if s.dims[i] != 1]
         if len(keep) == s.rank:
             return None
+        r = src(x, "reshape")
+        if r is not None and _only_inserts_ones(r):
+            return None  # XLA drops such a reshape instead (BroadcastOfDegenerateReshape)
         small = shape_array(s.element_type, [s.dims[i] for i in keep])
         r = self.new("reshape", [x], small, like=op)
         return self.new("broadcast", [r.result], shape,
@@ -131,6 +135,7 @@ class BroadcastSinkUnary(Simplification):
         "ceil", "round-nearest-afz", "round-nearest-even", "sign", "not", "is-finite",
         "convert", "real", "imag", "popcnt", "count-leading-zeros", "erf",
     )  # fmt: skip
+    OPTION = "enable_sink_broadcast"
     """Not copy (XLA keeps copies: they change layouts) nor fusion."""
     OPERAND_FROM = frozenset({"broadcast"})
 
@@ -155,6 +160,7 @@ class BroadcastSinkBinaryWithScalar(Simplification):
     non-scalar operand, and f then runs on x's smaller shape."""
 
     OPCODES = BroadcastSinkBinary.OPCODES
+    OPTION = "enable_sink_broadcast"
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
@@ -190,6 +196,7 @@ class BroadcastSinkTernary(Simplification):
     shape) or a scalar (clamp bounds, select predicate: kept as is)."""
 
     OPCODES = ("select", "clamp")
+    OPTION = "enable_sink_broadcast"
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
@@ -233,3 +240,33 @@ def _sink_kind(v, dims: tuple[int, ...], small: tuple[int, ...]) -> str | None:
         return None
     sa = array(value_shape(b.operands[0]))
     return "broadcast" if sa is not None and sa.dims == small else None
+
+
+def _only_inserts_ones(reshape: HloOp) -> bool:
+    """`reshape` only inserts size-1 dims into its operand's shape."""
+    from hlopass.passes.algsimp.factors import inserted_ones
+
+    a, b = array(value_shape(reshape.operands[0])), array(reshape.shape)
+    return a is not None and b is not None and inserted_ones(a.dims, b.dims) is not None
+
+
+class BroadcastIsTranspose(Simplification):
+    """`broadcast(x, dims)` of x's own rank and size (dims a permutation) ->
+    `transpose(x, inverse(dims))`."""
+
+    OPCODES = ("broadcast",)
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        sx, shape = array(value_shape(x)), array(op.shape)
+        if sx is None or shape is None or sx.rank != shape.rank or sx.rank < 2:
+            return None
+        if sx.is_dynamic or shape.is_dynamic or sx.num_elements != shape.num_elements:
+            return None
+        dims = tuple(op.attr("dimensions") or ())
+        if sorted(dims) != list(range(sx.rank)) or dims == tuple(range(sx.rank)):
+            return None
+        inverse = [0] * sx.rank
+        for i, d in enumerate(dims):
+            inverse[d] = i
+        return self.new("transpose", [x], op.shape, {"dimensions": tuple(inverse)}, like=op)

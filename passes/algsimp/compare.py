@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
@@ -10,12 +12,13 @@ from hlopass.passes.algsimp.helpers import (
     commuted,
     et,
     highest,
+    is_non_negative,
     lowest,
     splat_is,
     src,
 )
-from hlopass.rewriting import is_zero, splat_value, value_shape
-from hlopass.shape import is_float, is_integral
+from hlopass.rewriting import const_array, is_zero, same_shape, splat_value, value_shape
+from hlopass.shape import is_integral
 
 
 class CompareSelf(Simplification):
@@ -102,20 +105,23 @@ class CompareAgainstTypeBound(Simplification):
 
 
 class CompareAbsLessThanZero(Simplification):
-    """`compare(abs(x), 0, LT) -> false` (floats: abs is never negative, nan compares false;
-    not integers: abs(INT_MIN) is negative)."""
+    """`compare(x, 0, LT) -> false`, `compare(x, 0, GE) -> true` (and `0 GT x`, `0 LE x`)
+    for an x known non-negative (`is_non_negative`: e.g. a float abs, an iota, max(_, 0);
+    a nan compares as a non-negative value does; as XLA)."""
 
     OPCODES = ("compare",)
-    OPERAND_FROM = frozenset({"abs"})
 
     def rewrite(self, op: HloOp):
         shape = array(op.shape)
         a, c = op.operands
-        if shape is None or op.attr("direction") != "LT" or src(a, "abs") is None:
+        d = op.attr("direction")
+        if shape is None or d not in ("LT", "GE", "GT", "LE"):
             return None
-        if not is_float(et(a)) or not is_zero(c):
+        if d in ("GT", "LE"):
+            a, c = c, a
+        if et(a) in ("c64", "c128") or not is_zero(c) or not is_non_negative(a):
             return None
-        return self.const(False, shape)
+        return self.const(d in ("GE", "LE"), shape)
 
 
 class CompareIotaAgainstBound(Simplification):
@@ -143,3 +149,89 @@ class CompareIotaAgainstBound(Simplification):
         if (d in ("GE", "EQ") and v >= n) or (d == "LT" and v <= 0):
             return self.const(False, shape)
         return None
+
+
+class CompareGreaterOfMaxMin(Simplification):
+    """`compare(max(a, b), a, GT) -> compare(b, a, GT)`, `compare(max(a, b), b, GT) ->
+    compare(a, b, GT)`, `compare(a, min(a, b), GT) -> compare(a, b, GT)`,
+    `compare(b, min(a, b), GT) -> compare(b, a, GT)` (exact: a nan in max/min makes both
+    sides false)."""
+
+    OPCODES = ("compare",)
+    OPERAND_FROM = frozenset({"maximum", "minimum"})
+
+    def rewrite(self, op: HloOp):
+        if op.attr("direction") != "GT":
+            return None
+        lhs, rhs = op.operands
+        mx, mn = src(lhs, "maximum"), src(rhs, "minimum")
+        new = None
+        if mx is not None:
+            a, b = mx.operands
+            new = (b, rhs) if rhs is a else (a, rhs) if rhs is b else None
+        elif mn is not None:
+            a, b = mn.operands
+            new = (lhs, b) if lhs is a else (lhs, a) if lhs is b else None
+        if new is None:
+            return None
+        attrs = {"direction": "GT", "type": op.attr("type")}
+        return self.new("compare", list(new), op.shape, {k: v for k, v in attrs.items() if v},
+                        like=op)  # fmt: skip
+
+
+class CompareNeZeroOfSelectOfCompareGe(Simplification):
+    """`compare(select(compare(a, b, GE), 1, 0), 0, NE) -> compare(a, b, GE)` (the select
+    is 1 exactly where the inner compare holds)."""
+
+    OPCODES = ("compare",)
+    OPERAND_FROM = frozenset({"select"})
+
+    def rewrite(self, op: HloOp):
+        lhs, rhs = op.operands
+        sel = src(lhs, "select")
+        if op.attr("direction") != "NE" or sel is None or not splat_is(rhs, 0):
+            return None
+        inner = src(sel.operands[0], "compare")
+        if inner is None or inner.attr("direction") != "GE":
+            return None
+        if not splat_is(sel.operands[1], 1) or not splat_is(sel.operands[2], 0):
+            return None
+        return inner.result if same_shape(inner.shape, op.shape) else None
+
+
+class AndOfLessThans(Simplification):
+    """`and(compare(x, c1, LT), compare(x, c2, LT)) -> compare(x, min(c1, c2), LT)` (s32
+    scalar constants; `compare(c, x, GT)` is read as `x < c`)."""
+
+    OPCODES = ("and",)
+    OPERAND_FROM = frozenset({"compare"})
+
+    def rewrite(self, op: HloOp):
+        infos = [_less_than_constant(v) for v in op.operands]
+        if infos[0] is None or infos[1] is None or infos[0][0] is not infos[1][0]:
+            return None
+        x = infos[0][0]
+        shape = array(value_shape(op.operands[0]))
+        sx = array(value_shape(x))
+        if shape is None or sx is None:
+            return None
+        bound = self.const(min(infos[0][1], infos[1][1]), sx)
+        return self.new("compare", [x, bound.result], shape, {"direction": "LT"}, like=op)
+
+
+def _less_than_constant(value: SSAValue) -> tuple[SSAValue, int] | None:
+    """(x, c) when `value` is `compare(x, c, LT)` or `compare(c, x, GT)`, c an s32 constant
+    of one element."""
+    cmp = src(value, "compare")
+    if cmp is None:
+        return None
+    lhs, rhs = cmp.operands
+    d = cmp.attr("direction")
+    for x, c, want in ((lhs, rhs, "LT"), (rhs, lhs, "GT")):
+        k = src(c, "constant")
+        if d != want or k is None or et(k) != "s32":
+            continue
+        arr = const_array(c)
+        if arr is not None and arr.size == 1:
+            return x, int(arr.reshape(-1)[0])
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlopass.attrs import ShapedLiteral
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
@@ -12,7 +13,7 @@ from hlopass.passes.algsimp.helpers import (
 from hlopass.rewriting import (
     const_array,
 )
-from hlopass.shape import is_integral
+from hlopass.shape import TupleShape, is_integral
 
 
 class SplatConstantToBroadcast(Simplification):
@@ -51,3 +52,44 @@ class IotaConstantToIota(Simplification):
         if arr.dtype.kind == "f" and bool(np.signbit(arr).any()):
             return None  # a -0.0 element: iota's 0 is +0.0
         return self.new("iota", [], shape, {"iota_dimension": 0}, like=op)
+
+
+class TupleConstantToTuple(Simplification):
+    """`constant((a, b, ...))` of a tuple shape -> `tuple(constant(a), constant(b), ...)`
+    (an array constant per element; nested tuples one level at a time)."""
+
+    OPCODES = ("constant",)
+
+    def rewrite(self, op: HloOp):
+        shape, value = op.shape, op.attr("value")
+        elements = getattr(getattr(value, "literal", None), "elements", None)
+        if not isinstance(shape, TupleShape) or elements is None:
+            return None
+        if len(elements) != len(shape.elements):
+            return None
+        parts = [
+            self.new("constant", [], s, {"value": ShapedLiteral(s, lit)}).result
+            for s, lit in zip(shape.elements, elements, strict=True)
+        ]
+        return self.new("tuple", parts, shape, like=op)
+
+
+class StridedIotaConstantToIota(Simplification):
+    """`constant({0, k, 2k, ...}) -> iota() * broadcast(k)` (rank-1 integer, k not 0 or 1:
+    as XLA; the products are the constant's elements, so nothing wraps differently)."""
+
+    OPCODES = ("constant",)
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        arr = const_array(op.result)
+        if shape is None or arr is None or shape.rank != 1 or arr.size <= 1:
+            return None
+        if not is_integral(shape.element_type) or shape.element_type == "pred":
+            return None
+        vals = [int(v) for v in arr.reshape(-1)]
+        k = vals[1]
+        if k in (0, 1) or any(v != i * k for i, v in enumerate(vals)):
+            return None
+        iota = self.new("iota", [], shape, {"iota_dimension": 0}, like=op)
+        return self.new("multiply", [iota.result, self.const(k, shape).result], shape, like=op)

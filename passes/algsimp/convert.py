@@ -7,10 +7,12 @@ from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
     et,
+    single_use,
     src,
     widens_exactly,
 )
 from hlopass.rewriting import (
+    const_array,
     owner,
     same_shape,
     value_shape,
@@ -99,3 +101,112 @@ class BitcastConvertChain(Simplification):
         if same_shape(value_shape(x), op.shape):
             return x
         return self.new("bitcast-convert", [x], op.shape, like=op)
+
+
+class ConvertOfConstant(Simplification):
+    """`convert(constant)` -> a constant of the converted type (option
+    `use-convert-constant-folding`; not to a wider type nor below 8 bits, the constant used
+    only here: as XLA)."""
+
+    OPCODES = ("convert",)
+    OPERAND_FROM = frozenset({"constant"})
+    OPTION = "use_convert_constant_folding"
+
+    def rewrite(self, op: HloOp):
+        c = src(op.operands[0], "constant")
+        shape = array(op.shape)
+        if c is None or shape is None or not single_use(c.result):
+            return None
+        to, frm = ELEMENT_BITS.get(shape.element_type), ELEMENT_BITS.get(et(c))
+        if to is None or frm is None or to > frm or to < 8:
+            return None
+        arr = const_array(c.result)
+        if arr is None:
+            return None
+        from hlopass.interpreter.elementwise import convert  # (what XLA-CPU's convert gives)
+        from hlopass.literal import numpy_dtype
+
+        return self.array_const(convert(arr, numpy_dtype(shape.element_type)), shape)
+
+
+class BitcastConvertToBitcast(Simplification):
+    """`bitcast-convert(x) -> bitcast(x)` with fixed layouts when the bytes stay where
+    they are: the shapes equal but for the element type, or the dim that splits/merges the
+    elements is the most minor and densely packed (option
+    `rewrite-no-op-bitcast-convert-to-bitcast`, layout-sensitive only: as XLA)."""
+
+    OPCODES = ("bitcast-convert",)
+    OPTION = "rewrite_no_op_bitcast_convert_to_bitcast"
+
+    def rewrite(self, op: HloOp):
+        if not self.opts.is_layout_sensitive:
+            return None
+        x = op.operands[0]
+        sx, sy = array(value_shape(x)), array(op.shape)
+        if sx is None or sy is None:
+            return None
+        if sx.with_element_type(sy.element_type) == sy:
+            return self.new("bitcast", [x], op.shape, like=op)
+        wide = sx if sx.rank > sy.rank else sy
+        if wide.rank == 0 or wide.minor_to_major[0] != wide.rank - 1:
+            return None
+        bits = 8 if wide.element_type == "pred" else ELEMENT_BITS.get(wide.element_type)
+        if bits is None:
+            return None
+        packed = wide.layout.element_size_bits if wide.layout is not None else 0
+        if (packed == 0 and bits % 8 != 0) or (packed != 0 and packed != bits):
+            return None
+        return self.new("bitcast", [x], op.shape, like=op)
+
+
+class ConvertNarrowingUnsignedDivide(Simplification):
+    """`convert(op(convert(a), convert(b)))` back to a's unsigned type -> `op(a, b)` for
+    divide and remainder through a wider unsigned type (the quotient and remainder fit a's
+    type; x / 0 is all ones and x % 0 is x in either width)."""
+
+    OPCODES = ("convert",)
+    OPERAND_FROM = frozenset({"divide", "remainder"})
+
+    def rewrite(self, op: HloOp):
+        inner = owner(op.operands[0])
+        shape = array(op.shape)
+        if inner is None or shape is None or inner.OPCODE not in ("divide", "remainder"):
+            return None
+        t, wide = shape.element_type, et(inner)
+        if not (t.startswith("u") and wide.startswith("u")) or t == wide:
+            return None
+        if ELEMENT_BITS[wide] < ELEMENT_BITS[t]:
+            return None
+        narrow = []
+        for v in inner.operands:
+            c = src(v, "convert")
+            if c is None or et(c.operands[0]) != t:
+                return None
+            narrow.append(c.operands[0])
+        if not all(same_shape(value_shape(v), shape) for v in narrow):
+            return None
+        return self.new(inner.OPCODE, narrow, shape, like=op)
+
+
+class BitcastConvertOfConcatenate(Simplification):
+    """`bitcast-convert(concatenate(bitcast-convert(a), ...)) -> concatenate(a, ...)` when
+    the outer convert goes back to the type of a, b, ... (types of one width)."""
+
+    OPCODES = ("bitcast-convert",)
+    OPERAND_FROM = frozenset({"concatenate"})
+
+    def rewrite(self, op: HloOp):
+        cat = src(op.operands[0], "concatenate")
+        if cat is None:
+            return None
+        ins = []
+        for v in cat.operands:
+            b = src(v, "bitcast-convert")
+            if b is None or et(b.operands[0]) != et(op):
+                return None
+            sa, sv = array(value_shape(b.operands[0])), array(value_shape(v))
+            if sa is None or sv is None or sa.dims != sv.dims:
+                return None
+            ins.append(b.operands[0])
+        return self.new("concatenate", ins, op.shape,
+                        {"dimensions": cat.attr("dimensions")}, like=cat)  # fmt: skip

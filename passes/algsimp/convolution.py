@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from xdsl.ir import SSAValue
+
 from hlopass.attrs import ConvDims, Window, WindowDim
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
-from hlopass.passes.algsimp.helpers import add_reducer, array
+from hlopass.passes.algsimp.helpers import add_reducer, array, src
 from hlopass.rewriting import (
+    const_array,
+    owner,
     value_shape,
 )
 from hlopass.shape import array as shape_array
@@ -222,3 +228,259 @@ class ConvolutionToMultiply(Simplification):
         small = shape_array(full.element_type, [full.dims[d] for d in keep])
         r = self.new("reshape", [v], small).result
         return self.new("broadcast", [r], full, {"dimensions": tuple(keep)}).result
+
+
+def _attrs_with_window(op: HloOp, window: Window) -> dict:
+    """`op`'s attributes with `window` in place of its own."""
+    out = {k: op.attr(k) for k in ("dim_labels", "feature_group_count", "batch_group_count",
+                                    "operand_precision", "algorithm") if op.attr(k) is not None}  # fmt: skip
+    out["window"] = window
+    return out
+
+
+class ConvolutionOfPaddedInput(Simplification):
+    """`convolution(pad(x, 0), k) -> convolution(x, k)` with the pad's spatial edges added to
+    the window's padding and its interior as base dilation (both zeros, as the pad's; the
+    batch and feature dims unpadded; XLA's `FoldConvInputPad`; floats need
+    `enable-floats-are-real`: XLA-CPU multiplies the pad's zeros (0 * inf is nan) but skips
+    the window's padding and dilation holes)."""
+
+    OPCODES = ("convolution",)
+    OPERAND_FROM = frozenset({"pad"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        from hlopass.rewriting import is_zero
+
+        p = src(op.operands[0], "pad")
+        window, labels = op.attr("window"), op.attr("dim_labels")
+        if p is None or window is None or labels is None or len(op.operands) != 2:
+            return None
+        if op.attr("sparsity_config") is not None or not is_zero(p.operands[1]):
+            return None
+        pads = p.attr("padding")
+        b, f, spatial = labels.input
+        if any((pads[d].low, pads[d].high, pads[d].interior) != (0, 0, 0) for d in (b, f)):
+            return None
+        dims = []
+        for w, d in zip(window.dims, spatial, strict=True):
+            q = pads[d]
+            if q.low < 0 or q.high < 0:
+                return None
+            if q.interior and (w.pad_low or w.pad_high or w.lhs_dilation != 1):
+                return None
+            if w.lhs_dilation != 1 and (q.low or q.high or q.interior):
+                return None
+            dims.append(replace(w, pad_low=w.pad_low + q.low, pad_high=w.pad_high + q.high,
+                                lhs_dilation=q.interior + 1 if q.interior else w.lhs_dilation))  # fmt: skip
+        return self.new("convolution", [p.operands[0], op.operands[1]], op.shape,
+                        _attrs_with_window(op, Window(tuple(dims))), like=op)  # fmt: skip
+
+
+class ConvolutionOfInteriorPaddedKernel(Simplification):
+    """`convolution(x, pad(k, 0)) -> convolution(x, k)` where the pad only adds interior
+    zeros to k's spatial dims: they become the window's (kernel) dilation (XLA's
+    `FoldConvFilterPad`; floats need `enable-floats-are-real`: the padded zeros were
+    multiplied, 0 * inf is nan, a dilation skips them)."""
+
+    OPCODES = ("convolution",)
+    OPERAND_FROM = frozenset({"pad"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        from hlopass.rewriting import is_zero
+
+        p = src(op.operands[1], "pad")
+        window, labels = op.attr("window"), op.attr("dim_labels")
+        if p is None or window is None or labels is None or len(op.operands) != 2:
+            return None
+        if op.attr("sparsity_config") is not None or not is_zero(p.operands[1]):
+            return None
+        k = array(value_shape(p.operands[0]))
+        if k is None:
+            return None
+        pads = p.attr("padding")
+        i, o, spatial = labels.kernel
+        if any((pads[d].low, pads[d].high, pads[d].interior) != (0, 0, 0) for d in (i, o)):
+            return None
+        dims = []
+        for w, d in zip(window.dims, spatial, strict=True):
+            q = pads[d]
+            if q.low or q.high:
+                return None
+            if not q.interior:
+                dims.append(w)
+                continue
+            if w.rhs_dilation > 1:
+                return None
+            dims.append(replace(w, rhs_dilation=q.interior + 1, size=k.dims[d]))
+        return self.new("convolution", [op.operands[0], p.operands[0]], op.shape,
+                        _attrs_with_window(op, Window(tuple(dims))), like=op)  # fmt: skip
+
+
+class ConvolutionToBitcastDot(Simplification):
+    """`convolution(x, k) -> bitcast(dot(bitcast(x) [n, c], bitcast(k) [c, o]))` with
+    layouts fixed, for a 1x..x1 kernel (no stride, padding or base dilation, no groups),
+    when the input features are x's most minor dim, the output features the result's, x
+    and the result share a layout, and k's input features are more major than its output
+    features (then both bitcasts only rename memory; XLA's `SimplifyConvToDot`; floats
+    need `enable-floats-are-real`, as for `ConvolutionToDot`)."""
+
+    OPCODES = ("convolution",)
+    OPTION = "enable_conv_simplification"
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        if not self.opts.is_layout_sensitive or len(op.operands) != 2:
+            return None
+        x, k = op.operands
+        sx, sk, shape = array(value_shape(x)), array(value_shape(k)), array(op.shape)
+        window, labels = op.attr("window"), op.attr("dim_labels")
+        if sx is None or sk is None or shape is None or window is None or labels is None:
+            return None
+        if sx.is_dynamic or sk.is_dynamic or op.attr("sparsity_config") is not None:
+            return None
+        _, f_in, _ = labels.input
+        k_in, k_out, k_sp = labels.kernel
+        _, f_out, _ = labels.output
+        if any(sk.dims[d] != 1 for d in k_sp):
+            return None
+        if any(w.stride != 1 or w.pad_low or w.pad_high or w.lhs_dilation != 1
+               for w in window.dims):  # fmt: skip
+            return None
+        if sx.layout is None or sk.layout is None or shape.layout is None:
+            return None
+        xm, km, om = (s.layout.minor_to_major for s in (sx, sk, shape))
+        if sx.layout != shape.layout or xm[0] != f_in or om[0] != f_out:
+            return None
+        if km.index(k_in) < km.index(k_out):
+            return None  # input features more minor than output features
+        if (op.attr("feature_group_count") or 1) != 1 or (op.attr("batch_group_count") or 1) != 1:
+            return None
+        c, o = sx.dims[f_in], sk.dims[k_out]
+        n = sx.num_elements // c if c else 0
+        lhs = self.new("bitcast", [x], shape_array(sx.element_type, [n, c]))
+        rhs = self.new("bitcast", [k], shape_array(sk.element_type, [c, o]))
+        attrs = {"lhs_contracting_dims": (1,), "rhs_contracting_dims": (0,)}
+        for key in ("operand_precision", "algorithm"):
+            if op.attr(key) is not None:
+                attrs[key] = op.attr(key)
+        d = self.new("dot", [lhs.result, rhs.result], shape_array(shape.element_type, [n, o]),
+                     attrs, like=op)  # fmt: skip
+        return self.new("bitcast", [d.result], shape, like=op)
+
+
+class ConvolutionAddMultiplyReorder(Simplification):
+    """`multiply(add(convolution(x, k), bias), broadcast(c)) -> add(convolution(x, k *
+    broadcast(c)), bias * broadcast(c))` (k and the rank-1 c constants, c broadcast along the
+    output feature dim; the convolution, bias and broadcast used only here: the scaling
+    folds into the kernel; XLA's `enable_conv_add_multiply_reorder`)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"add"})
+    OPTION = "enable_conv_add_multiply_reorder"
+    FLOAT_UNSAFE = True  # (each product of the sum is scaled before it is summed)
+
+    def rewrite(self, op: HloOp):
+        for add_v, b_v in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+            add, bc = src(add_v, "add"), src(b_v, "broadcast")
+            if add is None or bc is None or not b_v.has_one_use():
+                continue
+            c = bc.operands[0]
+            sc = array(value_shape(c))
+            if src(c, "constant") is None or sc is None or sc.rank != 1:
+                continue
+            for conv_v, bias in ((add.operands[0], add.operands[1]),
+                                 (add.operands[1], add.operands[0])):  # fmt: skip
+                conv = src(conv_v, "convolution")
+                if conv is None or not conv_v.has_one_use() or not bias.has_one_use():
+                    continue
+                x, k = conv.operands
+                sk = array(value_shape(k))
+                labels = conv.attr("dim_labels")
+                if src(k, "constant") is None or sk is None or labels is None:
+                    continue
+                if tuple(bc.attr("dimensions") or ()) != (labels.output[1],):
+                    continue
+                kb = self.new("broadcast", [c], sk, {"dimensions": (labels.kernel[1],)}, like=op)
+                k2 = self.new("multiply", [k, kb.result], sk, like=op)
+                attrs = {s.name: v for s, v in conv.hlo_attrs()
+                         if s.name not in ("metadata", "sharding")}  # fmt: skip
+                conv2 = self.new("convolution", [x, k2.result], conv.shape, attrs, like=conv)
+                bias2 = self.new("multiply", [bias, b_v], value_shape(bias), like=op)
+                return self.new("add", [conv2.result, bias2.result], op.shape, like=add)
+        return None
+
+
+class ConvolutionScalarMultiplyReduction(Simplification):
+    """`convolution(... multiply(a, broadcast(c)) ..., ...) -> multiply(convolution(... a
+    ..., ...), broadcast(c * ...))`: the scalar factors found down single-use chains of
+    multiply, transpose and reshape under an operand move to the smallest of the output and
+    the operands (f32, bf16; `enable-scalar-multiply-reduction`; the products round in
+    another order: it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("convolution",)
+    OPTION = "enable_scalar_multiply_reduction"
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        if shape is None or shape.element_type not in ("f32", "bf16") or len(op.operands) != 2:
+            return None
+        sizes = [array(value_shape(v)) for v in op.operands]
+        if sizes[0] is None or sizes[1] is None:
+            return None
+        n_out, n_lhs, n_rhs = shape.num_elements, sizes[0].num_elements, sizes[1].num_elements
+        if n_out <= min(n_lhs, n_rhs):
+            target, sides = -1, [k for k, n in enumerate((n_lhs, n_rhs)) if n_out < n]
+        elif n_lhs <= n_rhs:
+            target, sides = 0, [1] if n_lhs < n_rhs else []
+        else:
+            target, sides = 1, [0]
+        factors: list[float] = []
+        operands = list(op.operands)
+        for k in sides:
+            operands[k] = self._stripped(operands[k], factors)
+        if not factors:
+            return None
+        c = 1.0
+        for f in factors:
+            c *= f
+        if target == -1:
+            conv = self.new("convolution", operands, shape, _conv_attrs(op), like=op)
+            return self.new("multiply", [conv.result, self.const(c, shape).result], shape, like=op)
+        st = array(value_shape(operands[target]))
+        assert st is not None
+        scaled = self.new("multiply", [operands[target], self.const(c, st).result], st, like=op)
+        operands[target] = scaled.result
+        return self.new("convolution", operands, shape, _conv_attrs(op), like=op)
+
+    def _stripped(self, v: SSAValue, factors: list[float]) -> SSAValue:
+        """`v` with the scalar multiplies of its single-use chain removed (their constants
+        appended to `factors`); `v` itself when there are none."""
+        o = owner(v)
+        if o is None or not v.has_one_use():
+            return v  # (another user needs the unscaled value: nothing moves)
+        if o.OPCODE == "multiply":
+            a, b = o.operands
+            for x, c in ((a, b), (b, a)):
+                bc = src(c, "broadcast")
+                k = const_array(bc.operands[0]) if bc is not None else None
+                if k is not None and k.size == 1 and not bc.attr("dimensions"):
+                    factors.append(float(k.reshape(-1)[0]))
+                    return self._stripped(x, factors)
+            na, nb = self._stripped(a, factors), self._stripped(b, factors)
+            if na is a and nb is b:
+                return v
+            return self.new("multiply", [na, nb], o.shape, like=o).result
+        if o.OPCODE in ("transpose", "reshape"):
+            inner = self._stripped(o.operands[0], factors)
+            if inner is o.operands[0]:
+                return v
+            attrs = {"dimensions": o.attr("dimensions")} if o.OPCODE == "transpose" else None
+            return self.new(o.OPCODE, [inner], o.shape, attrs, like=o).result
+        return v
+
+
+def _conv_attrs(op: HloOp) -> dict:
+    return {s.name: v for s, v in op.hlo_attrs() if s.name not in ("metadata", "sharding")}

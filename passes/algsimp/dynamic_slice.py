@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, et, highest, is_scalar_broadcast, src
-from hlopass.rewriting import const_array, is_zero, value_shape
+from hlopass.rewriting import const_array, is_zero, owner, value_shape
 from hlopass.shape import is_integral, scalar
 
 
@@ -47,6 +49,10 @@ class DynamicSliceConstantIndices(Simplification):
         x, *idx = op.operands
         s, shape = array(value_shape(x)), array(op.shape)
         if s is None or shape is None or s.is_dynamic or len(idx) != s.rank or not idx:
+            return None
+        if src(x, "constant") is not None:
+            return None  # (as XLA: a dynamic-slice of a constant stays, for dot-of-gather)
+        if self.opts.disable_dynamic_slice_to_slice_conversion:
             return None
         starts = []
         for v in idx:
@@ -99,6 +105,8 @@ class DynamicUpdateSliceOfBroadcastToPad(Simplification):
             return None
         if len(idx) != shape.rank or not idx or su.element_type != shape.element_type:
             return None
+        if _moved_to_host(u):
+            return None  # a host-offload buffer: HostOffloader expects the broadcast
         pads = []
         for v, size, dim in zip(idx, su.dims, shape.dims, strict=True):
             c = const_array(v)
@@ -125,6 +133,8 @@ class DynamicSliceOfIota(Simplification):
         t = shape.element_type
         if not is_integral(t):
             return None
+        if s.rank == 1 and shape.dims == (1,) and {t, et(idx[0])} <= {"s32", "u32"}:
+            return None  # XLA's one-element form: DynamicSliceOfScaledIota
         d = iota.attr("iota_dimension")
         i, it = idx[d], et(idx[d])
         n, size = s.dims[d], shape.dims[d]
@@ -244,3 +254,155 @@ class DynamicSliceOfBroadcast(Simplification):
                              sx.with_dims(new_sizes),
                              {"dynamic_slice_sizes": new_sizes}, like=op).result  # fmt: skip
         return self.new("broadcast", [inner], shape, {"dimensions": dims}, like=op)
+
+
+def _moved_to_host(value: SSAValue) -> bool:
+    """`value` is a `MoveToHost` custom-call, seen through reshapes, bitcasts and copies
+    (the update of a dynamic-update-slice that offloads to host memory)."""
+    o = owner(value)
+    while o is not None and o.OPCODE in ("reshape", "bitcast", "copy"):
+        o = owner(o.operands[0])
+    return (
+        o is not None
+        and o.OPCODE == "custom-call"
+        and (o.attr("custom_call_target") == "MoveToHost")
+    )
+
+
+class DynamicSliceOfScaledIota(Simplification):
+    """`dynamic-slice(iota, i)` of one element -> `reshape(convert(clamp(0, i, n - 1)))`,
+    and of `iota * broadcast(k)` -> `reshape(convert(clamp(0, i, n - 1)) * k)` (rank 1,
+    s32/u32 result and index: as XLA)."""
+
+    OPCODES = ("dynamic-slice",)
+    OPERAND_FROM = frozenset({"iota", "multiply"})
+
+    def rewrite(self, op: HloOp):
+        x, *idx = op.operands
+        s, shape = array(value_shape(x)), array(op.shape)
+        if s is None or shape is None or s.rank != 1 or shape.dims != (1,) or len(idx) != 1:
+            return None
+        t, it = shape.element_type, et(idx[0])
+        if t not in ("s32", "u32") or it not in ("s32", "u32") or s.is_dynamic:
+            return None
+        k = None
+        mul = src(x, "multiply")
+        if mul is not None:
+            kb = is_scalar_broadcast(mul.operands[1])
+            if kb is None:
+                return None
+            x, k = mul.operands[0], kb.operands[0]
+        if src(x, "iota") is None or (k is not None and et(k) != t):
+            return None
+        lo = self.const(0, scalar(it))
+        hi = self.const(s.dims[0] - 1, scalar(it))
+        v = self.new("clamp", [lo.result, idx[0], hi.result], scalar(it), like=op).result
+        if it != t:
+            v = self.new("convert", [v], scalar(t), like=op).result
+        if k is not None:
+            v = self.new("multiply", [v, k], scalar(t), like=op).result
+        return self.new("reshape", [v], shape, like=op)
+
+
+class DynamicSliceOfDegenerateReshape(Simplification):
+    """`dynamic-slice(reshape(x), i...) -> reshape(dynamic-slice(x, i'...))` where the
+    reshape only inserts or deletes size-1 dims: each dim of x larger than 1 takes the index
+    and size of the dim it becomes; x's size-1 dims start at 0."""
+
+    OPCODES = ("dynamic-slice",)
+    OPERAND_FROM = frozenset({"reshape"})
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        from hlopass.passes.algsimp.factors import only_size_one_changes, unmodified_dims
+
+        r = src(op.operands[0], "reshape")
+        if r is None:
+            return None
+        x = r.operands[0]
+        sx, sr, shape = array(value_shape(x)), array(r.shape), array(op.shape)
+        if sx is None or sr is None or shape is None or sx.is_dynamic or sr.is_dynamic:
+            return None
+        if not only_size_one_changes(sx.dims, sr.dims):
+            return None
+        idx, sizes = list(op.operands[1:]), tuple(op.attr("dynamic_slice_sizes"))
+        starts: list = [None] * sx.rank
+        new_sizes = [1] * sx.rank
+        for i, o in unmodified_dims(sx.dims, sr.dims):
+            if sx.dims[i] != 1:
+                starts[i], new_sizes[i] = idx[o], sizes[o]
+        if None in starts:  # x's size-1 dims start at 0
+            zero = self.const(0, scalar(et(idx[0]))).result
+            starts = [zero if v is None else v for v in starts]
+        ds = self.new("dynamic-slice", [x, *starts], sx.with_dims(tuple(new_sizes)),
+                      {"dynamic_slice_sizes": tuple(new_sizes)}, like=op)  # fmt: skip
+        return self.new("reshape", [ds.result], shape, like=op)
+
+
+class AddOfDynamicUpdateSliceOfZeros(Simplification):
+    """`add(x, dynamic-update-slice(broadcast(0), u, i...)) -> dynamic-update-slice(x,
+    add(dynamic-slice(x, i...), u), i...)` (either operand order; outside the update x + 0
+    is x, except that a float -0 + 0 is +0: for floats it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("add",)
+    OPERAND_FROM = frozenset({"dynamic-update-slice"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        for x, d in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+            dus = src(d, "dynamic-update-slice")
+            if dus is None:
+                continue
+            b = is_scalar_broadcast(dus.operands[0])
+            if b is None or not is_zero(b.operands[0]):
+                continue
+            u, *idx = dus.operands[1:]
+            su = array(value_shape(u))
+            if su is None or su.is_dynamic or et(u) != et(op):
+                continue
+            part = self.new("dynamic-slice", [x, *idx], su,
+                            {"dynamic_slice_sizes": su.dims}, like=op)  # fmt: skip
+            added = self.new("add", [part.result, u], su, like=op)
+            return self.new("dynamic-update-slice", [x, added.result, *idx], op.shape, like=op)
+        return None
+
+
+class ReshapeOfDynamicUpdateSlice(Simplification):
+    """`reshape(dynamic-update-slice(a, u, i...)) -> dynamic-update-slice(reshape(a),
+    reshape(u), i'...)` when the reshape only inserts or deletes size-1 dims (i' drops their
+    indices, 0 for the new ones; the dynamic-update-slice has one use and no sharding)."""
+
+    OPCODES = ("reshape",)
+    OPERAND_FROM = frozenset({"dynamic-update-slice"})
+
+    def rewrite(self, op: HloOp):
+        dus = src(op.operands[0], "dynamic-update-slice")
+        shape = array(op.shape)
+        if dus is None or shape is None or self.opts.is_layout_sensitive:
+            return None
+        if not dus.result.has_one_use() or dus.attr("sharding") is not None:
+            return None
+        a, u, *idx = dus.operands
+        if owner(a) is not None and owner(a).attr("sharding") is not None:  # type: ignore[union-attr]
+            return None
+        sa, su = array(value_shape(a)), array(value_shape(u))
+        if sa is None or su is None or sa.is_dynamic or shape.is_dynamic or not idx:
+            return None
+        kept_in = [d for d, n in enumerate(sa.dims) if n != 1]
+        if [sa.dims[d] for d in kept_in] != [n for n in shape.dims if n != 1]:
+            return None  # (the reshape moves elements across dims)
+        zero = self.const(0, scalar(et(idx[0])))
+        new_idx, new_u, k = [], [], 0
+        for n in shape.dims:
+            if n == 1:
+                new_idx.append(zero.result)
+                new_u.append(1)
+            else:
+                d = kept_in[k]
+                k += 1
+                new_idx.append(idx[d])
+                new_u.append(su.dims[d])
+        ra = self.new("reshape", [a], shape, like=op)
+        ru = self.new("reshape", [u], su.with_dims(tuple(new_u)), like=op)
+        return self.new("dynamic-update-slice", [ra.result, ru.result, *new_idx], shape,
+                        like=dus)  # fmt: skip

@@ -381,3 +381,118 @@ class AddOfScatter(Simplification):
         base = self.new("add", pair, op.shape, like=op)
         return self.new("scatter", [base.result, *s.operands[1:]], op.shape, _attrs(s, True),  # type: ignore[union-attr]
                         like=s)  # fmt: skip
+
+
+class TransposeOfScatter(Simplification):
+    """`transpose(scatter(o, i, u), p)` -> `scatter(transpose(o, p), i, transpose(u, q))`
+    with the scatter's operand dims renumbered by p (q keeps the update's scatter dim
+    first and permutes its window dims by p): one operand, a simplified scatter (index
+    vector dim last, at most one scatter dim, the window dims sorted and not 0, none
+    inserted), no batching dims, the scatter used only here (option
+    `enable-fold-transpose-into-scatter`; as XLA)."""
+
+    OPCODES = ("transpose",)
+    OPERAND_FROM = frozenset({"scatter"})
+    OPTION = "enable_fold_transpose_into_scatter"
+
+    def rewrite(self, op: HloOp):
+        s = src(op.operands[0], "scatter")
+        if s is None or len(s.operands) != 3 or not s.result.has_one_use():
+            return None
+        o, idx, u = s.operands
+        so, si, su = (array(value_shape(v)) for v in (o, idx, u))
+        if so is None or si is None or su is None or so.rank == 0:
+            return None
+        window = tuple(s.attr("update_window_dims") or ())
+        if s.attr("index_vector_dim") + 1 != si.rank or su.rank - len(window) > 1:
+            return None
+        if 0 in window or list(window) != sorted(window) or s.attr("inserted_window_dims"):
+            return None
+        if s.attr("input_batching_dims") or s.attr("scatter_indices_batching_dims"):
+            return None
+        if su.rank != so.rank + 1:
+            return None  # (the update permutation below needs the leading scatter dim)
+        perm = tuple(op.attr("dimensions"))
+        inverse = [0] * len(perm)
+        for j, d in enumerate(perm):
+            inverse[d] = j
+        to = self.new("transpose", [o], op.shape, {"dimensions": perm}, like=op)
+        q = (0, *(d + 1 for d in perm))
+        tu = self.new("transpose", [u], su.with_dims(tuple(su.dims[d] for d in q)),
+                      {"dimensions": q}, like=op)  # fmt: skip
+        attrs = {
+            spec.name: v for spec, v in s.hlo_attrs() if spec.name not in ("metadata", "sharding")
+        }
+        attrs["scatter_dims_to_operand_dims"] = tuple(
+            inverse[d] for d in s.attr("scatter_dims_to_operand_dims") or ()
+        )
+        return self.new("scatter", [to.result, idx, tu.result], op.shape, attrs, like=s)
+
+
+class GatherOfPadWithPaddedBatchDims(Simplification):
+    """`gather(pad(x, v), pad(i, w)) -> pad(gather(x, i), v)` when the operand is padded only
+    on dims the gather copies whole and on batching dims, and the indices only on their
+    batching dims, each exactly as its operand batching dim (edges only): a padded batch
+    position reads nothing but v, whatever its index."""
+
+    OPCODES = ("gather",)
+    OPERAND_FROM = frozenset({"pad"})
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        pad, ipad = src(op.operands[0], "pad"), src(op.operands[1], "pad")
+        shape = array(op.shape)
+        if pad is None or ipad is None or shape is None or shape.is_dynamic:
+            return None
+        x, i = pad.operands[0], ipad.operands[0]
+        sx, sp, si = array(value_shape(x)), array(pad.shape), array(value_shape(i))
+        if sx is None or sp is None or si is None or sx.is_dynamic or si.is_dynamic:
+            return None
+        obatch = tuple(op.attr("operand_batching_dims") or ())
+        ibatch = tuple(op.attr("start_indices_batching_dims") or ())
+        ivd = op.attr("index_vector_dim")
+        config, iconfig = tuple(pad.attr("padding")), tuple(ipad.attr("padding"))
+        through = _passthrough_output_dims(op, sp)
+        if through is None or not obatch or len(obatch) != len(ibatch):
+            return None
+        pairs = dict(zip(ibatch, obatch, strict=True))
+        for d, p in enumerate(iconfig):
+            if (p.low, p.high, p.interior) == (0, 0, 0):
+                continue
+            q = config[pairs[d]] if d in pairs else None
+            if q is None or p.interior or (q.low, q.high, q.interior) != (p.low, p.high, 0):
+                return None  # (an index dim padded unlike its operand batching dim)
+        padded_batch = False
+        for d, p in enumerate(config):
+            if (p.low, p.high, p.interior) == (0, 0, 0) or d in through:
+                continue
+            if d not in obatch:
+                return None
+            k = ibatch[obatch.index(d)]
+            if (iconfig[k].low, iconfig[k].high, iconfig[k].interior) != (p.low, p.high, 0):
+                return None
+            padded_batch = True
+        if not padded_batch:
+            return None  # (GatherOfPad's case)
+        offsets = tuple(op.attr("offset_dims") or ())
+        batch_out = [d for d in range(shape.rank) if d not in offsets]
+        index_dims = [d for d in range(si.rank + (1 if ivd == si.rank else 0)) if d != ivd]
+        if len(batch_out) != len(index_dims):
+            return None
+        dims, out_pad = list(shape.dims), [PadDim(0, 0, 0)] * shape.rank
+        for o, d in zip(batch_out, index_dims, strict=True):
+            if d < si.rank and (iconfig[d].low or iconfig[d].high):
+                dims[o] = si.dims[d]
+                out_pad[o] = PadDim(iconfig[d].low, iconfig[d].high, 0)
+        sizes = list(op.attr("slice_sizes"))
+        for d, o in through.items():
+            p = config[d]
+            if (p.low, p.high, p.interior) != (0, 0, 0):
+                sizes[d] = sx.dims[d]
+                dims[o] = sx.dims[d]
+                out_pad[o] = p
+        attrs = {s.name: v for s, v in op.hlo_attrs() if s.name not in _NOT_COPIED}
+        attrs["slice_sizes"] = tuple(sizes)
+        g = self.new("gather", [x, i], shape.with_dims(tuple(dims)), attrs, like=op)
+        return self.new("pad", [g.result, pad.operands[1]], shape,
+                        {"padding": tuple(out_pad)}, like=op)  # fmt: skip

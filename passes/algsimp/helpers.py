@@ -21,7 +21,7 @@ from hlopass.rewriting import (
     splat_value,
     value_shape,
 )
-from hlopass.shape import FLOATS, ArrayShape, Shape, TupleShape, is_float, is_integral
+from hlopass.shape import ELEMENT_BITS, FLOATS, ArrayShape, Shape, TupleShape, is_float, is_integral
 
 CONSTANT_LIKE = frozenset({"constant", "broadcast"})
 """The opcodes that may define a constant value as `splat_value` and `is_constant_like`
@@ -274,8 +274,18 @@ def is_non_negative(value: SSAValue, depth: int = 4) -> bool:
     o = owner(value)
     if o is None or depth == 0:
         return False
-    if o.OPCODE in ("abs", "exponential"):
+    if o.OPCODE == "exponential" or (o.OPCODE == "abs" and not is_integral(t)):
         return True
+    if o.OPCODE == "abs":  # abs(INT_MIN) wraps to INT_MIN
+        return is_non_negative(o.operands[0], depth - 1)
+    if o.OPCODE == "iota":  # (as XLA: a signed iota of at most 2^(b-1) elements)
+        shape = array(o.shape)
+        if shape is None or not is_integral(t):
+            return shape is not None
+        n = shape.dims[o.attr("iota_dimension")]
+        return ELEMENT_BITS.get(t, 64) >= 64 or n <= 1 << (ELEMENT_BITS[t] - 1)
+    if o.OPCODE == "maximum" and any(is_non_negative(v, depth - 1) for v in o.operands):
+        return True  # (a nan operand gives nan, which compares as non-negative does)
     if o.OPCODE == "constant":
         arr = const_array(value)
         # -0.0 counts as negative here: abs(-0.0) is +0.0

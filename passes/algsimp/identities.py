@@ -129,3 +129,62 @@ class NotNot(Simplification):
     def rewrite(self, op: HloOp):
         inner = src(op.operands[0], "not")
         return inner.operands[0] if inner is not None else None
+
+
+class AddConstantToRight(Simplification):
+    """`add(c, a) -> add(a, c)` (c a `constant`, a not one): XLA's canonical order, which
+    its reassociations of constants expect (exact: add commutes)."""
+
+    OPCODES = ("add",)
+    OPERAND_FROM = frozenset({"constant"})
+
+    def rewrite(self, op: HloOp):
+        c, a = op.operands
+        if src(c, "constant") is None or src(a, "constant") is not None:
+            return None
+        return self.new("add", [a, c], op.shape, like=op)
+
+
+class SubtractConstantToAdd(Simplification):
+    """`subtract(a, c) -> add(a, negate(c))`, `subtract(a, broadcast(c)) -> add(a,
+    broadcast(negate(c)))` (c a `constant`, a not one): XLA's canonical form (exact:
+    `a - c` is `a + (-c)` in IEEE arithmetic and in two's complement)."""
+
+    OPCODES = ("subtract",)
+    OPERAND_FROM = frozenset({"constant", "broadcast"})
+
+    def rewrite(self, op: HloOp):
+        a, rhs = op.operands
+        if src(a, "constant") is not None:
+            return None
+        bc = src(rhs, "broadcast")
+        c = bc.operands[0] if bc is not None else rhs
+        c_op = src(c, "constant")
+        if c_op is None:
+            return None
+        neg = self.new("negate", [c], c_op.shape, like=op).result
+        if bc is not None:
+            neg = self.new("broadcast", [neg], bc.shape, {"dimensions": bc.attr("dimensions")},
+                           like=bc).result  # fmt: skip
+        return self.new("add", [a, neg], op.shape, like=op)
+
+
+class ReducePrecisionNoop(Simplification):
+    """`reduce-precision(x)` to x's own exponent and mantissa widths -> x (option
+    `enable-remove-no-op-reduce-precision`)."""
+
+    OPCODES = ("reduce-precision",)
+    OPTION = "enable_remove_no_op_reduce_precision"
+
+    def rewrite(self, op: HloOp):
+        x = op.operands[0]
+        widths = _FLOAT_WIDTHS.get(et(x))
+        if widths is None or et(x) != et(op):
+            return None
+        if (op.attr("exponent_bits"), op.attr("mantissa_bits")) != widths:
+            return None
+        return x
+
+
+_FLOAT_WIDTHS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
+"""(exponent bits, explicit mantissa bits) of the float types a reduce-precision takes."""

@@ -15,6 +15,7 @@ from hlopass.passes.algsimp.helpers import (
 )
 from hlopass.rewriting import (
     is_zero,
+    owner,
     splat_value,
 )
 from hlopass.shape import ArrayShape, is_integral
@@ -270,3 +271,53 @@ class RemainderOfIotaPlusDivisor(Simplification):
                 return None  # iota + N would wrap
             return self.new("remainder", [i_v, n_v], shape, like=op)
         return None
+
+
+class XorZero(Simplification):
+    """`xor(x, 0) -> x` (and `xor(0, x)`; integers, and pred with false)."""
+
+    OPCODES = ("xor",)
+    OPERAND_FROM = CONSTANT_LIKE
+
+    def rewrite(self, op: HloOp):
+        for x, c in commuted(op):
+            if is_zero(c):
+                return x
+        return None
+
+
+# Instructions whose every run gives the same value from the same operands (an rng, a
+# custom-call, a collective or anything with an effect may not).
+_REPEATABLE_EXCLUDED = frozenset({
+    "rng", "rng-bit-generator", "rng-get-and-update-state", "custom-call", "infeed",
+    "outfeed", "send", "recv", "send-done", "recv-done", "all-reduce", "all-gather",
+    "all-to-all", "collective-permute", "reduce-scatter", "parameter", "call", "while",
+    "conditional", "fusion", "after-all", "partition-id", "replica-id",
+})  # fmt: skip
+_NAME_KEYS = frozenset({"name", "metadata"})
+
+
+def identical(a: HloOp, b: HloOp) -> bool:
+    """Two instructions compute the same value: one opcode, shape, operands and attributes
+    (names and metadata aside), and the opcode gives the same value at every run."""
+    if a.OPCODE != b.OPCODE or a.OPCODE in _REPEATABLE_EXCLUDED or a.shape != b.shape:
+        return False
+    if tuple(a.operands) != tuple(b.operands) or a.regions or b.regions:
+        return False
+    pa = {k: v for k, v in a.properties.items() if k not in _NAME_KEYS}
+    pb = {k: v for k, v in b.properties.items() if k not in _NAME_KEYS}
+    return pa == pb and dict(a.attributes) == dict(b.attributes)
+
+
+class XorOfIdentical(Simplification):
+    """`xor(f(y), f(y)) -> 0` for two identical instructions (what CSE would merge, before
+    CSE runs; an rng and other instructions that differ from run to run excluded)."""
+
+    OPCODES = ("xor",)
+
+    def rewrite(self, op: HloOp):
+        a, b = (owner(v) for v in op.operands)
+        shape = array(op.shape)
+        if a is None or b is None or a is b or shape is None or not identical(a, b):
+            return None
+        return self.const(False if shape.element_type == "pred" else 0, shape)

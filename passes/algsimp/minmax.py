@@ -14,7 +14,7 @@ from hlopass.passes.algsimp.helpers import (
     splat_is,
     src,
 )
-from hlopass.rewriting import owner, splat_value, value_shape
+from hlopass.rewriting import module_of, owner, splat_value, value_shape
 
 
 class MaxMinSelf(Simplification):
@@ -140,3 +140,49 @@ def scalar_of(value):
     if o is None or o.OPCODE != "constant" or s is None or s.rank != 0:
         return None
     return value
+
+
+class ClampOfPartitionId(Simplification):
+    """`clamp(0, partition-id, c) -> partition-id` when the module's num_partitions is at
+    most c + 1 (and likewise replica-id with replica_count; a count of 1 is read as
+    unknown: as XLA)."""
+
+    OPCODES = ("clamp",)
+    OPERAND_FROM = frozenset({"partition-id", "replica-id"})
+
+    def rewrite(self, op: HloOp):
+        lo, x, hi = op.operands
+        xo = owner(x)
+        if xo is None or xo.OPCODE not in ("partition-id", "replica-id"):
+            return None
+        if not splat_is(lo, 0) or src(hi, "constant") is None or splat_value(hi) is None:
+            return None
+        module = module_of(op)
+        key = "hlo.num_partitions" if xo.OPCODE == "partition-id" else "hlo.replica_count"
+        count = getattr(module.attributes.get(key), "data", 1) if module is not None else 1
+        if not isinstance(count, int) or count == 1 or count > int(splat_value(hi)) + 1:
+            return None
+        return x
+
+
+class MaxOfNondecreasing(Simplification):
+    """`maximum(f(a), f(b)) -> f(maximum(a, b))` for f in cbrt, erf, logistic, tanh
+    (nondecreasing; their float implementations are approximations, so it needs
+    `enable-floats-are-real`)."""
+
+    OPCODES = ("maximum",)
+    OPERAND_FROM = frozenset({"cbrt", "erf", "logistic", "tanh"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        lhs, rhs = (owner(v) for v in op.operands)
+        if lhs is None or rhs is None or lhs.OPCODE != rhs.OPCODE:
+            return None
+        if lhs.OPCODE not in ("cbrt", "erf", "logistic", "tanh"):
+            return None
+        a, b = lhs.operands[0], rhs.operands[0]
+        sa = value_shape(a)
+        if sa != value_shape(b):
+            return None
+        m = self.new("maximum", [a, b], sa, like=op)
+        return self.new(lhs.OPCODE, [m.result], op.shape, like=op)

@@ -276,4 +276,85 @@ class RsqrtOfPowerMinusTwo(Simplification):
         p = src(op.operands[0], "power")
         if p is None or not is_float(et(op)) or not splat_is(p.operands[1], -2.0):
             return None
+        if is_non_negative(p.operands[0]):
+            return p.operands[0]  # (|x| is x: no abs, as XLA's x >= 0 form)
         return self.new("abs", [p.operands[0]], op.shape, like=op)
+
+
+class MultiplySqrtSelf(Simplification):
+    """`multiply(sqrt(x), sqrt(x)) -> x` for x known to be >= 0 (each sqrt rounds and the
+    product rounds again: it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"sqrt"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a, b = (src(v, "sqrt") for v in op.operands)
+        if a is None or b is None or a.operands[0] is not b.operands[0]:
+            return None
+        x = a.operands[0]
+        return x if is_non_negative(x) else None
+
+
+class MultiplyRsqrtSelf(Simplification):
+    """`multiply(rsqrt(x), rsqrt(x)) -> divide(1, x)` for x known to be >= 0 (the roundings
+    differ: it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"rsqrt"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a, b = (src(v, "rsqrt") for v in op.operands)
+        shape = array(op.shape)
+        if a is None or b is None or a.operands[0] is not b.operands[0] or shape is None:
+            return None
+        x = a.operands[0]
+        if not is_non_negative(x):
+            return None
+        one = self.const(1, shape)
+        return self.new("divide", [one.result, x], op.shape, like=op)
+
+
+class SqrtOfSquare(Simplification):
+    """`sqrt(multiply(a, a)) -> abs(a)` (real floats; a*a may overflow or round to 0, where
+    abs does not: XLA gates it on fast math, here `enable-floats-are-real`)."""
+
+    OPCODES = ("sqrt",)
+    OPERAND_FROM = frozenset({"multiply"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        m = src(op.operands[0], "multiply")
+        if m is None or m.operands[0] is not m.operands[1] or not is_float(et(op)):
+            return None
+        if not self.opts.floats_are_real:
+            return None  # (XLA: only with fast math, also for integers it has no sqrt of)
+        return self.new("abs", [m.operands[0]], op.shape, like=op)
+
+
+class LogOfPower(Simplification):
+    """`log(pow(a, b)) -> select(b == 0, 0, log(abs(a)) * b)` (`log(a) * b` for complex
+    a; real floats: a negative a with a fractional b is nan before, finite after)."""
+
+    OPCODES = ("log",)
+    OPERAND_FROM = frozenset({"power"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        pw = src(op.operands[0], "power")
+        shape = array(op.shape)
+        if pw is None or shape is None:
+            return None
+        a, b = pw.operands
+        complex_ = shape.element_type in ("c64", "c128")
+        base = a if complex_ else self.new("abs", [a], shape, like=op).result
+        lg = self.new("log", [base], shape, like=op)
+        nonzero = self.new("multiply", [lg.result, b], shape, like=op)
+        zero_b = self.const(0, shape)
+        is_zero_b = self.new("compare", [b, zero_b.result], shape.with_element_type("pred"),
+                             {"direction": "EQ"}, like=op)  # fmt: skip
+        zero = self.const(0, shape)
+        return self.new("select", [is_zero_b.result, zero.result, nonzero.result], shape,
+                        like=op)  # fmt: skip

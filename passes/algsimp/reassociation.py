@@ -275,3 +275,166 @@ class DivideOfDivide(Simplification):
         a, b = inner.operands
         bc = self.new("multiply", [b, c], op.shape, like=op)
         return self.new("divide", [a, bc.result], op.shape, like=op)
+
+
+class DivideByBroadcast(Simplification):
+    """`divide(a, broadcast(b)) -> multiply(a, broadcast(divide(1, b)))` (real floats;
+    one use of b; a * (1/b) rounds twice: it needs `enable-floats-are-real`)."""
+
+    OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"broadcast"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        a, d = op.operands
+        bc = src(d, "broadcast")
+        shape = array(op.shape)
+        if bc is None or shape is None or not is_float(shape.element_type):
+            return None
+        b = bc.operands[0]
+        sb = array(value_shape(b))
+        if sb is None or not single_use(b) or is_constant_like(b):
+            return None  # (a constant divisor: DivideByConstant folds 1/c)
+        one = self.const(1, sb)
+        recip = self.new("divide", [one.result, b], sb, like=bc)
+        again = self.new("broadcast", [recip.result], shape,
+                         {"dimensions": bc.attr("dimensions")}, like=bc)  # fmt: skip
+        return self.new("multiply", [a, again.result], shape, like=op)
+
+
+class DivideByConstantArray(Simplification):
+    """`divide(a, c) -> multiply(a, 1/c)` for a constant array c that is not a splat (or a
+    broadcast of one), elementwise reciprocal folded (real floats; exact, so without
+    floats-are-real too, when every element is `+-2^k` with `2^-k` normal)."""
+
+    OPCODES = ("divide",)
+    OPERAND_FROM = frozenset({"constant", "broadcast"})
+
+    def rewrite(self, op: HloOp):
+        a, b = op.operands
+        shape = array(op.shape)
+        if shape is None or not is_float(shape.element_type) or src(a, "constant") is not None:
+            return None
+        bc = src(b, "broadcast")
+        c = bc.operands[0] if bc is not None else b
+        arr = const_array(c)
+        if arr is None or arr.size == 0 or splat_value(b) is not None:
+            return None  # (a splat: DivideByConstant)
+        wide = arr.astype(np.float64)
+        with np.errstate(divide="ignore", over="ignore"):
+            inv = (1.0 / wide).astype(arr.dtype)
+        exact = bool(np.all(np.isfinite(wide) & (wide != 0)))
+        exact = exact and all(math.frexp(abs(float(v)))[0] == 0.5 for v in wide.flat)
+        exact = exact and bool(np.all(inv.astype(np.float64) * wide == 1.0))
+        if not exact and not self.opts.floats_are_real:
+            return None
+        cshape = array(value_shape(c))
+        assert cshape is not None
+        recip = self.array_const(inv, cshape).result
+        if bc is not None:
+            recip = self.new("broadcast", [recip], bc.shape,
+                             {"dimensions": bc.attr("dimensions")}, like=bc).result  # fmt: skip
+        return self.new("multiply", [a, recip], shape, like=op)
+
+
+class MultiplyOfConstantProducts(Simplification):
+    """`multiply(multiply(x, c1), multiply(y, c2)) -> multiply(multiply(x, y), c1 * c2)`
+    (x, y not constants; c1, c2 `constant`s; a scalar product broadcast to the shape)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"multiply"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        lhs, rhs = (src(v, "multiply") for v in op.operands)
+        if lhs is None or rhs is None:
+            return None
+        xs = _nonconstant_and_constant(lhs)
+        ys = _nonconstant_and_constant(rhs)
+        if xs is None or ys is None:
+            return None
+        (x, c1), (y, c2) = xs, ys
+        s1 = array(value_shape(c1))
+        assert s1 is not None
+        k = self.new("multiply", [c1, c2], s1, like=op).result
+        shape = array(op.shape)
+        assert shape is not None
+        if not s1.dims and shape.dims:
+            k = self.new("broadcast", [k], shape, {"dimensions": ()}, like=op).result
+        xy = self.new("multiply", [x, y], shape, like=op)
+        return self.new("multiply", [xy.result, k], shape, like=op)
+
+
+def _nonconstant_and_constant(op: HloOp) -> tuple[SSAValue, SSAValue] | None:
+    """(x, c) of a binary `op` one of whose operands is a `constant` c and the other, x,
+    is not (XLA's `NonConstant`, `Constant` in either order)."""
+    for x, c in commuted(op):
+        if src(c, "constant") is not None and src(x, "constant") is None:
+            return x, c
+    return None
+
+
+class MultiplyByBroadcastOfScalarProduct(Simplification):
+    """`multiply(multiply(a, c), broadcast(b)) -> multiply(a, broadcast(multiply(b, c)))`
+    (c a scalar constant or a broadcast of one, a not a constant, b not a constant: the
+    constant moves to the smaller side)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"multiply"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        for inner_v, other in commuted(op):
+            inner = src(inner_v, "multiply")
+            bc = src(other, "broadcast")
+            if inner is None or bc is None or src(bc.operands[0], "constant") is not None:
+                continue
+            found = _nonconstant_and_scalar_constant(inner)
+            if found is None:
+                continue
+            a, c = found
+            b = bc.operands[0]
+            sb = array(value_shape(b))
+            assert sb is not None
+            if sb.dims:
+                c = self.new("broadcast", [c], sb, {"dimensions": ()}, like=op).result
+            prod = self.new("multiply", [b, c], sb, like=op)
+            again = self.new("broadcast", [prod.result], op.shape,
+                             {"dimensions": bc.attr("dimensions")}, like=bc)  # fmt: skip
+            return self.new("multiply", [a, again.result], op.shape, like=op)
+        return None
+
+
+def _nonconstant_and_scalar_constant(op: HloOp) -> tuple[SSAValue, SSAValue] | None:
+    """(a, c) of a binary `op` of a non-constant a and a scalar `constant` c, or of a
+    broadcast of one (then c is that scalar)."""
+    for a, k in commuted(op):
+        if src(a, "constant") is not None:
+            continue
+        bk = src(k, "broadcast")
+        c = bk.operands[0] if bk is not None else k
+        sc = array(value_shape(c))
+        if src(c, "constant") is not None and sc is not None and not sc.dims:
+            return a, c
+    return None
+
+
+class MultiplyOfBroadcastScalarChain(Simplification):
+    """`multiply(multiply(a, broadcast(c1)), broadcast(c2)) -> multiply(a, broadcast(c1 *
+    c2))` (c1, c2 scalar constants; a anything, a constant too: XLA's second form of the
+    constant chain, operands in this order)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"multiply"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        inner_v, b2 = op.operands
+        inner = src(inner_v, "multiply")
+        if inner is None:
+            return None
+        a, b1 = inner.operands
+        pair = _constant_pair(b1, b2)
+        if pair is None or not pair[2]:
+            return None
+        return self.new("multiply", [a, _merged(self, "multiply", pair, op)], op.shape, like=op)

@@ -8,6 +8,7 @@ from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
+from hlopass.passes.algsimp.factors import unmodified_dims
 from hlopass.passes.algsimp.helpers import (
     array,
     callee,
@@ -30,6 +31,7 @@ from hlopass.rewriting import (
     value_shape,
 )
 from hlopass.shape import TupleShape, is_float
+from hlopass.shape import array as shape_array
 
 
 class ReduceTrivial(Simplification):
@@ -138,10 +140,14 @@ class ReduceOfConcatenate(Simplification):
         if kind is None or shape is None or len(cat.operands) < 2:
             return None
         dims = tuple(op.attr("dimensions") or ())
-        if cat.attr("dimensions")[0] not in dims or not is_identity_init(op, op.operands[1]):
-            return None
         float_sum = kind in ("add", "multiply") and is_float(shape.element_type)
         if float_sum and not self.opts.floats_are_real:
+            return None
+        # (with floats-are-real a zero of either sign is the sum's identity, as XLA takes it)
+        real_zero = float_sum and kind == "add" and is_zero(op.operands[1])
+        if cat.attr("dimensions")[0] not in dims:
+            return None
+        if not (is_identity_init(op, op.operands[1]) or real_zero):
             return None
         parts = [
             self.new("reduce", [v, op.operands[1]], shape,
@@ -200,6 +206,8 @@ class ReduceOfBatchDot(Simplification):
 
         if len(op.operands) != 2 or self.opts.is_layout_sensitive:
             return None  # (dot rewrites do not run when layouts are fixed)
+        if not self.opts.supports_non_canonical_dots or not self.opts.enable_dot_strength_reduction:
+            return None  # (the new dot contracts batch dims: a non-canonical dot)
         d, init = src(op.operands[0], "dot"), op.operands[1]
         if d is None or not op.operands[0].has_one_use() or not plain_precision(d):
             return None
@@ -360,7 +368,7 @@ def untuple_single_input(s: Simplification, op: HloOp, window_attr: str) -> HloO
 class ReduceOfBroadcastCommute(Simplification):
     """`reduce(broadcast(x, bdims), init)` over dims all mapped from x ->
     `broadcast(reduce(x, init), dims')` (the replicas are not reduced again; broadcast dims
-    in order, a reducer of known kind; a float add or multiply regroups its terms, so it
+    in order, or all of x reduced; a reducer of known kind; a float add or multiply regroups its terms, so it
     needs `enable-floats-are-real`)."""
 
     OPCODES = ("reduce",)
@@ -375,8 +383,10 @@ class ReduceOfBroadcastCommute(Simplification):
             return None
         bdims = tuple(b.attr("dimensions") or ())
         dims = tuple(op.attr("dimensions") or ())
-        if not dims or list(bdims) != sorted(bdims) or any(d not in bdims for d in dims):
+        if not dims or any(d not in bdims for d in dims):
             return None
+        if list(bdims) != sorted(bdims) and set(dims) != set(bdims):
+            return None  # (unsorted: only when all of x is reduced, so no order survives)
         x = b.operands[0]
         sx = array(value_shape(x))
         if sx is None or sx.is_dynamic:
@@ -489,3 +499,85 @@ class ReduceMaxOfArgMaxOperand(Simplification):
             if is_arg_min_max(u, is_max):
                 return self.new("get-tuple-element", [u.result], shape, {"index": 0}, like=op)
         return None
+
+
+_IDEMPOTENT_REDUCERS = frozenset({"maximum", "minimum", "and", "or"})
+"""Reducers for which folding the init in twice is folding it in once."""
+
+
+class ReduceOfReduce(Simplification):
+    """`reduce(reduce(x, init, dims1), init, dims2) -> reduce(x, init, dims1 ∪ dims2')`
+    (the same reducer kind and init; dims2 renumbered to x's dims). The init must be the
+    reducer's identity unless the reducer is idempotent; a float sum or product is
+    regrouped, so for floats those need `enable-floats-are-real`."""
+
+    OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"reduce"})
+
+    def rewrite(self, op: HloOp):
+        inner = src(op.operands[0], "reduce")
+        shape = array(op.shape)
+        if inner is None or len(op.operands) != 2 or len(inner.operands) != 2 or shape is None:
+            return None
+        init = op.operands[1]
+        if not _same_init(init, inner.operands[1]):
+            return None
+        kind = reducer_opcode(op)
+        if kind is None or reducer_opcode(inner) != kind or et(inner) != et(op):
+            return None
+        if kind not in _IDEMPOTENT_REDUCERS:
+            if not (is_identity_init(op, init) or (kind == "add" and is_zero(init))):
+                return None
+            if is_float(shape.element_type) and not self.opts.floats_are_real:
+                return None  # (regrouped rounding)
+        inner_dims = sorted(inner.attr("dimensions"))
+        outer = sorted(op.attr("dimensions"))
+        for d in inner_dims:  # renumber the outer dims to x's
+            outer = [k + 1 if k >= d else k for k in outer]
+        dims = tuple(sorted(inner_dims + outer))
+        return self.new("reduce", [inner.operands[0], init], shape,
+                        {"dimensions": dims, "to_apply": op.attr("to_apply")}, like=op)  # fmt: skip
+
+
+def _same_init(a: SSAValue, b: SSAValue) -> bool:
+    """The same value, or scalar constants of the same bits and type (XLA's `Identical`)."""
+    if a is b:
+        return True
+    ca, cb = const_array(a), const_array(b)
+    if ca is None or cb is None:
+        return False
+    return ca.dtype == cb.dtype and ca.shape == cb.shape and ca.tobytes() == cb.tobytes()
+
+
+class ReduceOfReshapeOfKeptDims(Simplification):
+    """`reduce(reshape(x), init)` over dims the reshape leaves as they are ->
+    `reshape(reduce(x, init))` (the reduce on less data; each output reduces the same
+    elements in the same order). The reshape must have no other use unless
+    `unconditionally-simplify-reduce-of-transpose-or-reshape`."""
+
+    OPCODES = ("reduce",)
+    OPERAND_FROM = frozenset({"reshape"})
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        rs = src(op.operands[0], "reshape")
+        shape = array(op.shape)
+        if rs is None or len(op.operands) != 2 or shape is None or shape.is_dynamic:
+            return None
+        one_use = op.operands[0].has_one_use()
+        if not (one_use or self.opts.unconditionally_simplify_reduce_of_transpose_or_reshape):
+            return None
+        x = rs.operands[0]
+        sx, sr = array(value_shape(x)), array(rs.shape)
+        if sx is None or sr is None or sx.is_dynamic or sr.is_dynamic:
+            return None
+        to_x = {o: i for i, o in unmodified_dims(sx.dims, sr.dims)}
+        dims = op.attr("dimensions")
+        if not dims or any(d not in to_x for d in dims):
+            return None
+        new_dims = tuple(sorted(to_x[d] for d in dims))
+        kept = [n for k, n in enumerate(sx.dims) if k not in new_dims]
+        small = shape_array(shape.element_type, kept)
+        red = self.new("reduce", [x, op.operands[1]], small,
+                       {"dimensions": new_dims, "to_apply": op.attr("to_apply")}, like=op)  # fmt: skip
+        return self.new("reshape", [red.result], shape, like=op)

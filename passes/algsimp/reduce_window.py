@@ -21,6 +21,7 @@ from hlopass.passes.algsimp.helpers import (
     callee,
     et,
     float_sum_reducer,
+    is_identity_init,
     is_scalar_broadcast,
     reduce_inputs,
     reducer_opcode,
@@ -86,20 +87,46 @@ class ReduceWindowOfPad(Simplification):
         window = op.attr("window")
         if p is None or window is None or not _same_scalar(p.operands[1], init):
             return None
-        pads = p.attr("padding")
-        if any(d.low < 0 or d.high < 0 for d in pads):
-            return None  # negative padding slices: not a window padding
-        pairs = list(zip(pads, window.dims, strict=True))
-        if any(w.lhs_dilation != 1 and (d.low or d.high or d.interior) for d, w in pairs):
-            return None  # window padding comes after its base dilation, the pad's before
-        dims = tuple(
-            replace(w, pad_low=w.pad_low + d.low, pad_high=w.pad_high + d.high,
-                    lhs_dilation=w.lhs_dilation * (d.interior + 1))
-            for d, w in pairs
-        )  # fmt: skip
+        if not _repeating_init_is_noop(op, init):
+            return None
+        dims = _window_with_pad(p, window)
+        if dims is None:
+            return None
         return self.new("reduce-window", [p.operands[0], init], op.shape,
                         {"window": A.Window(dims), "to_apply": op.attr("to_apply")},
                         like=op)  # fmt: skip
+
+
+def _repeating_init_is_noop(op: HloOp, init: SSAValue) -> bool:
+    """Reducing `init` into a result that already holds it changes nothing (init is the
+    reducer's identity, zero for add, or the reducer is max, min, and, or). XLA-CPU skips a
+    window's padding (it reduces init once), while a pad's elements are reduced one by one:
+    folding a pad of init into the window's padding drops those; XLA folds whatever the
+    reducer, which for `add` with init 5 changes the sums."""
+    kind = reducer_opcode(op)
+    if kind in ("maximum", "minimum", "and", "or"):
+        return True
+    if kind == "add" and is_zero(init):
+        return True  # (once +0.0 is in a sum, the sum is not -0.0: adding +0.0 keeps it)
+    return is_identity_init(op, init)
+
+
+def _window_with_pad(p: HloOp, window: Any) -> tuple | None:
+    """The window dims of a reduce-window of `pad` p's operand that pad as p did (None when
+    p's padding is not a window padding)."""
+    pads = p.attr("padding")
+    if any(d.low < 0 or d.high < 0 for d in pads):
+        return None  # negative padding slices: not a window padding
+    pairs = list(zip(pads, window.dims, strict=True))
+    if any(d.interior for d in pads) and any(w.lhs_dilation != 1 for w in window.dims):
+        return None  # an interior pad is a base dilation: XLA keeps it apart from another
+    # an edge of e elements before a base dilation by k spans e * k window positions
+    return tuple(
+        replace(w, pad_low=w.pad_low + w.lhs_dilation * d.low,
+                pad_high=w.pad_high + w.lhs_dilation * d.high,
+                lhs_dilation=w.lhs_dilation * (d.interior + 1))
+        for d, w in pairs
+    )  # fmt: skip
 
 
 class ReduceWindowOfEmpty(Simplification):
@@ -142,27 +169,43 @@ _SPLAT_CHAIN = ("reshape", "bitcast", "slice", "copy", "convert")
 """Ops that keep a splat a splat (XLA looks through them to the broadcast)."""
 
 
-def _through(value: SSAValue, opcodes: tuple[str, ...]) -> SSAValue | None:
-    """`value` seen through `opcodes` (exact converts, same-type bitcasts only)."""
+def _through(value: SSAValue, opcodes: tuple[str, ...],
+             converts: list[str] | None = None) -> SSAValue | None:  # fmt: skip
+    """`value` seen through `opcodes` (exact converts, same-type bitcasts only; with
+    `converts`, also float-to-float narrowing converts, whose element types it collects,
+    outermost first, for the caller to round the splat through)."""
     v = value
     while (o := owner(v)) is not None and o.OPCODE in opcodes:
-        if o.OPCODE == "convert" and not widens_exactly(et(o.operands[0]), et(o)):
-            return None  # (a narrowing convert rounds: the count times c would differ)
+        narrowing = o.OPCODE == "convert" and not widens_exactly(et(o.operands[0]), et(o))
+        floats = is_float(et(o.operands[0])) and is_float(et(o))
+        if narrowing and (converts is None or not floats):
+            return None  # (a narrowing convert rounds: the caller must round c through it)
         if o.OPCODE == "bitcast" and et(o.operands[0]) != et(o):
             return None
+        if o.OPCODE == "convert" and converts is not None:
+            converts.append(et(o))
         v = o.operands[0]
     return v
 
 
 def _splat_through_chain(value: SSAValue) -> np.ndarray | None:
     """The scalar constant that `value` splats: a `broadcast` of a scalar constant seen
-    through reshapes, bitcasts, slices, copies and exact converts (XLA's chain), the
-    constant itself through converts, reshapes and bitcasts."""
-    v = _through(value, _SPLAT_CHAIN)
+    through reshapes, bitcasts, slices, copies and converts between float types (XLA's
+    chain; the constant rounded through each convert in turn), the constant itself through
+    converts, reshapes and bitcasts."""
+    converts: list[str] = []
+    v = _through(value, _SPLAT_CHAIN, converts)
     b = is_scalar_broadcast(v) if v is not None else None
-    c = _through(b.operands[0], ("convert", "reshape", "bitcast")) if b is not None else None
+    inner: list[str] = []
+    c = _through(b.operands[0], ("convert", "reshape", "bitcast"), inner) if b else None
     arr = const_array(c) if c is not None else None
-    return arr.reshape(()) if arr is not None and arr.size == 1 else None
+    if arr is None or arr.size != 1:
+        return None
+    arr = arr.reshape(())
+    for t in reversed(inner + converts):  # innermost first, each rounding as XLA's does
+        with np.errstate(over="ignore"):
+            arr = arr.astype(numpy_dtype(t))
+    return arr
 
 
 def _cumulative_dim(op: HloOp, x: ArrayShape) -> int | None:
@@ -312,3 +355,126 @@ class ReduceWindowVariadicSingle(Simplification):
 
     def rewrite(self, op: HloOp):
         return untuple_single_input(self, op, "window")
+
+
+class ReduceWindowTrivialPadded(Simplification):
+    """`reduce-window(x, init)`, 1x..x1 window with edge padding -> `pad(f(x,
+    broadcast(init)), init)` for reducer f of add, minimum, maximum (stride 1, no
+    dilation or reversal; the padding holds init, each other element f(x, init))."""
+
+    OPCODES = ("reduce-window",)
+
+    def rewrite(self, op: HloOp):
+        window = op.attr("window")
+        if len(op.operands) != 2 or window is None:
+            return None
+        dims = window.dims
+        if any((w.size, w.stride, w.lhs_dilation, w.rhs_dilation, w.reversal) != (1, 1, 1, 1, False)
+               or w.pad_low < 0 or w.pad_high < 0 for w in dims):  # fmt: skip
+            return None
+        if all(w.pad_low == 0 and w.pad_high == 0 for w in dims):
+            return None  # (no padding: ReduceWindowTrivial)
+        kind = reducer_opcode(op)
+        x, init = op.operands
+        sx, shape = array(value_shape(x)), array(op.shape)
+        if kind not in ("add", "minimum", "maximum") or sx is None or shape is None:
+            return None
+        sx = sx.with_element_type(shape.element_type)
+        b = self.new("broadcast", [init], sx, {"dimensions": ()}, like=op)
+        f = self.new(kind, [x, b.result], sx, like=op)
+        pads = tuple(A.PadDim(w.pad_low, w.pad_high, 0) for w in dims)
+        return self.new("pad", [f.result, init], shape, {"padding": pads}, like=op)
+
+
+def _widens_to(v: SSAValue, init: SSAValue) -> bool:
+    """`v` and `init` are scalar constants and `v` converted to init's type is `init` (bit
+    for bit; XLA compares the pad value converted to the init's shape)."""
+    cv, ci = const_array(v), const_array(init)
+    if cv is None or ci is None or cv.size != 1 or ci.size != 1:
+        return False
+    return cv.astype(ci.dtype).tobytes() == ci.tobytes()
+
+
+class ReduceWindowOfConvertedPad(Simplification):
+    """`reduce-window(convert(pad(x, v)), init) -> reduce-window(convert(x), init)` with the
+    pad in the window, when v is init and the convert widens exactly (so the padding's
+    converted v is init); with one non-trivial window dim, only when the padding is at
+    least a tenth of the scanned length (XLA leaves a small pad to its scan rewriter)."""
+
+    OPCODES = ("reduce-window",)
+    OPERAND_FROM = frozenset({"convert"})
+
+    def rewrite(self, op: HloOp):
+        if len(op.operands) != 2:
+            return None
+        c, init = src(op.operands[0], "convert"), op.operands[1]
+        p = None if c is None else src(c.operands[0], "pad")
+        window = op.attr("window")
+        if c is None or p is None or window is None:
+            return None
+        x = p.operands[0]
+        sx, sc = array(value_shape(x)), array(c.shape)
+        if sx is None or sc is None or not widens_exactly(sx.element_type, sc.element_type):
+            return None
+        if not _same_scalar(p.operands[1], init) and not _widens_to(p.operands[1], init):
+            return None
+        if not _repeating_init_is_noop(op, init):
+            return None
+        wide = [k for k, w in enumerate(window.dims) if w.size != 1]
+        if len(wide) == 1:
+            (k,) = wide
+            d = p.attr("padding")[k]
+            if (d.low + d.high) / sc.dims[k] < 0.1:
+                return None
+        dims = _window_with_pad(p, window)
+        if dims is None:
+            return None
+        cx = self.new("convert", [x], sx.with_dims(sx.dims, sc.element_type))
+        return self.new("reduce-window", [cx.result, init], op.shape,
+                        {"window": A.Window(dims), "to_apply": op.attr("to_apply")},
+                        like=op)  # fmt: skip
+
+
+class ReduceWindowEffectiveBroadcast(Simplification):
+    """`reduce-window(x, init) -> broadcast(reshape(x))` when every window holds one
+    element of x and padding only (no stride or dilation, symmetric padding on dims where x has
+    size 1 and covering the element, windows of size 1 elsewhere; init is the reducer's
+    identity: for a float add of +0, which turns -0 into +0, it needs
+    `enable-floats-are-real`; XLA's pad/reduce-window effective broadcast, after the pad is
+    folded into the window)."""
+
+    OPCODES = ("reduce-window",)
+
+    def rewrite(self, op: HloOp):
+        if len(op.operands) != 2:
+            return None
+        x, init = op.operands
+        window, shape, sx = op.attr("window"), array(op.shape), array(value_shape(x))
+        if window is None or shape is None or sx is None or sx.is_dynamic:
+            return None
+        if any(w.stride != 1 or w.lhs_dilation != 1 or w.rhs_dilation != 1 or w.reversal
+               for w in window.dims):  # fmt: skip
+            return None
+        for w, n in zip(window.dims, sx.dims, strict=True):
+            if w.pad_low != w.pad_high:
+                return None
+            if w.pad_low and (n != 1 or w.size < w.pad_low + 1):
+                return None
+            if n != 1 and w.size != 1:
+                return None
+        if not any(w.pad_low for w in window.dims):
+            return None  # (no padding: a trivial window, ReduceWindowTrivial's case)
+        kind = reducer_opcode(op)
+        identity = is_identity_init(op, init) or (
+            self.opts.floats_are_real
+            and kind == "add"
+            and is_float(sx.element_type)
+            and is_zero(init)
+        )
+        if not identity or sx.element_type != shape.element_type:
+            return None
+        kept = [d for d, n in enumerate(sx.dims) if n != 1]
+        inner = x
+        if len(kept) != sx.rank:
+            inner = self.new("reshape", [x], sx.with_dims(tuple(sx.dims[d] for d in kept))).result
+        return self.new("broadcast", [inner], shape, {"dimensions": tuple(kept)}, like=op)

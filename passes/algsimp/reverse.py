@@ -88,3 +88,41 @@ _BINARY = (
 def _constant_like(v) -> bool:
     """A scalar broadcast or a constant whose elements are known (not elided)."""
     return is_scalar_broadcast(v) is not None or const_array(v) is not None
+
+
+class ReverseOfDegenerateReshape(Simplification):
+    """`reverse(reshape(x))` where the reshape only inserts size-1 dims ->
+    `reshape(reverse(x))` over the dims of x the reversed ones come from (size-1 dims need
+    no reversing)."""
+
+    OPCODES = ("reverse",)
+    OPERAND_FROM = frozenset({"reshape"})
+
+    def rewrite(self, op: HloOp):
+        r = src(op.operands[0], "reshape")
+        shape = array(op.shape)
+        if r is None or shape is None:
+            return None
+        x = r.operands[0]
+        sx = array(value_shape(x))
+        if sx is None or sx.is_dynamic or shape.is_dynamic or sx.rank >= shape.rank:
+            return None
+        where: list[int | None] = []  # the x dim each output dim is (None: inserted 1)
+        i = 0
+        for n in shape.dims:
+            if i < sx.rank and sx.dims[i] == n:
+                where.append(i)
+                i += 1
+            elif n == 1:
+                where.append(None)
+            else:
+                return None
+        if i != sx.rank:
+            return None
+        dims = [where[d] for d in op.attr("dimensions") or () if shape.dims[d] != 1]
+        if any(d is None for d in dims):
+            return None
+        v = x
+        if dims:
+            v = self.new("reverse", [x], sx, {"dimensions": tuple(sorted(dims))}, like=op).result  # type: ignore[arg-type]
+        return self.new("reshape", [v], op.shape, like=r)

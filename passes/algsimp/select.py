@@ -6,6 +6,7 @@ from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     CONSTANT_LIKE,
+    array,
     et,
     splat_is,
     src,
@@ -161,3 +162,59 @@ class SelectOfPredCompare(Simplification):
         if isinstance(to, int):
             return op.operands[to]
         return self.new(to, [a, b], op.shape, like=op)
+
+
+class MultiplyOfConvertedPred(Simplification):
+    """`multiply(x, convert(p: pred)) -> select(p, x, 0)` (either operand order; for
+    floats x * 0 may be -0, nan or inf where the select gives +0, so it needs
+    `enable-floats-are-real`)."""
+
+    OPCODES = ("multiply",)
+    OPERAND_FROM = frozenset({"convert"})
+    FLOAT_UNSAFE = True
+
+    def rewrite(self, op: HloOp):
+        shape = array(op.shape)
+        if shape is None or et(op) in ("c64", "c128", "pred"):
+            return None
+        for x, c in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+            conv = src(c, "convert")
+            if conv is None or et(conv.operands[0]) != "pred":
+                continue
+            p = conv.operands[0]
+            zero = self.const(0, shape)
+            return self.new("select", [p, x, zero.result], op.shape, like=op)
+        return None
+
+
+class SelectOfDynamicUpdateSlice(Simplification):
+    """`select(p, dynamic-update-slice(xs, x, i), xs) -> dynamic-update-slice(xs,
+    select(dynamic-slice(p, i), x, dynamic-slice(xs, i)), i)` (and with the branches
+    swapped; the update used only here; a scalar p stays as it is): the select runs on the
+    window only (both slices clamp i the same way)."""
+
+    OPCODES = ("select",)
+    OPERAND_FROM = frozenset({"dynamic-update-slice"})
+
+    def rewrite(self, op: HloOp):
+        p, on_true, on_false = op.operands
+        for dus_v, xs, left in ((on_false, on_true, True), (on_true, on_false, False)):
+            dus = src(dus_v, "dynamic-update-slice")
+            if dus is None or dus.operands[0] is not xs or not dus_v.has_one_use():
+                continue
+            x = dus.operands[1]
+            idx = list(dus.operands[2:])
+            sx, sp = array(value_shape(x)), array(value_shape(p))
+            if sx is None or sp is None or sx.is_dynamic:
+                return None
+            sizes = tuple(sx.dims)
+            pred = p
+            if sp.dims:
+                pred = self.new("dynamic-slice", [p, *idx], sx.with_element_type(sp.element_type),
+                                {"dynamic_slice_sizes": sizes}, like=op).result  # fmt: skip
+            old = self.new("dynamic-slice", [xs, *idx], sx, {"dynamic_slice_sizes": sizes},
+                           like=op).result  # fmt: skip
+            branches = [old, x] if left else [x, old]
+            sel = self.new("select", [pred, *branches], sx, like=op)
+            return self.new("dynamic-update-slice", [xs, sel.result, *idx], op.shape, like=op)
+        return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
@@ -15,6 +17,7 @@ from hlopass.passes.algsimp.helpers import (
 )
 from hlopass.passes.algsimp.reduce_window import reduce_then_reshape, window_reduce_dims
 from hlopass.rewriting import (
+    same_shape,
     value_shape,
 )
 
@@ -96,6 +99,9 @@ class SliceOfConcatenate(Simplification):
             size = value_shape(v).dims[k]  # type: ignore[attr-defined]
             if offset <= first and last < offset + size:
                 sl[k] = A.SliceDim(first - offset, last - offset + 1, sl[k].stride)
+                whole = all(d.start == 0 and d.stride == 1 for d in sl)
+                if whole and same_shape(value_shape(v), op.shape):
+                    return v  # the slice covers exactly that operand
                 return self.new("slice", [v], shape, {"slice": tuple(sl)}, like=op)
             offset += size
         return None
@@ -125,6 +131,8 @@ class SliceOfPad(Simplification):
             if d.start < p.low or _last(d, n) >= p.low + size:
                 return None
             out.append(A.SliceDim(d.start - p.low, _last(d, n) - p.low + 1, d.stride))
+        if shape.dims == xs.dims and same_shape(xs, op.shape):
+            return x  # the slice reads every element of x, in order
         return self.new("slice", [x], shape, {"slice": tuple(out)}, like=op)
 
 
@@ -266,3 +274,94 @@ class SliceUndoesPad(Simplification):
             if d.start != p.low or d.stride != p.interior + 1:
                 return None
         return x
+
+
+class SliceOfConcatenateOperands(Simplification):
+    """`slice(concatenate(x0, ..., xn)) -> slice(concatenate(xi, ..., xj))` when the slice
+    reads from a run xi..xj of the operands, not all of them (offsets shifted; unstrided)."""
+
+    OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"concatenate"})
+
+    def rewrite(self, op: HloOp):
+        cat = src(op.operands[0], "concatenate")
+        shape = array(op.shape)
+        if cat is None or shape is None or shape.num_elements == 0:
+            return None
+        sl = list(op.attr("slice"))
+        if any(d.stride != 1 for d in sl):
+            return None
+        (k,) = cat.attr("dimensions")
+        start, limit = sl[k].start, sl[k].limit
+        offset, first, base, last = 0, None, 0, None
+        sizes = [value_shape(v).dims[k] for v in cat.operands]  # type: ignore[attr-defined]
+        for i, size in enumerate(sizes):
+            if first is None and offset <= start < offset + size:
+                first, base = i, offset
+            offset += size
+            if first is not None and offset >= limit:
+                last = i
+                break
+        if first is None or last is None or last == first or last - first + 1 == len(sizes):
+            return None  # one operand (SliceOfConcatenate) or all of them
+        parts = list(cat.operands)[first : last + 1]
+        cs = array(cat.shape)
+        assert cs is not None
+        dims = list(cs.dims)
+        dims[k] = sum(sizes[first : last + 1])
+        inner = self.new("concatenate", parts, cs.with_dims(tuple(dims)).with_layout(cs.layout),
+                         {"dimensions": (k,)}, like=cat)  # fmt: skip
+        sl[k] = A.SliceDim(start - base, limit - base, 1)
+        return self.new("slice", [inner.result], shape, {"slice": tuple(sl)}, like=op)
+
+
+class SliceOfReshape(Simplification):
+    """`slice(reshape(x))` cutting only dim 0 (no strides) -> `reshape(slice(x))` when the
+    elements it keeps are one box of x (the cut falls on x's sub-dimension boundaries;
+    XLA's `TryToReorderSliceAndReshape`)."""
+
+    OPCODES = ("slice",)
+    OPERAND_FROM = frozenset({"reshape"})
+    LAYOUT_CHANGING = True
+
+    def rewrite(self, op: HloOp):
+        r = src(op.operands[0], "reshape")
+        shape = array(op.shape)
+        if r is None or shape is None or shape.is_dynamic:
+            return None
+        x = r.operands[0]
+        sx, sr = array(value_shape(x)), array(r.shape)
+        if sx is None or sr is None or sx.is_dynamic:
+            return None
+        sl = tuple(op.attr("slice"))
+        if any(d.stride != 1 for d in sl):
+            return None
+        cut = [i for i, d in enumerate(sl) if d.start != 0 or d.limit != sr.dims[i]]
+        if cut != [0]:
+            return None
+        start = sl[0].start * math.prod(sr.dims[1:])
+        count = shape.num_elements
+        inner = math.prod(sx.dims[1:])
+        if inner == 0 or start % inner or count % inner:
+            return None
+        starts, limits = [0] * sx.rank, list(sx.dims)
+        for i in range(sx.rank - 1, -1, -1):
+            n = sx.dims[i]
+            if count >= n:
+                if count % n or start % n:
+                    return None
+                count //= n
+                start //= n
+            else:
+                first = start % n
+                if first + count > n:
+                    return None
+                starts[i], limits[i] = first, first + count
+                start //= n
+                count = 1
+        if start != 0 or count != 1:
+            return None
+        dims = tuple(hi - lo for lo, hi in zip(starts, limits, strict=True))
+        new = tuple(A.SliceDim(lo, hi, 1) for lo, hi in zip(starts, limits, strict=True))
+        s = self.new("slice", [x], sx.with_dims(dims), {"slice": new}, like=op)
+        return self.new("reshape", [s.result], shape, like=op)

@@ -8,7 +8,8 @@ parameters bind nothing), and `--explain-layout` prints one line naming what it 
 triangular-solve, TopK and collectives get XLA's GPU constraints (`rules.py`), the rest
 follow them (`engine.py`), and a `copy` goes wherever a user needs another layout than its
 operand has. `policy=cost` prices the candidate plans of each convolution/dot cluster with
-`hlopass.cost` and keeps the cheapest (`strategy.py`).
+`hlopass.cost`, each after the pipeline that follows it (`price-after`, by default the
+layout cleanups and fusion: `pricing.py`), and keeps the cheapest (`strategy.py`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.cost import estimate, get_device
-from hlopass.dialects.hlo import ComputationOp, computations, entry_computation
+from hlopass.dialects.hlo import ATTR_CLASSES, ComputationOp, computations, entry_computation
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, run_patterns
 from hlopass.shape import Shape
 
 from .apply import AssignPlannedLayout, CopyOperandIfLayoutsDiffer
 from .engine import Choices, Planner
+from .pricing import DEFAULT, EndToEndPricer, after_passes
 from .strategy import POLICIES, choose, explain_stream
 
 
@@ -34,9 +36,11 @@ def assign_layouts(
     choices: Choices,
     trace: TraceHook | None = None,
     explain: TextIO | None = None,
+    unset: frozenset[str] = frozenset(),
 ) -> bool:
     """Plan and apply layouts in every computation of `module`; to `explain`, when given,
-    one line on the entry's layouts where the module left them free."""
+    one line on the entry's layouts where the module left them free. `unset`: entry
+    parameters (`p<N>`) and `result` whose entry_computation_layout is left free."""
     rctx = RewriteContext.of(module, trace)
     entry = entry_computation(module)
     ecl = module.attributes.get("hlo.entry_computation_layout")
@@ -49,6 +53,9 @@ def assign_layouts(
             stored = ecl.data if ecl is not None else None  # type: ignore[attr-defined]
             params = dict(enumerate(stored[:-1])) if stored is not None else None
             root = stored[-1] if stored is not None else None
+            if params is not None:  # XLA's cleared ShapeLayouts: free, as without a layout
+                params = {n: s for n, s in params.items() if f"p{n}" not in unset}
+            root = None if "result" in unset else root
         else:
             params = {p.attr("number"): p.shape for p in comp.parameters()}
             root = comp.root.shape
@@ -60,7 +67,20 @@ def assign_layouts(
         changed |= bool(relayout.done or copies.done)
         if written is not None:
             print(free_entry_note(comp, *written), file=explain)
+        if comp is entry and ecl is not None and unset:
+            record_unset_layouts(module, comp, unset)
     return changed
+
+
+def record_unset_layouts(module: ModuleOp, entry: ComputationOp, unset: frozenset[str]) -> None:
+    """Write the layouts chosen for the `unset` entries into entry_computation_layout."""
+    stored = list(module.attributes["hlo.entry_computation_layout"].data)  # type: ignore[attr-defined]
+    for p in entry.parameters():
+        if f"p{p.attr('number')}" in unset:
+            stored[p.attr("number")] = p.shape
+    if "result" in unset:
+        stored[-1] = entry.root.shape
+    module.attributes["hlo.entry_computation_layout"] = ATTR_CLASSES["shapes"].new(tuple(stored))  # type: ignore[attr-defined]
 
 
 def free_entry_note(entry: ComputationOp, params: list[Shape], root: Shape) -> str:
@@ -121,19 +141,62 @@ class LayoutAssignmentPass(HloModulePass):
     layouts chosen for an entry without entry_computation_layout (stderr)."""
 
     max_trials: int = 64
-    """policy=cost: at most this many priced plans (each one estimate of the whole module)."""
+    """policy=cost: at most this many priced plans (each, unless it lays the module out as
+    one priced before, one run of `price-after` on a copy and one estimate of it)."""
+
+    price_after: tuple[str, ...] = (DEFAULT,)
+    """policy=cost: the pipeline each candidate plan runs through (on a copy) before it is
+    priced, so that a plan is priced as the module will run. `default`: what a user runs
+    after layout assignment, layout-normalization,copy-elision,call-inliner,algsimp,
+    constant-folding,dce,cse,tree-reduction-rewriter,priority-fusion,multi-output-fusion,
+    horizontal-fusion. Its passes with a `device` option take this pass's `device` unless
+    given one; quote it when a pass has options: `price-after="dce,priority-fusion{...}"`;
+    `price-after=""` prices the plans as laid out, unfused."""
+
+    target: str = "gpu"
+    """gpu: XLA's GpuLayoutAssignment (the rules above); generic: XLA's base
+    LayoutAssignment (`generic.py`): no backend constraints, the entry computation layout
+    (or, without one, the entry's written parameter and ROOT layouts) as the constraint,
+    layouts propagated from it, defaults elsewhere, copies where constraints conflict."""
+
+    unset: str = ""
+    """Entry layouts left free for the pass to choose (XLA's ShapeLayout::Clear on the
+    entry's ComputationLayout), comma-separated: `p<N>`, `p<N>.<i>` (a tuple element),
+    `result`, `result.<i>`. Quote it: `unset="p0,result"`. target=gpu takes whole
+    parameters and `result` only."""
+
+    reverse_computation_order: bool = False
+    """target=generic: lay out callers before their callees, each callee taking its call
+    site's layouts (XLA's LayoutAssignment reverse_computation_order)."""
+
+    pack_dot_operands_along_k: bool = False
+    """XLA's xla_gpu_experimental_pack_dot_operands_along_k_dimension: a dot operand of a
+    sub-byte type (s4, ... through converts and elementwise ops) takes its contracting
+    dims minor."""
 
     def __post_init__(self) -> None:
+        if self.target not in ("gpu", "generic"):
+            raise ValueError(f"target must be gpu or generic, got {self.target!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         try:
             get_device(self.device)
         except KeyError as e:
             raise ValueError(str(e).strip("'\"")) from None
+        if self.policy == "cost":
+            after_passes(self.price_after, self.device)  # a bad pipeline fails before any run
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        if self.target == "generic":
+            from .generic import assign_generic
+
+            unset = frozenset(u.strip() for u in self.unset.split(",") if u.strip())
+            return assign_generic(module, unset, trace, self.reverse_computation_order)
         device = get_device(self.device).name
         explain = explain_stream(self.explain)
-        choices = choose(module, device, self.policy, lambda c: plan_time(module, c),
-                         explain, self.max_trials)  # fmt: skip
-        return assign_layouts(module, choices, trace, explain)
+        unset = frozenset(u.strip() for u in self.unset.split(",") if u.strip())
+        pack_k = self.pack_dot_operands_along_k
+        price = EndToEndPricer(module, device, self.price_after, pack_k, unset)
+        choices = choose(module, device, self.policy, price, explain, self.max_trials)
+        choices.pack_k = pack_k
+        return assign_layouts(module, choices, trace, explain, unset)

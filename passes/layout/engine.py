@@ -34,6 +34,7 @@ from .layouts import (
     reshape_is_bitcast,
     row_reduction_operand_layout,
     same_layout,
+    transpose_is_bitcast,
     transpose_operand_for_bitcast,
     transpose_result_for_bitcast,
     value_shape,
@@ -66,6 +67,8 @@ class Choices:
     per_op: dict[str, str] = field(default_factory=dict)
     forced: dict[str, tuple[M2M | None, M2M | None, M2M | None]] = field(default_factory=dict)
     """Explicit (lhs, rhs, result) layouts per instruction name (e.g. another compiler's plan)."""
+    pack_k: bool = False
+    """Sub-byte dot operands with their contracting dims minor (see `rules.dot_operand_layout`)."""
 
     def of(self, op: HloOp) -> str:
         return self.per_op.get(op.inst_name, "xla")
@@ -164,7 +167,7 @@ class Planner:
                 for i in (0, 1):
                     self.ask_m2m(op.operands[i], self.dot_operand(op, i), True)
             return
-        fixed = rules.fixed_layouts(op)
+        fixed = rules.fixed_layouts(op, self.choices.device)
         if fixed is not None:
             for i, s in fixed.operands.items():
                 self.ask(op.operands[i], s, True)
@@ -214,10 +217,14 @@ class Planner:
             size *= src.dims[d]
         if size < rules.ROW_REDUCTION_MIN or not dims or len(dims) == src.rank:
             return
-        out = default_m2m(src.rank - len(dims))
+        want, hard = self.wanted(op)
+        # a reduce whose layout is fixed (XLA: constrained before its operand) passes the
+        # row layout on as a constraint; otherwise it is a preference
+        hard = hard and isinstance(want, ArrayShape)
+        out = m2m_of(want) if hard else default_m2m(src.rank - len(dims))  # type: ignore[arg-type]
         m2m = row_reduction_operand_layout(out, src.rank, dims)
         for v in op.operands[: len(op.operands) // 2]:
-            self.ask_m2m(v, m2m, False)
+            self.ask_m2m(v, m2m, hard)
 
     def request_through_transpose(self, op: HloOp, want: Shape | None, hard: bool) -> None:
         """Ask the operand for the layout that makes the transpose a bitcast. A dot used only
@@ -225,15 +232,17 @@ class Planner:
         produce it); for an operand with other users it is only a preference, so that a
         user needing the operand as it is wins and the transpose moves the data."""
         src = op.operands[0]
+        perm = op.attr("dimensions")
         out = m2m_of(want) if isinstance(want, ArrayShape) else default_m2m(op.shape.rank)  # type: ignore[attr-defined]
-        m2m = transpose_operand_for_bitcast(out, op.attr("dimensions"))
+        m2m = transpose_operand_for_bitcast(out, perm)
         p = producer(src)
         single = src.has_one_use()
         if p is not None and p.opcode == "dot" and single:
-            shape = value_shape(src)
-            if isinstance(shape, ArrayShape) and rules.dot_can_produce(p, m2m):
-                self.ask_m2m(src, m2m, True)
-            return
+            # XLA's constraint takes the transpose's result as default, whatever is wanted
+            of_dot = transpose_operand_for_bitcast(default_m2m(len(perm)), perm)
+            if rules.dot_can_produce(p, of_dot):
+                self.ask_m2m(src, of_dot, True)
+                return
         self.ask_m2m(src, m2m, hard and single)
 
     # --- forward: choices -------------------------------------------------------------------
@@ -274,15 +283,15 @@ class Planner:
         current = op.shape
         want, hard = self.wanted(op)
         if opc == "parameter":
-            if self.pinned_params is not None:
-                return self.pinned_params.get(op.attr("number"), current)
-            return want if want is not None else current
+            if self.pinned_params is not None and op.attr("number") in self.pinned_params:
+                return self.pinned_params[op.attr("number")]
+            return want if want is not None else current  # free (no layout given)
         if not isinstance(current, ArrayShape) and opc not in (
             "tuple",
             "get-tuple-element",
             "reduce",
         ):
-            fixed = rules.fixed_layouts(op)
+            fixed = rules.fixed_layouts(op, self.choices.device)
             return fixed.result if fixed is not None and fixed.result is not None else current
         if isinstance(current, ArrayShape) and (
             current.rank == 0 or current.element_type in ("token", "opaque")
@@ -292,7 +301,7 @@ class Planner:
             return _relabel(current, self.conv_layouts(op).output)
         if opc == "dot":
             return self.choose_dot(op, want)
-        fixed = rules.fixed_layouts(op)
+        fixed = rules.fixed_layouts(op, self.choices.device)
         if fixed is not None and fixed.result is not None:
             return fixed.result
         if opc == "tuple":
@@ -304,7 +313,10 @@ class Planner:
             return src.elements[op.attr("index")] if isinstance(src, TupleShape) else current
         if opc == "reshape":
             return self.choose_reshape(op, want)
-        if hard and want is not None and (opc in RELAYOUTABLE or is_follow(op)):
+        root_pin = opc == "transpose" and op is self.comp.root and self.pinned_root is not None
+        # XLA makes every transpose a bitcast: a pinned root is the weaker constraint (a copy
+        # follows the transpose), a user's is the stronger (its operand is copied)
+        if hard and want is not None and (opc in RELAYOUTABLE or is_follow(op)) and not root_pin:
             return want
         if opc == "transpose":
             src = self.shape_of(op.operands[0])
@@ -385,7 +397,17 @@ class Planner:
             m2m = default_m2m(shape.rank)  # type: ignore[attr-defined]
             if rules.matrix_layout_ok(shape, m2m, (side.batch, side.contracting, side.free)):  # type: ignore[arg-type]
                 return m2m
-        return rules.dot_operand_layout(op, i, self.choices.device)
+        existing = self.existing_layout(op.operands[i])
+        return rules.dot_operand_layout(op, i, self.choices.device, existing, self.choices.pack_k)
+
+    def existing_layout(self, v: SSAValue) -> M2M | None:
+        """The layout `v` has before any is chosen: a parameter's, where the computation
+        fixes it (XLA clears every other layout before it assigns)."""
+        p = producer(v)
+        if p is None or p.opcode != "parameter" or self.pinned_params is None:
+            return None
+        s = self.pinned_params.get(p.attr("number"))
+        return m2m_of(s) if isinstance(s, ArrayShape) else None
 
     def conv_layouts(self, op: HloOp) -> rules.ConvLayouts:
         forced = self.choices.forced.get(op.inst_name)
@@ -413,7 +435,7 @@ class Planner:
                 if m2m is not None:
                     self.need_m2m(op, i, m2m)
             return
-        fixed = rules.fixed_layouts(op)
+        fixed = rules.fixed_layouts(op, self.choices.device)
         if fixed is not None:
             for i, s in fixed.operands.items():
                 self.need(op, i, s)
@@ -422,6 +444,15 @@ class Planner:
             src = self.shape_of(op.operands[0])
             if isinstance(src, ArrayShape) and not reshape_is_bitcast(src, shape):  # type: ignore[arg-type]
                 self.need(op, 0, with_default(src))
+            return
+        if opc == "transpose" and isinstance(shape, ArrayShape):
+            src = self.shape_of(op.operands[0])
+            perm = op.attr("dimensions")
+            assert isinstance(src, ArrayShape)
+            # a backend constraint of a user (sort, TopK, ...) outranks the operand's layout in
+            # XLA: the transpose stays a bitcast and its operand is copied
+            if not transpose_is_bitcast(src, shape, perm) and self.fixed_user(op):
+                self.need_m2m(op, 0, transpose_operand_for_bitcast(m2m_of(shape), perm))
             return
         if opc in ("transpose", "broadcast", "get-tuple-element", "parameter"):
             return
@@ -448,6 +479,16 @@ class Planner:
             return
         for i, v in enumerate(op.operands):
             self.need(op, i, value_shape(v))
+
+    def fixed_user(self, op: HloOp) -> bool:
+        """Some user of `op` needs it in a layout of its own (`rules.fixed_layouts`)."""
+        for use in op.result.uses:
+            user = use.operation
+            if isinstance(user, HloOp):
+                fixed = rules.fixed_layouts(user, self.choices.device)
+                if fixed is not None and use.index in fixed.operands:
+                    return True
+        return False
 
     def gemm_can_read(self, op: HloOp, i: int) -> bool:
         """The operand's planned layout is a valid matrix layout (XLA's MatrixLayout::For)."""

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from xdsl.ir import Operation, SSAValue
 
 from hlopass.attrs import ConvDims
 from hlopass.cost.layouts import conv_roles
 from hlopass.dialects.hlo import HloOp
-from hlopass.shape import ArrayShape, Shape
+from hlopass.shape import ArrayShape, Shape, TupleShape
 
 from .layouts import (
     M2M,
@@ -117,31 +120,33 @@ def dot_sides(op: HloOp) -> tuple[DotSide, DotSide]:
     return out[0], out[1]
 
 
-def _groups_in_order(
-    m2m: M2M, dims_of: Sequence[tuple[int, ...]], sizes: Sequence[int]
-) -> list[int]:
-    """Group index of each non-degenerate dim, major to minor."""
-    group = {d: g for g, ds in enumerate(dims_of) for d in ds}
-    return [group[d] for d in reversed(m2m) if sizes[d] != 1 and d in group]
-
-
 def matrix_layout_ok(shape: ArrayShape, m2m: M2M, groups: Sequence[tuple[int, ...]]) -> bool:
-    """XLA's MatrixLayout::For succeeds: the batch group (groups[0]) most major, every group
-    contiguous in memory, a batch dim never minor-most."""
-    seq = _groups_in_order(m2m, groups, shape.dims)
-    runs: list[int] = []
-    for g in seq:
-        if not runs or runs[-1] != g:
-            if g in runs:
-                return False
-            runs.append(g)
-    if 0 in runs and runs[0] != 0:
-        return False
-    return not (runs and runs[-1] == 0)
+    """XLA's MatrixLayout::For succeeds for groups (batch, rows, cols): each group's dims
+    physically consecutive in their listed order (major to minor), and the batch group not
+    the most minor of the three (a missing group counts as most major)."""
+    batch, rows, cols = (tuple(g) for g in groups)
+    order: list[int] = []
+    i = 0
+    while i < len(m2m):
+        for gid, group in ((1, rows), (2, cols), (0, batch)):
+            if group and m2m[i] == group[-1]:
+                if tuple(m2m[i : i + len(group)]) != group[::-1]:
+                    return False
+                order.append(gid)
+                i += len(group)
+                break
+        else:
+            return False
+    order += [gid for gid, group in ((2, cols), (1, rows), (0, batch)) if not group]
+    return order[0] != 0
 
 
-def dot_operand_layout(op: HloOp, i: int, device: str) -> M2M | None:
-    """XLA's AddDotBackendConstraints for operand `i`: None when left free."""
+def dot_operand_layout(op: HloOp, i: int, device: str, existing: M2M | None = None,
+                       pack_k: bool = False) -> M2M | None:  # fmt: skip
+    """XLA's AddDotBackendConstraints for operand `i`: None when left free. `existing`: the
+    operand's layout where it already has one (a parameter's), kept when gemm can read it;
+    `pack_k`: operands of sub-byte types (through unary/elementwise chains) take their
+    contracting dims minor (xla_gpu_experimental_pack_dot_operands_along_k_dimension)."""
     lhs, rhs = dot_sides(op)
     side = (lhs, rhs)[i]
     shape = value_shape(op.operands[i])
@@ -149,20 +154,47 @@ def dot_operand_layout(op: HloOp, i: int, device: str) -> M2M | None:
     types = {value_shape(o).element_type for o in op.operands[:2]}  # type: ignore[attr-defined]
     s8 = types == {"s8"} and op.shape.element_type == "s32"  # type: ignore[attr-defined]
     fp8 = types <= FP8_DOT_TYPES and COMPUTE_CAPABILITY.get(device, HOPPER) < BLACKWELL
-    if s8 or fp8:
-        current = m2m_of(shape)
+    if s8 or fp8 or (pack_k and is_packed(op.operands[i])):
         k = len(side.contracting)
-        if set(current[:k]) == set(side.contracting) and matrix_layout_ok(
-            shape, current, (side.batch, side.free, side.contracting)
-        ):
-            return current
+        if (existing is not None and set(existing[:k]) == set(side.contracting)
+                and matrix_layout_ok(shape, existing, (side.batch, side.free, side.contracting))):  # fmt: skip
+            return existing
         return from_major_to_minor([*side.batch, *side.free, *side.contracting])
     if side.batch or len(side.contracting) > 1 or len(side.free) > 1:
+        groups = (side.batch, side.contracting, side.free)
+        if existing is not None and matrix_layout_ok(shape, existing, groups):
+            return existing
         default = default_m2m(shape.rank)
-        if matrix_layout_ok(shape, default, (side.batch, side.contracting, side.free)):
+        if matrix_layout_ok(shape, default, groups):
             return default
         return from_major_to_minor([*side.batch, *side.contracting, *side.free])
     return None
+
+
+SUB_BYTE_TYPES = frozenset({"s1", "s2", "s4", "u1", "u2", "u4", "f4e2m1fn"})
+
+
+def is_packed(v: SSAValue) -> bool:
+    """XLA's IsPackedInstruction: a sub-byte value up a chain of unary ops, or of either
+    operand of an elementwise binary op on the way."""
+    seen: set[Operation] = set()
+
+    def walk(v: SSAValue) -> bool:
+        op: Any = v.owner  # an HloOp, or a block (a computation's argument)
+        while isinstance(op, HloOp) and op not in seen:
+            seen.add(op)
+            shape = op.shape
+            if isinstance(shape, ArrayShape) and shape.element_type in SUB_BYTE_TYPES:
+                return True
+            if len(op.operands) == 1:
+                op = op.operands[0].owner
+                continue
+            if len(op.operands) == 2 and "elementwise" in op.spec.traits:
+                return walk(op.operands[0]) or walk(op.operands[1])
+            return False
+        return False
+
+    return walk(v)
 
 
 def dot_output_groups(op: HloOp) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -192,6 +224,14 @@ def dot_can_produce(op: HloOp, m2m: M2M) -> bool:
 # --- other backend constraints (AddBackendConstraints besides conv and dot) -----------------
 
 MEMORY_PLACEMENT_TARGETS = frozenset({"MoveToHost", "MoveToDevice"})
+TOPK_TARGETS = frozenset({"TopK", "__gpu$TopK"})
+CUB_SORT_TARGET = "xla.gpu.ext.cub_sort_unassigned_scratch_size"
+"""The CUB radix sort SortRewriter makes of a sort (before its scratch size is set)."""
+CUDNN_FORWARD_CONV_TARGETS = frozenset({
+    "__cudnn$convForward", "__cudnn$convForwardGraph", "__cudnn$convBiasActivationForward",
+})  # fmt: skip
+"""cuDNN forward convolutions as custom calls (ConvRewriter's output): lhs (N, C, spatial),
+filter (O, I, spatial), result (N, C, spatial) as the dim labels name them."""
 
 
 @dataclass(frozen=True)
@@ -221,9 +261,10 @@ def _arrays_default(op: HloOp, which: Sequence[int] | None = None) -> dict[int, 
     return out
 
 
-def fixed_layouts(op: HloOp) -> Fixed | None:
-    """XLA's GPU constraints on sort, fft, triangular-solve, TopK, memory-placement custom
-    calls, send/recv and rank-changing bitcast-converts; None for anything else."""
+def fixed_layouts(op: HloOp, device: str = "h100_sxm") -> Fixed | None:
+    """XLA's GPU constraints on sort (and CUB's), fft, triangular-solve, TopK, cuDNN forward
+    convolution calls, memory-placement and layout-constrained custom calls, send/recv and
+    rank-changing bitcast-converts; None for anything else."""
     opc = op.opcode
     shape = op.shape
     if opc == "sort":
@@ -241,11 +282,20 @@ def fixed_layouts(op: HloOp) -> Fixed | None:
         return Fixed(with_m2m(shape, fortran_m2m(shape.rank)), ops)
     if opc == "custom-call":
         target = op.attr("custom_call_target") or ""
-        if target == "TopK":  # default result; it cannot change layout, so neither operand
+        if target in TOPK_TARGETS:  # default result; it cannot change layout, so neither operand
+            return Fixed(with_default(shape), _arrays_default(op))
+        if target == CUB_SORT_TARGET:  # a sort: keys, values and sorted outputs default
             return Fixed(with_default(shape), _arrays_default(op))
         if target in MEMORY_PLACEMENT_TARGETS:  # no transposes on host memory
             return Fixed(with_default(shape), _arrays_default(op, [0]))
+        if target in CUDNN_FORWARD_CONV_TARGETS and op.attr("dim_labels") is not None:
+            return cudnn_conv_layouts(op, device)
+        constraints = op.attr("operand_layout_constraints")
+        if constraints is not None:  # a layout-constrained call: its layouts as written
+            return Fixed(shape, dict(enumerate(constraints)))
         return None
+    if opc == "recv-done":  # the data recv delivered: recv's (default) layout
+        return Fixed(with_default(shape), _arrays_default(op))
     if opc == "send":
         return Fixed(None, _arrays_default(op, [0]))
     if opc == "recv":
@@ -253,6 +303,37 @@ def fixed_layouts(op: HloOp) -> Fixed | None:
     if opc == "bitcast-convert":
         return bitcast_convert_layouts(op)
     return None
+
+
+def cudnn_conv_layouts(op: HloOp, device: str) -> Fixed:
+    """XLA's AddBackendConstraintsToDnnConvCustomCall for a forward cuDNN call: its input,
+    filter and result (tuple element 0) in the heuristic's NHWC or NCHW order; side inputs
+    of the result's rank in the result's layout, the scratch buffer default."""
+    labels: ConvDims = op.attr("dim_labels")
+    lhs = value_shape(op.operands[0])
+    assert isinstance(lhs, ArrayShape)
+    b, f, sp = labels.input
+    ki, ko, ksp = labels.kernel
+    ob, of, osp = labels.output
+    if conv_prefers_nhwc(lhs.element_type, len(sp), device):
+        orders = ([b, *sp, f], [ko, *ksp, ki], [ob, *osp, of])
+    else:
+        orders = ([b, f, *sp], [ko, ki, *ksp], [ob, of, *osp])
+    lhs_m2m, rhs_m2m, out_m2m = (from_major_to_minor(o) for o in orders)
+    shape = op.shape
+    elements = shape.elements if isinstance(shape, TupleShape) else (shape,)
+    first = elements[0]
+    assert isinstance(first, ArrayShape)
+    result = with_m2m(first, out_m2m)
+    rest = tuple(with_default(e) for e in elements[1:])
+    operands: dict[int, Shape] = {}
+    for i, v in enumerate(op.operands):
+        s = value_shape(v)
+        if not isinstance(s, ArrayShape):
+            continue
+        m2m = lhs_m2m if i == 0 else rhs_m2m if i == 1 else out_m2m
+        operands[i] = with_m2m(s, m2m) if s.rank == len(m2m) else with_default(s)
+    return Fixed(TupleShape((result, *rest)) if isinstance(shape, TupleShape) else result, operands)
 
 
 def bitcast_convert_layouts(op: HloOp) -> Fixed | None:

@@ -118,7 +118,12 @@ def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
     cluster (greedily, the others fixed), the candidate with the lowest estimated module
     time, `grappler` applies TensorFlow's rule (NCHW unless >= half the convolutions
     prefer NHWC) to every convolution. Each priced candidate is one trial of the whole
-    module: past `max_trials`, the remaining (smaller) clusters keep XLA's rules."""
+    module: past `max_trials`, the remaining (smaller) clusters keep XLA's rules.
+
+    `price` says what a plan costs (`pricing.EndToEndPricer`: after the pipeline that
+    follows layout assignment). XLA's own candidate is in every cluster's set, tried
+    first, and wins ties, so under `cost` the chosen plan is never priced above
+    policy=xla's (checked once more at the end)."""
     choices = Choices(device)
     clusters = find_clusters(module)
     if policy == "grappler":
@@ -167,6 +172,12 @@ def choose(module: ModuleOp, device: str, policy: str, price: Pricer,
                 line += f" = {plan}, {times[plan]:.3f} us; cheapest: {cheapest}"
                 line += f", {times[cheapest]:.3f} us"
             print(line, file=explain)
+    if policy == "cost" and choices.per_op and price(choices) > price(Choices(device)):
+        # greedy steps only ever lower the price, from XLA's plan: this holds unless a
+        # pricer is not a function of the plan; then XLA's plan, never a slower one
+        if explain is not None:
+            print("layout: the priced plan is slower than policy=xla's: xla", file=explain)
+        return Choices(device)
     return choices
 
 
