@@ -663,12 +663,17 @@ class OpcodeDispatchApplier(RewritePattern):
     def _for(self, opcode: str | None) -> list[RewritePattern]:
         found = self._by_opcode.get(opcode)
         if found is None:
-            found = self._by_opcode[opcode] = [
-                p
-                for p in self.patterns
-                if not getattr(type(p), "OPCODES", ()) or opcode in type(p).OPCODES  # type: ignore[attr-defined]
-            ]
+            found = self._by_opcode[opcode] = self._select(opcode)
         return found
+
+    def _select(self, opcode: str | None) -> list[RewritePattern]:
+        """The patterns an instruction of `opcode` is offered, in order (asked once per
+        opcode; a subclass may build its patterns here, on first need)."""
+        return [
+            p
+            for p in self.patterns
+            if not getattr(type(p), "OPCODES", ()) or opcode in type(p).OPCODES  # type: ignore[attr-defined]
+        ]
 
     def wants(self, op: Operation) -> bool:
         """Some pattern may match `op` (the driver does not visit the others); asked of

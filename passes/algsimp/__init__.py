@@ -12,6 +12,7 @@ with `enable-floats-are-real` (or its older name `float-unsafe`); for integers t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import ClassVar
 
 from xdsl.context import Context
@@ -205,12 +206,15 @@ class AlgebraicSimplifierPass(HloModulePass):
                    trace: TraceHook | None = None) -> bool:  # fmt: skip
         scope.tracked = True
         rctx = RewriteContext.of(module, trace, scope)
-        patterns: list[RewritePattern] = [cls(rctx, self) for cls in PATTERNS if self.enables(cls)]
-        patterns.append(barriers.OptBarrierDropUnusedElements(rctx, self))
+
+        def make(cls: type) -> RewritePattern:
+            return cls(rctx, self)
+
         fused = set() if self.include_fusions else fusion_computations(module, scope)
         before = computations(module)
         comps = [c for c in scope.select(before) if c.comp_name not in fused]
-        applier = SimplificationApplier(patterns, rctx)  # each op to its opcode's patterns
+        # each op to its opcode's patterns, built when an op of that opcode first comes
+        applier = SimplificationApplier([], rctx, (_enabled(self), make))
         driver = Driver(applier, True, RADIUS, scope.exhaustive)
         changed = False
         for comp in comps:
@@ -227,6 +231,13 @@ class AlgebraicSimplifierPass(HloModulePass):
             known = set(before)
             scope.changed.update(c for c in computations(module) if c not in known)
         return changed
+
+
+@cache
+def _enabled(opts: AlgebraicSimplifierPass) -> tuple[type[RewritePattern], ...]:
+    """The pattern classes `opts` enables, in order, then the opt-barrier cleanup (asked
+    once per distinct options: the pass is a frozen dataclass)."""
+    return (*(c for c in PATTERNS if opts.enables(c)), barriers.OptBarrierDropUnusedElements)
 
 
 def _one_sweep(applier: OpcodeDispatchApplier, comp: ComputationOp) -> bool:

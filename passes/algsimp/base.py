@@ -177,9 +177,21 @@ class SimplificationApplier(OpcodeDispatchApplier):
     order, is worked out once per such pair and kept (a few hundred pairs on Mixtral,
     against a set test per pattern for each of its ~34k instructions)."""
 
-    def __init__(self, patterns: Sequence[RewritePattern], ctx: RewriteContext):
+    def __init__(
+        self,
+        patterns: Sequence[RewritePattern],
+        ctx: RewriteContext,
+        lazy: tuple[tuple[type[RewritePattern], ...], Callable[[type], RewritePattern]]
+        | None = None,
+    ):
         super().__init__(patterns)
         self.ctx = ctx
+        self._lazy = lazy
+        """(classes, make): patterns built only for the opcodes a computation holds, each
+        once (`_select`): algsimp has some 260, a small module meets a dozen opcodes, and
+        building them all per module was most of algsimp's time on the corpus
+        (benchmarks/core_passes.py)."""
+        self._made: dict[type, RewritePattern] = {}
         self._kinds: dict[str, list[tuple[RewritePattern, bool, frozenset[str]]]] = {}
         # (opcode, operand source opcodes) -> what to call, in order (`_offers_for`)
         self._offers: dict[tuple[str, frozenset[str]], tuple[Callable[..., None], ...]] = {}
@@ -187,6 +199,18 @@ class SimplificationApplier(OpcodeDispatchApplier):
         self._blind: dict[str, bool] = {}
         # `apply` skips the opcode check: every Simplification must name its opcodes
         assert all(p.OPCODES for p in patterns if isinstance(p, Simplification))
+
+    def _select(self, opcode: str | None) -> list[RewritePattern]:
+        if self._lazy is None:
+            return super()._select(opcode)
+        classes, make = self._lazy
+        out = []
+        for cls in _classes_for(classes, opcode):
+            p = self._made.get(cls)
+            if p is None:
+                p = self._made[cls] = make(cls)
+            out.append(p)
+        return out
 
     def _kinds_of(self, opcode: str) -> list[tuple[RewritePattern, bool, frozenset[str]]]:
         """(pattern, is a Simplification, OPERAND_FROM) of each of opcode's patterns
@@ -246,6 +270,22 @@ class SimplificationApplier(OpcodeDispatchApplier):
 
 
 _NO_SOURCES: frozenset[str] = frozenset()
+
+_BY_OPCODE: dict[tuple[tuple[type, ...], str | None], tuple[type, ...]] = {}
+"""(pattern classes, opcode) -> those offered that opcode, in order: the same few pattern
+lists serve every module of a process (`SimplificationApplier._select`)."""
+
+
+def _classes_for(classes: tuple[type, ...], opcode: str | None) -> tuple[type, ...]:
+    found = _BY_OPCODE.get((classes, opcode))
+    if found is None:
+        assert all(c.OPCODES for c in classes if issubclass(c, Simplification))  # type: ignore[attr-defined]
+        found = _BY_OPCODE[classes, opcode] = tuple(
+            c
+            for c in classes
+            if not getattr(c, "OPCODES", ()) or opcode in c.OPCODES  # type: ignore[attr-defined]
+        )
+    return found
 
 
 def operand_sources(op: HloOp) -> frozenset[str]:
