@@ -25,7 +25,7 @@ from hlopass.dialects.hlo import (
     computations,
     on_op_class,
 )
-from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES
+from hlopass.dialects.opcodes import COMMON_ATTRS
 from hlopass.fields import set_field
 from hlopass.gcutil import gc_paused
 from hlopass.importer import MODULE_ATTRS
@@ -355,12 +355,11 @@ _ASYNC_OPCODES = frozenset(("async-start", "async-update", "async-done"))
 
 
 def _sugar_reads_back(wrapped: str) -> bool:
-    """`X-start(...)` names the async op wrapping an `X` only where no opcode of its own is
-    spelled so: XLA's printer writes the shorthand regardless, and then `copy-start`,
-    `all-reduce-start`, ... parse as the dedicated opcodes and `parameter-start` (a computation
-    that is only its parameter, left so by algsimp removing a copy) does not parse at all.
-    Those print in the long form (`async-start(...), calls=`), which reads back."""
-    return wrapped != "parameter" and f"{wrapped}-start" not in OPCODES
+    """A computation that is only its parameter (left so by algsimp removing a copy) keeps
+    the long form: XLA's printer writes `parameter-start(...)` for it, which no parser reads.
+    (`copy-start`, `all-reduce-start`, ... stay XLA's shorthand although they read back as
+    the dedicated opcodes: the print is XLA's byte for byte, tests/test_grammar.py.)"""
+    return wrapped != "parameter"
 
 
 # The classes (built so far) of async ops.
