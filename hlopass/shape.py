@@ -7,6 +7,7 @@ the interpreter and the cost model read them directly. Text forms follow XLA's
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hlopass.fields import set_field
@@ -317,3 +318,41 @@ def subshape(shape: Shape, index: tuple[int, ...]) -> Shape:
         assert isinstance(shape, TupleShape)
         shape = shape.elements[i]
     return shape
+
+
+def common_factors(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The pairs (i, j) with prod(a[:i]) == prod(b[:j]) that bound groups of dimensions
+    reshaping into each other, from (0, 0) to (len(a), len(b)) (XLA's `CommonFactors`:
+    the same walk, so that the groups, and which size-1 dims join which, are XLA's)."""
+    if a == b:
+        return [(i, i) for i in range(len(a) + 1)]
+    bounds: list[tuple[int, int]] = []
+    i = j = 0
+    prior_i = prior_j = -1
+    while i < len(a) and j < len(b) and a[i] == b[j]:
+        prior_i, prior_j = i, j
+        bounds.append((i, j))
+        i += 1
+        j += 1
+    if math.prod(a[i:]) != math.prod(b[j:]):
+        return [(0, 0), (len(a), len(b))]
+    if math.prod(a[i:]) == 0:
+        return [*bounds, (i, j), (len(a), len(b))]
+    pa = pb = 1
+    while True:
+        if pa == pb and (i > prior_i or j > prior_j):
+            prior_i, prior_j = i, j
+            bounds.append((i, j))
+            continue
+        in_i, in_j = i < len(a), j < len(b)
+        if not (in_i or in_j):
+            break
+        next_a = pa < pb or (in_i and (not in_j or (pa == pb and a[i] <= b[j])))
+        next_b = pb < pa or (in_j and (not in_i or (pb == pa and b[j] <= a[i])))
+        if next_a:
+            pa *= a[i]
+            i += 1
+        if next_b:
+            pb *= b[j]
+            j += 1
+    return bounds

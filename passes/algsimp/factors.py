@@ -5,54 +5,14 @@ an iota along a size-1 dimension."""
 
 from __future__ import annotations
 
-import math
-
 from hlopass.dialects.hlo import HloOp
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, src
 from hlopass.rewriting import value_shape
-from hlopass.shape import FLOATS, ArrayShape
+from hlopass.shape import FLOATS, ArrayShape, common_factors
 
 # Mantissa bits (with the implicit one) of the float types: integers up to 2**bits are exact.
 _EXACT_INTEGER_BITS = {"f64": 53, "f32": 24, "f16": 11, "bf16": 8}
-
-
-def common_factors(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[int, int]]:
-    """The pairs (i, j) with prod(a[:i]) == prod(b[:j]) that bound groups of dimensions
-    reshaping into each other, from (0, 0) to (len(a), len(b)) (XLA's `CommonFactors`:
-    the same walk, so that the groups, and which size-1 dims join which, are XLA's)."""
-    if a == b:
-        return [(i, i) for i in range(len(a) + 1)]
-    bounds: list[tuple[int, int]] = []
-    i = j = 0
-    prior_i = prior_j = -1
-    while i < len(a) and j < len(b) and a[i] == b[j]:
-        prior_i, prior_j = i, j
-        bounds.append((i, j))
-        i += 1
-        j += 1
-    if math.prod(a[i:]) != math.prod(b[j:]):
-        return [(0, 0), (len(a), len(b))]
-    if math.prod(a[i:]) == 0:
-        return [*bounds, (i, j), (len(a), len(b))]
-    pa = pb = 1
-    while True:
-        if pa == pb and (i > prior_i or j > prior_j):
-            prior_i, prior_j = i, j
-            bounds.append((i, j))
-            continue
-        in_i, in_j = i < len(a), j < len(b)
-        if not (in_i or in_j):
-            break
-        next_a = pa < pb or (in_i and (not in_j or (pa == pb and a[i] <= b[j])))
-        next_b = pb < pa or (in_j and (not in_i or (pb == pa and b[j] <= a[i])))
-        if next_a:
-            pa *= a[i]
-            i += 1
-        if next_b:
-            pb *= b[j]
-            j += 1
-    return bounds
 
 
 def unmodified_dims(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[int, int]]:

@@ -322,7 +322,7 @@ class HoistTransposeOfReshape(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        from hlopass.passes.algsimp.factors import common_factors
+        from hlopass.shape import common_factors
 
         t = src(op.operands[0], "transpose")
         inner = src(t.operands[0], "reshape") if t is not None else None

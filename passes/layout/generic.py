@@ -37,7 +37,7 @@ from hlopass.dialects.hlo import (
 )
 from hlopass.errors import HloError
 from hlopass.rewriting import RewriteContext, TraceHook, run_patterns
-from hlopass.shape import ArrayShape, BufferShape, Shape, TupleShape, subshape
+from hlopass.shape import ArrayShape, BufferShape, Shape, TupleShape, common_factors, subshape
 
 from .apply import AssignPlannedLayout, CopyOperandIfLayoutsDiffer
 from .engine import Plan
@@ -121,31 +121,6 @@ def producer(v: SSAValue) -> HloOp | None:
 
 
 # --- layouts that make a reshape a bitcast (XLA's ShapeUtil::AlignLayouts) -----------------
-
-
-def common_factors(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[int, int]]:
-    """Index pairs (i, j) where the products of a[:i] and b[:j] agree (XLA's CommonFactors)."""
-    bounds: list[tuple[int, int]] = []
-    i = j = 0
-    prior = (-1, -1)
-    pa = pb = 1
-    while True:
-        if pa == pb and (i > prior[0] or j > prior[1]):
-            prior = (i, j)
-            bounds.append((i, j))
-            continue
-        in_i, in_j = i < len(a), j < len(b)
-        if not (in_i or in_j):
-            break
-        next_a = pa < pb or (in_i and not in_j) or (pa == pb and a[i] <= b[j])
-        next_b = pb < pa or (in_j and not in_i) or (pa == pb and b[j] <= a[i])
-        if next_a:
-            pa *= a[i]
-            i += 1
-        if next_b:
-            pb *= b[j]
-            j += 1
-    return bounds
 
 
 def align_layouts(src_dims: tuple[int, ...], src_m2m: M2M, dst_dims: tuple[int, ...]) -> M2M | None:
