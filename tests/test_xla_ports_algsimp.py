@@ -209,8 +209,10 @@ def _compare(
     """`got` is `want` bit for bit (nan where nan, the sign of zero included); under
     floats-are-real, within the bound of a reassociated sum. `sums`: the input holds a dot
     or convolution, whose XLA-CPU kernels add each product to a +0 accumulator, so a sum
-    of one -0 product is +0 there; XLA's own rewrites of such a dot into a multiply
-    (`DotToMultiply`, strength reduction) keep the -0, and only the zero's sign may differ."""
+    of one -0 product is +0 there, and keep subnormal products, which XLA-CPU's
+    elementwise kernels flush to zero; XLA's own rewrites of such a dot into a multiply
+    (`DotToMultiply`, strength reduction) then give -0 or 0 there: only a zero's sign, or
+    a subnormal against a zero, may differ."""
     g, w = np.asarray(got), np.asarray(want)
     assert g.shape == w.shape and g.dtype == w.dtype, what
     if g.dtype.kind not in "fcV":  # (ml_dtypes floats, bf16 and the f8 types, are "V")
@@ -226,6 +228,11 @@ def _compare(
     same = (gf == wf) | (np.isnan(gf) & np.isnan(wf))
     if gf.dtype.kind == "f" and not sums:
         same &= (np.signbit(gf) == np.signbit(wf)) | np.isnan(gf)
+    elif gf.dtype.kind == "f":
+        import ml_dtypes
+
+        tiny = float(ml_dtypes.finfo(g.dtype).tiny)
+        same |= (np.abs(gf) < tiny) & (np.abs(wf) < tiny)  # (subnormal or zero, both)
     assert same.all(), f"{what}\nargs {args}\ngot {g}\nwant {w}"
 
 
