@@ -132,7 +132,7 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
         assert changed == (before != after), f"{cid}: changed={changed}"
         jobs += [(before, args), (after, args)]
         meta.append((cid, args, after, before))
-    results = _run_replicated(jobs, replicas)
+    results = run_replicated(jobs, replicas)
     out = {}
     for i, (cid, args, after, before) in enumerate(meta):
         want, got = results[2 * i], results[2 * i + 1]
@@ -150,7 +150,7 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
     return out
 
 
-def _run_replicated(jobs: list[tuple[str, list[np.ndarray]]], replicas: list[int]) -> list[dict]:
+def run_replicated(jobs: list[tuple[str, list[np.ndarray]]], replicas: list[int]) -> list[dict]:
     """XLA-CPU's result of each job; a job whose collectives name n > 1 replicas runs on n
     replicas, each on the job's arguments, its outputs those of every replica in turn."""
     from tests.interp_util import xla_execute_many, xla_execute_replicas
@@ -167,7 +167,7 @@ def _run_replicated(jobs: list[tuple[str, list[np.ndarray]]], replicas: list[int
     return out
 
 
-def _bound(args: list[np.ndarray], want: np.ndarray) -> float:
+def reassociation_bound(args: list[np.ndarray], want: np.ndarray) -> float:
     """Reassociation error bound: a few ulps of the largest finite magnitude involved."""
     mags = [np.abs(a[np.isfinite(a)]).max(initial=0.0) for a in args if a.dtype.kind == "f"]
     mag = max([float(np.abs(want[np.isfinite(want)]).max(initial=0.0)), *mags, 1.0])
@@ -194,7 +194,7 @@ def test_family_case_keeps_xla_cpu_values(cid: str, spec: str, text: str, xla) -
         if fast:
             both = np.isfinite(gf) & np.isfinite(wf)
             err = np.abs(gf[both] - wf[both]).max(initial=0.0)
-            assert err <= _bound(args, w), f"{what}\ngot {g}\nwant {w}"
+            assert err <= reassociation_bound(args, w), f"{what}\ngot {g}\nwant {w}"
             continue
         same = (gf == wf) | (np.isnan(gf) & np.isnan(wf))
         if gf.dtype.kind == "f":

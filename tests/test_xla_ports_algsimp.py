@@ -29,7 +29,7 @@ from hlopass.pipeline import parse_pass_pipeline
 from hlopass.shape import ArrayShape
 from hlopass.verifier import allow_mixed_precision
 from hlopass.xdsl_io import context
-from tests.test_algsimp_families import _bound, _run_replicated, special_values
+from tests.test_algsimp_families import reassociation_bound, run_replicated, special_values
 
 PORTS = Path(__file__).resolve().parent.parent / "lit_tests" / "xla_ports"
 FILES = sorted(p.name for p in PORTS.glob("algebraic_simplifier_test*.hlo"))
@@ -168,7 +168,7 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
         jobs += [(before_text, args), (after_text, args)]
         replicas += [n, n]
         meta.append((cid, args, before_text, after_text))
-    results = _run_replicated(jobs, replicas)
+    results = run_replicated(jobs, replicas)
     out: dict[str, tuple[list[np.ndarray], dict, dict, str]] = {}
     for i, (cid, args, before_text, after_text) in enumerate(meta):
         want, got = results[2 * i], results[2 * i + 1]
@@ -223,7 +223,7 @@ def _compare(
     if fast:
         both = np.isfinite(gf) & np.isfinite(wf)
         err = np.abs(gf[both] - wf[both]).max(initial=0.0)
-        assert err <= _bound(args, w), f"{what}\ngot {g}\nwant {w}"
+        assert err <= reassociation_bound(args, w), f"{what}\ngot {g}\nwant {w}"
         return
     same = (gf == wf) | (np.isnan(gf) & np.isnan(wf))
     if gf.dtype.kind == "f" and not sums:

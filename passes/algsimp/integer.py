@@ -13,6 +13,7 @@ from hlopass.passes.algsimp.helpers import (
     power_of_two_exponent,
     src,
 )
+from hlopass.passes.algsimp.identities import AddZero
 from hlopass.rewriting import (
     is_zero,
     owner,
@@ -273,17 +274,10 @@ class RemainderOfIotaPlusDivisor(Simplification):
         return None
 
 
-class XorZero(Simplification):
-    """`xor(x, 0) -> x` (and `xor(0, x)`; integers, and pred with false)."""
+class XorZero(AddZero):
+    """`xor(x, 0) -> x` (and `xor(0, x)`; integers, and pred with false): add's rule."""
 
     OPCODES = ("xor",)
-    OPERAND_FROM = CONSTANT_LIKE
-
-    def rewrite(self, op: HloOp):
-        for x, c in commuted(op):
-            if is_zero(c):
-                return x
-        return None
 
 
 # Instructions whose every run gives the same value from the same operands (an rng, a
