@@ -49,6 +49,7 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
+            "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),
             "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
             "horizontal-fusion": _lazy("hlopass.passes.fusion", "HorizontalFusionPass"),
@@ -65,6 +66,52 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "layout-normalization": _lazy(
                 "hlopass.passes.layout.normalization", "LayoutNormalizationPass"
             ),
+            "all-gather-decomposer": _lazy(
+                "hlopass.passes.collectives.decomposers", "AllGatherDecomposerPass"
+            ),  # noqa: E501
+            "all-reduce-decomposer": _lazy(
+                "hlopass.passes.collectives.all_reduce_decomposer", "AllReduceDecomposerPass"
+            ),  # noqa: E501
+            "reduce-scatter-decomposer": _lazy(
+                "hlopass.passes.collectives.decomposers", "ReduceScatterDecomposerPass"
+            ),  # noqa: E501
+            "collective-permute-decomposer": _lazy(
+                "hlopass.passes.collectives.collective_permute_decomposer",
+                "CollectivePermuteDecomposerPass",
+            ),  # noqa: E501
+            "all-reduce-contiguous": _lazy(
+                "hlopass.passes.collectives.all_reduce_contiguous", "AllReduceContiguousPass"
+            ),  # noqa: E501
+            "async-collective-creator": _lazy(
+                "hlopass.passes.collectives.async_collective_creator", "AsyncCollectiveCreatorPass"
+            ),  # noqa: E501
+            "all-reduce-folder": _lazy(
+                "hlopass.passes.collectives.all_reduce_folder", "AllReduceFolderPass"
+            ),  # noqa: E501
+            "all-reduce-combiner": _lazy(
+                "hlopass.passes.collectives.combiners", "AllReduceCombinerPass"
+            ),  # noqa: E501
+            "all-gather-combiner": _lazy(
+                "hlopass.passes.collectives.combiners", "AllGatherCombinerPass"
+            ),  # noqa: E501
+            "reduce-scatter-combiner": _lazy(
+                "hlopass.passes.collectives.combiners", "ReduceScatterCombinerPass"
+            ),  # noqa: E501
+            "collective-permute-combiner": _lazy(
+                "hlopass.passes.collectives.combiners", "CollectivePermuteCombinerPass"
+            ),  # noqa: E501
+            "all-reduce-simplifier": _lazy(
+                "hlopass.passes.collectives.all_reduce_simplifier", "AllReduceSimplifierPass"
+            ),  # noqa: E501
+            "all-reduce-reassociate": _lazy(
+                "hlopass.passes.collectives.reassociate", "AllReduceReassociatePass"
+            ),  # noqa: E501
+            "reduce-scatter-reassociate": _lazy(
+                "hlopass.passes.collectives.reassociate", "ReduceScatterReassociatePass"
+            ),  # noqa: E501
+            "reduce-scatter-creator": _lazy(
+                "hlopass.passes.collectives.reduce_scatter_creator", "ReduceScatterCreatorPass"
+            ),  # noqa: E501
         }.items()
     )
 )

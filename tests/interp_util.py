@@ -248,11 +248,8 @@ def _lower_bitcast(op) -> None:
     else:
         emit("reshape", ArrayShape(src.element_type, phys))
     if dst_major != sorted(dst_major):
-        emit(
-            "transpose",
-            ArrayShape(dst.element_type, tuple(dst.dims)),
-            {"dimensions": tuple(np.argsort(dst_major).tolist())},
-        )
+        # the result keeps dst's layout: a bitcast reading it (a chain) is lowered from it
+        emit("transpose", dst, {"dimensions": tuple(np.argsort(dst_major).tolist())})
     op.result.replace_all_uses_with(value)
     op.detach()
     op.erase()

@@ -188,7 +188,10 @@ def test_corpus_h100_modules_estimate_fast() -> None:
 
 @pytest.mark.skipif(corpus_root() is None, reason="corpus ../shared/corpus not found")
 def test_fusion_estimates_rank_like_xla_default_model() -> None:
-    """Per-fusion H100 estimates against XLA's own (backend_config reification_cost)."""
+    """Per-fusion H100 estimates against XLA's own (backend_config reification_cost), GEMM
+    fusions aside: XLA's default model prices their dots on the scalar FPUs, down to 0.01 us,
+    where ours holds them to XLA's measured matmul table (no measured GEMM is under ~5 us;
+    tests/test_cost_vs_measured.py)."""
     import statistics
     import sys
     from pathlib import Path
@@ -197,8 +200,9 @@ def test_fusion_estimates_rank_like_xla_default_model() -> None:
     import cost_vs_xla as bench
 
     rows = bench.collect("h100_sxm")
-    pairs = [(r["ours"], r["xla"][""]) for r in rows if r["xla"].get("", 0) > 0]
-    assert len(pairs) >= 100
+    pairs = [(r["ours"], r["xla"][""]) for r in rows
+             if r["xla"].get("", 0) > 0 and r["kind"] != "triton_gemm"]  # fmt: skip
+    assert len(pairs) >= 85
     assert bench.spearman([p[0] for p in pairs], [p[1] for p in pairs]) >= 0.9
     assert 0.8 <= statistics.median(o / x for o, x in pairs) <= 1.25
 
@@ -249,7 +253,14 @@ def test_launch_grid_uses_the_requested_device() -> None:
 
 def test_gemm_wave_quantisation_uses_device_sm_count() -> None:
     """132 output tiles of 128x128 fill exactly one H100 wave (132 SMs) but need two waves on
-    A100 (108 SMs): A100's gemm efficiency is 132 / 216 of its single-wave value."""
+    A100 (108 SMs). By hand from gemm.py's formula, fixed + waves x (tile + 2 x 128^2 x k /
+    per-SM rate): H100 runs it unsplit in one wave; on A100 the unsplit GEMM's second wave
+    leaves 84 SMs idle, so split-K is faster and autotuning picks it: in four, 528 CTAs in
+    5 waves of quarter-k tiles (1.25 unsplit waves of work instead of 2)."""
+    import math
+
+    from hlopass.cost import gemm
+
     m = hlopass.parse_hlo("""HloModule m
 ENTRY e {
   a = bf16[1408,4096] parameter(0)
@@ -258,11 +269,18 @@ ENTRY e {
 }
 """)
     a100 = get_device("a100_sxm_80")
-    flops = 2 * 1408 * 1536 * 4096
+    c = gemm.SM90
+
+    def unsplit(dev, waves: int) -> float:
+        rate = dev.bf16_peak / dev.sm_count * c.eff_16
+        return c.fixed_us + waves * (c.tile_us + 2 * 128 * 128 * 4096 / rate * 1e6)
+
     (kh,) = estimate(m, H100).kernels
+    assert kh.compute_us == pytest.approx(unsplit(H100, 1))
+    ga = gemm.gemm_compute(a100, 1, 1408, 1536, 4096, "bf16")
+    assert (ga.split, ga.ctas, ga.waves) == (4, 528, math.ceil(528 / 108))
     (ka,) = estimate(m, a100).kernels
-    assert kh.compute_us == pytest.approx(flops / (H100.bf16_peak * 0.8) * 1e6)
-    assert ka.compute_us == pytest.approx(flops / (a100.bf16_peak * 0.8 * 132 / 216) * 1e6)
+    assert ka.compute_us == pytest.approx(ga.compute_us) and ga.compute_us < unsplit(a100, 2)
 
 
 def test_device_sources_name_every_field() -> None:

@@ -99,9 +99,9 @@ def test_every_case_is_collected() -> None:
     counts = {f: sum(c[0].split(":")[0] == f.removesuffix(".hlo") for c in CASES) for f in FILES}
     assert counts == {
         "algebraic_simplifier_test.hlo": 191,
-        "algebraic_simplifier_test_block_B.hlo": 242,
+        "algebraic_simplifier_test_block_B.hlo": 245,
         "algebraic_simplifier_test_block_C.hlo": 469,
-        "algebraic_simplifier_test_block_D.hlo": 152,
+        "algebraic_simplifier_test_block_D.hlo": 155,
     }
 
 

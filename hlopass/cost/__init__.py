@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hlopass.cost.analysis import ModuleCostAnalysis, module_of
+from hlopass.cost.collectives import resolve_topology
 from hlopass.cost.counts import Work
 from hlopass.cost.devices import DEVICES, DeviceSpec, get_device
 from hlopass.cost.hlo_cost_analysis import XlaCostAnalysis, xla_cost
@@ -56,8 +57,12 @@ def _load(x: Any) -> Any:
     return x
 
 
-def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm") -> Estimate:
-    """Per-kernel estimate of a module (its entry computation) or of one computation."""
+def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm",
+             topology: Any = "auto") -> Estimate:  # fmt: skip
+    """Per-kernel estimate of a module (its entry computation) or of one computation.
+    `topology` prices collectives on links (`collectives.py`): "1x8", "2x8", a
+    `topology.Topology`, "auto" (1x8 for a module on more than one device) or None (a
+    collective costs as a local copy)."""
     from hlopass.dialects import hlo
 
     dev = get_device(device)
@@ -70,6 +75,7 @@ def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm") 
     an = analysis.analyzer
     if not an.comps:
         an.comps[comp.comp_name] = comp
+    an.topology = resolve_topology(topology, module, dev.name)
     return Estimate(dev.name, module_kernels(comp, an.comps, dev, an, 1, analysis.kernels))
 
 

@@ -17,10 +17,23 @@ def _device(name: str) -> str:
         raise argparse.ArgumentTypeError(str(e).removeprefix("error: ")) from None
 
 
+def _topology(text: str) -> str:
+    """argparse type: `HxG` (hosts x GPUs per host)."""
+    from hlopass.cost.topology import parse_topology
+    from hlopass.errors import HloError
+
+    try:
+        if text != "auto":
+            parse_topology(text)
+    except HloError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("error: ")) from None
+    return text
+
+
 DEVICE_HELP = f"GPU to model: {', '.join(DEVICES)} (or an alias: h100, a100; default h100_sxm)"
 
 
-def _estimate_file(path: str, device: str, with_module: bool = False):
+def _estimate_file(path: str, device: str, with_module: bool = False, topology: str = "auto"):
     """The estimate of one HLO file (HLO text or xDSL IR), with the module when asked; an
     `HloError` naming the file when it cannot be read, parsed or priced."""
     import hlopass.cost
@@ -31,7 +44,7 @@ def _estimate_file(path: str, device: str, with_module: bool = False):
     name = "<stdin>" if path == "-" else path
     module = parse_input(_read(path), name)
     try:
-        est = hlopass.cost.estimate(module, device)
+        est = hlopass.cost.estimate(module, device, topology)
         return (module, est) if with_module else est
     except HloError as e:
         raise HloError(error_line(e, name)) from None
@@ -42,6 +55,9 @@ def cost_main(argv: list[str] | None = None) -> int:
     ap.add_argument("file", help="HLO text file ('-' for stdin)")
     ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("--topology", type=_topology, default="auto", metavar="HxG",
+                    help="hosts x GPUs per host the collectives run on (1x8, 2x8; default "
+                         "1x8 for a module on more than one device)")  # fmt: skip
     ap.add_argument("--sort", choices=("time", "flops", "bytes", "compute", "memory", "name"),
                     help="order kernels by this (largest first; name: A-Z); default: program order")  # fmt: skip
     ap.add_argument(
@@ -57,7 +73,8 @@ def cost_main(argv: list[str] | None = None) -> int:
 def _cost(args: argparse.Namespace) -> int:
     from hlopass.cost import xla_cost
 
-    module, est = _estimate_file(args.file, args.device, with_module=True)
+    module, est = _estimate_file(args.file, args.device, with_module=True,
+                                 topology=args.topology)  # fmt: skip
     kernels = est.sorted(args.sort) if args.sort else list(est.kernels)
     if args.top is not None:
         kernels = kernels[: max(args.top, 0)]
@@ -83,7 +100,14 @@ def rank_main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="+", help="HLO text files: the alternatives to rank")
     ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("-p", "--passes", action="append", metavar="PIPELINE",
+                    help="rank these pipelines applied to one module (repeatable)")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.passes:  # pipelines on one module: hlopass/sweep_rank.py
+        from hlopass.sweep_rank import rank_pipelines_main
+
+        return guard(lambda: rank_pipelines_main(args.files, args.passes, args.device,
+                                                 args.json), "hlopass rank")  # fmt: skip
     return guard(lambda: _rank(args), "hlopass rank")
 
 

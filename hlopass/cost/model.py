@@ -18,7 +18,7 @@ reads with utilisation, XLA GPU flops (measured H100 op costs), the launch grid 
 emitter XLA would use:
 
     alu     = flops / floor(2 * clock * min(blocks, SMs) * min(threads_per_block, 128))
-    tensor  = tensor_flops / (matrix_peak(dtype) * gemm_efficiency)   (XLA: scalar FPUs)
+    tensor  = gemm.gemm_compute(batch, m, n, k, dtype)                 (XLA: scalar FPUs)
     read_i  = net_i / min(BW * coalescing_i, blocks * clock * 32 B)
               + (total_i - net_i) / min(BW * 2.5 [* 8 if net_i < 2 KiB * SMs], blocks * clock * 32 B)
     memory  = sum_i read_i + written / BW
@@ -27,9 +27,12 @@ emitter XLA would use:
 
 * coalescing = element bytes / 64 for an input that reaches an output through a transpose
   of the minor dimension (outside the tiled transpose emitter), else 1.
-* gemm_efficiency = 0.8 (cuBLAS's best on H100: 789 of 989 TFLOP/s bf16 in XLA's measured
-  matmul table) x wave quantisation (128x128 output tiles over the SMs). This is the one
-  deliberate departure from XLA's default model, which prices dots on the scalar FPUs.
+* tensor: `gemm.py` (fixed cost, 128x128 tiles in waves over the SMs, best split-K,
+  per-dtype tensor rates), constants fitted on XLA's measured sm_90 matmul table; a kernel
+  with a GEMM also takes gemm.py's DRAM efficiency (memory / mem_eff) and overlap
+  (`gemm.overlap`: 0.95, less for f32). Convolutions, which the table does not measure:
+  tensor_flops / (peak x CONV_EFFICIENCY x wave quantisation of 128x128 output tiles). This is the one deliberate departure from XLA's
+  default model, which prices dots on the scalar FPUs.
 * Triton block-level fusions keep broadcast operands in registers per tile (XLA's indexing
   model) rather than re-reading them per output element (its default model).
 * Module time = sum over kernels (a while body counts `known_trip_count` times when the
@@ -42,7 +45,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import hlopass.cost.gemm as gemm
 from hlopass.attrs import backend_config as _backend_config
+from hlopass.cost.collectives import price_row as price_collective
 from hlopass.cost.counts import conv_flops, shape_size
 from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.cost.gpu_flops import FlopCounter
@@ -57,7 +62,7 @@ from hlopass.kernel_structure.shapes import (
 )
 
 RHO = 0.95  # XLA kMemoryComputeParallelism (PriorityFusion's 0.95)
-GEMM_EFFICIENCY = 0.8
+CONV_EFFICIENCY = 0.8  # cuBLAS's best on H100 in XLA's matmul table: 789 of 989 TFLOP/s bf16
 THREADS_PER_BLOCK = 128
 # Launch grids (XLA's emitters read the SM count and threads per SM of the device) are
 # computed for the DeviceSpec being estimated; this one is used when no device is given.
@@ -96,6 +101,7 @@ class KernelWork:
     tensor_dtype: str = "f32"
     tensor_precision: str = "default"
     gemm_tiles: int = 0  # 128x128 output tiles (x batch) of the largest dot/conv
+    gemm_shape: tuple[int, ...] = ()  # (batch, m, n, k) of the largest dot, for gemm.py
     alu_ops: float = 0.0  # FP32-lane operations
     bytes_read: float = 0.0  # unique DRAM reads
     bytes_reread: float = 0.0  # further reads of the same data (L2 hits when it fits)
@@ -220,6 +226,7 @@ class KernelAnalyzer:
         self.comps = comps
         self.inner_cache: dict[str, KernelWork] = {}
         self.counter = FlopCounter(comps)
+        self.topology = None  # a topology.Topology: collectives priced on its links
 
     def inner_work(self, ops: list[Any], w: KernelWork, scale: float = 1.0) -> None:
         """Flops and ALU work of instructions executed inside one kernel: an opcode's own
@@ -365,6 +372,7 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
             w.tensor_flops = w.flops = 2.0 * out0.num_elements * width
             w.tensor_dtype = sh[0].element_type
             w.gemm_tiles = gemm_tiles(out0, 0)
+            w.gemm_shape = gemm.dims(out0, width)
         w.bytes_written = shape_size(out0) if out0 is not None else 0
     elif "cudnn" in target and "conv" in target.lower():
         w.kind = "conv"
@@ -412,12 +420,23 @@ def kernel_time(w: KernelWork, dev: DeviceSpec, name: str = "", count: int = 1) 
         tpb = min(THREADS_PER_BLOCK, max(1, w.threads))
     # compute
     compute = 0.0
-    if w.tensor_flops:
+    rho, mem_scale = RHO, 1.0
+    if w.tensor_flops and not w.gemm_shape:
+        # a convolution (no GEMM shape): the measured table holds GEMMs only, so cuDNN is
+        # priced at the tensor peak x CONV_EFFICIENCY x wave quantisation of its tiles
         tiles = max(1, w.gemm_tiles)
         waves = math.ceil(tiles / dev.sm_count)
-        eff = GEMM_EFFICIENCY * tiles / (waves * dev.sm_count)
+        eff = CONV_EFFICIENCY * tiles / (waves * dev.sm_count)
         compute += w.tensor_flops / (dev.matrix_peak(w.tensor_dtype, w.tensor_precision) * eff)
         blocks = max(blocks, min(tiles, dev.sm_count))
+        tpb = max(tpb, THREADS_PER_BLOCK)
+    elif w.tensor_flops:  # gemm.py: fixed cost, waves of tiles, split-K, per-dtype rates
+        b, m, n, k = w.gemm_shape
+        c = gemm.SM90  # read at call time: benchmarks/fit_gemm_sm90.py swaps it while fitting
+        g = gemm.gemm_compute(dev, b, m, n, k, w.tensor_dtype, w.tensor_precision, c)
+        compute += g.compute_us * 1e-6
+        rho, mem_scale = gemm.overlap(w.tensor_dtype, c), 1.0 / c.mem_eff
+        blocks = max(blocks, min(g.ctas, dev.sm_count))
         tpb = max(tpb, THREADS_PER_BLOCK)
     if w.alu_ops:
         # XLA CalculateEffectiveFlopsPerNs: 2 x clock x active FPUs, truncated to an integer
@@ -431,8 +450,8 @@ def kernel_time(w: KernelWork, dev: DeviceSpec, name: str = "", count: int = 1) 
         reads = [Read(w.bytes_read, w.bytes_read + w.bytes_reread, 4, not w.uncoalesced)]
     memory = sum(_read_time(r, dev, block_bw) for r in reads)
     memory += w.bytes_written / dev.hbm_bandwidth
-    compute_us, memory_us = compute * 1e6, memory * 1e6
-    kernel = compute_us + memory_us - RHO * min(compute_us, memory_us)
+    compute_us, memory_us = compute * 1e6, memory * 1e6 * mem_scale
+    kernel = compute_us + memory_us - rho * min(compute_us, memory_us)
     launch = dev.launch_overhead_us
     total = kernel + launch
     bound = "compute" if compute_us >= memory_us else "memory"
@@ -500,5 +519,7 @@ def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: Kernel
         row = kernel_time(w, dev, op.inst_name, count)
         if "collective" in (op.spec.traits if hasattr(op, "spec") else ()):
             row.kind = "collective"
+            if an.topology is not None:
+                price_collective(row, op, an.topology)
         rows.append(row)
     return rows

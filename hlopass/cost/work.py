@@ -47,6 +47,7 @@ from hlopass.cost.counts import (
     reduce_window_count,
     shape_size,
 )
+from hlopass.cost.gemm import dims as gemm_dims
 from hlopass.kernel_structure.emitter import WARP
 from hlopass.kernel_structure.shapes import (
     elements,
@@ -141,6 +142,7 @@ def _add_dot(w: Any, op: Any, lhs: Any, out: Any, contracting: Any, scale: float
         w.tensor_dtype = lhs.element_type
         w.tensor_precision = _precision(op)
         w.gemm_tiles = gemm_tiles(out, 0)
+        w.gemm_shape = gemm_dims(out, width)
     w.tensor_flops += f
 
 

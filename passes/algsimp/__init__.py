@@ -33,8 +33,10 @@ from hlopass.passes.algsimp import (
     constants,
     convert,
     convolution,
+    copy_bitcast,
     custom_call,
     dot,
+    dot_reorder,
     dynamic_slice,
     factors,
     gather_scatter,
@@ -279,6 +281,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     transpose_reshape.ReshapeNoop, transpose_reshape.ReshapeOfReshape,
     transpose_reshape.ReshapeOfScalarBroadcast,
     transpose_reshape.TransposeIdentity, transpose_reshape.TransposeOfTranspose,
+    copy_bitcast.SwapCopyBitcastCopy,  # (XLA tries it before the other copy rewrites)
     bitcast.CopyNoop, bitcast.CopyOfCopy,
     slice.SliceNoop, slice.SliceOfSlice,
     concatenate.ConcatenateSingle, concatenate.ConcatenateDropEmpty,
@@ -286,7 +289,9 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     pad.PadNoop, pad.PadOfEmpty,
     dynamic_slice.DynamicSliceFull, dynamic_slice.DynamicUpdateSliceFull,
     reduce.ReduceTrivial, reduce.ReduceOfEmpty, reduce_window.ReduceWindowTrivial,
-    dot.DotOfEmpty, dot.DotOfScalars, dot.DotToMultiply, convolution.ConvolutionOfEmpty,
+    dot.DotOfEmpty, dot.DotOfScalars, dot.DotToMultiply,
+    dot_reorder.AssociativeReorderNestedDot,  # (before the other dot rewrites, as XLA)
+    convolution.ConvolutionOfEmpty,
     convert.ConvertNoop, convert.ConvertRoundTrip, complex.RealOfComplex,
     complex.ComplexOfRealImag,
     # families added after the split (each with XLA's guards)
@@ -318,7 +323,7 @@ PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replace
     reduce.ReduceOfConcatenate, reduce.ReduceOfBroadcastIdempotent,
     slice.SliceOfBroadcast, slice.SliceRedundantStride, pad.PadOfScalarBroadcast,
     select.SelectOfCompareToMinMax, select.SelectOfPredCompare, power.DivideByRsqrt,
-    convolution.ConvolutionToDot, dot.DotAssociativeReordering,
+    convolution.ConvolutionToDot,
     dynamic_slice.DynamicSliceOfIota, dynamic_slice.DynamicSliceTrivialIndex,
     dynamic_slice.DynamicUpdateSliceTrivialIndex, broadcast.BroadcastDropDegenerateDims,
     transpose_reshape.ReshapeOfIota,

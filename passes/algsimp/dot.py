@@ -227,47 +227,6 @@ def _matmul(op: HloOp | None) -> bool:
     return all(getattr(value_shape(v), "rank", 0) == 2 for v in op.operands)
 
 
-class DotAssociativeReordering(Simplification):
-    """`dot(dot(A, B), C) -> dot(A, dot(B, C))` and `dot(A, dot(B, C)) -> dot(dot(A, B), C)`
-    for rank-2 matrix products when the other order needs `associative-reordering-threshold`
-    times fewer multiplies (`use-associative-reordering`; the inner dot has no other user,
-    one element type; the sums regroup, so floats need `enable-floats-are-real`)."""
-
-    OPCODES = ("dot",)
-    OPERAND_FROM = frozenset({"dot"})
-    OPTION = "use_associative_reordering"
-    FLOAT_UNSAFE = True
-
-    def rewrite(self, op: HloOp):
-        if self.opts.is_layout_sensitive or not _matmul(op) or feeds_unreduced_sharding(op):
-            return None
-        t = et(op)
-        lhs, rhs = (src(v, "dot") for v in op.operands)
-        for inner, left in ((lhs, True), (rhs, False)):
-            if not _matmul(inner) or not inner.result.has_one_use():  # type: ignore[union-attr]
-                continue
-            if {et(v) for v in (*inner.operands, inner.result)} != {t}:  # type: ignore[union-attr]
-                continue
-            if left:
-                a, b, c = *inner.operands, op.operands[1]  # type: ignore[union-attr]
-            else:
-                a, b, c = op.operands[0], *inner.operands  # type: ignore[union-attr]
-            if et(a) != t or et(c) != t:
-                continue
-            (m, k), (_, n), (_, p) = (value_shape(v).dims for v in (a, b, c))  # type: ignore[attr-defined]
-            ab_c, a_bc = m * k * n + m * n * p, k * n * p + m * k * p
-            now, other = (ab_c, a_bc) if left else (a_bc, ab_c)
-            if other * self.opts.associative_reordering_threshold > now:
-                continue
-            attrs = {"lhs_contracting_dims": (1,), "rhs_contracting_dims": (0,)}
-            if left:  # A (B C)
-                bc = self.new("dot", [b, c], shape_array(t, [k, p]), attrs, like=inner)
-                return self.new("dot", [a, bc.result], op.shape, attrs, like=op)
-            ab = self.new("dot", [a, b], shape_array(t, [m, n]), attrs, like=inner)
-            return self.new("dot", [ab.result, c], op.shape, attrs, like=op)
-        return None
-
-
 def _swapped_precision(op: HloOp, attrs: dict) -> None:
     """Copy `op`'s precision config into `attrs` for a dot of swapped operands (XLA's
     `SwapOperandsInDotPrecisionConfig`)."""

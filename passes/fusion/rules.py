@@ -22,7 +22,7 @@ from hlopass.kernel_structure.emitter import (
 )
 from hlopass.kernel_structure.plan import Kernel
 from hlopass.kernel_structure.shapes import elements
-from hlopass.rewriting import calls_side_effect
+from hlopass.rewriting import calls_side_effect, is_control_predecessor
 from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 # XLA's IsFusible: elementwise ops and these.
@@ -81,9 +81,12 @@ ONLY_BITCAST_USERS = "not fusing because there are only bitcast users"
 
 def instruction_fusible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
     """XLA's IsFusible for an unfused instruction (dots, convolutions, custom-calls, sorts,
-    control flow, collectives and random numbers are not)."""
+    control flow, collectives and random numbers are not). An instruction with control
+    dependencies is not either: XLA relays them onto the fusion, our builder does not."""
     opc = op.opcode
     if opc == "fusion" or not (opc in FUSIBLE_OPCODES or is_elementwise(op)):
+        return False
+    if op.attr("control-predecessors") or is_control_predecessor(op):
         return False
     if opc == "map":
         return False

@@ -1,8 +1,9 @@
-"""`layout-normalization`: data movement that only relabels memory becomes `bitcast`, and
-every other instruction XLA's LayoutNormalization handles (elementwise, broadcast, iota,
-concatenate, reverse, pad, slice, reduce-window, dynamic-(update-)slice, constant,
-bitcast-convert, transpose, copy, convolution) works on the physical shapes (dims major
-to minor, size-1 dims kept, default layout), between bitcasts (`normalize_ops`)."""
+"""`layout-normalization`: every instruction XLA's LayoutNormalization handles (elementwise,
+broadcast, iota, concatenate, reverse, pad, slice, reduce-window, dynamic-(update-)slice,
+constant, bitcast-convert, reshape, transpose, copy, convolution) works on the physical
+shapes (dims major to minor, size-1 dims kept, default layout), between bitcasts
+(`normalize_ops`), visited in the order of XLA's rewrite visitor (`xla_walk`) so the module
+is XLA's, bitcast pairs included. `elementwise=false` only relabels (see the option)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import HloOp
+from hlopass.dialects.hlo import HloOp, computations
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -32,7 +33,8 @@ from .layouts import (
     transpose_is_bitcast,
     value_shape,
 )
-from .normalize_ops import NormalizeCopy, instruction_patterns
+from .normalize_ops import COPY_PATTERNS, NormalizeCopy, instruction_patterns
+from .xla_walk import XlaWalk
 
 
 def _arrays(op: HloOp) -> tuple[ArrayShape, ArrayShape] | None:
@@ -104,30 +106,51 @@ class FoldBitcastChain(RewritePattern):
             self.ctx.note(self, None, "bitcast chain folded")
 
 
+LEFT_WHEN_DECLINED = frozenset({"constant", "reduce-window", "scatter"})
+"""Opcodes XLA's handler leaves as they are where ours declines (a tuple or empty literal,
+a variadic reduce-window; scatter, whose XLA handler needs a ScatterSimplifier after it);
+any other declined instruction gets XLA's default action (`xla_walk`)."""
+
+
 @dataclass(frozen=True)
 class LayoutNormalizationPass(HloModulePass):
-    """Turn layout-only data movement into bitcasts; instructions onto physical shapes."""
+    """Instructions onto their physical shapes between bitcasts, visited in XLA's order so
+    the module is the one XLA's LayoutNormalization builds (bitcast pairs are left for
+    `algsimp{is-layout-sensitive=true}`, which follows it in XLA's pipelines)."""
 
     name: ClassVar[str] = "layout-normalization"
 
     elementwise: bool = True
-    """Also rewrite instructions other than copies onto their physical shapes (elementwise,
-    broadcast, slice, ..., transposes that move data)."""
+    """Rewrite every instruction XLA's pass handles onto its physical shape. False: only
+    relabel, the quick form layout assignment prices its plans with: transposes and
+    reshapes that keep every offset become bitcasts, bitcast chains fold, and (with
+    `copies`) layout-changing copies become transposes of the physical shapes."""
 
     copies: bool = True
     """Also turn layout-changing copies into transposes of the physical shapes."""
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        patterns: list[RewritePattern] = [
-            TransposeToBitcast(rctx), ReshapeToBitcast(rctx), FoldBitcastChain(rctx),
-        ]  # fmt: skip
-        for p in instruction_patterns(rctx):
-            wanted = self.copies if isinstance(p, NormalizeCopy) else self.elementwise
-            if wanted:
-                patterns.append(p)
         fused = fusion_computations(module)
-        from hlopass.dialects.hlo import computations
-
         comps = [c for c in computations(module) if c.comp_name not in fused]
-        return run_patterns(module, patterns, comps)
+        if not self.elementwise:
+            relabel: list[RewritePattern] = [
+                TransposeToBitcast(rctx), ReshapeToBitcast(rctx), FoldBitcastChain(rctx),
+            ]  # fmt: skip
+            if self.copies:
+                relabel.append(NormalizeCopy(rctx))
+            return run_patterns(module, relabel, comps)
+        handlers = [p for p in instruction_patterns(rctx)
+                    if self.copies or not isinstance(p, COPY_PATTERNS)]  # fmt: skip
+
+        def handle(op: HloOp, rewriter: PatternRewriter) -> bool:
+            for p in handlers:
+                p.match_and_rewrite(op, rewriter)
+                if rewriter.has_done_action:
+                    return True
+            return False
+
+        changed = False
+        for comp in comps:
+            changed |= XlaWalk(rctx, handle, LEFT_WHEN_DECLINED).run(comp)
+        return changed

@@ -23,7 +23,7 @@ from hlopass.literal import Literal
 from hlopass.rewriting import RewriteContext, new_op
 from hlopass.shape import ArrayShape
 
-from .layouts import m2m_of, value_shape
+from .layouts import m2m_of, reshape_is_bitcast, same_layout, value_shape
 from .physical import (
     all_physical,
     finish,
@@ -321,6 +321,47 @@ class NormalizeTranspose(_PhysicalRewrite):
 
 
 @dataclass
+class NormalizeReshape(_PhysicalRewrite):
+    """`reshape(x{L0}){L}` that keeps every element at its memory offset ->
+    `bitcast(reshape(x'))`: the reshape of the physical shapes, which with default layouts
+    is itself a bitcast (layout-sensitive algsimp makes it one, as XLA's does).
+
+    Guards: the reshape keeps every offset (XLA's pass requires it: ReshapeDecomposer
+    runs first; a reshape that moves data is left as it is); one element type."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("reshape",)
+
+    def rewrite(self, op: HloOp, rewriter: PatternRewriter) -> None:
+        src, dst = value_shape(op.operands[0]), op.shape
+        assert isinstance(src, ArrayShape) and isinstance(dst, ArrayShape)
+        if src.element_type != dst.element_type or not reshape_is_bitcast(src, dst):
+            return
+        ins = self.inputs(rewriter, [op.operands[0]])
+        self.emit(rewriter, op, ins, physical(dst), other_attrs(op), f"on {physical(dst)}")
+
+
+@dataclass
+class CopyKeepingOffsets(_PhysicalRewrite):
+    """`copy(x{L0}){L}` that keeps every element at its memory offset -> `bitcast(x')`.
+
+    Guards: one element type; another layout (a copy within one layout is left to
+    copy-elision)."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("copy",)
+
+    def rewrite(self, op: HloOp, rewriter: PatternRewriter) -> None:
+        src, dst = value_shape(op.operands[0]), op.shape
+        assert isinstance(src, ArrayShape) and isinstance(dst, ArrayShape)
+        if src.element_type != dst.element_type or same_layout(src, dst):
+            return
+        if not reshape_is_bitcast(src, dst):
+            return
+        (x,) = self.inputs(rewriter, [op.operands[0]])
+        finish(rewriter, self.ctx, op, x)
+        self.ctx.note(self, None, "copy keeps every offset: a bitcast")
+
+
+@dataclass
 class NormalizeCopy(_PhysicalRewrite):
     """`copy(x{L0}){L}` that moves elements -> `bitcast(transpose(x'), dimensions=T')`
     with `T'[j] = P0^-1[P[j]]` (a copy between layouts is a transpose of the physical
@@ -405,12 +446,17 @@ class NormalizeConvolution(_PhysicalRewrite):
         self.emit(rewriter, op, ins, physical(shape), attrs, f"labels {attrs['dim_labels']}")
 
 
+COPY_PATTERNS = (CopyKeepingOffsets, NormalizeCopy)
+"""The rewrites `layout-normalization{copies=false}` leaves out."""
+
+
 def instruction_patterns(ctx: RewriteContext) -> list[RewritePattern]:
     """Every per-instruction rewrite, in the order they are tried."""
     kinds: list[type[_PhysicalRewrite]] = [
         NormalizeElementwise, NormalizeBitcastConvertRank, NormalizeBroadcast, NormalizeIota,
         NormalizeConcatenate, NormalizeReverse, NormalizePad, NormalizeSlice,
         NormalizeReduceWindow, NormalizeDynamicSlice, NormalizeDynamicUpdateSlice,
-        NormalizeTranspose, NormalizeCopy, NormalizeConstant, NormalizeConvolution,
+        NormalizeTranspose, NormalizeReshape, CopyKeepingOffsets, NormalizeCopy,
+        NormalizeConstant, NormalizeConvolution,
     ]  # fmt: skip
     return [k(ctx) for k in kinds]
