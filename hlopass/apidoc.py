@@ -171,7 +171,7 @@ def generate() -> str:
         "docstrings; edit those, not this file (tests/test_apidoc.py checks it is current). -->",
         "",
         "The helpers a pass is written with, by what they are for. The tutorial "
-        "([TUTORIAL.md](TUTORIAL.md)) writes a pass with them; [DESIGN.md](DESIGN.md) "
+        "([TUTORIAL.md](TUTORIAL.md)) writes a pass with them; [IR.md](IR.md) "
         "describes the IR.",
         "",
     ]
