@@ -131,6 +131,58 @@ def execute_replicas(text: str, args_per_replica: list[list[Any]]) -> list[list[
     return [[_numpy(o[r]) for o in outs] for r in range(n)]
 
 
+def execute_devices(
+    text: str, args_per_device: list[list[Any]], replicas: int, partitions: int = 1
+) -> list[list[Any]]:
+    """Run an HLO module on replicas x partitions XLA:CPU devices, device d (replica
+    d // partitions, partition d % partitions) on args_per_device[d]; returns each
+    device's flattened outputs. Needs that many CPU devices: the process must start with
+    XLA_FLAGS=--xla_force_host_platform_device_count=N (or more).
+
+    XLA:CPU runs several partitions only through its SPMD partitioner; every instruction
+    without a sharding is marked `sharding={manual}`, which the partitioner leaves as
+    written (each device runs the module as it is, as a shard_map body does)."""
+    import re
+
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    xc = _xc()
+    n = replicas * partitions
+    if len(args_per_device) != n:
+        raise ValueError(f"{replicas} x {partitions} devices, {len(args_per_device)} arg lists")
+    devices = jax.devices("cpu")[:n]
+    if len(devices) < n:
+        raise ValueError(f"{n} devices need {n} CPU devices, the process has {len(devices)}")
+    if partitions > 1:
+        instruction = re.compile(r"^(\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*[^\n]*?)\s*$", re.M)
+        text = instruction.sub(
+            lambda m: m.group(1) if "sharding=" in m.group(1) else m.group(1) + ", sharding={manual}",
+            text,
+        )
+    module = parse(text)
+    mlir = xc._xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    options = xc.CompileOptions()
+    options.num_replicas, options.num_partitions = replicas, partitions
+    options.executable_build_options.use_spmd_partitioning = partitions > 1
+    options.device_assignment = xc.DeviceAssignment.create(
+        np.arange(n).reshape(replicas, partitions)
+    )
+    exe = devices[0].client.compile_and_load(mlir, xc.DeviceList(tuple(devices)), options)
+    sharding = NamedSharding(Mesh(np.array(devices), ("d",)), PartitionSpec("d"))
+
+    def global_array(per: list[Any]) -> Any:
+        per = [np.asarray(a).reshape((1,) + np.shape(a)) for a in per]
+        shards = [jax.device_put(a, d) for a, d in zip(per, devices, strict=True)]
+        return jax.make_array_from_single_device_arrays((n,) + per[0].shape[1:], sharding, shards)
+
+    args = [global_array([a[k] for a in args_per_device])
+            for k in range(len(args_per_device[0]))]  # fmt: skip
+    outs = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+    return [[_numpy(o[d]) for o in outs] for d in range(n)]
+
+
 def opcode_enum_names() -> list[str]:
     """The members of XLA's HloOpcode enum (`kAdd`, ...), as jaxlib exposes them."""
     return list(_xc().hlo.HloOpcode.__members__)

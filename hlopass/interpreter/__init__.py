@@ -25,6 +25,7 @@ from hlopass.interpreter import (  # noqa: F401  (each registers its handlers)
     indexing,
     linalg,
     newer_ops,
+    p2p,
     reductions,
     rng,
     shaping,
@@ -48,24 +49,31 @@ __all__ = [
     "elided_message",
     "eval_instruction",
     "evaluate",
+    "evaluate_devices",
     "evaluate_replicas",
     "supported_opcodes",
 ]
 
 
 def evaluate(
-    module: Any, *args: Any, float_mode: str = "xla-cpu", replicas: int = 1
+    module: Any,
+    *args: Any,
+    float_mode: str = "xla-cpu",
+    replicas: int = 1,
+    partitions: int = 1,
 ) -> list[np.ndarray]:
     """Run the entry computation on `args` (one per parameter, or the flattened leaves).
 
     `float_mode`: "xla-cpu" (default) flushes f32/f64 denormal operands and results to
     zero as XLA-CPU does (FTZ/DAZ); "ieee" keeps them (gradual underflow).
-    `replicas`: with N > 1, N replicas run the program on the same `args` (collectives
-    exchange between them, `replica-id` tells them apart); the result is then one list
-    of outputs per replica. `evaluate_replicas` gives each replica its own arguments.
+    `replicas`, `partitions`: with R x P > 1 devices, each runs the program on the same
+    `args` (collectives exchange between them, `replica-id` and `partition-id` tell them
+    apart); the result is then one list of outputs per device, device d being replica
+    d // P, partition d % P. `evaluate_devices` gives each device its own arguments.
     """
-    if replicas != 1:
-        return evaluate_replicas(module, [args] * replicas, float_mode=float_mode)  # type: ignore[return-value]
+    if replicas * partitions != 1:
+        per = [args] * (replicas * partitions)
+        return evaluate_devices(module, per, replicas, partitions, float_mode)  # type: ignore[return-value]
     _refuse_elided(module)
     interp = interpreter_for(module)
     interp.__dict__.pop("_rng", None)  # `rng` restarts from its seed on each run
@@ -74,22 +82,40 @@ def evaluate(
         return _evaluate_one(module, args)
 
 
-def evaluate_replicas(
-    module: Any, args_per_replica: Sequence[Sequence[Any]], float_mode: str = "xla-cpu"
+def evaluate_devices(
+    module: Any,
+    args_per_device: Sequence[Sequence[Any]],
+    replicas: int,
+    partitions: int = 1,
+    float_mode: str = "xla-cpu",
 ) -> list[list[np.ndarray]]:
-    """Run len(args_per_replica) replicas of the entry computation, replica r on
-    args_per_replica[r]; returns each replica's flattened outputs."""
-    from hlopass.interpreter.replicas import run_replicas
+    """Run the entry computation on replicas x partitions devices, device d (replica
+    d // partitions, partition d % partitions) on args_per_device[d]; returns each
+    device's flattened outputs."""
+    from hlopass.interpreter.replicas import run_devices
 
+    if len(args_per_device) != replicas * partitions:
+        raise HloInputError(
+            f"error: {replicas} x {partitions} devices need as many argument lists, "
+            f"got {len(args_per_device)}"
+        )
     _refuse_elided(module)
     interp = interpreter_for(module)
     interp.__dict__.pop("_rng", None)
     interp.__dict__.pop("_rng_counter", None)
-    # the float mode is process state: set once here, around all the replica threads
+    # the float mode is process state: set once here, around all the device threads
     with float_mode_of(float_mode):
-        return run_replicas(
-            len(args_per_replica), lambda r: _evaluate_one(module, tuple(args_per_replica[r]))
+        return run_devices(
+            replicas, partitions, lambda d: _evaluate_one(module, tuple(args_per_device[d]))
         )
+
+
+def evaluate_replicas(
+    module: Any, args_per_replica: Sequence[Sequence[Any]], float_mode: str = "xla-cpu"
+) -> list[list[np.ndarray]]:
+    """Run len(args_per_replica) replicas (one partition each) of the entry computation,
+    replica r on args_per_replica[r]; returns each replica's flattened outputs."""
+    return evaluate_devices(module, args_per_replica, len(args_per_replica), 1, float_mode)
 
 
 def _evaluate_one(module: Any, args: tuple) -> list[np.ndarray]:

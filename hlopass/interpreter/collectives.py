@@ -1,14 +1,14 @@
-"""Collectives over the replicas of `evaluate(..., replicas=N)` (`hlopass.interpreter.replicas`).
+"""Collectives over the devices of `evaluate(..., replicas=R, partitions=P)`
+(`hlopass.interpreter.replicas`; which devices take part: `hlopass.interpreter.groups`).
 
-Each collective exchanges its operands with every replica and keeps what its group (from
-`replica_groups`, in group order) contributes: all-reduce folds the contributions with the
-combiner in group order, all-gather concatenates them, reduce-scatter keeps its block of the
-reduction, all-to-all sends block j of its operand to the j-th member, collective-broadcast
-takes the group's first member's value, collective-permute receives from the replica whose
-`source_target_pairs` names it (zeros when none does; with a `channel_id` the pairs
-name partitions, of which there is one), ragged-all-to-all moves the ragged
+Each collective meets the devices of its group (in group order) and keeps what they
+contribute: all-reduce folds the contributions with the combiner in group order, all-gather
+concatenates them, reduce-scatter keeps its block of the reduction, all-to-all sends block
+j of its operand (or operand j of the tuple form) to the j-th member, collective-broadcast
+takes the group's first member's value, collective-permute receives from the device whose
+`source_target_pairs` names it (zeros when none does), ragged-all-to-all moves the ragged
 row ranges its offsets and sizes name. `-start`/`-done` pairs do the exchange at the start.
-With one replica a group naming more replicas is refused with the count it needs.
+A group naming more devices than the run has is refused with the count it needs.
 """
 
 from __future__ import annotations
@@ -17,23 +17,20 @@ import numpy as np
 
 from hlopass.interpreter.apply import apply_computation
 from hlopass.interpreter.core import handler, unsupported
-from hlopass.interpreter.replicas import exchange, my_group, replica_count, replica_id
+from hlopass.interpreter.groups import participants, peers
+from hlopass.interpreter.replicas import (
+    device_id,
+    meet,
+    partition_id,
+    replica_id,
+)
 from hlopass.shape import TupleShape
 
 
-def _group(op) -> list[int]:
-    group = my_group(op.attr("replica_groups"))
-    if replica_count() == 1 and len(group) > 1:
-        raise unsupported(op, f"replica groups of {len(group)} replicas (evaluate with "
-                              f"replicas={max(group) + 1} or more)")  # fmt: skip
-    return group
-
-
 def _gathered(op, values) -> tuple[list[int], list]:
-    """This replica's group and each member's `values`, in group order."""
-    group = _group(op)
-    everything = exchange(values)
-    return group, [everything[r] for r in group]
+    """This device's group and each member's `values`, in group order."""
+    group = participants(op)
+    return group, meet(id(op), group, values)
 
 
 def _reduce(interp, op, contributions: list[np.ndarray]) -> np.ndarray:
@@ -63,7 +60,7 @@ def _all_gather(interp, op, args):
 
 def _reduce_scatter(interp, op, args):
     group, members = _gathered(op, args)
-    d, k = _dim(op), group.index(replica_id())
+    d, k = _dim(op), group.index(device_id())
     out = []
     for i in range(len(args)):
         total = _reduce(interp, op, [m[i] for m in members])
@@ -72,17 +69,16 @@ def _reduce_scatter(interp, op, args):
 
 
 def _all_to_all(interp, op, args):
-    group = _group(op)
-    k = group.index(replica_id())
+    group = participants(op)
+    k = group.index(device_id())
     if op.attr("dimensions"):  # array form: block j of the split dimension goes to member j
         d = _dim(op)
         blocks = [np.array_split(a, len(group), axis=d) for a in args]
-        everything = exchange(blocks)
-        out = [np.concatenate([everything[r][i][k] for r in group], axis=d)
-               for i in range(len(args))]  # fmt: skip
+        members = meet(id(op), group, blocks)
+        out = [np.concatenate([m[i][k] for m in members], axis=d) for i in range(len(args))]
         return out[0] if len(out) == 1 else tuple(out)
-    everything = exchange(args)  # tuple form: operand j goes to member j
-    return tuple(np.array(everything[r][k]) for r in group)
+    members = meet(id(op), group, args)  # tuple form: operand j goes to member j
+    return tuple(np.array(m[k]) for m in members)
 
 
 def _broadcast(interp, op, args):
@@ -103,17 +99,18 @@ def _collective(interp, op, args):
 
 
 def _check_shape(op, out) -> None:
-    """With `replica_groups={}` the group is every replica: on too few, all-gather and
-    reduce-scatter give the wrong shape; say how many replicas the shapes imply."""
+    """With `replica_groups={}` the group is every replica (or partition): on too few or
+    too many, all-gather and reduce-scatter give the wrong shape; say which group size
+    the shapes imply."""
     shape = op.shape
     if isinstance(shape, TupleShape) or isinstance(out, tuple):
         return
     if out.shape != tuple(shape.dims):
-        d, have = _dim(op), out.shape
-        ratio = max(have[d], shape.dims[d]) // max(1, min(have[d], shape.dims[d]))
-        need = ratio * replica_count()
-        raise unsupported(op, f"operand and result shapes imply {need} replicas (evaluate "
-                              f"with replicas={need})")  # fmt: skip
+        d, group = _dim(op), len(participants(op))
+        operand = op.operands[0].type.data.dims[d]
+        want = max(operand, shape.dims[d]) // max(1, min(operand, shape.dims[d]))
+        raise unsupported(op, f"operand and result shapes imply groups of {want} devices, "
+                              f"the run's are of {group}")  # fmt: skip
 
 
 @handler("all-reduce-start", "all-gather-start")
@@ -134,19 +131,14 @@ def _collective_done(interp, op, args):
 
 
 def _permute(op, x):
+    """`x` sent to this device's targets; what its source sent (zeros when none does)."""
     pairs = [(int(s), int(t)) for s, t in (op.attr("source_target_pairs") or ())]
-    if op.attr("channel_id") is not None:
-        # with a channel the pairs name partitions (XLA's cross-partition mode), and each
-        # replica is one partition: only a pair 0 -> 0 delivers anything
-        return x.copy() if (0, 0) in pairs else np.zeros_like(x)
-    if replica_count() == 1 and any(max(p) > 0 for p in pairs):
-        need = max(max(p) for p in pairs) + 1
-        raise unsupported(op, f"pairs name {need} replicas (evaluate with replicas={need})")
-    everything = exchange(x)
-    sources = [s for s, t in pairs if t == replica_id()]
+    devices, _, sources = peers(op, pairs)
+    # every device of the domain runs the permute, so all of them meet
+    everything = meet(id(op), devices, x)
     if not sources:
-        return np.zeros_like(x)  # nobody sends to this replica
-    return np.array(everything[sources[0]])
+        return np.zeros_like(x)  # nobody sends to this device
+    return np.array(everything[devices.index(sources[0])])
 
 
 @handler("collective-permute")
@@ -180,15 +172,17 @@ def _ragged_all_to_all(interp, op, args):
     """Sender s puts its rows input[in_off[j] : +send[j]] at output[out_off[j] :] of its
     group's j-th member (offsets and sizes hold one entry per member)."""
     group, members = _gathered(op, args[:1] + args[2:5])
-    k = group.index(replica_id())
+    k = group.index(device_id())
     out = args[1].copy()
     for data, in_off, send, out_off in members:
-        a, n, b = (int(v.reshape(-1)[k]) for v in (in_off, send, out_off))
-        # rows that fall outside either buffer are dropped (out-of-range offsets and sizes
-        # are the program's error; the rows that do fit still move)
-        n = min(n, len(data) - a, len(out) - b) if a >= 0 and b >= 0 else 0
-        if n > 0:
-            out[b : b + n] = data[a : a + n]
+        # offsets and sizes are [members] or [members, updates per member]: row k is ours
+        rows = [v.reshape(len(group), -1)[k] for v in (in_off, send, out_off)]
+        for a, n, b in zip(*(r.astype(np.int64).tolist() for r in rows), strict=True):
+            # rows that fall outside either buffer are dropped (out-of-range offsets and
+            # sizes are the program's error; the rows that do fit still move)
+            n = min(n, len(data) - a, len(out) - b) if a >= 0 and b >= 0 else 0
+            if n > 0:
+                out[b : b + n] = data[a : a + n]
     return out
 
 
@@ -199,4 +193,4 @@ def _replica_id(interp, op, args):
 
 @handler("partition-id")
 def _partition_id(interp, op, args):
-    return np.zeros((), np.uint32)  # one partition per replica
+    return np.array(partition_id(), np.uint32)

@@ -63,7 +63,7 @@ def _async_update(interp, op, args):
     return args[0]  # the async state passes through unchanged
 
 
-@handler("send", "recv", "send-done", "recv-done", "infeed", "outfeed")
+@handler("infeed", "outfeed")
 def _host_io(interp, op, args):
     raise unsupported(op, "needs a peer or the host to exchange data with")
 

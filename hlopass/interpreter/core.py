@@ -163,13 +163,14 @@ class Interpreter:
         return self.comps[name]
 
     def schedule(self, comp: ComputationOp) -> tuple[list[HloOp], HloOp]:
-        """Instructions the root depends on, in text order, and the root."""
+        """Instructions the root (or a send) depends on, in text order, and the root."""
         key = id(comp)
         cached = self._schedules.get(key)
         if cached is None:
             root = comp.root
-            live = {id(root)}
             instrs = list(comp.instructions)
+            # a send is seen by its receiver only: it runs though nothing here uses it
+            live = {id(root)} | {id(op) for op in instrs if op.opcode in ("send", "send-done")}
             for op in reversed(instrs):
                 if id(op) in live:
                     for v in op.operands:

@@ -1,16 +1,21 @@
-"""Several replicas of one program: `evaluate(..., replicas=N)` runs N program instances,
-one thread each, and collectives exchange their operands at a rendezvous.
+"""Several devices running one program: `evaluate(..., replicas=R, partitions=P)` runs
+R x P instances of it, one thread each. Device d is replica d // P, partition d % P (XLA's
+default device assignment, `arange(R * P).reshape(R, P)`).
 
-Every replica runs the same instruction sequence (XLA requires collectives to be reached
-in the same order by all participants), so one exchange slot is enough: each replica puts
-its value in its own slot, waits for all, reads every slot, and waits again before the
-slots are reused. A replica that fails breaks the barrier so the others stop too.
+Collectives meet at a rendezvous of the devices taking part, keyed by the instruction, by
+how many times this device has reached it before (a collective in a loop meets once per
+iteration) and by the participants: groups that do not overlap meet apart, so devices may
+take different paths as long as each group reaches its collectives in the same order, as
+XLA requires. A device that fails breaks every rendezvous; a device that ends breaks those
+still waiting for it, so a program whose devices disagree stops with one error instead of
+hanging. Send and recv go through mailboxes keyed by channel, sender and receiver.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,89 +25,155 @@ import numpy as np
 from hlopass.errors import HloInputError
 
 _LOCAL = threading.local()
-# a rendezvous nobody reaches means the replicas took different paths (a deadlock in XLA)
+# a rendezvous nobody reaches means the devices took different paths (a deadlock in XLA)
 _WAIT_S = 600.0
 
 
 @dataclass
-class _World:
-    n: int
+class _Meeting:
+    participants: tuple[int, ...]
     barrier: threading.Barrier
-    slots: list[Any] = field(default_factory=list)
+    slots: dict[int, Any] = field(default_factory=dict)
+    left: int = 0
+
+
+@dataclass
+class _World:
+    replicas: int
+    partitions: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    meetings: dict[tuple, _Meeting] = field(default_factory=dict)
+    mail: dict[tuple[int, int, int], deque] = field(default_factory=dict)
+    finished: set[int] = field(default_factory=set)
+    failed: bool = False
+
+    def __post_init__(self) -> None:
+        self.posted = threading.Condition(self.lock)
+
+    def stop_waiting_for(self, device: int | None) -> None:
+        """Break the rendezvous that can no longer complete (caller holds the lock): all of
+        them after a failure, else those `device` takes part in but has not joined."""
+        for m in self.meetings.values():
+            if device is None or (device in m.participants and device not in m.slots):
+                m.barrier.abort()
+        self.posted.notify_all()
+
+
+class NoRendezvous(threading.BrokenBarrierError):
+    """A rendezvous or a recv that cannot complete: a device failed, or ended first."""
+
+
+def _world() -> _World | None:
+    return getattr(_LOCAL, "world", None)
 
 
 def replica_count() -> int:
-    world = getattr(_LOCAL, "world", None)
-    return 1 if world is None else world.n
+    world = _world()
+    return 1 if world is None else world.replicas
+
+
+def partition_count() -> int:
+    world = _world()
+    return 1 if world is None else world.partitions
+
+
+def device_id() -> int:
+    return getattr(_LOCAL, "device", 0)
 
 
 def replica_id() -> int:
-    return getattr(_LOCAL, "replica", 0)
+    return device_id() // partition_count()
 
 
-def exchange(value: Any) -> list[Any]:
-    """Every replica's `value`, indexed by replica id (this replica's alone when N = 1)."""
-    world: _World | None = getattr(_LOCAL, "world", None)
-    if world is None:
+def partition_id() -> int:
+    return device_id() % partition_count()
+
+
+def _occurrence(key: tuple) -> int:
+    """How many times this device has reached `key` before (0 the first time)."""
+    seen: dict[tuple, int] = _LOCAL.seen
+    n = seen.get(key, 0)
+    seen[key] = n + 1
+    return n
+
+
+def meet(site: Any, participants: Sequence[int], value: Any) -> list[Any]:
+    """Every participant's `value`, in the order of `participants` (device ids, this
+    device's among them), once all of them have reached the same `site`."""
+    world = _world()
+    if world is None or len(participants) == 1:
         return [value]
-    world.slots[replica_id()] = value
-    world.barrier.wait(_WAIT_S)
-    everything = list(world.slots)
-    world.barrier.wait(_WAIT_S)
+    who = tuple(participants)
+    key = (site, who, _occurrence((site, who)))
+    with world.lock:
+        m = world.meetings.get(key)
+        if m is None:
+            m = world.meetings[key] = _Meeting(who, threading.Barrier(len(who)))
+            if world.failed or any(d in world.finished for d in who):
+                m.barrier.abort()
+        m.slots[device_id()] = value
+    m.barrier.wait(_WAIT_S)
+    everything = [m.slots[d] for d in who]
+    with world.lock:
+        m.left += 1
+        if m.left == len(who):
+            del world.meetings[key]
     return everything
 
 
-_IOTA = re.compile(r"\[([\d,]*)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?")
+def post(channel: int, target: int, value: Any) -> None:
+    """Send `value` from this device to device `target` on `channel` (does not wait)."""
+    world = _world()
+    if world is None:
+        raise HloInputError(f"error: a send to device {target} needs several devices")
+    with world.lock:
+        world.mail.setdefault((channel, device_id(), target), deque()).append(value)
+        world.posted.notify_all()
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+def collect(channel: int, source: int) -> Any:
+    """The next value device `source` sent this device on `channel` (waits for it)."""
+    world = _world()
+    if world is None:
+        raise HloInputError(f"error: a recv from device {source} needs several devices")
+    box = (channel, source, device_id())
+
+    def ready() -> bool:
+        return bool(world.mail.get(box)) or world.failed or source in world.finished
+
+    with world.lock:
+        if not world.posted.wait_for(ready, _WAIT_S) or not world.mail.get(box):
+            raise NoRendezvous(f"no send from device {source} on channel {channel}")
+        return world.mail[box].popleft()
 
 
-def replica_groups(raw: Any, n: int) -> list[list[int]]:
-    """The groups of a `replica_groups` attribute (`{}` is one group of all `n` replicas;
-    the iota form `[G,S]<=[dims]T(perm)` lists iota(dims) transposed by perm, G rows)."""
-    text = str(getattr(raw, "text", raw) or "{}").replace(" ", "")
-    m = _IOTA.fullmatch(text)
-    if m:
-        shape, dims = _ints(m.group(1)), _ints(m.group(2))
-        ids = np.arange(int(np.prod(dims))).reshape(dims)
-        if m.group(3):
-            ids = ids.transpose(_ints(m.group(3)))
-        return ids.reshape(shape).tolist()
-    groups = [_ints(g) for g in re.findall(r"\{([\d,]*)\}", text[1:-1])]
-    groups = [g for g in groups if g]
-    return groups or [list(range(n))]
-
-
-def my_group(raw: Any) -> list[int]:
-    """The replica ids of this replica's group, in group order."""
-    n, me = replica_count(), replica_id()
-    for g in replica_groups(raw, n):
-        if me in g:
-            return g
-    return [me]  # a replica in no group takes part alone
-
-
-def run_replicas(n: int, body: Callable[[int], Any]) -> list[Any]:
-    """`body(replica)` for replicas 0..n-1 in n threads sharing one rendezvous."""
-    if n < 1:
-        raise HloInputError(f"replicas must be at least 1, got {n}")
-    world = _World(n, threading.Barrier(n), [None] * n)
+def run_devices(replicas: int, partitions: int, body: Callable[[int], Any]) -> list[Any]:
+    """`body(device)` for devices 0..R*P-1, one thread each, sharing one world."""
+    if replicas < 1 or partitions < 1:
+        raise HloInputError(
+            f"error: replicas and partitions must be at least 1, got {replicas} x {partitions}"
+        )
+    n = replicas * partitions
+    world = _World(replicas, partitions)
     results: list[Any] = [None] * n
     errors: list[BaseException | None] = [None] * n
 
-    def run(r: int) -> None:
-        _LOCAL.world, _LOCAL.replica = world, r
+    def run(d: int) -> None:
+        _LOCAL.world, _LOCAL.device, _LOCAL.seen = world, d, {}
         try:
-            results[r] = body(r)
-        except BaseException as e:  # reported below, from the first replica that failed
-            errors[r] = e
-            world.barrier.abort()
+            results[d] = body(d)
+            with world.lock:
+                world.finished.add(d)
+                world.stop_waiting_for(d)
+        except BaseException as e:  # reported below, from the first device that failed
+            errors[d] = e
+            with world.lock:
+                world.failed = True
+                world.stop_waiting_for(None)
         finally:
             _LOCAL.world = None
 
-    threads = [threading.Thread(target=run, args=(r,), name=f"replica-{r}") for r in range(n)]
+    threads = [threading.Thread(target=run, args=(d,), name=f"device-{d}") for d in range(n)]
     for t in threads:
         t.start()
     for t in threads:
@@ -111,9 +182,17 @@ def run_replicas(n: int, body: Callable[[int], Any]) -> list[Any]:
     first = first or next((e for e in errors if e is not None), None)
     if first is not None:
         if _broken(first):
-            raise HloInputError("the replicas reached different collectives (no rendezvous)")
+            raise HloInputError(
+                "error: the devices reached different collectives (no rendezvous): "
+                + (str(first) or "a device ended or failed before its peers met it")
+            )
         raise first
     return results
+
+
+def run_replicas(n: int, body: Callable[[int], Any]) -> list[Any]:
+    """`body(replica)` for replicas 0..n-1 (one partition each)."""
+    return run_devices(n, 1, body)
 
 
 def _broken(e: BaseException) -> bool:
@@ -123,6 +202,34 @@ def _broken(e: BaseException) -> bool:
 def per_replica(args: Sequence[Any], n: int) -> list[Sequence[Any]]:
     """The same arguments for each of `n` replicas."""
     return [args] * n
+
+
+_IOTA = re.compile(r"\[([\d,]*)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def listed_groups(raw: Any) -> list[list[int]]:
+    """The groups a `replica_groups` attribute lists: [] for `{}` (every participant, as
+    the group mode counts them); the iota form `[G,S]<=[dims]T(perm)` is iota(dims)
+    transposed by perm, in G rows of S."""
+    text = str(getattr(raw, "text", raw) or "{}").replace(" ", "")
+    m = _IOTA.fullmatch(text)
+    if m:
+        shape, dims = _ints(m.group(1)), _ints(m.group(2))
+        ids = np.arange(int(np.prod(dims))).reshape(dims)
+        if m.group(3):
+            ids = ids.transpose(_ints(m.group(3)))
+        return ids.reshape(shape).tolist()
+    groups = [_ints(g) for g in re.findall(r"\{([\d,]*)\}", text[1:-1])]
+    return [g for g in groups if g]
+
+
+def replica_groups(raw: Any, n: int) -> list[list[int]]:
+    """The groups of a `replica_groups` attribute, `{}` being one group of all `n`."""
+    return listed_groups(raw) or [list(range(n))]
 
 
 _GROUPED = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
