@@ -11,7 +11,10 @@ not ended after N iterations (an infinite loop otherwise runs until Ctrl-C), wit
 `--random-inputs [SEED]` draws the inputs instead (`hlopass.inputs.random_inputs`: exactly
 each parameter's shape and dtype, the same arrays for the same seed) and `--save-inputs
 PATH` writes the inputs used as an `.npz` that `--inputs` reads back, so a run can be
-repeated, or repeated on XLA. A module whose run needs a constant printed elided
+repeated, or repeated on XLA. `--devices N [--partitions P]` runs the module on N simulated devices
+(N / P replicas of P partitions; P defaults to the module's `num_partitions`), each on
+the same inputs (`replica-id` and `partition-id` tell them apart); the outputs are printed
+per device, or written as `d0_out0..` to the `-o` file. A module whose run needs a constant printed elided
 (`constant({...})`, XLA's default for large constants) is refused right after parsing,
 with one line at the constant: its values are not in the text.
 """
@@ -61,6 +64,19 @@ def run_main(argv: Sequence[str]) -> int:
         metavar="N",
         help="error out of a while loop still running after N iterations (default: no limit)",
     )
+    parser.add_argument(
+        "--devices",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run on N devices (replicas x partitions), every one on the same inputs",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=_positive,
+        metavar="P",
+        help="partitions per replica of the N devices (default: the module's num_partitions)",
+    )
     args = parser.parse_args(list(argv))
     return guard(lambda: _run(args), "<stdin>" if args.file == "-" else args.file)
 
@@ -84,27 +100,64 @@ def _run(args: argparse.Namespace) -> int:
     if args.save_inputs:
         _write_npz(args.save_inputs, "in", inputs)
     interpreter_for(module).max_iterations = args.max_iterations
+    replicas, partitions = _device_grid(args, module, name)
     try:
-        outputs = evaluate(module, *inputs)
+        outputs = evaluate(module, *inputs, replicas=replicas, partitions=partitions)
     except IterationLimitError as e:
         line, col = _defined_at(text, e.inst_name)
         raise HloInputError(
             f"{name}:{line}:{col}: error: {e} (--max-iterations {e.limit})"
         ) from None
-    if args.output:
-        _write_npz(args.output, "out", outputs)
+    if replicas * partitions == 1:
+        _show(args.output, "", [outputs])
     else:
-        for i, o in enumerate(outputs):
+        _show(args.output, "d", outputs, partitions)  # type: ignore[arg-type]
+    return 0
+
+
+def _device_grid(args: argparse.Namespace, module: Any, name: str) -> tuple[int, int]:
+    """(replicas, partitions) for --devices N [--partitions P]."""
+    partitions = args.partitions
+    if partitions is None:
+        attr = module.attributes.get("hlo.num_partitions")
+        text = str(getattr(attr, "text", None) or attr or 1)
+        declared = int(re.sub(r"\D", "", text) or 1)
+        partitions = declared if args.devices % declared == 0 else 1
+    if args.devices % partitions:
+        raise HloInputError(
+            f"{name}: error: --devices {args.devices} is not a multiple of --partitions "
+            f"{partitions}"
+        )
+    return args.devices // partitions, partitions
+
+
+def _show(path: str | None, prefix: str, per_device: list, partitions: int = 1) -> None:
+    """Each device's outputs: to `path` as `{prefix}{d}_out{k}` (`out{k}` for one device),
+    or printed, under a heading per device when there are several."""
+    if path:
+        named = {}
+        for d, outs in enumerate(per_device):
+            for k, o in enumerate(outs):
+                named[f"{prefix}{d}_out{k}" if prefix else f"out{k}"] = o
+        _write_named_npz(path, named)
+        return
+    for d, outs in enumerate(per_device):
+        if prefix:
+            print(f"device {d} (replica {d // partitions}, partition {d % partitions}):")
+        for i, o in enumerate(outs):
             print(f"out{i}: {o.dtype}{list(o.shape)}")
             print(np.array2string(o, threshold=64))
-    return 0
 
 
 def _write_npz(path: str, prefix: str, arrays: Sequence[np.ndarray]) -> None:
     """`arrays` as `{prefix}0..` of an `.npz` at exactly `path` (bf16 and the f8 types go
     in as raw bytes of their item size, which `_load_inputs` reads back as the type)."""
+    _write_named_npz(path, {f"{prefix}{i}": a for i, a in enumerate(arrays)})
+
+
+def _write_named_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
     # typed as Any: numpy's stubs would match the arrays against `allow_pickle: bool`
-    named: dict[str, Any] = {f"{prefix}{i}": np.asarray(a) for i, a in enumerate(arrays)}
+    named: dict[str, Any] = {k: np.asarray(a) for k, a in arrays.items()}
     # to bytes first: `np.savez(path)` appends `.npz` to a path without it and replaces
     # whatever is there; `write_output` writes exactly the path given, safely
     buf = io.BytesIO()

@@ -20,8 +20,10 @@ UNSUPPORTED: dict[str, str] = {
 REFUSED_FORMS: dict[str, str] = {
     "infeed": "host transfers have no source in the interpreter",
     "outfeed": "host transfers have no sink in the interpreter",
-    "send": "channels to another program or the host are not modelled",
-    "recv": "channels from another program or the host are not modelled",
+    "send": "without _xla_send_recv_source_target_pairs (a peer in another program) or "
+    "to the host (is_host_transfer=true): only sends between the devices of one run",
+    "recv": "without _xla_send_recv_source_target_pairs (a peer in another program) or "
+    "from the host (is_host_transfer=true): only recvs between the devices of one run",
     "collective-permute": "the in-place form (output buffer, offsets, slice_sizes)",
     "custom-call": "targets with no meaning outside their backend or test ('foo', "
     "'PartialReduce', 'DynamicConvolutionForward', xla_builder targets without a "
