@@ -419,3 +419,26 @@ def test_cli_runs_on_devices(tmp_path, capsys):
         "m.hlo: error: --devices 6 is not a multiple of --partitions 4"
     )
     assert len((err.out + err.err).strip().splitlines()) == 1
+
+
+def test_deadlock_is_reported_at_once():
+    """Partition 0 waits at one all-reduce, partition 1 at another: XLA would hang; the
+    interpreter sees every device blocked and stops with one error."""
+    text = _module(1, 2, """ta {
+  x = s32[4] parameter(0)
+  ROOT a = s32[4] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+}
+
+tb {
+  x = s32[4] parameter(0)
+  ROOT b = s32[4] all-reduce(x), channel_id=2, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=mx
+}
+
+ENTRY e {
+  p = s32[4] parameter(0)
+  q = u32[] partition-id()
+  b = pred[] convert(q)
+  ROOT c = s32[4] conditional(b, p, p), true_computation=ta, false_computation=tb
+}""")
+    with pytest.raises(HloInputError, match="every device waits"):
+        evaluate(hlopass.parse_hlo(text), np.zeros(4, np.int32), partitions=2)

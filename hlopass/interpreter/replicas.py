@@ -46,9 +46,21 @@ class _World:
     mail: dict[tuple[int, int, int], deque] = field(default_factory=dict)
     finished: set[int] = field(default_factory=set)
     failed: bool = False
+    # devices blocked at a rendezvous or recv nothing can complete yet, and the recvs
+    waiting: int = 0
+    receiving: set[tuple[int, int, int]] = field(default_factory=set)
+    deadlock: bool = False
 
     def __post_init__(self) -> None:
         self.posted = threading.Condition(self.lock)
+
+    def block(self) -> None:
+        """One more device waits (caller holds the lock); when every device still running
+        waits, none can ever wake the others: a deadlock, broken at once."""
+        self.waiting += 1
+        if self.waiting == self.replicas * self.partitions - len(self.finished):
+            self.deadlock = self.failed = True
+            self.stop_waiting_for(None)
 
     def stop_waiting_for(self, device: int | None) -> None:
         """Break the rendezvous that can no longer complete (caller holds the lock): all of
@@ -112,6 +124,10 @@ def meet(site: Any, participants: Sequence[int], value: Any) -> list[Any]:
             if world.failed or any(d in world.finished for d in who):
                 m.barrier.abort()
         m.slots[device_id()] = value
+        if len(m.slots) < len(who):
+            world.block()
+        else:  # the last to arrive releases the others
+            world.waiting -= len(who) - 1
     m.barrier.wait(_WAIT_S)
     everything = [m.slots[d] for d in who]
     with world.lock:
@@ -127,7 +143,11 @@ def post(channel: int, target: int, value: Any) -> None:
     if world is None:
         raise HloInputError(f"error: a send to device {target} needs several devices")
     with world.lock:
-        world.mail.setdefault((channel, device_id(), target), deque()).append(value)
+        box = (channel, device_id(), target)
+        world.mail.setdefault(box, deque()).append(value)
+        if box in world.receiving:  # its receiver waits for it
+            world.receiving.discard(box)
+            world.waiting -= 1
         world.posted.notify_all()
 
 
@@ -142,6 +162,9 @@ def collect(channel: int, source: int) -> Any:
         return bool(world.mail.get(box)) or world.failed or source in world.finished
 
     with world.lock:
+        if not world.mail.get(box) and not ready():
+            world.receiving.add(box)
+            world.block()
         if not world.posted.wait_for(ready, _WAIT_S) or not world.mail.get(box):
             raise NoRendezvous(f"no send from device {source} on channel {channel}")
         return world.mail[box].popleft()
@@ -165,6 +188,9 @@ def run_devices(replicas: int, partitions: int, body: Callable[[int], Any]) -> l
             with world.lock:
                 world.finished.add(d)
                 world.stop_waiting_for(d)
+                if world.waiting and world.waiting == n - len(world.finished):
+                    world.deadlock = world.failed = True
+                    world.stop_waiting_for(None)
         except BaseException as e:  # reported below, from the first device that failed
             errors[d] = e
             with world.lock:
@@ -182,9 +208,11 @@ def run_devices(replicas: int, partitions: int, body: Callable[[int], Any]) -> l
     first = first or next((e for e in errors if e is not None), None)
     if first is not None:
         if _broken(first):
+            why = str(first) or "a device ended or failed before its peers met it"
+            if world.deadlock:
+                why = "every device waits at a collective or recv the others never reach"
             raise HloInputError(
-                "error: the devices reached different collectives (no rendezvous): "
-                + (str(first) or "a device ended or failed before its peers met it")
+                f"error: the devices reached different collectives (no rendezvous): {why}"
             )
         raise first
     return results
