@@ -158,7 +158,9 @@ def execute_devices(
     if partitions > 1:
         instruction = re.compile(r"^(\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*[^\n]*?)\s*$", re.M)
         text = instruction.sub(
-            lambda m: m.group(1) if "sharding=" in m.group(1) else m.group(1) + ", sharding={manual}",
+            lambda m: (
+                m.group(1) if "sharding=" in m.group(1) else m.group(1) + ", sharding={manual}"
+            ),
             text,
         )
     module = parse(text)

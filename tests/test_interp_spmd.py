@@ -57,14 +57,21 @@ def _module(replicas: int, partitions: int, entry: str) -> str:
 
 # name: (replicas, partitions, entry computation)
 CASES: dict[str, tuple[int, int, str]] = {
-    "ids": (2, 4, """ENTRY e {
+    "ids": (
+        2,
+        4,
+        """ENTRY e {
   p = s32[4] parameter(0)
   r = u32[] replica-id()
   q = u32[] partition-id()
   ROOT t = (u32[], u32[], s32[4]) tuple(r, q, p)
-}"""),
+}""",
+    ),
     # no channel_id: groups of replicas, within each partition
-    "cross_replica": (2, 4, """ENTRY e {
+    "cross_replica": (
+        2,
+        4,
+        """ENTRY e {
   p = s32[4] parameter(0)
   f = f32[4] parameter(1)
   a = s32[4] all-reduce(p), replica_groups={}, to_apply=add
@@ -74,41 +81,61 @@ CASES: dict[str, tuple[int, int, str]] = {
   x = s32[4] all-to-all(p), replica_groups={{1,0}}, dimensions={0}
   c = s32[4] collective-permute(p), source_target_pairs={{0,1}}
   ROOT t = (s32[4], f32[4], s32[8], s32[2], s32[4], s32[4]) tuple(a, b, g, s, x, c)
-}"""),
+}""",
+    ),
     # channel_id on all-to-all and collective-permute: groups of partitions, per replica
-    "cross_partition": (2, 4, """ENTRY e {
+    "cross_partition": (
+        2,
+        4,
+        """ENTRY e {
   p = s32[8] parameter(0)
   q = s32[4] parameter(1)
   x = s32[8] all-to-all(p), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}
   y = s32[4] all-to-all(q), channel_id=2, replica_groups={{3,1},{0,2}}, dimensions={0}
   c = s32[4] collective-permute(q), channel_id=3, source_target_pairs={{0,1},{1,2},{2,0}}
   ROOT t = (s32[8], s32[4], s32[4]) tuple(x, y, c)
-}"""),
+}""",
+    ),
     # channel_id, use_global_device_ids=false: groups of replicas, with all their partitions
-    "cross_replica_and_partition": (2, 2, """ENTRY e {
+    "cross_replica_and_partition": (
+        2,
+        2,
+        """ENTRY e {
   p = s32[8] parameter(0)
   a = s32[8] all-reduce(p), channel_id=1, replica_groups={{0},{1}}, to_apply=add
   g = s32[32] all-gather(p), channel_id=2, replica_groups={{1,0}}, dimensions={0}
   s = s32[2] reduce-scatter(p), channel_id=3, replica_groups={}, dimensions={0}, to_apply=add
   m = s32[8] all-reduce(p), channel_id=4, replica_groups={{1},{0}}, use_global_device_ids=false, to_apply=mx
   ROOT t = (s32[8], s32[32], s32[2], s32[8]) tuple(a, g, s, m)
-}"""),
+}""",
+    ),
     # use_global_device_ids=true: groups of device ids, in list and iota forms
-    "flattened_id": (2, 4, """ENTRY e {
+    "flattened_id": (
+        2,
+        4,
+        """ENTRY e {
   p = s32[8] parameter(0)
   a = s32[8] all-reduce(p), channel_id=1, replica_groups=[2,4]<=[8], use_global_device_ids=true, to_apply=add
   g = s32[16] all-gather(p), channel_id=2, replica_groups=[4,2]<=[2,4]T(1,0), use_global_device_ids=true, dimensions={0}
   s = s32[2] reduce-scatter(p), channel_id=3, replica_groups={{7,0,5,2},{1,6,3,4}}, use_global_device_ids=true, dimensions={0}, to_apply=add
   ROOT t = (s32[8], s32[16], s32[2]) tuple(a, g, s)
-}"""),
-    "iota_groups": (8, 1, """ENTRY e {
+}""",
+    ),
+    "iota_groups": (
+        8,
+        1,
+        """ENTRY e {
   p = s32[8] parameter(0)
   a = s32[8] all-reduce(p), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=add
   g = s32[32] all-gather(p), replica_groups=[2,4]<=[4,2]T(1,0), dimensions={0}
   x = s32[8] all-to-all(p), replica_groups=[2,4]<=[8], dimensions={0}
   ROOT t = (s32[8], s32[32], s32[8]) tuple(a, g, x)
-}"""),
-    "async": (4, 2, """wrapped {
+}""",
+    ),
+    "async": (
+        4,
+        2,
+        """wrapped {
   w = s32[8] parameter(0)
   ROOT x = s32[8] all-to-all(w), channel_id=5, replica_groups={{1,0}}, dimensions={0}
 }
@@ -126,9 +153,13 @@ ENTRY e {
   as = ((s32[8]), s32[8], s32[]) async-start(p), calls=wrapped
   ad = s32[8] async-done(as)
   ROOT t = (s32[8], s32[32], s32[8], s32[8], s32[8]) tuple(d, gd, cd, kd, ad)
-}"""),
+}""",
+    ),
     # a collective in a loop meets once per iteration
-    "loop": (2, 2, """cond {
+    "loop": (
+        2,
+        2,
+        """cond {
   c = (s32[], s32[4]) parameter(0)
   i = s32[] get-tuple-element(c), index=0
   n = s32[] constant(3)
@@ -150,7 +181,8 @@ ENTRY e {
   z = s32[] constant(0)
   init = (s32[], s32[4]) tuple(z, p)
   ROOT w = (s32[], s32[4]) while(init), condition=cond, body=body
-}"""),
+}""",
+    ),
 }
 
 
@@ -199,12 +231,16 @@ def _xla_many(jobs: list[tuple[str, int, int, list[list[np.ndarray]]]]) -> list[
 
 
 # modules XLA:CPU cannot run, each beside the module XLA runs in its place (see the top)
-_BROADCAST = (2, 2, """ENTRY e {
+_BROADCAST = (
+    2,
+    2,
+    """ENTRY e {
   p = s32[4] parameter(0)
   a = s32[4] collective-broadcast(p), channel_id=1, replica_groups={{1,0}}
   b = s32[4] collective-broadcast(p), replica_groups={{1,0}}
   ROOT t = (s32[4], s32[4]) tuple(a, b)
-}""")
+}""",
+)
 # cross-partition groups {1,0} of each replica are the flattened ids {1,0} and {3,2}
 _BROADCAST_XLA = """ENTRY e {
   p = s32[4] parameter(0)
@@ -215,7 +251,10 @@ _BROADCAST_XLA = """ENTRY e {
   ROOT t = (s32[4], s32[4]) tuple(a, b)
 }"""
 _PAIRS = "{{0,1},{1,2},{2,3},{3,0}}"
-_SEND_RECV = (2, 4, f"""ENTRY e {{
+_SEND_RECV = (
+    2,
+    4,
+    f"""ENTRY e {{
   p = s32[4] parameter(0)
   q = s32[4] parameter(1)
   tk = token[] after-all()
@@ -230,7 +269,8 @@ _SEND_RECV = (2, 4, f"""ENTRY e {{
   a = s32[4] get-tuple-element(rd), index=0
   b = s32[4] get-tuple-element(rd2), index=0
   ROOT t = (s32[4], s32[4]) tuple(a, b)
-}}""")
+}}""",
+)
 _SEND_RECV_XLA = f"""ENTRY e {{
   p = s32[4] parameter(0)
   q = s32[4] parameter(1)
@@ -239,10 +279,14 @@ _SEND_RECV_XLA = f"""ENTRY e {{
   ROOT t = (s32[4], s32[4]) tuple(a, b)
 }}"""
 # XLA errors on a device in none of the groups; so must we
-_NOT_IN_GROUP = (4, 1, """ENTRY e {
+_NOT_IN_GROUP = (
+    4,
+    1,
+    """ENTRY e {
   p = s32[4] parameter(0)
   ROOT a = s32[4] all-reduce(p), replica_groups={{0,1},{2}}, to_apply=add
-}""")
+}""",
+)
 
 
 @pytest.fixture(scope="module")
@@ -343,7 +387,10 @@ def test_ragged_all_to_all_two_updates_per_peer():
     Replica 0 sends rows 0 and 2 of [[10,11],[20,21],[30,31]] to itself at 3 and 0, and
     row 1 to replica 1 at 1; replica 1 sends its row 0 to replica 0 at 1 and its rows
     1..2 to itself at 2 (by hand from the documented rules)."""
-    text = _module(2, 1, """ENTRY e {
+    text = _module(
+        2,
+        1,
+        """ENTRY e {
   input = s32[3,2] parameter(0)
   output = s32[4,2] parameter(1)
   in_off = s32[2,2] parameter(2)
@@ -351,7 +398,8 @@ def test_ragged_all_to_all_two_updates_per_peer():
   out_off = s32[2,2] parameter(4)
   recv = s32[2,2] parameter(5)
   ROOT r = s32[4,2] ragged-all-to-all(input, output, in_off, send, out_off, recv), replica_groups={}
-}""")
+}""",
+    )
 
     def dev(data, in_off, send, out_off):
         arrays = (data, np.full((4, 2), -1), in_off, send, out_off, np.zeros((2, 2)))
@@ -373,7 +421,10 @@ def test_too_few_devices_names_the_count():
 
 def test_devices_that_disagree_stop_with_one_error():
     """Partition 0 skips the all-reduce its group {0,1} waits on: no hang, one error."""
-    text = _module(1, 2, """tk {
+    text = _module(
+        1,
+        2,
+        """tk {
   x = s32[4] parameter(0)
   ROOT a = s32[4] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
 }
@@ -387,7 +438,8 @@ ENTRY e {
   q = u32[] partition-id()
   b = pred[] convert(q)
   ROOT c = s32[4] conditional(b, p, p), true_computation=tk, false_computation=sk
-}""")
+}""",
+    )
     with pytest.raises(HloInputError, match="no rendezvous"):
         evaluate(hlopass.parse_hlo(text), np.zeros(4, np.int32), partitions=2)
 
@@ -415,8 +467,10 @@ def test_cli_runs_on_devices(tmp_path, capsys):
     assert "device 5 (replica 1, partition 1):" in capsys.readouterr().out
     assert run_main([*args, "--devices", "6", "--partitions", "4"]) == 1
     err = capsys.readouterr()
-    assert (err.out + err.err).strip().endswith(
-        "m.hlo: error: --devices 6 is not a multiple of --partitions 4"
+    assert (
+        (err.out + err.err)
+        .strip()
+        .endswith("m.hlo: error: --devices 6 is not a multiple of --partitions 4")
     )
     assert len((err.out + err.err).strip().splitlines()) == 1
 
@@ -424,7 +478,10 @@ def test_cli_runs_on_devices(tmp_path, capsys):
 def test_deadlock_is_reported_at_once():
     """Partition 0 waits at one all-reduce, partition 1 at another: XLA would hang; the
     interpreter sees every device blocked and stops with one error."""
-    text = _module(1, 2, """ta {
+    text = _module(
+        1,
+        2,
+        """ta {
   x = s32[4] parameter(0)
   ROOT a = s32[4] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
 }
@@ -439,6 +496,7 @@ ENTRY e {
   q = u32[] partition-id()
   b = pred[] convert(q)
   ROOT c = s32[4] conditional(b, p, p), true_computation=ta, false_computation=tb
-}""")
+}""",
+    )
     with pytest.raises(HloInputError, match="every device waits"):
         evaluate(hlopass.parse_hlo(text), np.zeros(4, np.int32), partitions=2)

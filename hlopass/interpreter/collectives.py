@@ -158,7 +158,8 @@ def _collective_permute_start(interp, op, args):
     shape = op.shape
     if not isinstance(shape, TupleShape):  # the start's result is the permuted value itself
         return _permute(op, x)
-    extra = [np.zeros(s.dims, np.uint32) for s in shape.elements[2:]]
+    # the u32 context words XLA keeps beside the buffers (scalars)
+    extra = [np.zeros((), np.uint32) for _ in shape.elements[2:]]
     return (x, _permute(op, x), *extra)
 
 

@@ -83,4 +83,3 @@ def _recv_done(interp, op, args):
     if source is not None:
         data = np.asarray(collect(_channel(op), source)).astype(data.dtype, copy=False)
     return (data, np.zeros((0,), np.uint8))
-
