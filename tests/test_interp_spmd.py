@@ -415,7 +415,7 @@ def test_ragged_all_to_all_two_updates_per_peer():
 def test_too_few_devices_names_the_count():
     r, p, entry = CASES["flattened_id"]
     module = hlopass.parse_hlo(_module(r, p, entry))
-    with pytest.raises(UnsupportedOpError, match="name 8 devices, the run has 4"):
+    with pytest.raises(UnsupportedOpError, match="groups of 4 devices name device 7, the run has 4"):
         evaluate(module, *_args(_module(r, p, entry), 1, 1)[0], replicas=2, partitions=2)
 
 

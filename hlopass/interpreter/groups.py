@@ -93,8 +93,9 @@ def _my_group(op: Any, groups: list[list[int]], me: int, count: int, what: str) 
         return list(range(count))
     need = 1 + max(max(g) for g in groups)
     if need > count:
-        raise unsupported(op, f"replica groups name {need} {what}s, the run has {count} "
-                              f"(evaluate with {_flag(what)}={need} or more)")  # fmt: skip
+        size = max(len(g) for g in groups)
+        raise unsupported(op, f"replica groups of {size} {what}s name {what} {need - 1}, the "
+                              f"run has {count} (evaluate with {_flag(what)}={need} or more)")  # fmt: skip
     for g in groups:
         if me in g:
             return g
