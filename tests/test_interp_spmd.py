@@ -155,6 +155,26 @@ ENTRY e {
   ROOT t = (s32[8], s32[32], s32[8], s32[8], s32[8]) tuple(d, gd, cd, kd, ad)
 }""",
     ),
+    # all-to-all's tuple form (operand j to member j) and reduce-scatter wrapped in async-start / async-done
+    "tuple_forms": (
+        2,
+        2,
+        """rs {
+  w = s32[8] parameter(0)
+  ROOT s = s32[4] reduce-scatter(w), channel_id=7, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, dimensions={0}, to_apply=add
+}
+
+ENTRY e {
+  p = s32[4] parameter(0)
+  q = s32[4] parameter(1)
+  w = s32[8] parameter(2)
+  x = (s32[4], s32[4]) all-to-all(p, q), replica_groups={{1,0}}
+  y = (s32[4], s32[4]) all-to-all(p, q), channel_id=2, replica_groups={{0,1}}
+  as = ((s32[8]), s32[4], s32[]) async-start(w), calls=rs
+  ad = s32[4] async-done(as)
+  ROOT t = ((s32[4], s32[4]), (s32[4], s32[4]), s32[4]) tuple(x, y, ad)
+}""",
+    ),
     # a collective in a loop meets once per iteration
     "loop": (
         2,
@@ -278,7 +298,7 @@ _SEND_RECV_XLA = f"""ENTRY e {{
   b = s32[4] collective-permute(q), channel_id=2, source_target_pairs={{{{2,0}}}}
   ROOT t = (s32[4], s32[4]) tuple(a, b)
 }}"""
-# XLA errors on a device in none of the groups; so must we
+# XLA refuses groups that leave a device out; so must we
 _NOT_IN_GROUP = (
     4,
     1,
@@ -355,10 +375,10 @@ def test_send_recv_match_xla_permute(xla):
     assert not ours[5][1].any()  # partition 1 of replica 1 receives nothing on channel 2
 
 
-def test_device_in_no_group_is_an_error(xla):
+def test_groups_leaving_a_device_out_are_an_error(xla):
     assert "error" in xla["not_in_group"], xla["not_in_group"]
     r, p, entry = _NOT_IN_GROUP
-    with pytest.raises(HloInputError, match="replica 3 is in none of its replica groups"):
+    with pytest.raises(HloInputError, match="must hold each of 4 replica ids once, they hold 3"):
         _ours(_module(r, p, entry), r, p)
 
 
@@ -415,7 +435,9 @@ def test_ragged_all_to_all_two_updates_per_peer():
 def test_too_few_devices_names_the_count():
     r, p, entry = CASES["flattened_id"]
     module = hlopass.parse_hlo(_module(r, p, entry))
-    with pytest.raises(UnsupportedOpError, match="groups of 4 devices name device 7, the run has 4"):
+    with pytest.raises(
+        UnsupportedOpError, match="groups of 4 devices name device 7, the run has 4"
+    ):
         evaluate(module, *_args(_module(r, p, entry), 1, 1)[0], replicas=2, partitions=2)
 
 

@@ -14,8 +14,8 @@ The mode follows from `channel_id` and, for the all-reduce and all-gather famili
     channel_id, use_global_device_ids=true   flattened id: groups of device ids
                                            (replica * partitions + partition)
 
-Empty `replica_groups` is one group of every replica (or partition); a device in none of
-the listed groups is an error, as in XLA.
+Empty `replica_groups` is one group of every replica (or partition); listed groups must
+hold each id of the mode once (XLA's verifier: a device in no group is an error).
 """
 
 from __future__ import annotations
@@ -96,12 +96,23 @@ def _my_group(op: Any, groups: list[list[int]], me: int, count: int, what: str) 
         size = max(len(g) for g in groups)
         raise unsupported(op, f"replica groups of {size} {what}s name {what} {need - 1}, the "
                               f"run has {count} (evaluate with {_flag(what)}={need} or more)")  # fmt: skip
+    listed = sorted(i for g in groups for i in g)
+    if listed != list(range(len(listed))) or (count > 1 and len(listed) != count):
+        # XLA's verifier: the groups hold each of the ids 0..count-1 once
+        raise HloInputError(
+            f"error: instruction {op.inst_name}: replica groups must hold each of {count} "
+            f"{what} ids once, they hold {len(listed)} ids {_brief(listed)}"
+        )
     for g in groups:
         if me in g:
             return g
     raise HloInputError(
         f"error: instruction {op.inst_name}: {what} {me} is in none of its replica groups"
     )
+
+
+def _brief(ids: list[int]) -> str:
+    return "{" + ",".join(map(str, ids[:16])) + (",..." if len(ids) > 16 else "") + "}"
 
 
 def _flag(what: str) -> str:
