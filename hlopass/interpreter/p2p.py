@@ -14,18 +14,15 @@ to receives zeros. A send or recv without the attribute, or to the host
 from __future__ import annotations
 
 import re
-import threading
 
 import numpy as np
 
 from hlopass.interpreter.core import dtype_of, handler, unsupported
 from hlopass.interpreter.groups import peers
-from hlopass.interpreter.replicas import collect, post
+from hlopass.interpreter.replicas import collect, device_state, post
 
 _PAIRS_ATTR = re.compile(r"_xla_send_recv_source_target_pairs=\"?(\{[{}\d,\s]*\})")
 _PAIR = re.compile(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}")
-# per device thread: channel -> the device each outstanding recv receives from (or None)
-_PENDING = threading.local()
 
 
 def _pairs(op) -> list[tuple[int, int]]:
@@ -44,9 +41,9 @@ def _channel(op) -> int:
 
 
 def _pending() -> dict[int, list]:
-    if not hasattr(_PENDING, "by_channel"):
-        _PENDING.by_channel = {}
-    return _PENDING.by_channel
+    """channel -> the device each of this device's outstanding recvs receives from (None
+    where no pair sends to it), oldest first."""
+    return device_state("recv")
 
 
 @handler("send")

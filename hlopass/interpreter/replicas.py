@@ -101,6 +101,13 @@ def partition_id() -> int:
     return device_id() % partition_count()
 
 
+def device_state(name: str) -> dict:
+    """A dict of this device's own, by `name`, fresh for each multi-device run (a
+    single-device run keeps the calling thread's)."""
+    state: dict[str, dict] = _LOCAL.__dict__.setdefault("state", {})
+    return state.setdefault(name, {})
+
+
 def _occurrence(key: tuple) -> int:
     """How many times this device has reached `key` before (0 the first time)."""
     seen: dict[tuple, int] = _LOCAL.seen
@@ -182,7 +189,7 @@ def run_devices(replicas: int, partitions: int, body: Callable[[int], Any]) -> l
     errors: list[BaseException | None] = [None] * n
 
     def run(d: int) -> None:
-        _LOCAL.world, _LOCAL.device, _LOCAL.seen = world, d, {}
+        _LOCAL.world, _LOCAL.device, _LOCAL.seen, _LOCAL.state = world, d, {}, {}
         try:
             results[d] = body(d)
             with world.lock:
