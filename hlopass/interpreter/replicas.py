@@ -225,18 +225,8 @@ def run_devices(replicas: int, partitions: int, body: Callable[[int], Any]) -> l
     return results
 
 
-def run_replicas(n: int, body: Callable[[int], Any]) -> list[Any]:
-    """`body(replica)` for replicas 0..n-1 (one partition each)."""
-    return run_devices(n, 1, body)
-
-
 def _broken(e: BaseException) -> bool:
     return isinstance(e, threading.BrokenBarrierError)
-
-
-def per_replica(args: Sequence[Any], n: int) -> list[Sequence[Any]]:
-    """The same arguments for each of `n` replicas."""
-    return [args] * n
 
 
 _IOTA = re.compile(r"\[([\d,]*)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?")
