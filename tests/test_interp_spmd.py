@@ -298,6 +298,45 @@ _SEND_RECV_XLA = f"""ENTRY e {{
   b = s32[4] collective-permute(q), channel_id=2, source_target_pairs={{{{2,0}}}}
   ROOT t = (s32[4], s32[4]) tuple(a, b)
 }}"""
+_LOOP = """cond {
+  c = (s32[], s32[4]) parameter(0)
+  i = s32[] get-tuple-element(c), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  b = (s32[], s32[4]) parameter(0)
+  i = s32[] get-tuple-element(b), index=0
+  v = s32[4] get-tuple-element(b), index=1
+  STEP
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  w = s32[4] add(moved, v)
+  ROOT t = (s32[], s32[4]) tuple(j, w)
+}
+
+ENTRY e {
+  p = s32[4] parameter(0)
+  z = s32[] constant(0)
+  init = (s32[], s32[4]) tuple(z, p)
+  ROOT w = (s32[], s32[4]) while(init), condition=cond, body=body
+}"""
+_RING = "{{0,1},{1,2},{2,0}}"
+_ATTR = f'frontend_attributes={{_xla_send_recv_source_target_pairs="{_RING}"}}'
+# a ring of sends and recvs in a loop body: each iteration's data, in order
+_SEND_RECV_LOOP = _LOOP.replace(
+    "STEP",
+    f"""tk = token[] after-all()
+  r = (s32[4], u32[], token[]) recv(tk), channel_id=4, {_ATTR}
+  s = (s32[4], u32[], token[]) send(v, tk), channel_id=4, {_ATTR}
+  rd = (s32[4], token[]) recv-done(r), channel_id=4
+  sd = token[] send-done(s), channel_id=4
+  moved = s32[4] get-tuple-element(rd), index=0""",
+)
+_SEND_RECV_LOOP_XLA = _LOOP.replace(
+    "STEP", f"moved = s32[4] collective-permute(v), channel_id=4, source_target_pairs={_RING}"
+)
 # XLA refuses groups that leave a device out; so must we
 _NOT_IN_GROUP = (
     4,
@@ -317,6 +356,7 @@ def xla() -> dict[str, dict]:
     jobs["broadcast"] = (_module(2, 2, _BROADCAST_XLA), 2, 2)
     jobs["send_recv"] = (_module(2, 4, _SEND_RECV_XLA), 2, 4)
     jobs["not_in_group"] = (_module(*_NOT_IN_GROUP), 4, 1)
+    jobs["send_recv_loop"] = (_module(2, 3, _SEND_RECV_LOOP_XLA), 2, 3)
     names = list(jobs)
     results = _xla_many([(t, r, p, _args(t, r, p)) for t, r, p in jobs.values()])
     return dict(zip(names, results, strict=True))
@@ -373,6 +413,12 @@ def test_send_recv_match_xla_permute(xla):
     ours = _ours(_module(r, p, entry), r, p)
     _same(ours, xla["send_recv"]["outputs"])
     assert not ours[5][1].any()  # partition 1 of replica 1 receives nothing on channel 2
+
+
+def test_send_recv_in_a_loop_match_xla_permute(xla):
+    """Each iteration's send meets the same iteration's recv (the channel is a queue)."""
+    assert "outputs" in xla["send_recv_loop"], xla["send_recv_loop"]
+    _same(_ours(_module(2, 3, _SEND_RECV_LOOP), 2, 3), xla["send_recv_loop"]["outputs"])
 
 
 def test_groups_leaving_a_device_out_are_an_error(xla):
