@@ -325,8 +325,8 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
             operands.append(v)
         return got
 
-    outputs: list[SSAValue] = []
     a_outs: list[SSAValue] = []
+    b_outs: list[SSAValue] = []
 
     def bind(v: SSAValue, k: int) -> SSAValue:
         """b's read of a (directly, or an element of a multi-output a) becomes a's value."""
@@ -359,7 +359,10 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
             outs = [r]
         if k == 0:
             a_outs = list(outs)
-        outputs += outs
+        else:
+            b_outs = list(outs)
+    # XLA fuses the producer into its consumer: the consumer's outputs come first
+    outputs = b_outs + a_outs
     return MergePlan(block, operands, outputs, members)
 
 
@@ -483,7 +486,8 @@ class MultiOutputMerge(RewritePattern):
         comp = self._register(plan.block, b)
         kind = fusion_kind(plan.members, [v.owner for v in plan.outputs])
         counts = [len(kernel_outputs(a, self.comps)), len(kernel_outputs(b, self.comps))]
-        return self._replace(a, b, list(plan.operands), tup.shape, kind, comp, counts, None)
+        return self._replace(a, b, list(plan.operands), tup.shape, kind, comp, counts, None,
+                             consumer_first=True)  # fmt: skip
 
     def extend(self, a: HloOp, b: HloOp, operands: list[SSAValue], kind: str) -> HloOp:
         """Siblings: b's body joins a's fused computation in place (moved when b's
@@ -591,11 +595,12 @@ class MultiOutputMerge(RewritePattern):
         return comp
 
     def _replace(self, a: HloOp, b: HloOp, operands: list[SSAValue], shape: Any, kind: str,
-                 comp: ComputationOp, counts: list[int], keep: str | None) -> HloOp:  # fmt: skip
+                 comp: ComputationOp, counts: list[int], keep: str | None,
+                 consumer_first: bool = False) -> HloOp:  # fmt: skip
         """A fusion of `comp` replaces a and b (placed where both may be: readers of the
         earlier one that come before the later one move after it); a's and b's readers
-        read its elements (`counts`: a's and b's numbers of outputs). `keep`: a computation
-        of a's that is now the new fusion's."""
+        read its elements (`counts`: a's and b's numbers of outputs; b's come first with
+        `consumer_first`). `keep`: a computation of a's that is now the new fusion's."""
         fusion = create_op("fusion", operands, shape, self.builder.fresh_inst("fusion"),
                            {"kind": kind, "calls": comp.comp_name})  # fmt: skip
         pos = self.reach.pos
@@ -607,7 +612,8 @@ class MultiOutputMerge(RewritePattern):
         self._move_after(fusion, earlier, later)
         gtes: list[HloOp] = []
         offset = 0
-        for old, n in zip((a, b), counts, strict=True):
+        pairs = list(zip((a, b), counts, strict=True))
+        for old, n in reversed(pairs) if consumer_first else pairs:
             if isinstance(old.shape, TupleShape):
                 for use in list(old.result.uses):
                     u = use.operation
