@@ -50,7 +50,10 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     Reachability,
     SiblingPlan,
     build_merged,
+    disjoint_slices,
     first_reduction,
+    fusion_priority,
+    is_effective_scalar,
     kernel_body,
     kernel_outputs,
     key_of,
@@ -135,11 +138,14 @@ class MultiOutputDriver:
             return f"shared memory usage would be over the budget of {SHARED_MEMORY_PER_BLOCK}B"
         return None
 
-    def consider(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> bool:
+    def consider(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool,
+                 common: HloOp | None = None) -> bool:  # fmt: skip
         record = FusionRecord("multi-output-fusion", self.comp.comp_name, a.inst_name, "kept",
                               consumers=[b.inst_name])  # fmt: skip
         self.records.append(record)
         why = self.refusal(a, b, reach, sibling)
+        if why is None and common is not None:
+            why = disjoint_slices(a, b, common, self.comps)
         if why is None:
             # the budget is decided on a sketch, nothing built for a refused candidate
             why = self.budget(sketch_merged(a, b, self.comps, self.parts))
@@ -211,20 +217,26 @@ class MultiOutputDriver:
         changed = False
         reach = Reachability(self.comp)
         comps = self.comps
-        # siblings: kernels reading a common value
+        # siblings: kernels reading a common value (XLA: never a constant's readers, nor
+        # an effective scalar's: reading it once saves nothing)
         for value_owner in list(self.comp.instructions):
-            if value_owner.parent is None:
+            if value_owner.parent is None or value_owner.opcode == "constant":
+                continue
+            if is_effective_scalar(value_owner.shape):
                 continue
             readers = [u.operation for u in value_owner.result.uses]
             readers = [r for r in dict.fromkeys(readers)
                        if isinstance(r, HloOp) and r.parent is not None
                        and mof_root_eligible(r, comps, self.kinds)]  # fmt: skip
             if len(readers) >= 2:
-                readers.sort(key=lambda r: reach.pos[id(r)])
-                changed |= self._merge_siblings(readers, reach)
+                # XLA's order: multi-output fusions, then fusions, then instructions
+                readers.sort(key=lambda r: (-fusion_priority(r), reach.pos[id(r)]))
+                changed |= self._merge_siblings(readers, reach, value_owner)
         # producer-consumer: a producer read by several kernels joins one of them
         for p in list(self.comp.instructions):
             if p.parent is None or (isinstance(p.shape, TupleShape) and p.opcode != "fusion"):
+                continue
+            if p.opcode == "constant":
                 continue
             if not mof_root_eligible(p, comps, self.kinds):
                 continue
@@ -232,13 +244,14 @@ class MultiOutputDriver:
             if len(readers) < 2:
                 continue
             for c in readers:
-                ready = c.opcode == "fusion" and c.parent is not None and p.parent is not None
+                # as XLA, an unfused consumer (a reduce) becomes the fusion p joins
+                ready = c.parent is not None and p.parent is not None
                 if ready and self.consider(p, c, reach, sibling=False):
                     changed = True
                     break
         return changed
 
-    def _merge_siblings(self, readers: list[HloOp], reach: Reachability) -> bool:
+    def _merge_siblings(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
         """Merge compatible readers of one value; only readers with the same loop shape are
         paired (a value read by many kernels costs one pass over them per shape)."""
         groups: dict[Any, list[HloOp]] = {}
@@ -253,13 +266,13 @@ class MultiOutputDriver:
         changed = False
         for group in groups.values():
             if len(group) > 1:
-                changed |= self._merge_group(group, reach)
+                changed |= self._merge_group(group, reach, common)
         return changed
 
     def loop_shape(self, op: HloOp) -> Any:
         return shape_of_loop(self.kinds(op), self.reduction(op), self.facts(op).outputs[0])
 
-    def _merge_group(self, readers: list[HloOp], reach: Reachability) -> bool:
+    def _merge_group(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
         changed = False
         i = 0
         while i < len(readers):
@@ -270,7 +283,7 @@ class MultiOutputDriver:
                 if (
                     a.parent is not None
                     and b.parent is not None
-                    and self.consider(a, b, reach, True)
+                    and self.consider(a, b, reach, True, common)
                 ):
                     changed = True
                     a = self._fused

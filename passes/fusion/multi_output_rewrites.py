@@ -26,13 +26,14 @@ from hlopass.kernel_structure.emitter import (
     is_elementwise,
     is_unnested_reduction,
 )
+from hlopass.kernel_structure.shapes import elements
 from hlopass.passes.fusion.rewrites import FusionBuilder, _erase
 from hlopass.passes.fusion.rules import (
     instruction_fusible,
     shared_memory,
 )
 from hlopass.rewriting import RewriteContext
-from hlopass.shape import ArrayShape, TupleShape
+from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 CYCLE = "would introduce a cycle when fused"
 SLOWER = "will execute slower if fused"
@@ -209,7 +210,8 @@ def _dims(shape: Any) -> Any:
 
 def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None) -> bool:
     """XLA IsFusibleAsMultiOutputFusionRoot: loop or input (reduction) fusions, and
-    elementwise instructions; no scatter or transpose heroes, no kCustom. `kinds`: a cache
+    elementwise instructions or reductions XLA's reduction emitter takes (a variadic one
+    only inside a fusion); no scatter or transpose heroes, no kCustom. `kinds`: a cache
     of fusions' emitter kinds (`KindCache`)."""
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
@@ -229,11 +231,70 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
         )
         return kind in ("loop", "reduction")
     return (
-        is_elementwise(op)
+        (is_elementwise(op) or is_unnested_reduction(op))
         and not isinstance(op.shape, TupleShape)
         and instruction_fusible(op, comps)
         and bool(op.operands)
     )
+
+
+def is_effective_scalar(shape: Any) -> bool:
+    """An array of one element (XLA ShapeUtil::IsEffectiveScalar)."""
+    return isinstance(shape, ArrayShape) and all(d == 1 for d in shape.dims)
+
+
+def fusion_priority(op: HloOp) -> int:
+    """XLA's FusionPriority: siblings are tried multi-output fusions first, then fusions,
+    then unfused instructions."""
+    if op.opcode != "fusion":
+        return 0
+    return 2 if isinstance(op.shape, TupleShape) else 1
+
+
+SLICES_DISJOINT = "slices are non-overlapping"
+SMALL_PARAMETER_BYTES = 1024  # XLA: a parameter under 1 KiB may be fused even if disjoint
+
+
+def disjoint_slices(a: HloOp, b: HloOp, common: HloOp,
+                    comps: dict[str, ComputationOp]) -> str | None:  # fmt: skip
+    """XLA ParameterSlicesAreNonOverlapping: siblings that each read only one slice of
+    the (at least 1 KiB) common value, and slices that share no element, gain nothing
+    from one kernel."""
+    shape = common.shape
+    if not isinstance(shape, ArrayShape):
+        return None
+    if elements(shape) * ELEMENT_BITS.get(shape.element_type, 32) < 8 * SMALL_PARAMETER_BYTES:
+        return None
+    s1, s2 = unique_slice(common, a, comps), unique_slice(common, b, comps)
+    if s1 is None or s2 is None:
+        return None
+    for d1, d2 in zip(s1.attr("slice"), s2.attr("slice"), strict=True):
+        if not (d1.start < d2.limit and d2.start < d1.limit):
+            return SLICES_DISJOINT
+    return None
+
+
+def unique_slice(parent: HloOp, op: HloOp, comps: dict[str, ComputationOp]) -> HloOp | None:
+    """XLA FindUniqueSlice: the one slice through which `op` reads `parent` (directly, or
+    through one fusion parameter read only by it), None if there is none or several."""
+    if op.opcode == "slice":
+        return op
+    if op.opcode != "fusion":
+        return None
+    found: HloOp | None = None
+    params = {p.attr("number"): p for p in comps[op.attr("calls")].parameters()}
+    for i, v in enumerate(op.operands):
+        if v is not parent.result:
+            continue
+        if found is not None:
+            return None  # read through two parameters: no unique slice
+        users = [u.operation for u in params[i].result.uses]
+        if len(users) != 1 or not isinstance(users[0], HloOp):
+            return None
+        found = unique_slice(params[i], users[0], comps)
+        if found is None:
+            return None
+    return found
 
 
 def output_index(a: HloOp, v: SSAValue) -> int | None:
