@@ -58,8 +58,11 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     kernel_outputs,
     key_of,
     key_to_operand,
+    loop_group,
+    loops_compatible,
     merged_operands,
     mof_root_eligible,
+    moves_data,
     output_index,
     readers_through_elements,
     shape_of_loop,
@@ -118,8 +121,14 @@ class MultiOutputDriver:
             return NOT_ROOT
         if sibling and a.opcode != "fusion" and b.opcode != "fusion":
             return "no fusion among the siblings"
-        if self.loop_shape(a) != self.loop_shape(b):
-            return DIFFERENT_LOOP_SHAPES
+        la, lb = self.loop_shape(a), self.loop_shape(b)
+        if not loops_compatible(la, lb, reshape_ok=False):
+            # a reduction beside a loop over a reshape (bitcast) of its input, as XLA's
+            # reduction emitter writes the loop's outputs in the reduction's order
+            reductions = (self.kinds(a) == "reduction") + (self.kinds(b) == "reduction")
+            ok = reductions == 1 and not any(moves_data(kernel_body(x, comps)) for x in (a, b))
+            if not loops_compatible(la, lb, reshape_ok=ok):
+                return DIFFERENT_LOOP_SHAPES
         if sibling:
             if reach.reaches(a, b) or reach.reaches(b, a):
                 return CYCLE
@@ -252,11 +261,12 @@ class MultiOutputDriver:
         return changed
 
     def _merge_siblings(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
-        """Merge compatible readers of one value; only readers with the same loop shape are
-        paired (a value read by many kernels costs one pass over them per shape)."""
+        """Merge compatible readers of one value; only readers whose loops have the same
+        element count are paired (a value read by many kernels costs one pass over them
+        per loop size)."""
         groups: dict[Any, list[HloOp]] = {}
         for r in readers:
-            groups.setdefault(repr(self.loop_shape(r)), []).append(r)
+            groups.setdefault(loop_group(self.loop_shape(r)), []).append(r)
         heads = [g[0] for g in groups.values()]
         for a, b in zip(heads, heads[1:], strict=False):  # one record per shape boundary
             self.records.append(FusionRecord(

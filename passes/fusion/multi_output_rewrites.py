@@ -190,22 +190,57 @@ def kernel_body(op: HloOp, comps: dict[str, ComputationOp]) -> list[HloOp]:
 
 
 def first_reduction(body: list[HloOp]) -> Any:
-    """The input dimensions of the first unnested reduction in `body`, None if none."""
+    """The input shape of the first unnested reduction in `body`, None if none."""
     for m in body:
         if is_unnested_reduction(m):
-            return _dims(m.operands[0].type.data)
+            return m.operands[0].type.data
     return None
 
 
 def shape_of_loop(emitter: str, reduction: Any, first_output: Any) -> Any:
-    """The iteration space of a kernel: a reduction hero's input, else its first output."""
+    """The iteration space of a kernel: a reduction hero's input, else its first output
+    (an array shape, None for a tuple)."""
     if emitter == "reduction" and reduction is not None:
         return reduction
-    return _dims(first_output.shape)
+    shape = first_output.shape
+    return shape if isinstance(shape, ArrayShape) else None
 
 
-def _dims(shape: Any) -> Any:
-    return shape.dims if isinstance(shape, ArrayShape) else None
+def loop_group(shape: Any) -> Any:
+    """Kernels whose loops may be compatible share a group: the element count."""
+    return elements(shape) if isinstance(shape, ArrayShape) else None
+
+
+def loops_compatible(a: Any, b: Any, reshape_ok: bool) -> bool:
+    """XLA ShapesCompatibleForMultiOutputFusion: the same loop dims, or (`reshape_ok`) two
+    arrays one reshape of the other that is a bitcast: same element count, both laid out
+    row-major (ignoring size-1 dims)."""
+    if not isinstance(a, ArrayShape) or not isinstance(b, ArrayShape):
+        return a is None and b is None
+    if a.dims == b.dims:
+        return True
+    return reshape_ok and elements(a) == elements(b) and _row_major(a) and _row_major(b)
+
+
+_IN_ORDER = frozenset({"parameter", "constant", "bitcast", "reduce", "tuple", "get-tuple-element"})
+
+
+def moves_data(body: list[HloOp]) -> bool:
+    """Anything but elementwise ops, bitcasts, scalar broadcasts and reductions (a
+    transpose, a reshape that moves data, ...): the kernel's loop may then not follow its
+    output's order, and a reshape of that loop would not be the other kernel's (XLA
+    compares heroes there)."""
+    return any(not (is_elementwise(m) or m.opcode in _IN_ORDER or _scalar_broadcast(m))
+               for m in body)  # fmt: skip
+
+
+def _scalar_broadcast(op: HloOp) -> bool:
+    return op.opcode == "broadcast" and is_effective_scalar(op.operands[0].type.data)
+
+
+def _row_major(shape: ArrayShape) -> bool:
+    order = [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
+    return order == sorted(order)
 
 
 def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None) -> bool:
