@@ -80,9 +80,10 @@ def _checked_sibling_prices(text: str, cost_model: str, monkeypatch: pytest.Monk
 def test_sibling_summary_prices_like_the_built_kernel_by_hand(
     cost_model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # p0's readers: a (an instruction) joins c's fusion (a copy of a: `_own`), then the
-    # reduction's fusion joins that one in place (its input shares the loop shape)
-    assert _checked_sibling_prices(SIBLINGS, cost_model, monkeypatch) == 2
+    # p0's readers in XLA's order (fusions first): the reduction's fusion joins c's (its
+    # input shares the loop shape), then the instructions a and b join that one; p1's
+    # readers: s joins the fusion now holding b
+    assert _checked_sibling_prices(SIBLINGS, cost_model, monkeypatch) == 4
 
 
 @pytest.mark.skipif(CORPUS is None, reason="needs the corpus")

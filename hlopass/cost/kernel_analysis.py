@@ -37,6 +37,7 @@ from hlopass.kernel_structure.emitter import (
     hero_parts,
     heroes,
     is_elementwise,
+    is_unnested_reduction,
     uncoalesced_sources,
 )
 from hlopass.kernel_structure.shapes import (
@@ -101,7 +102,8 @@ def utilizations(members: list[Any], outputs: list[Any], tiled: bool = False,
     """id(op) -> utilisation for members and for the values they read from outside.
 
     `direct`, when given, receives the ids of the instructions that reach an output through
-    elementwise ops only (their utilisation counts the outputs' shared 1 once): what two
+    elementwise ops only, or the input of a reduction hero that way (their utilisation
+    counts the outputs' shared 1 once): what two
     sibling kernels' utilisations need to be added (`DefaultFusionCostModel.merge_siblings`).
 
     `tiled`: a Triton (block-level) kernel keeps a broadcast operand in registers for the
@@ -125,16 +127,26 @@ def utilizations(members: list[Any], outputs: list[Any], tiled: bool = False,
         if not op.operands:
             continue
         ew = is_elementwise(op) or op.opcode in _PASS
+        # a reduction hero reads its inputs in the kernel's loop, at the index where the
+        # side outputs are written: its inputs share the outputs' 1 (a tanh both written
+        # and reduced is computed once); another reader of the reduce keeps its own share
+        hero = VROOT in rs and op.opcode == "reduce" and is_unnested_reduction(op)
+        n_inputs = len(op.operands) // 2 if hero else 0
         for i, v in enumerate(op.operands):
             src = v.owner
             sk = id(src)
             if sk not in member_ids:
                 externals[sk] = src
+            in_loop = i < n_inputs
+            if in_loop:
+                roots_of.setdefault(sk, set()).add(VROOT)
             if ew:
                 roots_of.setdefault(sk, set()).update(rs)
-            else:
+                continue
+            w = u - root_util[VROOT] if in_loop else u
+            if w > 0.0 or not in_loop:
                 roots_of.setdefault(sk, set()).add(sk)
-                ou = u * operand_utilization(op, i, key in in_place, tiled)
+                ou = w * operand_utilization(op, i, key in in_place, tiled)
                 n = elements_recursive(v.type.data)
                 ou = math.ceil(ou * n - 1e-9) / n if n else 0.0
                 root_util[sk] = root_util.get(sk, 0.0) + ou

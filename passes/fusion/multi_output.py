@@ -50,13 +50,19 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     Reachability,
     SiblingPlan,
     build_merged,
+    disjoint_slices,
     first_reduction,
+    fusion_priority,
+    is_effective_scalar,
     kernel_body,
     kernel_outputs,
     key_of,
     key_to_operand,
+    loop_group,
+    loops_compatible,
     merged_operands,
     mof_root_eligible,
+    moves_data,
     output_index,
     readers_through_elements,
     shape_of_loop,
@@ -115,8 +121,14 @@ class MultiOutputDriver:
             return NOT_ROOT
         if sibling and a.opcode != "fusion" and b.opcode != "fusion":
             return "no fusion among the siblings"
-        if self.loop_shape(a) != self.loop_shape(b):
-            return DIFFERENT_LOOP_SHAPES
+        la, lb = self.loop_shape(a), self.loop_shape(b)
+        if not loops_compatible(la, lb, reshape_ok=False):
+            # a reduction beside a loop over a reshape (bitcast) of its input, as XLA's
+            # reduction emitter writes the loop's outputs in the reduction's order
+            reductions = (self.kinds(a) == "reduction") + (self.kinds(b) == "reduction")
+            ok = reductions == 1 and not any(moves_data(kernel_body(x, comps)) for x in (a, b))
+            if not loops_compatible(la, lb, reshape_ok=ok):
+                return DIFFERENT_LOOP_SHAPES
         if sibling:
             if reach.reaches(a, b) or reach.reaches(b, a):
                 return CYCLE
@@ -135,11 +147,14 @@ class MultiOutputDriver:
             return f"shared memory usage would be over the budget of {SHARED_MEMORY_PER_BLOCK}B"
         return None
 
-    def consider(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> bool:
+    def consider(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool,
+                 common: HloOp | None = None) -> bool:  # fmt: skip
         record = FusionRecord("multi-output-fusion", self.comp.comp_name, a.inst_name, "kept",
                               consumers=[b.inst_name])  # fmt: skip
         self.records.append(record)
         why = self.refusal(a, b, reach, sibling)
+        if why is None and common is not None:
+            why = disjoint_slices(a, b, common, self.comps)
         if why is None:
             # the budget is decided on a sketch, nothing built for a refused candidate
             why = self.budget(sketch_merged(a, b, self.comps, self.parts))
@@ -211,20 +226,26 @@ class MultiOutputDriver:
         changed = False
         reach = Reachability(self.comp)
         comps = self.comps
-        # siblings: kernels reading a common value
+        # siblings: kernels reading a common value (XLA: never a constant's readers, nor
+        # an effective scalar's: reading it once saves nothing)
         for value_owner in list(self.comp.instructions):
-            if value_owner.parent is None:
+            if value_owner.parent is None or value_owner.opcode == "constant":
+                continue
+            if is_effective_scalar(value_owner.shape):
                 continue
             readers = [u.operation for u in value_owner.result.uses]
             readers = [r for r in dict.fromkeys(readers)
                        if isinstance(r, HloOp) and r.parent is not None
                        and mof_root_eligible(r, comps, self.kinds)]  # fmt: skip
             if len(readers) >= 2:
-                readers.sort(key=lambda r: reach.pos[id(r)])
-                changed |= self._merge_siblings(readers, reach)
+                # XLA's order: multi-output fusions, then fusions, then instructions
+                readers.sort(key=lambda r: (-fusion_priority(r), reach.pos[id(r)]))
+                changed |= self._merge_siblings(readers, reach, value_owner)
         # producer-consumer: a producer read by several kernels joins one of them
         for p in list(self.comp.instructions):
             if p.parent is None or (isinstance(p.shape, TupleShape) and p.opcode != "fusion"):
+                continue
+            if p.opcode == "constant":
                 continue
             if not mof_root_eligible(p, comps, self.kinds):
                 continue
@@ -232,18 +253,20 @@ class MultiOutputDriver:
             if len(readers) < 2:
                 continue
             for c in readers:
-                ready = c.opcode == "fusion" and c.parent is not None and p.parent is not None
+                # as XLA, an unfused consumer (a reduce) becomes the fusion p joins
+                ready = c.parent is not None and p.parent is not None
                 if ready and self.consider(p, c, reach, sibling=False):
                     changed = True
                     break
         return changed
 
-    def _merge_siblings(self, readers: list[HloOp], reach: Reachability) -> bool:
-        """Merge compatible readers of one value; only readers with the same loop shape are
-        paired (a value read by many kernels costs one pass over them per shape)."""
+    def _merge_siblings(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
+        """Merge compatible readers of one value; only readers whose loops have the same
+        element count are paired (a value read by many kernels costs one pass over them
+        per loop size)."""
         groups: dict[Any, list[HloOp]] = {}
         for r in readers:
-            groups.setdefault(repr(self.loop_shape(r)), []).append(r)
+            groups.setdefault(loop_group(self.loop_shape(r)), []).append(r)
         heads = [g[0] for g in groups.values()]
         for a, b in zip(heads, heads[1:], strict=False):  # one record per shape boundary
             self.records.append(FusionRecord(
@@ -253,13 +276,13 @@ class MultiOutputDriver:
         changed = False
         for group in groups.values():
             if len(group) > 1:
-                changed |= self._merge_group(group, reach)
+                changed |= self._merge_group(group, reach, common)
         return changed
 
     def loop_shape(self, op: HloOp) -> Any:
         return shape_of_loop(self.kinds(op), self.reduction(op), self.facts(op).outputs[0])
 
-    def _merge_group(self, readers: list[HloOp], reach: Reachability) -> bool:
+    def _merge_group(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
         changed = False
         i = 0
         while i < len(readers):
@@ -270,7 +293,7 @@ class MultiOutputDriver:
                 if (
                     a.parent is not None
                     and b.parent is not None
-                    and self.consider(a, b, reach, True)
+                    and self.consider(a, b, reach, True, common)
                 ):
                     changed = True
                     a = self._fused

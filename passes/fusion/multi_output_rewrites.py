@@ -26,13 +26,14 @@ from hlopass.kernel_structure.emitter import (
     is_elementwise,
     is_unnested_reduction,
 )
+from hlopass.kernel_structure.shapes import elements
 from hlopass.passes.fusion.rewrites import FusionBuilder, _erase
 from hlopass.passes.fusion.rules import (
     instruction_fusible,
     shared_memory,
 )
 from hlopass.rewriting import RewriteContext
-from hlopass.shape import ArrayShape, TupleShape
+from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 CYCLE = "would introduce a cycle when fused"
 SLOWER = "will execute slower if fused"
@@ -189,27 +190,63 @@ def kernel_body(op: HloOp, comps: dict[str, ComputationOp]) -> list[HloOp]:
 
 
 def first_reduction(body: list[HloOp]) -> Any:
-    """The input dimensions of the first unnested reduction in `body`, None if none."""
+    """The input shape of the first unnested reduction in `body`, None if none."""
     for m in body:
         if is_unnested_reduction(m):
-            return _dims(m.operands[0].type.data)
+            return m.operands[0].type.data
     return None
 
 
 def shape_of_loop(emitter: str, reduction: Any, first_output: Any) -> Any:
-    """The iteration space of a kernel: a reduction hero's input, else its first output."""
+    """The iteration space of a kernel: a reduction hero's input, else its first output
+    (an array shape, None for a tuple)."""
     if emitter == "reduction" and reduction is not None:
         return reduction
-    return _dims(first_output.shape)
+    shape = first_output.shape
+    return shape if isinstance(shape, ArrayShape) else None
 
 
-def _dims(shape: Any) -> Any:
-    return shape.dims if isinstance(shape, ArrayShape) else None
+def loop_group(shape: Any) -> Any:
+    """Kernels whose loops may be compatible share a group: the element count."""
+    return elements(shape) if isinstance(shape, ArrayShape) else None
+
+
+def loops_compatible(a: Any, b: Any, reshape_ok: bool) -> bool:
+    """XLA ShapesCompatibleForMultiOutputFusion: the same loop dims, or (`reshape_ok`) two
+    arrays one reshape of the other that is a bitcast: same element count, both laid out
+    row-major (ignoring size-1 dims)."""
+    if not isinstance(a, ArrayShape) or not isinstance(b, ArrayShape):
+        return a is None and b is None
+    if a.dims == b.dims:
+        return True
+    return reshape_ok and elements(a) == elements(b) and _row_major(a) and _row_major(b)
+
+
+_IN_ORDER = frozenset({"parameter", "constant", "bitcast", "reduce", "tuple", "get-tuple-element"})
+
+
+def moves_data(body: list[HloOp]) -> bool:
+    """Anything but elementwise ops, bitcasts, scalar broadcasts and reductions (a
+    transpose, a reshape that moves data, ...): the kernel's loop may then not follow its
+    output's order, and a reshape of that loop would not be the other kernel's (XLA
+    compares heroes there)."""
+    return any(not (is_elementwise(m) or m.opcode in _IN_ORDER or _scalar_broadcast(m))
+               for m in body)  # fmt: skip
+
+
+def _scalar_broadcast(op: HloOp) -> bool:
+    return op.opcode == "broadcast" and is_effective_scalar(op.operands[0].type.data)
+
+
+def _row_major(shape: ArrayShape) -> bool:
+    order = [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
+    return order == sorted(order)
 
 
 def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None) -> bool:
     """XLA IsFusibleAsMultiOutputFusionRoot: loop or input (reduction) fusions, and
-    elementwise instructions; no scatter or transpose heroes, no kCustom. `kinds`: a cache
+    elementwise instructions or reductions XLA's reduction emitter takes (a variadic one
+    only inside a fusion); no scatter or transpose heroes, no kCustom. `kinds`: a cache
     of fusions' emitter kinds (`KindCache`)."""
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
@@ -229,11 +266,70 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
         )
         return kind in ("loop", "reduction")
     return (
-        is_elementwise(op)
+        (is_elementwise(op) or is_unnested_reduction(op))
         and not isinstance(op.shape, TupleShape)
         and instruction_fusible(op, comps)
         and bool(op.operands)
     )
+
+
+def is_effective_scalar(shape: Any) -> bool:
+    """An array of one element (XLA ShapeUtil::IsEffectiveScalar)."""
+    return isinstance(shape, ArrayShape) and all(d == 1 for d in shape.dims)
+
+
+def fusion_priority(op: HloOp) -> int:
+    """XLA's FusionPriority: siblings are tried multi-output fusions first, then fusions,
+    then unfused instructions."""
+    if op.opcode != "fusion":
+        return 0
+    return 2 if isinstance(op.shape, TupleShape) else 1
+
+
+SLICES_DISJOINT = "slices are non-overlapping"
+SMALL_PARAMETER_BYTES = 1024  # XLA: a parameter under 1 KiB may be fused even if disjoint
+
+
+def disjoint_slices(a: HloOp, b: HloOp, common: HloOp,
+                    comps: dict[str, ComputationOp]) -> str | None:  # fmt: skip
+    """XLA ParameterSlicesAreNonOverlapping: siblings that each read only one slice of
+    the (at least 1 KiB) common value, and slices that share no element, gain nothing
+    from one kernel."""
+    shape = common.shape
+    if not isinstance(shape, ArrayShape):
+        return None
+    if elements(shape) * ELEMENT_BITS.get(shape.element_type, 32) < 8 * SMALL_PARAMETER_BYTES:
+        return None
+    s1, s2 = unique_slice(common, a, comps), unique_slice(common, b, comps)
+    if s1 is None or s2 is None:
+        return None
+    for d1, d2 in zip(s1.attr("slice"), s2.attr("slice"), strict=True):
+        if not (d1.start < d2.limit and d2.start < d1.limit):
+            return SLICES_DISJOINT
+    return None
+
+
+def unique_slice(parent: HloOp, op: HloOp, comps: dict[str, ComputationOp]) -> HloOp | None:
+    """XLA FindUniqueSlice: the one slice through which `op` reads `parent` (directly, or
+    through one fusion parameter read only by it), None if there is none or several."""
+    if op.opcode == "slice":
+        return op
+    if op.opcode != "fusion":
+        return None
+    found: HloOp | None = None
+    params = {p.attr("number"): p for p in comps[op.attr("calls")].parameters()}
+    for i, v in enumerate(op.operands):
+        if v is not parent.result:
+            continue
+        if found is not None:
+            return None  # read through two parameters: no unique slice
+        users = [u.operation for u in params[i].result.uses]
+        if len(users) != 1 or not isinstance(users[0], HloOp):
+            return None
+        found = unique_slice(params[i], users[0], comps)
+        if found is None:
+            return None
+    return found
 
 
 def output_index(a: HloOp, v: SSAValue) -> int | None:
@@ -325,8 +421,8 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
             operands.append(v)
         return got
 
-    outputs: list[SSAValue] = []
     a_outs: list[SSAValue] = []
+    b_outs: list[SSAValue] = []
 
     def bind(v: SSAValue, k: int) -> SSAValue:
         """b's read of a (directly, or an element of a multi-output a) becomes a's value."""
@@ -359,7 +455,10 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
             outs = [r]
         if k == 0:
             a_outs = list(outs)
-        outputs += outs
+        else:
+            b_outs = list(outs)
+    # XLA fuses the producer into its consumer: the consumer's outputs come first
+    outputs = b_outs + a_outs
     return MergePlan(block, operands, outputs, members)
 
 
@@ -483,7 +582,8 @@ class MultiOutputMerge(RewritePattern):
         comp = self._register(plan.block, b)
         kind = fusion_kind(plan.members, [v.owner for v in plan.outputs])
         counts = [len(kernel_outputs(a, self.comps)), len(kernel_outputs(b, self.comps))]
-        return self._replace(a, b, list(plan.operands), tup.shape, kind, comp, counts, None)
+        return self._replace(a, b, list(plan.operands), tup.shape, kind, comp, counts, None,
+                             consumer_first=True)  # fmt: skip
 
     def extend(self, a: HloOp, b: HloOp, operands: list[SSAValue], kind: str) -> HloOp:
         """Siblings: b's body joins a's fused computation in place (moved when b's
@@ -591,11 +691,12 @@ class MultiOutputMerge(RewritePattern):
         return comp
 
     def _replace(self, a: HloOp, b: HloOp, operands: list[SSAValue], shape: Any, kind: str,
-                 comp: ComputationOp, counts: list[int], keep: str | None) -> HloOp:  # fmt: skip
+                 comp: ComputationOp, counts: list[int], keep: str | None,
+                 consumer_first: bool = False) -> HloOp:  # fmt: skip
         """A fusion of `comp` replaces a and b (placed where both may be: readers of the
         earlier one that come before the later one move after it); a's and b's readers
-        read its elements (`counts`: a's and b's numbers of outputs). `keep`: a computation
-        of a's that is now the new fusion's."""
+        read its elements (`counts`: a's and b's numbers of outputs; b's come first with
+        `consumer_first`). `keep`: a computation of a's that is now the new fusion's."""
         fusion = create_op("fusion", operands, shape, self.builder.fresh_inst("fusion"),
                            {"kind": kind, "calls": comp.comp_name})  # fmt: skip
         pos = self.reach.pos
@@ -607,7 +708,8 @@ class MultiOutputMerge(RewritePattern):
         self._move_after(fusion, earlier, later)
         gtes: list[HloOp] = []
         offset = 0
-        for old, n in zip((a, b), counts, strict=True):
+        pairs = list(zip((a, b), counts, strict=True))
+        for old, n in reversed(pairs) if consumer_first else pairs:
             if isinstance(old.shape, TupleShape):
                 for use in list(old.result.uses):
                     u = use.operation

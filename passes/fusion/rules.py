@@ -35,6 +35,7 @@ FUSIBLE_OPCODES = frozenset({
 SIGNIFICANT_REDUCE = 16  # elements reduced per output: smaller ones use the loop emitter
 MAX_UNNESTED_REDUCTIONS = 8  # XLA kMaxUnnestedReductionOutputsPerFusion
 MAX_OPERANDS_AND_OUTPUTS = 96  # XLA MaxOperandsAndOutputsPerFusion
+COLUMN_VECTOR_MAX = 4  # XLA SharedMemoryUsage: the vector size a column reduction may take
 SHARED_MEMORY_PER_BLOCK = 49152  # gpu_specs shared_memory_per_block (all NVIDIA specs)
 
 # XLA's reason texts
@@ -107,10 +108,11 @@ def shared_memory(op: HloOp) -> int:
     if is_unnested_reduction(op):
         from hlopass.kernel_structure.emitter import reduction_dims
 
-        size = _bytes_of(op.operands[0].type.data)
-        n = len(op.shape.elements) if isinstance(op.shape, TupleShape) else 1
+        # one shared buffer per reduced input (a variadic reduce's inputs share a shape)
+        size = sum(_bytes_of(v.type.data) for v in op.operands[: len(op.operands) // 2])
         is_row, _ = reduction_dims(op)
-        return 32 * size * n if is_row else 2 * 32 * 33 * size * n
+        # a column reduction's cache is 32 x (32 x the widest vector, 4, + 1) elements
+        return 32 * size if is_row else 32 * (COLUMN_VECTOR_MAX * 32 + 1) * size
     if is_tiled_transpose(op):
         return 32 * 33 * _bytes_of(op.shape)
     return 0
