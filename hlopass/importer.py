@@ -20,6 +20,7 @@ from hlopass.dialects.hlo import (
     new_block,
     new_computation_op,
 )
+from hlopass.dialects.opcodes import MODULE_ATTRS
 from hlopass.errors import HloParseError, HloShapeError
 from hlopass.gcutil import gc_paused
 from hlopass.lexer import Lexer
@@ -44,7 +45,6 @@ from hlopass.parse_normalize import (
 )
 from hlopass.parse_values import (
     _SHAPE_ATOM,
-    MODULE_ATTRS,
     _describe,
     _Parser,
     _unescape,

@@ -51,21 +51,6 @@ def _sharding_form_ok(text: str) -> bool:
     return _SHARDING_HEAD.match(text) is not None
 
 
-# Module header attributes, in XLA's print order, with their value kinds.
-MODULE_ATTRS: dict[str, str] = {
-    "is_scheduled": "bool",
-    "input_output_alias": "raw",
-    "buffer_donor": "raw",
-    "alias_passthrough_params": "bool",
-    "entry_computation_layout": "program_shape",
-    "allow_spmd_sharding_propagation_to_parameters": "raw",
-    "allow_spmd_sharding_propagation_to_output": "raw",
-    "replica_count": "int",
-    "num_partitions": "int",
-    "frontend_attributes": "raw",
-    "origin_recovery_table": "raw",
-}
-
 _DIMS_RE = re.compile(r"(<=)?(\d+|\?)")
 
 
