@@ -46,12 +46,18 @@ from hlopass.parse_normalize import (
 from hlopass.parse_values import (
     _SHAPE_ATOM,
     _describe,
-    _Parser,
     _unescape,
 )
 from hlopass.shape import (
     Shape,
 )
+
+
+def _reprint_recovery_module(text: str) -> str:
+    """An origin_recovery_table's module, read and printed as XLA prints it."""
+    from hlopass.exporter import print_hlo  # (printing is needed only for such tables)
+
+    return print_hlo(parse_hlo(text, "<origin_recovery_table>"))
 
 
 class ModuleParser(InstructionParser):
@@ -112,7 +118,7 @@ class ModuleParser(InstructionParser):
                     # texts), ending with a newline of its own; an empty one not at all.
                     table, tstart = lx.take_balanced("{", "}")
                     try:
-                        table = _recovery_table(table)
+                        table = _recovery_table(table, _reprint_recovery_module)
                     except (ValueError, HloParseError, HloShapeError) as e:
                         self.error(f"origin_recovery_table: {e}", tstart)
                     if table:
@@ -400,23 +406,3 @@ def parse_hlo(text: str, filename: str | None = None, verify: bool = True) -> Mo
     except RecursionError:
         line, col = parser.lx.line_col(parser.lx.pos)
         raise HloParseError("input nests too deeply", filename, line, col) from None
-
-
-def parse_attribute_value(kind: str, text: str) -> Any:
-    """Parse one attribute value of `kind` from its HLO text (used by the xDSL form)."""
-    p = _Parser(Lexer(text))
-    if kind == "shape":
-        v: Any = p.shape()
-    elif kind == "constant":
-        v = p.value("literal", kind)
-    elif kind == "raw":
-        v = A.Raw(text)
-        p.lx.pos = len(text)
-    elif kind == "backend_config":
-        v = text
-        p.lx.pos = len(text)
-    else:
-        v = p.value(kind, kind)
-    if p.lx.peek()[0] != "EOF":
-        raise HloParseError(f"trailing text in {kind} attribute: {text!r}", None, 1, 1)
-    return v

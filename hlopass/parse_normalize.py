@@ -6,6 +6,7 @@ instruction name uniquing."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from xdsl.dialects.builtin import StringAttr
@@ -181,13 +182,12 @@ _RECOVERY_ENTRY = re.compile(
 )
 
 
-def _recovery_table(text: str) -> str:
+def _recovery_table(text: str, reprint: Callable[[str], str]) -> str:
     """A module's origin_recovery_table `{...}` as XLA prints it: entries sorted by their
-    original array, each recovery module read and printed in full, indented; "" when
-    empty. Raises ValueError (or the recovery module's parse error) on malformed text."""
-    from hlopass.exporter import print_hlo
-    from hlopass.importer import parse_hlo  # (the layer above: a recovery module is a module)
-
+    original array, each recovery module read and printed in full by `reprint` (module
+    text in, XLA's print out: the importer's and exporter's work, a layer above), indented;
+    "" when empty. Raises ValueError (or the recovery module's parse error) on malformed
+    text."""
     body = text[1:-1]
     entries = []
     pos = 0
@@ -208,7 +208,7 @@ def _recovery_table(text: str) -> str:
             )
         line = "  {" + keys[0][2] + "} : {" + keys[1][2] + "}"
         if m.group(5) is not None:
-            inner = print_hlo(parse_hlo(_unescape(m.group(5)), "<origin_recovery_table>"))
+            inner = reprint(_unescape(m.group(5)))
             indented = "\n".join("    " + ln if ln else "" for ln in inner.split("\n"))
             line += ',\n  "\n' + indented + '\n  "'
         entries.append(((keys[0][0], keys[0][1]), line))

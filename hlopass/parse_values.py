@@ -10,9 +10,11 @@ from typing import Any, cast
 from hlopass import attrs as A
 from hlopass.dialects.hlo import (
     ShapeType,
+    install_attribute_reader,
     shape_type,
 )
 from hlopass.dialects.opcodes import IDENT_VALUES
+from hlopass.errors import HloParseError
 from hlopass.lexer import SHAPE_RE, STRING_RE, Lexer
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
 from hlopass.shape import (
@@ -895,3 +897,26 @@ _ELEMENT = rf"(?:/\*index=\d++\*/\s*+)?+{_SHAPE_ATOM}\s*+"  # XLA numbers every 
 # an item back can never let what follows match, and no backtracking state piles up.
 _ELEMENTS = rf"(?:{_ELEMENT}(?:,\s*+{_ELEMENT})*+)?+"
 _FLAT_TUPLE = re.compile(rf"\(\s*+{_ELEMENTS}\)")
+
+
+def parse_attribute_value(kind: str, text: str) -> Any:
+    """Parse one attribute value of `kind` from its HLO text (used by the xDSL form)."""
+    p = _Parser(Lexer(text))
+    if kind == "shape":
+        v: Any = p.shape()
+    elif kind == "constant":
+        v = p.value("literal", kind)
+    elif kind == "raw":
+        v = A.Raw(text)
+        p.lx.pos = len(text)
+    elif kind == "backend_config":
+        v = text
+        p.lx.pos = len(text)
+    else:
+        v = p.value(kind, kind)
+    if p.lx.peek()[0] != "EOF":
+        raise HloParseError(f"trailing text in {kind} attribute: {text!r}", None, 1, 1)
+    return v
+
+
+install_attribute_reader(parse_attribute_value)
