@@ -70,6 +70,7 @@ from xdsl.utils.exceptions import VerifyException
 from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES, AttrSpec, OpcodeSpec
 from hlopass.fields import set_field
 from hlopass.shape import Shape
+from hlopass.verifier import verify_instruction
 
 if TYPE_CHECKING:  # (xDSL's parser and printer: ~25 ms of every process's import)
     from xdsl.context import Context
@@ -117,10 +118,21 @@ _TRAITS: dict[str, OpTrait] = {
 # --- types and attributes -----------------------------------------------------------------
 
 
-def _parse_hlo_attr_text(kind: str, text: str) -> Any:
-    from hlopass.importer import parse_attribute_value
+# xDSL's generic text spells an HLO type or attribute as its HLO text, which only the text
+# layer (above this one) reads: `hlopass.parse_values` installs its reader here when imported,
+# as everything that reads such text (`hlopass.xdsl_io`, the `xdsl-opt` universe) imports it.
+_ATTRIBUTE_READER: list[Callable[[str, str], Any]] = []
 
-    return parse_attribute_value(kind, text)
+
+def install_attribute_reader(read: Callable[[str, str], Any]) -> None:
+    """Make `read(kind, text)` the reader of HLO attribute text in xDSL's generic format."""
+    _ATTRIBUTE_READER[:] = [read]
+
+
+def _parse_hlo_attr_text(kind: str, text: str) -> Any:
+    if not _ATTRIBUTE_READER:
+        raise RuntimeError("reading HLO attribute text needs hlopass.parse_values imported")
+    return _ATTRIBUTE_READER[0](kind, text)
 
 
 @irdl_attr_definition
@@ -356,8 +368,6 @@ class HloOp(IRDLOperation):
         for operand in self.operands:
             if not isinstance(operand.type, ShapeType):
                 raise VerifyException(f"operand of {self.inst_name} is not an HLO value")
-        from hlopass.verifier import verify_instruction
-
         verify_instruction(self)
 
 

@@ -254,3 +254,63 @@ IDENT_VALUES: dict[str, frozenset[str]] = {
     "mode": _T({"cross_replica", "cross_partition", "cross_replica_and_partition",
                 "flattened_id"}),
 }  # fmt: skip
+
+# Module header attributes, in XLA's print order, with their value kinds (the importer reads
+# them, the exporter prints them in this order).
+MODULE_ATTRS: dict[str, str] = {
+    "is_scheduled": "bool",
+    "input_output_alias": "raw",
+    "buffer_donor": "raw",
+    "alias_passthrough_params": "bool",
+    "entry_computation_layout": "program_shape",
+    "allow_spmd_sharding_propagation_to_parameters": "raw",
+    "allow_spmd_sharding_propagation_to_output": "raw",
+    "replica_count": "int",
+    "num_partitions": "int",
+    "frontend_attributes": "raw",
+    "origin_recovery_table": "raw",
+}
+
+# What XLA's printer leaves out or adds, per attribute (the exporter's omission rules).
+# Attributes printed only when they differ from XLA's default value.
+OMIT_DEFAULT: dict[str, object] = {
+    "feature_group_count": 1,
+    "batch_group_count": 1,
+    "api_version": "API_VERSION_ORIGINAL",
+    "schedule": "SCHEDULE_NONE",
+    "algorithm_dot": "unset",
+}
+# Attributes XLA prints even when the text left them out, with the value it prints.
+ALWAYS_PRINTED: dict[str, dict[str, str]] = {
+    "dot": {"lhs_contracting_dims": "{}", "rhs_contracting_dims": "{}"},
+    "all-gather": {"replica_groups": "{}"},
+    "all-gather-start": {"replica_groups": "{}"},
+    "all-to-all": {"replica_groups": "{}"},
+    "all-reduce": {"replica_groups": "{}"},
+    "all-reduce-start": {"replica_groups": "{}"},
+    "reduce-scatter": {"replica_groups": "{}"},
+    "scan": {"is_associative": "false"},
+    "topk": {"largest": "true"},
+}
+# Attributes XLA prints on an async-start only, never on its update or done.
+FROM_START = frozenset({"calls", "async_execution_thread"})
+# Attributes left out when false / empty (the batch dimensions: on a dot only).
+OMIT_FALSE = frozenset({"unique_indices", "indices_are_sorted", "is_stable", "is_reverse"})
+OMIT_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims"})
+# The metadata fields XLA's printer shows: metadata holding none of them is left out.
+METADATA_PRINTED = frozenset(
+    ("op_type", "op_name", "source_file", "scheduling_name", "metadata_payload")
+)
+# The wrapped instruction's common attributes an async-start's shorthand shows (after the
+# wrapped op's own attributes; XLA's PrintExtraAttributes), unless the start has its own
+# frontend_attributes (which then replace the wrapped instruction's).
+SUGAR_SHOWN = ("sharding", "frontend_attributes", "statistics")
+
+
+def default_compare_type(element_type: str) -> str:
+    """The comparison type XLA's printer leaves out for operands of `element_type`."""
+    if element_type in ("pred",) or element_type.startswith("u"):
+        return "UNSIGNED"
+    if element_type.startswith("s"):
+        return "SIGNED"
+    return "FLOAT"

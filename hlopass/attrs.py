@@ -189,7 +189,7 @@ def c_escape(s: str) -> str:
             out.append("\\\\")
         elif o < 32 or o == 127:
             out.append(f"\\{o:03o}")
-        elif 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8 (`_unescape`): itself
+        elif 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8 (`unescape`): itself
             out.append(f"\\{o - 0xDC00:03o}")
         elif o > 127:  # CEscape writes each UTF-8 byte in octal
             out.extend(f"\\{b:03o}" for b in ch.encode("utf-8", "surrogatepass"))

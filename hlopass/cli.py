@@ -27,7 +27,7 @@ class UsageError(HloError):
     """Bad command-line usage, reported as one line."""
 
 
-def _read(path: str) -> str:
+def read_input(path: str) -> str:
     if path == "-":
         try:
             return sys.stdin.read()
@@ -294,7 +294,7 @@ def _opt(args: argparse.Namespace) -> int:
     if args.input == "-" and sys.stdin.isatty():
         print("hlopass-opt: reading HLO from stdin (end with Ctrl-D; --help for usage)",
               file=sys.stderr)  # fmt: skip
-    text = _read(args.input)
+    text = read_input(args.input)
     filename = "<stdin>" if args.input == "-" else args.input
     chunks = split_input(text) if args.split_input_file else [(0, text)]
     outputs = []

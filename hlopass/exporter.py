@@ -25,10 +25,20 @@ from hlopass.dialects.hlo import (
     computations,
     on_op_class,
 )
-from hlopass.dialects.opcodes import COMMON_ATTRS
+from hlopass.dialects.opcodes import (
+    ALWAYS_PRINTED,
+    COMMON_ATTRS,
+    FROM_START,
+    METADATA_PRINTED,
+    MODULE_ATTRS,
+    OMIT_DEFAULT,
+    OMIT_EMPTY,
+    OMIT_FALSE,
+    SUGAR_SHOWN,
+    default_compare_type,
+)
 from hlopass.fields import set_field
 from hlopass.gcutil import gc_paused
-from hlopass.importer import MODULE_ATTRS
 from hlopass.literal import format_literal
 from hlopass.shape import Shape, number_elements
 
@@ -59,44 +69,6 @@ class PrintOptions:
                 control_dependencies=False,
             )
         raise ValueError(f"unknown print style {style!r}; use default, long or short")
-
-
-# Attributes printed only when they differ from XLA's default value.
-_OMIT_DEFAULT: dict[str, Any] = {
-    "feature_group_count": 1,
-    "batch_group_count": 1,
-    "api_version": "API_VERSION_ORIGINAL",
-    "schedule": "SCHEDULE_NONE",
-    "algorithm_dot": "unset",
-}
-
-_DEFAULT_COMPARE_TYPE = {"pred": "UNSIGNED"}
-
-# Attributes XLA prints even when the text left them out, with the value it prints.
-_ALWAYS_PRINTED: dict[str, dict[str, str]] = {
-    "dot": {"lhs_contracting_dims": "{}", "rhs_contracting_dims": "{}"},
-    "all-gather": {"replica_groups": "{}"},
-    "all-gather-start": {"replica_groups": "{}"},
-    "all-to-all": {"replica_groups": "{}"},
-    "all-reduce": {"replica_groups": "{}"},
-    "all-reduce-start": {"replica_groups": "{}"},
-    "reduce-scatter": {"replica_groups": "{}"},
-    "scan": {"is_associative": "false"},
-    "topk": {"largest": "true"},
-}
-# Attributes XLA prints on an async-start only, never on its update or done.
-_FROM_START = frozenset({"calls", "async_execution_thread"})
-# Attributes left out when false / empty.
-_OMIT_FALSE = frozenset({"unique_indices", "indices_are_sorted", "is_stable", "is_reverse"})
-_OMIT_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims"})
-
-
-def _default_compare_type(element_type: str) -> str:
-    if element_type in ("pred",) or element_type.startswith("u"):
-        return "UNSIGNED"
-    if element_type.startswith("s"):
-        return "SIGNED"
-    return "FLOAT"
 
 
 def _instructions(comp: ComputationOp) -> list[HloOp]:
@@ -364,10 +336,6 @@ def _sugar_reads_back(wrapped: str) -> bool:
 
 # The classes (built so far) of async ops.
 _ASYNC_CLASSES: set[type] = set()
-# The wrapped instruction's common attributes an async-start's sugar shows (after the
-# wrapped op's own attributes; XLA's PrintExtraAttributes), unless the start has its own
-# frontend_attributes (which then replace the wrapped instruction's).
-_SUGAR_SHOWN = ("sharding", "frontend_attributes", "statistics")
 
 
 def _wrapped_common(start: HloOp, wrapped: HloOp, name: str) -> Any:
@@ -411,7 +379,7 @@ def _note_op_class(cls: type[HloOp]) -> None:
     if opcode in _ASYNC_OPCODES:
         _ASYNC_CLASSES.add(cls)
         _SCANNED_CLASSES.add(cls)
-    if opcode in _ALWAYS_PRINTED:
+    if opcode in ALWAYS_PRINTED:
         _SCANNED_CLASSES.add(cls)
     _HLO_CLASSES.add(cls)
 
@@ -421,17 +389,14 @@ on_op_class(_note_op_class)
 # Why an attribute present on an op may still be left out (see `_Printer._omitted`).
 _R_DEFAULT, _R_FALSE, _R_EMPTY_DOT, _R_METADATA, _R_BACKEND, _R_CONTROL = 1, 2, 3, 4, 5, 6
 _R_PRECISION, _R_COMPARE_TYPE, _R_ALGORITHM, _R_WINDOW = 7, 8, 9, 10
-_METADATA_VISIBLE = frozenset(
-    ("op_type", "op_name", "source_file", "scheduling_name", "metadata_payload")
-)
 
 
 def _rule(opcode: str, name: str) -> int:
-    if name in _OMIT_DEFAULT:
+    if name in OMIT_DEFAULT:
         return _R_DEFAULT
-    if name in _OMIT_FALSE:
+    if name in OMIT_FALSE:
         return _R_FALSE
-    if name in _OMIT_EMPTY:
+    if name in OMIT_EMPTY:
         return _R_EMPTY_DOT if opcode == "dot" else 0
     if name == "metadata":
         return _R_METADATA
@@ -790,7 +755,7 @@ class _Printer:
                 if cut >= 0:
                     wattrs = wattrs[:cut]
                 break
-        for name in _SUGAR_SHOWN:  # ... but XLA shows these three of them
+        for name in SUGAR_SHOWN:  # ... but XLA shows these three of them
             value = _wrapped_common(op, wrapped, name)
             if value is not None:
                 wattrs += f", {name}={format_value('raw', value)}"
@@ -1077,7 +1042,7 @@ class _Printer:
                 # metadata: one per op_name)
                 return f", metadata={{op_type={fields[0][1]} op_name={fields[1][1]}}}"
             for k, _ in fields:
-                if k in _METADATA_VISIBLE:
+                if k in METADATA_PRINTED:
                     return ", metadata=" + format_metadata(md)
         return ""
 
@@ -1109,13 +1074,13 @@ class _Printer:
         text cache key, cache key of the `, name=text` suffix). Cached per op class and
         property names."""
         opcode = cls.OPCODE  # type: ignore[attr-defined]
-        always = _ALWAYS_PRINTED.get(opcode, {})
+        always = ALWAYS_PRINTED.get(opcode, {})
         plan = []
         for spec in cls.ATTR_SPECS.values():  # type: ignore[attr-defined]  # in print order
             name, kind = spec.name, spec.kind
             if name in ("number", "value") or (name not in props and name not in always):
                 continue
-            if name in _FROM_START and opcode in ("async-update", "async-done"):
+            if name in FROM_START and opcode in ("async-update", "async-done"):
                 continue  # XLA prints these on the async-start only
             key = _text_key(kind, self.o.percent)
             skey = self._suffix_key(name, key)
@@ -1164,11 +1129,11 @@ class _Printer:
         if rule == _R_METADATA:
             if self.o.metadata:
                 for k, _ in value.fields:
-                    if k in _METADATA_VISIBLE:
+                    if k in METADATA_PRINTED:
                         return False
             return True
         if rule == _R_DEFAULT:
-            return value == _OMIT_DEFAULT[name]
+            return value == OMIT_DEFAULT[name]
         if rule in (_R_FALSE, _R_EMPTY_DOT):
             return not value
         if rule == _R_BACKEND:
@@ -1179,7 +1144,7 @@ class _Printer:
             return not any(p != "default" for p in value)
         if rule == _R_COMPARE_TYPE:
             et = op._operands[0].type.data.element_type  # type: ignore[attr-defined]  # pyright: ignore
-            return value == _default_compare_type(et)
+            return value == default_compare_type(et)
         if rule == _R_ALGORITHM:
             return value in ("unset", "alg_unset")
         if rule == _R_WINDOW:

@@ -20,38 +20,44 @@ from hlopass.dialects.hlo import (
     new_block,
     new_computation_op,
 )
+from hlopass.dialects.opcodes import MODULE_ATTRS
 from hlopass.errors import HloParseError, HloShapeError
 from hlopass.gcutil import gc_paused
 from hlopass.lexer import Lexer
 from hlopass.module import as_hlo_module
 from hlopass.parse_instructions import (
-    _COMMA_NEXT,
-    _NAME_RE,
-    _NOT_NAMES,
-    _TRIVIA,
-    _UNIT,
+    COMMA_NEXT,
+    NAME_RE,
+    NOT_NAMES,
+    TRIVIA,
+    UNIT,
     InstructionParser,
 )
 from hlopass.parse_normalize import (
-    _TABLE_NAMES,
-    _append_op,
-    _check_escapes,
-    _names_unique,
-    _normalize_io_alias,
-    _recovery_table,
-    _renumber_stack_frames,
-    _uniquify_instruction_names,
+    TABLE_NAMES,
+    append_op,
+    check_escapes,
+    names_unique,
+    normalize_io_alias,
+    recovery_table,
+    renumber_stack_frames,
+    uniquify_instruction_names,
 )
 from hlopass.parse_values import (
-    _SHAPE_ATOM,
-    MODULE_ATTRS,
-    _describe,
-    _Parser,
-    _unescape,
+    SHAPE_ATOM,
+    describe,
+    unescape,
 )
 from hlopass.shape import (
     Shape,
 )
+
+
+def _reprint_recovery_module(text: str) -> str:
+    """An origin_recovery_table's module, read and printed as XLA prints it."""
+    from hlopass.exporter import print_hlo  # (printing is needed only for such tables)
+
+    return print_hlo(parse_hlo(text, "<origin_recovery_table>"))
 
 
 class ModuleParser(InstructionParser):
@@ -81,7 +87,7 @@ class ModuleParser(InstructionParser):
             if t2 != "{" and kind != "EOF":
                 self.error(
                     "a module without an HloModule header must start with ENTRY or with a "
-                    f"computation `name {{` (got {_describe(k2, t2)} after {tok!r})",
+                    f"computation `name {{` (got {describe(k2, t2)} after {tok!r})",
                     s2,
                 )
         if has_header:
@@ -90,7 +96,7 @@ class ModuleParser(InstructionParser):
             while self.accept(","):
                 k, key, kstart = lx.next()
                 if k != "ATTR":
-                    self.error(f"expected a module attribute, got {_describe(k, key)}", kstart)
+                    self.error(f"expected a module attribute, got {describe(k, key)}", kstart)
                 vkind = MODULE_ATTRS.get(key)
                 if vkind is None:
                     self.error(f"unknown module attribute {key!r}", kstart)
@@ -112,7 +118,7 @@ class ModuleParser(InstructionParser):
                     # texts), ending with a newline of its own; an empty one not at all.
                     table, tstart = lx.take_balanced("{", "}")
                     try:
-                        table = _recovery_table(table)
+                        table = recovery_table(table, _reprint_recovery_module)
                     except (ValueError, HloParseError, HloShapeError) as e:
                         self.error(f"origin_recovery_table: {e}", tstart)
                     if table:
@@ -124,7 +130,7 @@ class ModuleParser(InstructionParser):
                     if fa is not None:
                         module_attrs[key] = fa
                 if key == "input_output_alias":
-                    module_attrs[key] = A.Raw(_normalize_io_alias(module_attrs[key].text))
+                    module_attrs[key] = A.Raw(normalize_io_alias(module_attrs[key].text))
         tables = self.stack_frame_tables()
         comps: list[ComputationOp] = []
         entry_seen = False
@@ -133,7 +139,7 @@ class ModuleParser(InstructionParser):
             if lx._peeked is None:
                 # Where the next token starts, and whether it is the end, as `peek` tells
                 # (without tokenizing the next computation's head: `computation` reads it).
-                comp_start = lx.pos = _TRIVIA.match(text, lx.pos).end()  # type: ignore[union-attr]
+                comp_start = lx.pos = TRIVIA.match(text, lx.pos).end()  # type: ignore[union-attr]
                 if comp_start == len(text):
                     break
             else:
@@ -153,19 +159,19 @@ class ModuleParser(InstructionParser):
         if not comps:
             self.error("no computation in module")
         if not entry_seen:
-            comps[-1].properties["is_entry"] = _UNIT
+            comps[-1].properties["is_entry"] = UNIT
         if not has_header:
             entry = next(c for c in comps if c.is_entry is not None)
             module_name = "module_" + entry.comp_name
-        if self.pending_seen or not _names_unique(self.value_maps):
-            _uniquify_instruction_names(comps)
-        # `ModuleOp(comps)`, the computations linked in as `_append_op` does (they are
+        if self.pending_seen or not names_unique(self.value_maps):
+            uniquify_instruction_names(comps)
+        # `ModuleOp(comps)`, the computations linked in as `append_op` does (they are
         # fresh: no parent), without `Block.add_op`'s checks of each.
         module = ModuleOp(())
         body = module.regions[0].first_block
         assert body is not None
         for comp in comps:
-            _append_op(body, comp)
+            append_op(body, comp)
         module.attributes["sym_name"] = StringAttr(module_name)
         for key, value in module_attrs.items():
             kind = MODULE_ATTRS[key]
@@ -174,7 +180,7 @@ class ModuleParser(InstructionParser):
             else:
                 module.attributes["hlo." + key] = ATTR_CLASSES[kind].new(value)
         if tables or self.saw_stack_frame_id:
-            tables = _renumber_stack_frames(tables, comps)
+            tables = renumber_stack_frames(tables, comps)
         if tables:
             module.attributes["hlo.stack_frames"] = ATTR_CLASSES["raw"].new(A.Raw(tables))
         return module
@@ -184,19 +190,19 @@ class ModuleParser(InstructionParser):
         if kind == "NAME" and tok not in ("ENTRY", "ROOT"):
             return tok[1:] if tok.startswith("%") else tok
         if kind == "STRING":
-            return _unescape(tok)
+            return unescape(tok)
         if kind == "LABEL":  # XLA's lexer reads `name:` as a name too (`HloModule m.1:`)
             return tok
         if kind == "ATTR":  # `HloModule m,` never lexes so; `HloModule m=` is malformed
             self.error("expected a module name", start)
-        self.error(f"expected a module name, got {_describe(kind, tok)}", start)
+        self.error(f"expected a module name, got {describe(kind, tok)}", start)
         raise AssertionError
 
     def stack_frame_tables(self) -> str:
         """The FileNames/FunctionNames/FileLocations/StackFrames tables, kept verbatim."""
         lx = self.lx
         kind, tok, start = lx.peek()
-        if kind != "NAME" or tok not in _TABLE_NAMES:
+        if kind != "NAME" or tok not in TABLE_NAMES:
             return ""
         lx.rewind_to_peek()
         text = lx.text
@@ -227,7 +233,7 @@ class ModuleParser(InstructionParser):
         if m is None:
             return None
         entry_kw, name = m.group(1, 2)
-        if name in _NOT_NAMES or (entry_kw is None and name == "ENTRY"):
+        if name in NOT_NAMES or (entry_kw is None and name == "ENTRY"):
             return None  # `inf`/`nan` lex as numbers; a first `ENTRY` is the keyword
         pos = m.end()
         pm = _NO_PARAMS.match(text, pos)
@@ -236,7 +242,7 @@ class ModuleParser(InstructionParser):
         else:
             while True:
                 pm = _PARAM_HEAD.match(text, pos)
-                if pm is None or pm.group(1) in _NOT_NAMES:  # (`inf:` lexes as a number)
+                if pm is None or pm.group(1) in NOT_NAMES:  # (`inf:` lexes as a number)
                     return None
                 try:
                     self.array_shape(pm.group(2))  # (cached: read again as a parameter)
@@ -277,7 +283,7 @@ class ModuleParser(InstructionParser):
         self.computation_ops[name] = comp
         # (`accept` when a `,` is next: tokenizing the next computation's name to see that
         # there is none costs more than a match)
-        if (lx._peeked is not None or _COMMA_NEXT.match(lx.text, lx.pos)) and self.accept(","):
+        if (lx._peeked is not None or COMMA_NEXT.match(lx.text, lx.pos)) and self.accept(","):
             k, key, kstart = lx.next()
             if key != "execution_thread":
                 self.error(f"unknown computation attribute {key!r}", kstart)
@@ -328,7 +334,7 @@ class ModuleParser(InstructionParser):
         elif tok == "{" and is_entry:
             name = "ENTRY"
         else:
-            self.error(f"expected a computation, got {_describe(kind, tok)}", start)
+            self.error(f"expected a computation, got {describe(kind, tok)}", start)
             raise AssertionError
         self.declare_computation(name, start)
         declared_result: Shape | None = None
@@ -338,7 +344,7 @@ class ModuleParser(InstructionParser):
                 while True:
                     k, label, lstart = lx.next()
                     if k != "LABEL":
-                        self.error(f"expected 'name: shape', got {_describe(k, label)}", lstart)
+                        self.error(f"expected 'name: shape', got {describe(k, label)}", lstart)
                     self.shape()  # read and checked only: the parameter instructions hold them
                     if self.accept(")"):
                         break
@@ -351,10 +357,10 @@ class ModuleParser(InstructionParser):
 
 # A computation head, as `fast_computation_head` reads it: name and `(`, then each
 # parameter `label: SHAPE` with its `,` or `)` (or just `)`), then `-> SHAPE {`.
-_COMP_HEAD = re.compile(rf"(ENTRY\s+)?({_NAME_RE})\s*\(")
+_COMP_HEAD = re.compile(rf"(ENTRY\s+)?({NAME_RE})\s*\(")
 _NO_PARAMS = re.compile(r"\s*\)")
-_PARAM_HEAD = re.compile(rf"\s*([A-Za-z_][\w.\-]*):\s*({_SHAPE_ATOM})\s*([,)])")
-_RESULT_HEAD = re.compile(rf"\s*->\s*({_SHAPE_ATOM})\s*\{{")
+_PARAM_HEAD = re.compile(rf"\s*([A-Za-z_][\w.\-]*):\s*({SHAPE_ATOM})\s*([,)])")
+_RESULT_HEAD = re.compile(rf"\s*->\s*({SHAPE_ATOM})\s*\{{")
 
 
 # A string, a comment, or a non-ASCII character (which XLA's lexer takes for neither a
@@ -393,30 +399,10 @@ def parse_hlo(text: str, filename: str | None = None, verify: bool = True) -> Mo
     if not text.isascii():
         _check_ascii(parser.lx)
     if "\\" in text:
-        _check_escapes(parser.lx)
+        check_escapes(parser.lx)
     try:
         with gc_paused():
             return as_hlo_module(parser.parse())
     except RecursionError:
         line, col = parser.lx.line_col(parser.lx.pos)
         raise HloParseError("input nests too deeply", filename, line, col) from None
-
-
-def parse_attribute_value(kind: str, text: str) -> Any:
-    """Parse one attribute value of `kind` from its HLO text (used by the xDSL form)."""
-    p = _Parser(Lexer(text))
-    if kind == "shape":
-        v: Any = p.shape()
-    elif kind == "constant":
-        v = p.value("literal", kind)
-    elif kind == "raw":
-        v = A.Raw(text)
-        p.lx.pos = len(text)
-    elif kind == "backend_config":
-        v = text
-        p.lx.pos = len(text)
-    else:
-        v = p.value(kind, kind)
-    if p.lx.peek()[0] != "EOF":
-        raise HloParseError(f"trailing text in {kind} attribute: {text!r}", None, 1, 1)
-    return v

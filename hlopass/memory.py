@@ -42,9 +42,9 @@ def leaf_bytes(shape: ArrayShape) -> int:
     return shape.num_elements * max(1, byte_size(shape.element_type))
 
 
-def _leaves(shape: Shape) -> list[ArrayShape]:
+def array_leaves(shape: Shape) -> list[ArrayShape]:
     if isinstance(shape, TupleShape):
-        return [leaf for e in shape.elements for leaf in _leaves(e)]
+        return [leaf for e in shape.elements for leaf in array_leaves(e)]
     return [shape] if isinstance(shape, ArrayShape) else []
 
 
@@ -96,7 +96,7 @@ class _Analysis:
         for i, op in enumerate(ops):
             opc = op.opcode
             if opc == "parameter":
-                params += sum(leaf_bytes(s) for s in _leaves(op.shape))
+                params += sum(leaf_bytes(s) for s in array_leaves(op.shape))
                 of_value[id(op.result)] = []
                 continue
             operand_bufs = [of_value.get(id(v), []) for v in op.operands]
@@ -106,12 +106,12 @@ class _Analysis:
             if opc in _ALIAS_OPERAND or opc == "while":
                 of_value[id(op.result)] = list(operand_bufs[0]) if operand_bufs else []
             elif opc == "get-tuple-element":
-                of_value[id(op.result)] = _element_buffers(op, operand_bufs[0])
+                of_value[id(op.result)] = element_buffers(op, operand_bufs[0])
             elif opc == "tuple":
                 of_value[id(op.result)] = [b for bufs in operand_bufs for b in bufs]
             else:
                 ids = []
-                for leaf in _leaves(op.shape):
+                for leaf in array_leaves(op.shape):
                     sizes.append(leaf_bytes(leaf))
                     start.append(i)
                     last.append(i)
@@ -157,13 +157,13 @@ class _Analysis:
         return best, where
 
 
-def _element_buffers(op: Any, tuple_bufs: list[int]) -> list[int]:
+def element_buffers(op: Any, tuple_bufs: list[int]) -> list[int]:
     """The buffers of element `index` among the flattened leaf buffers of a tuple operand."""
     shape = op.operands[0].type.data
     if not isinstance(shape, TupleShape):
         return list(tuple_bufs)
     k = op.attr("index")
-    counts = [len(_leaves(e)) for e in shape.elements]
+    counts = [len(array_leaves(e)) for e in shape.elements]
     if len(tuple_bufs) != sum(counts):  # aliasing through something unknown: keep all
         return list(tuple_bufs)
     first = sum(counts[:k])

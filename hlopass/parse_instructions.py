@@ -29,27 +29,27 @@ from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, Attr
 from hlopass.errors import HloShapeError
 from hlopass.lexer import SHAPE_RE, STRING_RE, TRIVIA_RE
 from hlopass.parse_normalize import (
-    _DROPPED,
-    _FA_FORM,
-    _append_op,
-    _async_sugar,
-    _check_done_channel,
-    _normalize_frontend_attrs,
-    _normalize_origin,
-    _normalize_statistics,
-    _normalize_tuple_sharding,
-    _single_tuple_sharding,
-    _sugar_spec,
+    DROPPED,
+    FA_FORM,
+    append_op,
+    async_sugar_of,
+    check_done_channel,
+    normalize_frontend_attrs,
+    normalize_origin,
+    normalize_statistics,
+    normalize_tuple_sharding,
+    single_tuple_sharding,
+    sugar_spec,
 )
 from hlopass.parse_values import (
-    _ELEMENTS,
-    _SHAPE_TOKEN,
+    ELEMENTS,
     METADATA_FIELDS,
-    _describe,
-    _escaped,
-    _Parser,
-    _sharding_form_ok,
-    _squash,
+    SHAPE_TOKEN,
+    ValueParser,
+    describe,
+    escaped_string,
+    sharding_form_ok,
+    squash,
 )
 from hlopass.shape import (
     ELEMENT_BITS,
@@ -60,24 +60,24 @@ from hlopass.shape import (
 )
 from hlopass.verifier import CHECKED_OPCODES, check_instruction, verify_instruction
 
-_UNIT = UnitAttr()
+UNIT = UnitAttr()
 _PARAMETER_CLS = OP_CLASSES["parameter"]
-_NAME_RE = r"%?[A-Za-z_$][\w.\-$]*"
+NAME_RE = r"%?[A-Za-z_$][\w.\-$]*"
 # One operand of a plain operand list: `[/*index=N*/][SHAPE ]name` and `,` or `)`.
 _OPERAND = re.compile(
-    rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({_NAME_RE})[ \t]*([,)])"
+    rf"[ \t]*(?:/\*index=\d+\*/[ \t]*)?(?:({SHAPE_RE})[ \t]+)?({NAME_RE})[ \t]*([,)])"
 )
 # A whole operand list of untyped names (group 1; None when empty) up to its `)`. The
 # names are possessive: the last one is not given back character by character to look
 # for a comma (that cannot be in a name).
 _NAME_ATOM = r"%?+[A-Za-z_$][\w.\-$]*+"
 _PLAIN_OPERANDS = re.compile(rf"[ \t]*+((?:{_NAME_ATOM}[ \t]*+,[ \t]*+)*+{_NAME_ATOM})?+[ \t]*+\)")
-_NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
+NOT_NAMES = frozenset({"inf", "nan", "ROOT"})
 _SHAPE_OF = attrgetter("_type.data")  # an SSA value's shape
 _TYPE_OF = attrgetter("_type")  # an SSA value's (per parse interned) type
 _CLOSE = re.compile(TRIVIA_RE + r"\}", re.S)  # a computation's closing brace
-_COMMA_NEXT = re.compile(TRIVIA_RE + ",", re.S)  # a `,` is the next token
-_TRIVIA = re.compile(TRIVIA_RE, re.S)  # what the lexer skips before a token
+COMMA_NEXT = re.compile(TRIVIA_RE + ",", re.S)  # a `,` is the next token
+TRIVIA = re.compile(TRIVIA_RE, re.S)  # what the lexer skips before a token
 # Words XLA's lexer reads as keywords, never as an instruction's name ("expects name"):
 # element types even after `%`, the other keywords only without it (checked with jaxlib).
 _TYPE_WORDS = frozenset(ELEMENT_BITS)
@@ -102,7 +102,7 @@ _PARAM_NUMBER = re.compile(r"[ \t]*(-?\d+)[ \t]*\)")
 _NEXT_ATTR = re.compile(rf"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=|(?>{_SKIP})(?!,)", re.S)
 _INTS = re.compile(r"(\{(?:-?\d++(?:,-?\d++)*+)?+\})")
 # A called computation's name, not followed by what would make it another token.
-_COMP_NAME = re.compile(rf"({_NAME_RE})(?![\w.\-$=:(\[])")
+_COMP_NAME = re.compile(rf"({NAME_RE})(?![\w.\-$=:(\[])")
 # Attributes (and called computations) an instruction of each opcode must have, for the
 # opcodes that have some.
 _REQUIRED: dict[str, tuple[str, ...]] = {
@@ -132,14 +132,14 @@ _FIX_UP_OR_CHECK = _FIXED_UP | _REQUIRED.keys() | {"conditional", "send-done", "
 # line or a tuple of array shapes (`fast_instruction` reads the latter as `shape` would).
 _HEAD = re.compile(
     TRIVIA_RE  # possessive: no backtracking into the blanks
-    + rf"(ROOT[ \t]+)?({_NAME_RE})[ \t]*=[ \t]*({SHAPE_RE}|\(\s*+{_ELEMENTS}\))"
+    + rf"(ROOT[ \t]+)?({NAME_RE})[ \t]*=[ \t]*({SHAPE_RE}|\(\s*+{ELEMENTS}\))"
     + r"[ \t]+([A-Za-z_][\w\-]*)\(",
     re.S,
 )
 # Opcodes `plain_instruction` leaves to `instruction_body` (their operands are no plain
 # list, or it reads more than operands for them).
 # Attributes `instruction_body` normalizes, checks or drops once read.
-_SPECIAL_KEYS = frozenset({"frontend_attributes", "origin", "statistics", "sharding", *_DROPPED})
+_SPECIAL_KEYS = frozenset({"frontend_attributes", "origin", "statistics", "sharding", *DROPPED})
 _NOT_PLAIN = _FIX_UP_OR_CHECK | {"parameter", "constant", "call", "fusion"}
 _NO_ATTRS: dict[str, Any] = {}
 _SLOW = object()  # `fast_value`: leave this value to `value`
@@ -166,12 +166,12 @@ _FAST_VALUES: dict[str, re.Pattern[str]] = {
     "ident": re.compile(rf"\s*([A-Za-z_]\w*){_WORD_END}"),
     "raw": re.compile(rf"\s*({_BRACED})", re.S),
     "replica_groups": re.compile(rf"\s*(\[[\d,]*\]<=\[[\d,]*\](?:T\([\d,]*\))?|{_BRACED})", re.S),
-    "shapes": re.compile(rf"\s*(\{{\s*+{_ELEMENTS}\}})"),
+    "shapes": re.compile(rf"\s*(\{{\s*+{ELEMENTS}\}})"),
     "slice": re.compile(rf"\s*(\{{\s*+(?:{_SLICE_RANGE}(?:,\s*+{_SLICE_RANGE})*+)?+\}})"),
 }
 
 
-class InstructionParser(_Parser):
+class InstructionParser(ValueParser):
     """The instruction layer of `importer.ModuleParser` (the state it reads is set up there)."""
 
     computation_names: dict[str, int]
@@ -188,10 +188,10 @@ class InstructionParser(_Parser):
 
     def frontend_attributes(self, raw: A.Raw, start: int) -> A.Raw | None:
         """frontend_attributes (of the module or of an instruction) as XLA keeps them
-        (`_normalize_frontend_attrs`); None for an empty map, which XLA does not print."""
-        fa = _normalize_frontend_attrs(raw.text)
+        (`normalize_frontend_attrs`); None for an empty map, which XLA does not print."""
+        fa = normalize_frontend_attrs(raw.text)
         if fa is None:
-            self.error(_FA_FORM, start)
+            self.error(FA_FORM, start)
             raise AssertionError
         return A.Raw(fa) if fa != "{}" else None
 
@@ -250,7 +250,7 @@ class InstructionParser(_Parser):
                     f"computation {comp.comp_name} has no parameter({i})", params[max(params)]
                 )
         result = (root or last).results[0]  # type: ignore[union-attr]
-        _append_op(block, new_return_op(result))
+        append_op(block, new_return_op(result))
         return result._type.data  # type: ignore[attr-defined]
 
     def _place(
@@ -281,7 +281,7 @@ class InstructionParser(_Parser):
             name = tok[1:] if tok.startswith("%") else tok
             self.expect("=")
         else:
-            self.error(f"expected an instruction, got {_describe(kind, tok)}", start)
+            self.error(f"expected an instruction, got {describe(kind, tok)}", start)
             raise AssertionError
         if name in values:
             self.error(f"instruction name {name!r} is used twice", start)
@@ -301,7 +301,7 @@ class InstructionParser(_Parser):
             shape = self.shape()
         kind, opcode, ostart = lx.next()
         if kind != "NAME":
-            self.error(f"expected an opcode, got {_describe(kind, opcode)}", ostart)
+            self.error(f"expected an opcode, got {describe(kind, opcode)}", ostart)
         spec = OPCODES.get(opcode)
         if spec is None and opcode == "b" and shape is None and not nested and lx.peek()[1] == "(":
             # A buffer result shape `b(f32[])` (no opcode is called `b`).
@@ -313,14 +313,14 @@ class InstructionParser(_Parser):
             shape = BufferShape(inner)  # type: ignore[arg-type]
             kind, opcode, ostart = lx.next()
             if kind != "NAME":
-                self.error(f"expected an opcode, got {_describe(kind, opcode)}", ostart)
+                self.error(f"expected an opcode, got {describe(kind, opcode)}", ostart)
             spec = OPCODES.get(opcode)
         if spec is None and shape is None and lx.peek()[1] == "[":
             if opcode in ELEMENT_BITS or opcode == "opaque_type":
                 self.error(f"malformed shape starting at {opcode!r}", ostart)
             self.error(f"unknown element type {opcode!r}", ostart)
         if spec is None:
-            sugar = _async_sugar(opcode)
+            sugar = async_sugar_of(opcode)
             if sugar is not None:
                 self.expect("(")
                 return self.async_sugar(name, sugar, shape, values, block, start, ostart)
@@ -374,7 +374,7 @@ class InstructionParser(_Parser):
         saved = values.get(name)
         self.sugar_thread = None
         wrapped = self.instruction_body(
-            name, base, _sugar_spec(spec), wshape, values, scratch, start, ostart
+            name, base, sugar_spec(spec), wshape, values, scratch, start, ostart
         )
         if saved is not None:
             values[name] = saved
@@ -388,7 +388,7 @@ class InstructionParser(_Parser):
                 wattrs[aspec.name] = value
         sharding = start_attrs.get("sharding")
         if sharding is not None and not sharding.text.startswith("{{"):  # on the tuple
-            start_attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))  # type: ignore[arg-type]
+            start_attrs["sharding"] = A.Raw(single_tuple_sharding(sharding.text, shape))  # type: ignore[arg-type]
         thread = self.sugar_thread
         if thread is not None:
             start_attrs = {"async_execution_thread": thread, **start_attrs}
@@ -500,7 +500,7 @@ class InstructionParser(_Parser):
         ):
             self.check_shapes(opcode, name, shape, operands, _NO_ATTRS, m.start(2))
         op = create_op(opcode, operands, shape, name, None, None, stype)
-        _append_op(block, op)
+        append_op(block, op)
         return op
 
     def plain_parameter(
@@ -520,7 +520,7 @@ class InstructionParser(_Parser):
         lx.pos = pm.end()
         attrs = {"number": int(pm.group(1))}
         op = create_op("parameter", (), stype.data, name, attrs, self.intern, stype)
-        _append_op(block, op)
+        append_op(block, op)
         values[name] = op.results[0]
         return op
 
@@ -533,7 +533,7 @@ class InstructionParser(_Parser):
             return tuple(map(int, body[1:-1].split(","))) if len(body) > 2 else ()
         if kind == "comp":
             name = vm.group(1)
-            if name in _NOT_NAMES:
+            if name in NOT_NAMES:
                 return _SLOW  # `inf`/`nan` lex as numbers
             return name[1:] if name[0] == "%" else name
         if kind == "int":
@@ -550,7 +550,7 @@ class InstructionParser(_Parser):
                         return _SLOW  # (numbers, not `key=`; or an unknown field to report)
                     # (XLA drops fields at their default, but prints an empty payload)
                     if (tok != '""' or key == "metadata_payload") and tok != "0":
-                        fields.append((key, tok if tok.isascii() else _escaped(tok)))
+                        fields.append((key, tok if tok.isascii() else escaped_string(tok)))
                     if key == "stack_frame_id":
                         self.saw_stack_frame_id = True
                 md = self.metadata_values[raw] = A.Metadata(tuple(fields))
@@ -562,13 +562,13 @@ class InstructionParser(_Parser):
                 return _SLOW
             return tok
         if kind == "raw":
-            return A.Raw(_squash(vm.group(1)))
+            return A.Raw(squash(vm.group(1)))
         if kind == "replica_groups":
             tok = vm.group(1)
             return A.Raw(tok if tok[0] == "[" else _BLANKS.sub("", tok))  # XLA prints {{0,1},{2,3}}
         if kind == "shapes":
             try:
-                return tuple(map(self.array_shape, _SHAPE_TOKEN.findall(vm.group(1))))
+                return tuple(map(self.array_shape, SHAPE_TOKEN.findall(vm.group(1))))
             except ValueError:
                 return _SLOW
         if kind == "slice":
@@ -701,7 +701,7 @@ class InstructionParser(_Parser):
             else:
                 k, key, kstart = lx.next()
                 if k != "ATTR":
-                    self.error(f"expected an attribute, got {_describe(k, key)}", kstart)
+                    self.error(f"expected an attribute, got {describe(k, key)}", kstart)
             aspec: AttrSpec | None = spec.by_name.get(key) or COMMON_BY_NAME.get(key)
             if aspec is None:
                 if key == "parameter_replication":
@@ -739,7 +739,7 @@ class InstructionParser(_Parser):
                     continue
                 attrs[key] = fa
             elif key == "origin":
-                origin = _normalize_origin(attrs[key].text)
+                origin = normalize_origin(attrs[key].text)
                 if origin is None:
                     self.error(
                         "origin is {[synthetic_call]} or a tuple tree of original arrays "
@@ -749,7 +749,7 @@ class InstructionParser(_Parser):
                     raise AssertionError
                 attrs[key] = A.Raw(origin)
             elif key == "statistics":
-                stats = _normalize_statistics(attrs[key].text)
+                stats = normalize_statistics(attrs[key].text)
                 if stats is None:
                     self.error("statistics are {visualizing_index=INT, name=NUMBER, ...}", vstart)
                     raise AssertionError
@@ -758,18 +758,18 @@ class InstructionParser(_Parser):
                     continue
                 attrs[key] = A.Raw(stats)
             elif key == "sharding":
-                if not _sharding_form_ok(attrs[key].text):
+                if not sharding_form_ok(attrs[key].text):
                     self.error(
                         "a sharding is {replicated}, {maximal device=N}, {devices=[...]...}, "
                         "{manual}, {unknown} or a tuple {{...}, ...} of them",
                         vstart,
                     )
                 if attrs[key].text.startswith("{{"):
-                    attrs[key] = A.Raw(_normalize_tuple_sharding(attrs[key].text))
+                    attrs[key] = A.Raw(normalize_tuple_sharding(attrs[key].text))
             elif akind == "result_accuracy" and attrs[key].is_default:
                 del attrs[key]  # XLA keeps no trace of the default mode
                 continue
-            elif key in _DROPPED and _DROPPED[key](opcode, attrs[key]):
+            elif key in DROPPED and DROPPED[key](opcode, attrs[key]):
                 del attrs[key]  # read and dropped as XLA's parser does
                 continue
             if aspec.kind == "comp":
@@ -798,14 +798,14 @@ class InstructionParser(_Parser):
                 self.sugar_thread = attrs.pop("async_execution_thread")  # the shorthand
             sharding = attrs.get("sharding")
             if sharding is not None and shape.is_tuple and not sharding.text.startswith("{{"):
-                attrs["sharding"] = A.Raw(_single_tuple_sharding(sharding.text, shape))
+                attrs["sharding"] = A.Raw(single_tuple_sharding(sharding.text, shape))
         if opcode == "call" or opcode == "fusion":
             callee = attrs.get("to_apply" if opcode == "call" else "calls")
             self.check_call(name, callee, operands, start, opcode == "fusion")
         if opcode in CHECKED_OPCODES:
             self.check_shapes(opcode, name, shape, operands, attrs, start)
         op = create_op(opcode, operands, shape, name, attrs, self.intern, stype)
-        _append_op(block, op)
+        append_op(block, op)
         values[name] = op.results[0]  # (`Results` indexes in C)
         return op
 
@@ -956,7 +956,7 @@ class InstructionParser(_Parser):
             if a not in attrs:
                 self.error(f"{opcode} {name} is missing attribute {a}", ostart)
         if opcode in ("send-done", "recv-done") and len(operands) == 1:
-            _check_done_channel(self, name, opcode, operands[0], attrs.get("channel_id"), ostart)
+            check_done_channel(self, name, opcode, operands[0], attrs.get("channel_id"), ostart)
         if (
             opcode == "conditional"
             and "branch_computations" not in attrs
@@ -976,7 +976,7 @@ class InstructionParser(_Parser):
             typed = self.shape()
         kind, tok, start = lx.next()
         if kind != "NAME":
-            self.error(f"expected an operand name, got {_describe(kind, tok)}", start)
+            self.error(f"expected an operand name, got {describe(kind, tok)}", start)
         if lx.peek()[1] == "(" and not tok.startswith("%") and tok in OPCODES:
             # A nested instruction: `add(f32[] multiply(a, b), c)`.
             lx.rewind_to_peek()

@@ -6,6 +6,7 @@ instruction name uniquing."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from xdsl.dialects.builtin import StringAttr
@@ -19,18 +20,18 @@ from hlopass.dialects.hlo import (
 from hlopass.dialects.opcodes import OPCODES, AttrSpec
 from hlopass.lexer import STRING_RE, Lexer, find_closing, raw_dict_end
 from hlopass.parse_values import (
-    _ESCAPE,
-    _NEXT_ODD_STRING,
-    _escape_error,
-    _split_tuple_sharding,
-    _unescape,
+    ESCAPE,
+    NEXT_ODD_STRING,
+    escape_error,
+    split_tuple_sharding,
+    unescape,
 )
 from hlopass.shape import (
     TupleShape,
 )
 
 
-def _check_done_channel(
+def check_done_channel(
     parser: Any, name: str, opcode: str, operand: SSAValue, channel: Any, offset: int
 ) -> None:
     """XLA's parser rejects a send-done (recv-done) whose send (recv) has another
@@ -55,13 +56,13 @@ def _check_done_channel(
 _ONLY_SIMPLE_ESCAPES = re.compile(r"[^\\]*+(?:\\[abfnrtv\\?'\"][^\\]*+)*+")
 
 
-def _check_escapes(lx: Lexer) -> None:
+def check_escapes(lx: Lexer) -> None:
     """XLA's lexer unescapes every string (absl::CUnescape) and rejects the module when
     one holds a malformed escape (`"\\main"`, `"\\400"`, `"\\x100"`); one linear pass."""
     text = lx.text
     at = 0
     while True:
-        sm = _NEXT_ODD_STRING.match(text, at)
+        sm = NEXT_ODD_STRING.match(text, at)
         if sm is None:
             return
         at = sm.end()
@@ -74,9 +75,9 @@ def _check_escapes(lx: Lexer) -> None:
             pos = text.find("\\", pos, end)
             if pos < 0:
                 break
-            m = _ESCAPE.match(text, pos, end)
+            m = ESCAPE.match(text, pos, end)
             assert m is not None  # group 6 matches any character
-            why = _escape_error(m)
+            why = escape_error(m)
             if why is not None:
                 at = raw_dict_end(text, pos)  # (a braced backend config is raw text to XLA)
                 if at < 0:
@@ -88,7 +89,7 @@ def _check_escapes(lx: Lexer) -> None:
 _ORIGIN_TOKEN = re.compile(rf"\s*({STRING_RE}|\[synthetic_call\]|-?\d+|[{{}}(),]|\S)")
 
 
-def _normalize_origin(text: str) -> str | None:
+def normalize_origin(text: str) -> str | None:
     """An `origin={...}` as XLA prints it (`{[synthetic_call]}` or a tuple tree of
     `{"name" {index}}` arrays, spaces and empty indices dropped), or None when XLA's
     parser rejects it."""
@@ -149,7 +150,7 @@ def _normalize_origin(text: str) -> str | None:
 _STAT_ITEM = re.compile(r"\s*([\w.\-]+)\s*=\s*([^,\s}]+)\s*(,|$)")
 
 
-def _normalize_statistics(text: str) -> str | None:
+def normalize_statistics(text: str) -> str | None:
     """`statistics={...}` as XLA keeps it: the first item's value (whatever its name) is
     the visualizing index, the others are named numbers printed as C++ prints a double
     (6 significant digits); "" when there are no statistics (XLA prints none), None when
@@ -181,13 +182,12 @@ _RECOVERY_ENTRY = re.compile(
 )
 
 
-def _recovery_table(text: str) -> str:
+def recovery_table(text: str, reprint: Callable[[str], str]) -> str:
     """A module's origin_recovery_table `{...}` as XLA prints it: entries sorted by their
-    original array, each recovery module read and printed in full, indented; "" when
-    empty. Raises ValueError (or the recovery module's parse error) on malformed text."""
-    from hlopass.exporter import print_hlo
-    from hlopass.importer import parse_hlo  # (the layer above: a recovery module is a module)
-
+    original array, each recovery module read and printed in full by `reprint` (module
+    text in, XLA's print out: the importer's and exporter's work, a layer above), indented;
+    "" when empty. Raises ValueError (or the recovery module's parse error) on malformed
+    text."""
     body = text[1:-1]
     entries = []
     pos = 0
@@ -201,14 +201,14 @@ def _recovery_table(text: str) -> str:
             idx = tuple(int(i) for i in index.replace(" ", "").split(",") if i) if index else ()
             keys.append(
                 (
-                    _unescape(name),
+                    unescape(name),
                     idx,
                     name + (" {" + ",".join(map(str, idx)) + "}" if index is not None else ""),
                 )
             )
         line = "  {" + keys[0][2] + "} : {" + keys[1][2] + "}"
         if m.group(5) is not None:
-            inner = print_hlo(parse_hlo(_unescape(m.group(5)), "<origin_recovery_table>"))
+            inner = reprint(unescape(m.group(5)))
             indented = "\n".join("    " + ln if ln else "" for ln in inner.split("\n"))
             line += ',\n  "\n' + indented + '\n  "'
         entries.append(((keys[0][0], keys[0][1]), line))
@@ -218,7 +218,7 @@ def _recovery_table(text: str) -> str:
     return "{\n" + "".join(line + "\n" for _, line in entries) + "}\n"
 
 
-def _single_tuple_sharding(text: str, shape: TupleShape) -> str:
+def single_tuple_sharding(text: str, shape: TupleShape) -> str:
     """One sharding `{s}` on a tuple-shaped instruction as XLA keeps it: a tuple sharding
     with `s` for every leaf (one element for a tuple without leaves); `{}` stays."""
     if text.replace(" ", "") == "{}":
@@ -226,9 +226,9 @@ def _single_tuple_sharding(text: str, shape: TupleShape) -> str:
     return "{" + ", ".join([text] * max(1, len(shape.leaves()))) + "}"
 
 
-def _normalize_tuple_sharding(text: str) -> str:
+def normalize_tuple_sharding(text: str) -> str:
     """A tuple sharding `{{a},{b}}` as XLA prints it: elements joined by `, `."""
-    parts = _split_tuple_sharding(text)
+    parts = split_tuple_sharding(text)
     return text if parts is None else "{" + ", ".join(parts) + "}"
 
 
@@ -239,14 +239,14 @@ _SUGAR_SPECS: dict[str, Any] = {}
 # Attributes XLA's parser reads but does not keep (when the test on opcode and value says
 # so): the rolled-back collective `mode`, an empty convolution `sparsity_config`, and the
 # `dimensions` of ragged-all-to-all.
-_DROPPED: dict[str, Any] = {
+DROPPED: dict[str, Any] = {
     "mode": lambda opcode, v: True,
     "sparsity_config": lambda opcode, v: v.text == "{}",
     "dimensions": lambda opcode, v: opcode == "ragged-all-to-all",
 }
 
 
-def _async_sugar(opcode: str) -> tuple[str, str] | None:
+def async_sugar_of(opcode: str) -> tuple[str, str] | None:
     """(wrapped opcode, start|update|done) for XLA's async shorthand like `custom-call-start`."""
     for suffix in _ASYNC_SUFFIXES:
         if opcode.endswith(suffix):
@@ -256,7 +256,7 @@ def _async_sugar(opcode: str) -> tuple[str, str] | None:
     return None
 
 
-def _sugar_spec(spec: Any) -> Any:
+def sugar_spec(spec: Any) -> Any:
     """`spec` plus the `async_execution_thread` attribute the shorthand start may carry."""
     out = _SUGAR_SPECS.get(spec.opcode)
     if out is None:
@@ -272,13 +272,13 @@ def _sugar_spec(spec: Any) -> Any:
 # --- modules ------------------------------------------------------------------------------
 
 
-_FA_FORM = 'frontend_attributes are {name="value", name={...}, ...}'
+FA_FORM = 'frontend_attributes are {name="value", name={...}, ...}'
 _STRING_BODY = r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"'  # STRING_RE, the text between the quotes a group
 _FA_KEY = re.compile(rf"\s*+(?:{_STRING_BODY}|([\w.\-$]++))\s*+=\s*+")
 _FA_STRING = re.compile(_STRING_BODY)
 
 
-def _normalize_frontend_attrs(text: str) -> str | None:
+def normalize_frontend_attrs(text: str) -> str | None:
     """frontend_attributes as XLA re-prints them: sorted by key, `k="v"` joined by commas,
     values that are themselves `{...}` unquoted; None where XLA's parser rejects the text
     (a quoted or missing key, an unquoted value, a missing or trailing comma)."""
@@ -307,7 +307,7 @@ def _normalize_frontend_attrs(text: str) -> str | None:
                 return None
             raw = sm.group(1)
             pos = sm.end()
-            value = _unescape('"' + raw + '"')
+            value = unescape('"' + raw + '"')
             if value.startswith("{") and value.endswith("}"):
                 pairs[key] = value
             elif raw.isascii():
@@ -337,7 +337,7 @@ _IO_ALIAS_ENTRY = re.compile(
 )
 
 
-def _normalize_io_alias(text: str) -> str:
+def normalize_io_alias(text: str) -> str:
     """`input_output_alias` as XLA re-prints it: spaced braces, the alias kind always given."""
     entries = []
     for out, param, pidx, kind in _IO_ALIAS_ENTRY.findall(text):
@@ -391,7 +391,7 @@ _RISKY_ASCII = re.compile(r"\.0[^.\n][^.\n]*+$", re.M)
 _ZERO_END = re.compile(r"\.0$", re.M)
 
 
-def _append_op(block: Block, op: Operation) -> None:
+def append_op(block: Block, op: Operation) -> None:
     """`block.add_op(op)` for a fresh op: link it after the block's last op."""
     last = block._last_op  # pyright: ignore[reportPrivateUsage]
     op.parent = block
@@ -403,8 +403,8 @@ def _append_op(block: Block, op: Operation) -> None:
     block._last_op = op  # pyright: ignore[reportPrivateUsage]
 
 
-def _names_unique(value_maps: list[dict[str, SSAValue]]) -> bool:
-    """True when `_uniquify_instruction_names` would rename nothing, checked in bulk: the
+def names_unique(value_maps: list[dict[str, SSAValue]]) -> bool:
+    """True when `uniquify_instruction_names` would rename nothing, checked in bulk: the
     names are distinct module-wide, none has a risky suffix, and no `a.0` meets an `a`.
     Then each name maps to its own (root, id) pair and back (`root.N` with N canonical, or
     a root alone for id 0), so no two names share an id and the uniquer keeps them all."""
@@ -427,7 +427,7 @@ def _names_unique(value_maps: list[dict[str, SSAValue]]) -> bool:
     return names.isdisjoint(roots)
 
 
-def _uniquify_instruction_names(comps: list[ComputationOp]) -> None:
+def uniquify_instruction_names(comps: list[ComputationOp]) -> None:
     """Rename instructions as XLA does when it adds the parsed computations to the module:
     names are made unique module-wide, computations and instructions in text order."""
     uniquer = _NameUniquer()
@@ -451,12 +451,12 @@ def _uniquify_instruction_names(comps: list[ComputationOp]) -> None:
                     op.set_attr("control-predecessors", tuple(renamed.get(p, p) for p in preds))
 
 
-_TABLE_NAMES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+TABLE_NAMES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _TABLE_ROW = re.compile(r"[ \t]*(\d+)[ \t]+([^\n]*)")
 _TABLE_FIELD = re.compile(r"(\w+)=(-?\d+)")
 
 
-def _renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
+def renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
     """Rebuild the stack-frame tables the way XLA does on parse.
 
     XLA resolves each instruction's `stack_frame_id` to its full call stack and re-adds the
@@ -472,7 +472,7 @@ def _renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
     section = ""
     for line in tables.splitlines():
         head = line.strip()
-        if head in _TABLE_NAMES:
+        if head in TABLE_NAMES:
             section = head
             continue
         m = _TABLE_ROW.match(line)

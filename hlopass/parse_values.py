@@ -1,5 +1,5 @@
 """HLO text, the value layer: shapes, layouts, literals, strings and attribute values
-(`_Parser`, which the instruction and module layers build on)."""
+(`ValueParser`, which the instruction and module layers build on)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from typing import Any, cast
 from hlopass import attrs as A
 from hlopass.dialects.hlo import (
     ShapeType,
+    install_attribute_reader,
     shape_type,
 )
 from hlopass.dialects.opcodes import IDENT_VALUES
+from hlopass.errors import HloParseError
 from hlopass.lexer import SHAPE_RE, STRING_RE, Lexer
 from hlopass.literal import Literal, LiteralSyntaxError, parse_array_text, parse_scalar_token
 from hlopass.shape import (
@@ -41,30 +43,15 @@ _SHARDING_HEAD = re.compile(
 )
 
 
-def _sharding_form_ok(text: str) -> bool:
+def sharding_form_ok(text: str) -> bool:
     """Whether `text` has a sharding's outer form (XLA's parser checks the rest)."""
     if "/*" in text:  # (XLA prints `/*index=5*/` before some elements of a tuple)
         text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     if text.replace(" ", "").startswith("{{"):
-        parts = _split_tuple_sharding(text)
-        return parts is not None and all(_sharding_form_ok(p) for p in parts)
+        parts = split_tuple_sharding(text)
+        return parts is not None and all(sharding_form_ok(p) for p in parts)
     return _SHARDING_HEAD.match(text) is not None
 
-
-# Module header attributes, in XLA's print order, with their value kinds.
-MODULE_ATTRS: dict[str, str] = {
-    "is_scheduled": "bool",
-    "input_output_alias": "raw",
-    "buffer_donor": "raw",
-    "alias_passthrough_params": "bool",
-    "entry_computation_layout": "program_shape",
-    "allow_spmd_sharding_propagation_to_parameters": "raw",
-    "allow_spmd_sharding_propagation_to_output": "raw",
-    "replica_count": "int",
-    "num_partitions": "int",
-    "frontend_attributes": "raw",
-    "origin_recovery_table": "raw",
-}
 
 _DIMS_RE = re.compile(r"(<=)?(\d+|\?)")
 
@@ -72,7 +59,7 @@ _DIMS_RE = re.compile(r"(<=)?(\d+|\?)")
 def parse_shape_text(text: str) -> Shape:
     """Parse one shape (array, tuple or buffer); raises ValueError with a reason."""
     lx = Lexer(text)
-    p = _Parser(lx)
+    p = ValueParser(lx)
     shape = p.shape()
     if lx.peek()[0] != "EOF":
         raise ValueError(f"trailing text after shape: {text!r}")
@@ -81,7 +68,7 @@ def parse_shape_text(text: str) -> Shape:
 
 def _array_shape_from_token(tok: str) -> ArrayShape:
     """`f32[2,<=3]{1,0:T(8)}` -> ArrayShape (layout filled with the default when absent);
-    uncached: the parser reads each distinct token once per parse (`_Parser.array_shape`)."""
+    uncached: the parser reads each distinct token once per parse (`ValueParser.array_shape`)."""
     lb = tok.index("[")
     rb = tok.index("]")
     et = tok[:lb]
@@ -195,7 +182,7 @@ def _parse_layout(text: str, rank: int) -> Layout:
     return Layout(m2m, tuple(tiles), split_configs=tuple(splits), **kw)
 
 
-class _Parser:
+class ValueParser:
     def __init__(self, lx: Lexer):
         self.lx = lx
         self.intern: dict[tuple[str, Any], Any] = {}
@@ -224,7 +211,7 @@ class _Parser:
         reads it; None where `shape` must read it (and report its error), ValueError on a
         malformed element."""
         tup = self.tuples.get(tok)
-        toks = _SHAPE_TOKEN.findall(tok)
+        toks = SHAPE_TOKEN.findall(tok)
         if tup is None:
             tup = TupleShape(tuple(map(self.array_shape, toks)))
             if any(_tuple_element_problem(e) for e in tup.elements):
@@ -257,7 +244,7 @@ class _Parser:
     def expect(self, text: str) -> int:
         kind, tok, start = self.lx.next()
         if tok != text or kind in ("STRING",):
-            self.error(f"expected '{text}', got {_describe(kind, tok)}", start)
+            self.error(f"expected '{text}', got {describe(kind, tok)}", start)
         return start
 
     def accept(self, text: str) -> bool:
@@ -270,13 +257,13 @@ class _Parser:
     def int_(self) -> int:
         kind, tok, start = self.lx.next()
         if kind != "INT":
-            self.error(f"expected an integer, got {_describe(kind, tok)}", start)
+            self.error(f"expected an integer, got {describe(kind, tok)}", start)
         return int(tok)
 
     def name(self) -> str:
         kind, tok, start = self.lx.next()
         if kind != "NAME":
-            self.error(f"expected a name, got {_describe(kind, tok)}", start)
+            self.error(f"expected a name, got {describe(kind, tok)}", start)
         return tok[1:] if tok.startswith("%") else tok
 
     # --- shapes ---------------------------------------------------------------------------
@@ -312,7 +299,7 @@ class _Parser:
             return BufferShape(inner)
         if kind == "NAME" and tok.split("[")[0] in ELEMENT_BITS:
             self.error(f"malformed shape starting at {tok!r}", start)
-        self.error(f"expected a shape, got {_describe(kind, tok)}", start)
+        self.error(f"expected a shape, got {describe(kind, tok)}", start)
         raise AssertionError
 
     def flat_tuple_shape(self, start: int) -> TupleShape | None:
@@ -325,7 +312,7 @@ class _Parser:
         tup = self.tuples.get(m.group())
         if tup is None:
             try:
-                tup = TupleShape(tuple(map(self.array_shape, _SHAPE_TOKEN.findall(m.group()))))
+                tup = TupleShape(tuple(map(self.array_shape, SHAPE_TOKEN.findall(m.group()))))
             except ValueError:
                 return None  # `shape` reports it at the element's place
             if any(_tuple_element_problem(e) for e in tup.elements):
@@ -364,12 +351,12 @@ class _Parser:
         if kind == "bool":
             k, tok, start = lx.next()
             if tok not in ("true", "false"):
-                self.error(f"expected true or false for {attr}, got {_describe(k, tok)}", start)
+                self.error(f"expected true or false for {attr}, got {describe(k, tok)}", start)
             return tok == "true"
         if kind in ("ident", "dot_algorithm"):
             k, tok, start = lx.next()
             if k not in ("NAME", "INT"):
-                self.error(f"expected a value for {attr}, got {_describe(k, tok)}", start)
+                self.error(f"expected a value for {attr}, got {describe(k, tok)}", start)
             allowed = IDENT_VALUES.get(attr) if kind == "ident" else None
             if allowed is not None and tok not in allowed:
                 self.error(
@@ -380,8 +367,8 @@ class _Parser:
         if kind == "str":
             k, tok, start = lx.next()
             if k != "STRING":
-                self.error(f"expected a quoted string for {attr}, got {_describe(k, tok)}", start)
-            return _unescape(tok)
+                self.error(f"expected a quoted string for {attr}, got {describe(k, tok)}", start)
+            return unescape(tok)
         if kind == "comp":
             k, tok, start = lx.peek()
             if tok == "{":
@@ -398,17 +385,17 @@ class _Parser:
             k, tok, start = lx.peek()
             if k == "STRING":
                 lx.next()
-                return _unescape(tok)
+                return unescape(tok)
             if tok == "{":
                 return lx.take_balanced("{", "}")[0]
-            self.error(f"expected a string or {{...}} for backend_config, got {_describe(k, tok)}")
+            self.error(f"expected a string or {{...}} for backend_config, got {describe(k, tok)}")
         if kind in ("raw", "replica_groups"):
             k, tok, start = lx.peek()
             if tok == "{":
                 raw = lx.take_balanced("{", "}")[0]
                 if kind == "replica_groups":
                     return A.Raw(re.sub(r"\s+", "", raw))  # XLA prints {{0,1},{2,3}}
-                return A.Raw(_squash(raw))
+                return A.Raw(squash(raw))
             if tok == "[" and kind == "replica_groups":
                 return A.Raw(self.iota_list())
             lx.next()
@@ -421,7 +408,7 @@ class _Parser:
             k, tok, start = lx.next()
             if k != "DIMLABELS":
                 self.error(
-                    f"expected dimension labels like b01f_01io->b01f, got {_describe(k, tok)}",
+                    f"expected dimension labels like b01f_01io->b01f, got {describe(k, tok)}",
                     start,
                 )
             why = _dim_labels_problem(tok)
@@ -433,7 +420,7 @@ class _Parser:
         if kind == "padding":
             k, tok, start = lx.next()
             if k != "PAD":
-                self.error(f"expected padding like 0_0x1_1, got {_describe(k, tok)}", start)
+                self.error(f"expected padding like 0_0x1_1, got {describe(k, tok)}", start)
             return tuple(A.PadDim(*map(int, p.split("_"))) for p in _split_x(tok))
         if kind == "precision":
             return self.braced(self.name)
@@ -444,7 +431,7 @@ class _Parser:
         if kind == "float":
             k, tok, start = lx.next()
             if k not in ("FLOAT", "INT", "NANINF"):
-                self.error(f"expected a number for {attr}, got {_describe(k, tok)}", start)
+                self.error(f"expected a number for {attr}, got {describe(k, tok)}", start)
             return float(tok)
         if kind == "shape":
             return self.shape()
@@ -524,18 +511,16 @@ class _Parser:
         while not self.accept("}"):
             k, key, start = self.lx.next()
             if k != "ATTR":
-                self.error(f"expected a window field, got {_describe(k, key)}", start)
+                self.error(f"expected a window field, got {describe(k, key)}", start)
             field_starts[key] = start
             k, tok, vstart = self.lx.next()
             if key == "pad":
                 if k != "PAD":
-                    self.error(f"expected padding like 0_0x1_1, got {_describe(k, tok)}", vstart)
+                    self.error(f"expected padding like 0_0x1_1, got {describe(k, tok)}", vstart)
                 fields[key] = [list(map(int, p.split("_"))) for p in _split_x(tok)]
             elif key in ("size", "stride", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
                 if k not in ("DXD", "INT"):
-                    self.error(
-                        f"expected sizes like 3x3 for {key}, got {_describe(k, tok)}", vstart
-                    )
+                    self.error(f"expected sizes like 3x3 for {key}, got {describe(k, tok)}", vstart)
                 fields[key] = [[int(x)] for x in tok.split("x")]
             else:
                 self.error(f"unknown window field {key!r}", start)
@@ -586,7 +571,7 @@ class _Parser:
         while not self.accept("}"):
             k, key, start = self.lx.next()
             if k != "ATTR":
-                self.error(f"expected a metadata field, got {_describe(k, key)}", start)
+                self.error(f"expected a metadata field, got {describe(k, key)}", start)
             if key not in METADATA_FIELDS:
                 self.error(
                     f"unknown metadata field {key!r}; the fields are "
@@ -595,7 +580,7 @@ class _Parser:
                 )
             k, tok, vstart = self.lx.peek()
             if tok == "{":
-                braced = _squash(self.lx.take_balanced("{", "}")[0])
+                braced = squash(self.lx.take_balanced("{", "}")[0])
                 if key == "profile_type":  # ProfileType values: INVALID, WINDOW, FLAG, INTEGER
                     types = re.sub(r"\s", "", braced[1:-1])
                     if types and not re.fullmatch(r"[0-3](?:,[0-3])*", types):
@@ -607,7 +592,7 @@ class _Parser:
                 self.lx.next()
                 # (XLA drops fields at their default, but prints an empty payload)
                 if (tok != '""' or key == "metadata_payload") and tok != "0":
-                    fields.append((key, tok if tok.isascii() else _escaped(tok)))
+                    fields.append((key, tok if tok.isascii() else escaped_string(tok)))
                 if key == "stack_frame_id":
                     self.saw_stack_frame_id = True
             self.accept(",")
@@ -673,7 +658,7 @@ class _Parser:
             return self.array_literal(raw, shape, start)
         lx.next()
         if k not in ("INT", "FLOAT", "NANINF", "NAME"):
-            self.error(f"expected a literal value, got {_describe(k, tok)}", start)
+            self.error(f"expected a literal value, got {describe(k, tok)}", start)
         # A module repeats few scalars (0, 1, -inf): each (type, token) read once per parse,
         # every constant getting its own copy of the array.
         read = self.scalars.get((shape.element_type, tok))
@@ -716,11 +701,11 @@ class _Parser:
                 self.error(f"literal value {num} is out of range for {shape.element_type}", start)
 
 
-def _escaped(tok: str) -> str:
+def escaped_string(tok: str) -> str:
     """A quoted metadata string as XLA prints it (non-ASCII as octal UTF-8 bytes)."""
     if not tok.startswith('"'):
         return tok
-    return '"' + A.c_escape(_unescape(tok)) + '"'
+    return '"' + A.c_escape(unescape(tok)) + '"'
 
 
 # A decimal number in a literal's text (inf, nan and hex payloads are not).
@@ -751,7 +736,7 @@ def _dim_labels_problem(tok: str) -> str | None:
     return None
 
 
-def _describe(kind: str, tok: str) -> str:
+def describe(kind: str, tok: str) -> str:
     if kind == "EOF":
         return "end of input"
     return repr(tok)
@@ -765,11 +750,11 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?"
             "a": "\a", "b": "\b", "f": "\f", "v": "\v"}  # fmt: skip
 
 
-def _unescape(tok: str) -> str:
+def unescape(tok: str) -> str:
     """absl::CUnescape of a quoted string: octal and hex escapes are bytes (XLA prints
     non-ASCII text as its UTF-8 bytes in octal), `\\uXXXX`/`\\UXXXXXXXX` the character's
     UTF-8 bytes, decoded as UTF-8 (an invalid byte kept as a surrogate escape, which
-    `c_escape` writes back as the byte). `_check_escapes` has rejected malformed escapes."""
+    `c_escape` writes back as the byte). `check_escapes` has rejected malformed escapes."""
     s = tok[1:-1]
     if "\\" not in s:
         return s
@@ -782,7 +767,7 @@ def _unescape(tok: str) -> str:
     while i < len(s):
         c = s[i]
         if c == "\\" and i + 1 < len(s):
-            m = _ESCAPE.match(s, i)
+            m = ESCAPE.match(s, i)
             if m is not None and m.group(6) is None:
                 octal, hexa, u4, u8, simple = m.group(1, 2, 3, 4, 5)
                 if simple is not None:
@@ -807,7 +792,7 @@ def _unescape(tok: str) -> str:
 # digits, the simple C escapes; group 6 is anything else (an error in XLA).
 _SIMPLE_ESCAPE = re.compile(r"\\([abfnrtv\\?'\"])")
 # A backslash not followed by a simple escape's letter (also the second backslash of an
-# escaped backslash: then `_unescape` takes its general path, as for any other escape).
+# escaped backslash: then `unescape` takes its general path, as for any other escape).
 _NOT_SIMPLE_ESCAPE = re.compile(r"\\(?![abfnrtv\\?'\"])")
 
 
@@ -815,7 +800,7 @@ def _simple_escape(m: re.Match[str]) -> str:
     return _ESCAPES[m.group(1)]
 
 
-_ESCAPE = re.compile(
+ESCAPE = re.compile(
     r"\\(?:([0-7]{1,3})|[xX]([0-9a-fA-F]*+)|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})"
     r"|([abfnrtv\\?'\"])|(.?))",
     re.S,
@@ -823,14 +808,14 @@ _ESCAPE = re.compile(
 # From a place outside strings and comments to the next string that holds a backslash or
 # is not closed (group 1): code, comments and plain strings are skipped inside one match
 # (possessively, and by `match` at the place only: linear), not one Python step each.
-_NEXT_ODD_STRING = re.compile(
+NEXT_ODD_STRING = re.compile(
     r'(?:[^"/]++|/(?![/*])|//[^\n]*+|/\*(?:.*?\*/|.*)|"[^"\\]*+")*+'
     r'("[^"\\]*+(?:\\.[^"\\]*+)*+"?)',
     re.S,
 )
 
 
-def _escape_error(m: re.Match[str]) -> str | None:
+def escape_error(m: re.Match[str]) -> str | None:
     """What absl::CUnescape (so XLA's lexer) finds wrong with one escape, or None."""
     octal, hexa, u4, u8, _, other = m.groups()
     if octal is not None:
@@ -862,7 +847,7 @@ def _tuple_element_problem(shape: Shape) -> str | None:
     return None
 
 
-def _squash(text: str) -> str:
+def squash(text: str) -> str:
     """Whitespace outside strings collapsed the way XLA re-prints braced attributes."""
     if "\n" not in text and "  " not in text:
         return text
@@ -872,7 +857,7 @@ def _squash(text: str) -> str:
     return "".join(parts)
 
 
-def _split_tuple_sharding(text: str) -> list[str] | None:
+def split_tuple_sharding(text: str) -> list[str] | None:
     """The elements of a tuple sharding `{{a},{b}}` (None if its braces do not balance)."""
     parts: list[str] = []
     depth = 0
@@ -903,10 +888,33 @@ def _split_tuple_sharding(text: str) -> list[str] | None:
     return parts
 
 
-_SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
-_SHAPE_TOKEN = re.compile(_SHAPE_ATOM)
-_ELEMENT = rf"(?:/\*index=\d++\*/\s*+)?+{_SHAPE_ATOM}\s*+"  # XLA numbers every 5th element
+SHAPE_ATOM = f"(?>{SHAPE_RE})"  # no backtracking into a shape: the lexer takes it whole
+SHAPE_TOKEN = re.compile(SHAPE_ATOM)
+_ELEMENT = rf"(?:/\*index=\d++\*/\s*+)?+{SHAPE_ATOM}\s*+"  # XLA numbers every 5th element
 # Lists as `item(?:,item)*+`, possessive: an item starts where the loop could stop, so giving
 # an item back can never let what follows match, and no backtracking state piles up.
-_ELEMENTS = rf"(?:{_ELEMENT}(?:,\s*+{_ELEMENT})*+)?+"
-_FLAT_TUPLE = re.compile(rf"\(\s*+{_ELEMENTS}\)")
+ELEMENTS = rf"(?:{_ELEMENT}(?:,\s*+{_ELEMENT})*+)?+"
+_FLAT_TUPLE = re.compile(rf"\(\s*+{ELEMENTS}\)")
+
+
+def parse_attribute_value(kind: str, text: str) -> Any:
+    """Parse one attribute value of `kind` from its HLO text (used by the xDSL form)."""
+    p = ValueParser(Lexer(text))
+    if kind == "shape":
+        v: Any = p.shape()
+    elif kind == "constant":
+        v = p.value("literal", kind)
+    elif kind == "raw":
+        v = A.Raw(text)
+        p.lx.pos = len(text)
+    elif kind == "backend_config":
+        v = text
+        p.lx.pos = len(text)
+    else:
+        v = p.value(kind, kind)
+    if p.lx.peek()[0] != "EOF":
+        raise HloParseError(f"trailing text in {kind} attribute: {text!r}", None, 1, 1)
+    return v
+
+
+install_attribute_reader(parse_attribute_value)

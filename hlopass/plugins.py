@@ -64,7 +64,7 @@ def register_pass(cls: P | None = None, *, name: str | None = None, replace: boo
 
 
 def _register(cls: type, name: str | None, replace: bool, origin: str) -> str:
-    from hlopass.pipeline import PASSES
+    from hlopass.registry import PASSES
 
     if not (isinstance(cls, type) and issubclass(cls, ModulePass)):
         raise PluginError(f"{origin}: error: {cls!r} is not an xDSL ModulePass class")
@@ -134,7 +134,7 @@ def _run_by_text(self: Any, ctx: Context, module: ModuleOp, trace: Any = None) -
 
 def load_pass_plugin(spec: str) -> list[str]:
     """Import a plug-in (a `.py` file or a module name); the names of the passes it added."""
-    from hlopass.pipeline import PASSES
+    from hlopass.registry import PASSES
 
     before = set(PASSES)
     module = _import_plugin(spec)
@@ -221,7 +221,7 @@ def discover() -> None:
     _DISCOVERED = True
     from importlib.metadata import entry_points
 
-    from hlopass.pipeline import PASSES
+    from hlopass.registry import PASSES
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in PASSES:

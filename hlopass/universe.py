@@ -21,6 +21,7 @@ PREFIX = "hlo-"
 
 
 def _get_dialect() -> Dialect:
+    import hlopass.parse_values  # noqa: F401  (installs the dialect's reader of HLO attribute text)
     from hlopass.dialects.hlo import HLO
 
     return HLO

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from xdsl.ir import Operation, OpResult
 from xdsl.utils.exceptions import VerifyException
@@ -520,15 +520,13 @@ def verify_module(
         return
     from xdsl.traits import IsolatedFromAbove
 
-    from hlopass.dialects.hlo import ComputationOp as Comp
-
     todo = {c for c in only if c.parent is not None}
     # the module's own traits (unique computation names, ...) but the isolation walk
     for trait in type(module).get_irdl_definition().traits:  # type: ignore[attr-defined]
         if not isinstance(trait, IsolatedFromAbove):
             trait.verify(module)
-    for comp in (c for c in module.regions[0].block.ops if c in todo):  # in module order
-        assert isinstance(comp, Comp)
+    # in module order (the dialect imports this module: its op classes are not at hand)
+    for comp in cast("list[ComputationOp]", [c for c in module.regions[0].block.ops if c in todo]):
         block = comp.block
         some = touched.get(comp) if touched is not None else None
         ops = list(block.ops) if some is None else [o for o in some if o.parent is block]

@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 
+import hlopass.parse_values  # noqa: F401  (installs the dialect's reader of HLO attribute text)
 from hlopass.dialects.hlo import ComputationOp, HloOp, ReturnOp, hlo_context
 from hlopass.errors import HloError, HloParseError
 

@@ -1042,10 +1042,10 @@ def test_string_escape_table_matches_xla(xla):
 
 def test_unicode_escapes_read_as_xla_reads_them(xla):
     """`\\u00e9` is é (XLA prints its UTF-8 bytes in octal); it once stayed `\\u00e9`."""
-    from hlopass.importer import _unescape
+    from hlopass.parse_values import unescape
 
-    assert _unescape('"\\u00e9\\U0001F600\\x41\\101"') == "\u00e9\U0001f600AA"
-    assert _unescape('"\\303\\251"') == "\u00e9"  # what XLA prints for it
+    assert unescape('"\\u00e9\\U0001F600\\x41\\101"') == "\u00e9\U0001f600AA"
+    assert unescape('"\\303\\251"') == "\u00e9"  # what XLA prints for it
     assert "\\303\\251" in xla.reprint(_escape_module("\\u00e9"))
 
 

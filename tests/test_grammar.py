@@ -22,11 +22,11 @@ import pytest
 
 from hlopass import oracle
 from hlopass.attrs import METADATA_ORDER
-from hlopass.dialects.opcodes import COMMON_BY_NAME, OPCODES
+from hlopass.dialects.opcodes import COMMON_BY_NAME, MODULE_ATTRS, OPCODES
 from hlopass.errors import HloError
 from hlopass.exporter import print_hlo
 from hlopass.grammar import render, spelling_of_enum
-from hlopass.importer import MODULE_ATTRS, parse_hlo
+from hlopass.importer import parse_hlo
 from tests.child_runner import run_batch
 from tests.conftest import ORACLE_MISSING
 from tests.grammar_samples import (

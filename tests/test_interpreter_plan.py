@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.interpreter.elementwise import float_max_min
-from hlopass.interpreter.numeric import daz
+from hlopass.interpreter.numeric import daz, float_max_min
 from hlopass.interpreter.plan import _daz, _max_min, covers
 
 _SPECIAL = {

@@ -9,7 +9,7 @@ from hlopass.clirun import OneLineArgumentParser, guard, whole_number
 from hlopass.cost.devices import DEVICES, device_name
 
 
-def _device(name: str) -> str:
+def device_arg(name: str) -> str:
     """argparse type: a device by name, alias (`h100`) or unique prefix."""
     try:
         return device_name(name)
@@ -37,12 +37,12 @@ def _estimate_file(path: str, device: str, with_module: bool = False, topology: 
     """The estimate of one HLO file (HLO text or xDSL IR), with the module when asked; an
     `HloError` naming the file when it cannot be read, parsed or priced."""
     import hlopass.cost
-    from hlopass.cli import _read, parse_input
+    from hlopass.cli import parse_input, read_input
     from hlopass.clirun import error_line
     from hlopass.errors import HloError
 
     name = "<stdin>" if path == "-" else path
-    module = parse_input(_read(path), name)
+    module = parse_input(read_input(path), name)
     try:
         est = hlopass.cost.estimate(module, device, topology)
         return (module, est) if with_module else est
@@ -53,7 +53,7 @@ def _estimate_file(path: str, device: str, with_module: bool = False, topology: 
 def cost_main(argv: list[str] | None = None) -> int:
     ap = OneLineArgumentParser(prog="hlopass cost", description="Estimated GPU time per kernel.")
     ap.add_argument("file", help="HLO text file ('-' for stdin)")
-    ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
+    ap.add_argument("--device", default="h100_sxm", type=device_arg, help=DEVICE_HELP)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--topology", type=_topology, default="auto", metavar="HxG",
                     help="hosts x GPUs per host the collectives run on (1x8, 2x8; default "
@@ -98,7 +98,7 @@ def rank_main(argv: list[str] | None = None) -> int:
         prog="hlopass rank", description="Rank HLO alternatives by estimated time."
     )
     ap.add_argument("files", nargs="+", help="HLO text files: the alternatives to rank")
-    ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
+    ap.add_argument("--device", default="h100_sxm", type=device_arg, help=DEVICE_HELP)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("-p", "--passes", action="append", metavar="PIPELINE",
                     help="rank these pipelines applied to one module (repeatable)")  # fmt: skip

@@ -83,12 +83,12 @@ def run_main(argv: Sequence[str]) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from hlopass import evaluate
-    from hlopass.cli import _read, parse_input
+    from hlopass.cli import parse_input, read_input
     from hlopass.interpreter.control import IterationLimitError
     from hlopass.interpreter.core import flatten, interpreter_for
 
     name = "<stdin>" if args.file == "-" else args.file
-    text = _read(args.file)
+    text = read_input(args.file)
     module = parse_input(text, name)
     _refuse_elided(module, text, name)  # before any input is read or instruction run
     if args.random_inputs is not None:

@@ -32,6 +32,7 @@ from hlopass.interpreter.core import dtype_of, handler, unsupported
 from hlopass.interpreter.numeric import (
     as_dtype,
     daz,
+    float_max_min,
     int_bits,
     int_range,
     is_float_dtype,
@@ -362,20 +363,6 @@ def _binary(interp, op, args):
     if code in ("maximum", "minimum"):
         return as_dtype(float_max_min(code, wa, wb), out)
     return as_dtype(daz(fn(wa, wb)), out)
-
-
-def float_max_min(code, a, b):
-    """XLA-CPU's float max/min (IEEE 754-2019 maximum/minimum): NaN if either is NaN, and
-    -0 < +0 (max(-0, +0) = +0, min(+0, -0) = -0, in either order)."""
-    r = np.maximum(a, b) if code == "maximum" else np.minimum(a, b)
-    if a.dtype.kind == "c":  # complex max/min is rejected by XLA's verifier
-        return r
-    zeros = (a == 0) & (b == 0)
-    if not zeros.any():
-        return r
-    a_neg = np.signbit(a)
-    pick = np.where(a_neg, b, a) if code == "maximum" else np.where(a_neg, a, b)
-    return np.where(zeros, pick, r)
 
 
 _BINARY = {

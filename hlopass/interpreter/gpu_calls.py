@@ -30,8 +30,8 @@ import numpy as np
 
 from hlopass.attrs import backend_config
 from hlopass.interpreter.core import dtype_of, unsupported
-from hlopass.interpreter.linalg import _acc_dtype, _dilate
-from hlopass.interpreter.linalg import _pad_axis as _pad
+from hlopass.interpreter.linalg import acc_dtype, dilate
+from hlopass.interpreter.linalg import pad_axis as _pad
 from hlopass.interpreter.numeric import as_dtype
 from hlopass.shape import ArrayShape, TupleShape
 
@@ -108,7 +108,7 @@ def _gemm(op: Any, args: list[Any]) -> list[np.ndarray]:
     out_shape = _first_leaf(op.shape)
     out_dt = dtype_of(out_shape)
     a, b = args[0], args[1]
-    acc = _acc_dtype(a.dtype, b.dtype, out_dt)
+    acc = acc_dtype(a.dtype, b.dtype, out_dt)
     dn = cfg["dot_dimension_numbers"]
     r = _contract(a, b, dn, acc)
     if r.shape != tuple(out_shape.dims):
@@ -262,7 +262,7 @@ class ConvGeometry:
         for s, w in enumerate(self.window):
             axis = 2 + s
             if w.lhs_dilation > 1:
-                x = _dilate(x, axis, w.lhs_dilation)
+                x = dilate(x, axis, w.lhs_dilation)
             x = _pad(x, axis, w.pad_low, w.pad_high)
         return x
 
@@ -327,7 +327,7 @@ def _conv(op: Any, target: str, args: list[np.ndarray]) -> np.ndarray:
     cfg = backend_config(op).get("cudnn_conv_backend_config", {})
     if len(args) < 2:
         raise unsupported(op, "fewer than 2 operands")
-    acc = _acc_dtype(args[0].dtype, args[1].dtype, out_dt)
+    acc = acc_dtype(args[0].dtype, args[1].dtype, out_dt)
     a, b = (v.astype(acc) for v in args[:2])
     if target == "__cudnn$convBackwardInput":
         g = ConvGeometry(op, tuple(out_shape.dims), b.shape)

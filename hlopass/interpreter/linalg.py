@@ -8,7 +8,7 @@ from hlopass.interpreter.core import dtype_of, handler
 from hlopass.interpreter.numeric import as_dtype, is_float_dtype, widen
 
 
-def _acc_dtype(*dts: np.dtype) -> np.dtype:
+def acc_dtype(*dts: np.dtype) -> np.dtype:
     if any(d.kind == "c" for d in dts):
         return (
             np.dtype(np.complex128)
@@ -26,7 +26,7 @@ def _acc_dtype(*dts: np.dtype) -> np.dtype:
 def _dot(interp, op, args):
     lhs, rhs = args
     out = dtype_of(op.shape)
-    acc = _acc_dtype(lhs.dtype, rhs.dtype, out)
+    acc = acc_dtype(lhs.dtype, rhs.dtype, out)
     lb = list(op.attr("lhs_batch_dims") or ())
     rb = list(op.attr("rhs_batch_dims") or ())
     lc = list(op.attr("lhs_contracting_dims") or ())
@@ -52,7 +52,7 @@ def _convolution(interp, op, args):
     out = dtype_of(op.shape)
     if 0 in op.shape.dims:  # no window fits (or nothing to compute): an empty result
         return np.zeros(op.shape.dims, out)
-    acc = _acc_dtype(lhs.dtype, rhs.dtype, out)
+    acc = acc_dtype(lhs.dtype, rhs.dtype, out)
     labels = op.attr("dim_labels")
     ib, if_, isp = labels.input
     ki, ko, ksp = labels.kernel
@@ -71,10 +71,10 @@ def _convolution(interp, op, args):
             continue
         axis = 2 + s
         if wd.lhs_dilation > 1:
-            x = _dilate(x, axis, wd.lhs_dilation)
-        x = _pad_axis(x, axis, wd.pad_low, wd.pad_high)
+            x = dilate(x, axis, wd.lhs_dilation)
+        x = pad_axis(x, axis, wd.pad_low, wd.pad_high)
         if wd.rhs_dilation > 1:
-            w = _dilate(w, axis, wd.rhs_dilation)
+            w = dilate(w, axis, wd.rhs_dilation)
         if wd.reversal:
             w = np.flip(w, axis)
     strides = [wd.stride if wd is not None else 1 for wd in wdims]
@@ -107,7 +107,7 @@ def _convolution(interp, op, args):
     return as_dtype(r, out).reshape(op.shape.dims)
 
 
-def _dilate(x: np.ndarray, axis: int, factor: int) -> np.ndarray:
+def dilate(x: np.ndarray, axis: int, factor: int) -> np.ndarray:
     n = x.shape[axis]
     shape = list(x.shape)
     shape[axis] = max(0, (n - 1) * factor + 1)
@@ -118,7 +118,7 @@ def _dilate(x: np.ndarray, axis: int, factor: int) -> np.ndarray:
     return out
 
 
-def _pad_axis(x: np.ndarray, axis: int, low: int, high: int) -> np.ndarray:
+def pad_axis(x: np.ndarray, axis: int, low: int, high: int) -> np.ndarray:
     widths = [(0, 0)] * x.ndim
     widths[axis] = (max(low, 0), max(high, 0))
     x = np.pad(x, widths)
@@ -256,7 +256,7 @@ def _ragged_dot(interp, op, args):
     kind outside the ragged one (batch dims only for the batch kind), or just [g]."""
     lhs, rhs, sizes = args
     out = dtype_of(op.shape)
-    acc = _acc_dtype(lhs.dtype, rhs.dtype, out)
+    acc = acc_dtype(lhs.dtype, rhs.dtype, out)
     lb = list(op.attr("lhs_batch_dims") or ())
     rb = list(op.attr("rhs_batch_dims") or ())
     lc = list(op.attr("lhs_contracting_dims") or ())

@@ -170,3 +170,17 @@ def daz(x: np.ndarray) -> np.ndarray:
 
 _TINY = {np.dtype(t): np.finfo(t).tiny for t in (np.float32, np.float64)}
 _ZERO = {dt: np.zeros((), dt) for dt in _TINY}
+
+
+def float_max_min(code, a, b):
+    """XLA-CPU's float max/min (IEEE 754-2019 maximum/minimum): NaN if either is NaN, and
+    -0 < +0 (max(-0, +0) = +0, min(+0, -0) = -0, in either order)."""
+    r = np.maximum(a, b) if code == "maximum" else np.minimum(a, b)
+    if a.dtype.kind == "c":  # complex max/min is rejected by XLA's verifier
+        return r
+    zeros = (a == 0) & (b == 0)
+    if not zeros.any():
+        return r
+    a_neg = np.signbit(a)
+    pick = np.where(a_neg, b, a) if code == "maximum" else np.where(a_neg, a, b)
+    return np.where(zeros, pick, r)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.interpreter.numeric import daz, flushing
+from hlopass.interpreter.numeric import daz, float_max_min, flushing
 
 try:  # the C function; numpy's Python wrapper costs as much again on small arrays
     from numpy._core.multiarray import count_nonzero as _count_nonzero
@@ -71,9 +71,8 @@ def _daz(x: np.ndarray) -> np.ndarray:
 
 
 def _max_min(ufunc: Any, code: str) -> Callable[[Any, Any], np.ndarray]:
-    """`elementwise.float_max_min` for f32/f64: only a result that is zero can need its
+    """`numeric.float_max_min` for f32/f64: only a result that is zero can need its
     sign fixed (both operands zero), so the common case is one ufunc and one compare."""
-    from hlopass.interpreter.elementwise import float_max_min
 
     def run(a: Any, b: Any) -> np.ndarray:
         r = ufunc(a, b)

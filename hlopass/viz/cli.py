@@ -33,9 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--radius", type=int, default=3, help="edges around --focus (default 3)")
     p.add_argument("--max-nodes", type=int, default=None,
                    help="node budget (default 400; 20000 for me-json)")  # fmt: skip
-    from hlopass.cost.cli import _device
+    from hlopass.cost.cli import device_arg
 
-    p.add_argument("--device", default="h100_sxm", type=_device,
+    p.add_argument("--device", default="h100_sxm", type=device_arg,
                    help="GPU for the cost overlay: a name, alias (h100) or unique prefix "
                    "(default h100_sxm)")  # fmt: skip
     p.add_argument("--no-cost", action="store_true", help="no cost estimates on kernels")
@@ -110,7 +110,7 @@ def _about(path: str) -> Iterator[None]:
 
 
 def render(args: argparse.Namespace) -> str:
-    from hlopass.cli import _read
+    from hlopass.cli import read_input
     from hlopass.importer import parse_hlo
     from hlopass.viz.graph import build_graph
 
@@ -124,7 +124,7 @@ def render(args: argparse.Namespace) -> str:
     modules = []
     for f in args.files:
         with _about(f):
-            modules.append(parse_hlo(_read(f), _shown(f)))
+            modules.append(parse_hlo(read_input(f), _shown(f)))
     if args.passes:
         from hlopass.pipeline import run_pipeline
 

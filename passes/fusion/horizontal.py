@@ -47,7 +47,7 @@ from hlopass.dialects.hlo import (
 )
 from hlopass.kernel_structure.emitter import is_elementwise
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
-from hlopass.passes.fusion.rewrites import FusionBuilder, _erase, run_merge_drivers
+from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op, run_merge_drivers
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, has_side_effect
 from hlopass.shape import ArrayShape, TupleShape, default_layout
 
@@ -231,7 +231,7 @@ def build_horizontal(parts: list[HloOp], comps: dict[str, ComputationOp],
         if part.opcode == "fusion" and comps[part.attr("calls")].root.opcode == "tuple":
             tup = mapping[comps[part.attr("calls")].root.result].owner
             members.remove(tup)  # type: ignore[arg-type]
-            _erase(tup)  # type: ignore[arg-type]
+            erase_op(tup)  # type: ignore[arg-type]
         per_part.append(outs)
     n_out = len(per_part[0])
     if not sliced:
@@ -269,7 +269,7 @@ def build_horizontal(parts: list[HloOp], comps: dict[str, ComputationOp],
 def drop_plan(plan: HorizontalPlan) -> None:
     """Erase a plan that was refused (its block was never placed)."""
     for op in reversed(list(plan.block.ops)):
-        _erase(op)
+        erase_op(op)
 
 
 # --- the rewrite ------------------------------------------------------------------------------
@@ -354,15 +354,15 @@ class FuseHorizontally(RewritePattern):
                 gte = use.operation
                 assert isinstance(gte, HloOp) and gte.opcode == "get-tuple-element"
                 gte.result.replace_all_uses_with(news[gte.attr("index")].result)
-                _erase(gte)
+                erase_op(gte)
         else:
             part.result.replace_all_uses_with(news[0].result)
         callee = part.attr("calls") if part.opcode == "fusion" else None
-        _erase(part)
+        erase_op(part)
         if callee is not None:
             self.builder.callers[callee] -= 1
             if self.builder.callers[callee] == 0:
-                _erase(self.builder.comps.pop(callee))
+                erase_op(self.builder.comps.pop(callee))
                 self.comps.pop(callee, None)
 
 

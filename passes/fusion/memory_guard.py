@@ -18,7 +18,7 @@ from typing import Any
 
 from hlopass.dialects.hlo import ComputationOp
 from hlopass.kernel_structure.plan import Kernel
-from hlopass.memory import _element_buffers, _leaves, leaf_bytes
+from hlopass.memory import array_leaves, element_buffers, leaf_bytes
 
 _ALIASES = ("bitcast", "while")
 
@@ -87,12 +87,12 @@ class LiveBytes:
             elif opc in _ALIASES:
                 ids = list(operand_bufs[0]) if operand_bufs else []
             elif opc == "get-tuple-element":
-                ids = _element_buffers(op, operand_bufs[0])
+                ids = element_buffers(op, operand_bufs[0])
             elif opc == "tuple":
                 ids = [b for bufs in operand_bufs for b in bufs]
             else:
                 ids = []
-                for leaf in _leaves(op.shape):
+                for leaf in array_leaves(op.shape):
                     self.size.append(leaf_bytes(leaf))
                     self.start.append(i)
                     self.last.append(i)

@@ -27,7 +27,7 @@ from hlopass.kernel_structure.emitter import (
     is_unnested_reduction,
 )
 from hlopass.kernel_structure.shapes import elements
-from hlopass.passes.fusion.rewrites import FusionBuilder, _erase
+from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op
 from hlopass.passes.fusion.rules import (
     instruction_fusible,
     shared_memory,
@@ -450,7 +450,7 @@ def build_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
         if root.opcode == "tuple":
             outs = list(r.owner.operands)  # type: ignore[union-attr]
             members.remove(r.owner)  # type: ignore[arg-type]
-            _erase(r.owner)  # type: ignore[arg-type]
+            erase_op(r.owner)  # type: ignore[arg-type]
         else:
             outs = [r]
         if k == 0:
@@ -596,7 +596,7 @@ class MultiOutputMerge(RewritePattern):
         root = comp.root
         outs = list(root.operands) if root.opcode == "tuple" else [root.result]
         if root.opcode == "tuple":
-            _erase(root)
+            erase_op(root)
         bound = {id(v): p.result for v, p in zip(distinct_reads(a), comp.parameters(), strict=True)}
         counts = [len(outs)]
 
@@ -729,11 +729,11 @@ class MultiOutputMerge(RewritePattern):
         self.reach.order.remove(b)
         for old in (a, b):
             callee = old.attr("calls") if old.opcode == "fusion" else None
-            _erase(old)
+            erase_op(old)
             if callee is not None and callee != keep:
                 self.builder.callers[callee] -= 1
                 if self.builder.callers[callee] == 0:
-                    _erase(self.builder.comps.pop(callee))
+                    erase_op(self.builder.comps.pop(callee))
                     self.comps.pop(callee, None)
         self.builder.created.append(fusion)
         self.result = fusion

@@ -111,7 +111,7 @@ class FusionBuilder:
         md = op.attr("metadata")
         if md is not None:
             fusion.set_attr("metadata", md)
-        _erase(op)
+        erase_op(op)
         self.created.append(fusion)
         return fusion
 
@@ -184,7 +184,7 @@ class FusionBuilder:
         for i in reads:
             params[i].result.replace_all_uses_with(new_root)
         for i in sorted(reads, reverse=True):
-            _erase(params[i])
+            erase_op(params[i])
         # renumber the surviving parameters, drop the producer from the operands
         survivors = [p for i, p in enumerate(params) if i not in reads] + new_params
         kept = [v for i, v in enumerate(operands) if i not in reads]
@@ -195,11 +195,11 @@ class FusionBuilder:
         fusion.set_attr("kind", fusion_kind(list(comp.instructions), [comp.root]))
         if not producer.result.uses:
             callee = producer.attr("calls") if producer.opcode == "fusion" else None
-            _erase(producer)
+            erase_op(producer)
             if callee is not None:
                 self.callers[callee] -= 1
                 if self.callers[callee] == 0:
-                    _erase(self.comps.pop(callee))
+                    erase_op(self.comps.pop(callee))
 
     # -- XLA's names ----------------------------------------------------------------------
 
@@ -270,7 +270,7 @@ def settle(module: ModuleOp) -> None:
         text, fresh = again, parse_hlo(again)
     block = module.body.block
     for op in list(block.ops):
-        _erase(op)
+        erase_op(op)
     for op in list(fresh.body.block.ops):
         op.detach()
         block.add_op(op)
@@ -278,7 +278,7 @@ def settle(module: ModuleOp) -> None:
     module.attributes.update(fresh.attributes)
 
 
-def _erase(op: Operation) -> None:
+def erase_op(op: Operation) -> None:
     op.detach()
     op.erase(safe_erase=False)
 

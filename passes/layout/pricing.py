@@ -24,6 +24,7 @@ from hlopass.dialects.hlo import HloOp, computations
 from hlopass.rewriting import HloModulePass
 
 from .engine import Choices
+from .planned import assign_layouts
 
 LAYOUT_CLEANUPS = ("layout-normalization", "copy-elision")
 """What follows `layout-assignment` in README's layout pipeline."""
@@ -95,8 +96,6 @@ class EndToEndPricer:
 
     def __call__(self, choices: Choices) -> float:
         from hlopass.pipeline import Runner
-
-        from .assignment import assign_layouts
 
         self.calls += 1
         trial = self.module.clone()
