@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -57,7 +58,8 @@ def corpus_prints(root: Path) -> dict[str, dict[str, str]]:
         key = m.id if seen[m.id] == 1 else f"{m.id}~{seen[m.id]}"
         verify = _verify(m.id)
         try:
-            module = parse_hlo(m.text, str(m.path), verify=verify)
+            # the corpus-relative name keeps an error's hash the same in every checkout
+            module = parse_hlo(m.text, os.path.relpath(m.path, root), verify=verify)
         except HloError as e:
             out[key] = {"error": _sha(str(e))}
             continue
