@@ -109,6 +109,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "reduce-scatter-reassociate": _lazy(
                 "hlopass.passes.collectives.reassociate", "ReduceScatterReassociatePass"
             ),  # noqa: E501
+            "gradient-packing": _lazy(
+                "hlopass.passes.collectives.gradient_packing", "GradientPackingPass"
+            ),  # noqa: E501
             "reduce-scatter-creator": _lazy(
                 "hlopass.passes.collectives.reduce_scatter_creator", "ReduceScatterCreatorPass"
             ),  # noqa: E501
