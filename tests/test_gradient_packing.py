@@ -99,6 +99,38 @@ def _type(shape: tuple[int, ...], et: str) -> str:
 
 TEXT, PARAMS = _module()
 
+CHANNEL_TEXT = """HloModule channels, replica_count=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p0 = f32[6] parameter(0)
+  p1 = f32[3,3] parameter(1)
+  p2 = f32[2] parameter(2)
+  p3 = f32[257] parameter(3)
+  p4 = f32[5] parameter(4)
+  g0 = f32[6] all-reduce(p0), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  g1 = f32[3,3] all-reduce(p1), channel_id=2, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  g2 = f32[2] all-reduce(p2), channel_id=3, replica_groups={{0,2},{1,3}}, use_global_device_ids=true, to_apply=add
+  g3 = f32[257] all-reduce(p3), channel_id=4, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  g4 = f32[5] all-reduce(p4), replica_groups={{1,0},{3,2}}, to_apply=add
+  ROOT t = (f32[6], f32[3,3], f32[2], f32[257], f32[5]) tuple(g0, g1, g2, g3, g4)
+}
+"""
+"""4 replicas, gradients with channels and global device ids (flattened ids), groups of
+every other device and groups listed out of order."""
+CHANNEL_PARAMS = [((6,), "f32"), ((3, 3), "f32"), ((2,), "f32"), ((257,), "f32"), ((5,), "f32")]
+
+# module -> (text, parameters, replicas, output k's parameter)
+MODULES = {
+    "grads": (TEXT, PARAMS, REPLICAS, [0, None, *range(1, len(PARAMS))]),
+    "channels": (CHANNEL_TEXT, CHANNEL_PARAMS, 4, list(range(len(CHANNEL_PARAMS)))),
+}
+
 # name -> (options, exact, all-reduce-like collectives after (None: not checked))
 SPECS: dict[str, tuple[str, bool]] = {
     "nccl_packed": ('spec="nccl" max-bytes=64 max-group=3', True),
@@ -109,23 +141,25 @@ SPECS: dict[str, tuple[str, bool]] = {
     "two_level": ('spec="nccl/xring#2" gpus-per-host=2 max-bytes=64', False),
     "hier_ring": ('spec="xring/xring" gpus-per-host=4 max-bytes=100', False),
     "auto": ('spec="auto"', True),
+    "auto_2x4": ('spec="auto" gpus-per-host=4', True),
+    "blue_2x2": ('spec="xring/xring" gpus-per-host=2 max-bytes=64', False),
 }
 
 _COLLECTIVE = re.compile(r"\s(all-reduce|all-gather|reduce-scatter)\(")
 
 
-def _after(name: str) -> str:
-    module = hlopass.parse_hlo(TEXT)
-    assert hlopass.run_pass(module, f"gradient-packing{{{SPECS[name][0]}}}") or name == "auto"
+def _after(name: str, text: str = TEXT) -> str:
+    module = hlopass.parse_hlo(text)
+    assert hlopass.run_pass(module, f"gradient-packing{{{SPECS[name][0]}}}") or "auto" in name
     return hlopass.print_hlo(module)
 
 
-def _args(seed: int) -> list[list[np.ndarray]]:
+def _args(seed: int, params=PARAMS, replicas: int = REPLICAS) -> list[list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     out = []
-    for _ in range(REPLICAS):
+    for _ in range(replicas):
         row = []
-        for shape, et in PARAMS:
+        for shape, et in params:
             if et == "s32":
                 row.append(rng.integers(-(2**30), 2**30, shape).astype(np.int32))
             else:
@@ -138,51 +172,60 @@ def _args(seed: int) -> list[list[np.ndarray]]:
 def runs():
     if not oracle.available():
         pytest.skip(ORACLE_MISSING)
-    afters = {n: _after(n) for n in SPECS}
-    args = _args(0)
-    jobs = [(TEXT, args)] + [(afters[n], args) for n in SPECS]
-    res = xla_execute_replicas(jobs)
-    return afters, args, res[0], dict(zip(SPECS, res[1:], strict=True))
+    out = {}
+    jobs = []
+    for m, (text, params, replicas, _) in MODULES.items():
+        args = _args(len(out), params, replicas)
+        afters = {n: _after(n, text) for n in SPECS}
+        out[m] = (afters, args)
+        jobs += [(text, args)] + [(afters[n], args) for n in SPECS]
+    res = iter(xla_execute_replicas(jobs))
+    return {m: (afters, args, next(res), {n: next(res) for n in SPECS})
+            for m, (afters, args) in out.items()}  # fmt: skip
 
 
-def _bound(args: list[list[np.ndarray]], k: int) -> np.ndarray:
-    """2 gamma(n-1) sum_r |x_r| for output k, a float gradient of parameter k - 1 (output
-    1 is the s32 gradient of an all-reduced value)."""
-    n = REPLICAS
+def _bound(args: list[list[np.ndarray]], param: int) -> np.ndarray:
+    """2 gamma(n-1) sum_r |x_r| for a float gradient of parameter `param` over n devices
+    (the group size is at most the replica count n)."""
+    n = len(args)
     u = 2.0**-24
     gamma = (n - 1) * u / (1 - (n - 1) * u)
-    return 2 * gamma * sum(np.abs(a[k - 1].astype(np.float64)) for a in args)
+    return 2 * gamma * sum(np.abs(a[param].astype(np.float64)) for a in args)
 
 
-def _check(got, want, args, exact: bool, what: str) -> None:
-    assert len(got) == len(want) == REPLICAS, what
-    for r in range(REPLICAS):
+def _check(got, want, args, sources, exact: bool, what: str) -> None:
+    n = len(args)
+    assert len(got) == len(want) == n, what
+    for r in range(n):
         for k, (g, w) in enumerate(zip(got[r], want[r], strict=True)):
             g, w = np.asarray(g), np.asarray(w)
             assert g.dtype == w.dtype and g.shape == w.shape, f"{what}: replica {r} out {k}"
-            if exact or g.dtype.kind in "iu":
+            if exact or g.dtype.kind in "iu" or sources[k] is None:
                 assert g.tobytes() == w.tobytes(), f"{what}: replica {r} out {k}\n{g}\n{w}"
             else:
                 diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
-                bound = _bound(args, k).reshape(g.shape)
+                bound = _bound(args, sources[k]).reshape(g.shape)
                 assert (diff <= bound).all(), f"{what}: replica {r} out {k}: {diff.max()}"
 
 
+@pytest.mark.parametrize("module", list(MODULES))
 @pytest.mark.parametrize("name", list(SPECS))
-def test_outputs_kept_on_every_device(name, runs):
+def test_outputs_kept_on_every_device(module, name, runs):
     from hlopass.interpreter import evaluate_replicas
 
-    afters, args, xla_before, xla_after = runs
+    afters, args, xla_before, xla_after = runs[module]
+    text, sources = MODULES[module][0], MODULES[module][3]
     after, exact = afters[name], SPECS[name][1]
     ok, why = oracle.accepts(after)
     assert ok, why
     assert "outputs" in xla_before, xla_before
     assert "outputs" in xla_after[name], f"{xla_after[name]}\n{after}"
-    ours_before = evaluate_replicas(hlopass.parse_hlo(TEXT), args)
+    ours_before = evaluate_replicas(hlopass.parse_hlo(text), args)
     ours_after = evaluate_replicas(hlopass.parse_hlo(after), args)
-    _check(ours_before, xla_before["outputs"], args, True, "ours before vs XLA before")
-    _check(ours_after, xla_after[name]["outputs"], args, True, "ours after vs XLA after")
-    _check(xla_after[name]["outputs"], xla_before["outputs"], args, exact, "XLA after vs before")
+    _check(ours_before, xla_before["outputs"], args, sources, True, "ours before vs XLA before")
+    _check(ours_after, xla_after[name]["outputs"], args, sources, True, "ours vs XLA after")
+    _check(xla_after[name]["outputs"], xla_before["outputs"], args, sources, exact,
+           "XLA after vs before")  # fmt: skip
 
 
 def test_specs_change_the_collectives():
