@@ -57,7 +57,7 @@ class Pricer:
 
     def _flat(self, alg: str, nbytes: float, group: list[int] | tuple[int, ...]) -> float:
         if alg == "xring":
-            return self._one("reduce-scatter", nbytes, group) + self._one("all-gather", nbytes, group)
+            return sum(self._one(k, nbytes, group) for k in ("reduce-scatter", "all-gather"))
         return self._one("all-reduce", nbytes, group)
 
     def hbm_us(self, nbytes: float) -> float:
@@ -69,16 +69,18 @@ class Pricer:
         at once on disjoint devices: one group's time)."""
         if band.shards > 1:
             one = Band(band.alg, 1, band.inner)
-            return band.shards * self.time_us(one, nbytes / band.shards, groups) + self.hbm_us(nbytes)
+            pieces = band.shards * self.time_us(one, nbytes / band.shards, groups)
+            return pieces + self.hbm_us(nbytes)
         group = groups[0]
-        split = split_by_host([list(g) for g in groups], self.topo.gpus_per_host) if band.inner else None
-        if band.inner is None or split is None:
+        inner = band.inner
+        split = split_by_host([list(g) for g in groups], self.topo.gpus_per_host) if inner else None
+        if inner is None or split is None:
             return self._flat(band.alg, nbytes, group)
         intra, inter = split
         if band.alg == "xring":
             local = self._flat("xring", nbytes, intra[0])
-            return local + self._flat(band.inner, nbytes / len(intra[0]), inter[0])
-        return self._one("all-reduce", nbytes, intra[0]) + self._flat(band.inner, nbytes, inter[0])
+            return local + self._flat(inner, nbytes / len(intra[0]), inter[0])
+        return self._one("all-reduce", nbytes, intra[0]) + self._flat(inner, nbytes, inter[0])
 
 
 def gradients_of(comps: list[ComputationOp], by_name: dict[str, ComputationOp]) -> list[Gradient]:

@@ -79,7 +79,9 @@ class GradientPackingPass(HloModulePass):
             bands, max_bytes = choice.bands, choice.max_bytes
         else:
             bands, max_bytes = parse_spec(self.spec), self.max_bytes
-        state = Lowering(RewriteContext.of(module, trace), ChannelIds.of(module), self.gpus_per_host)
+        state = Lowering(
+            RewriteContext.of(module, trace), ChannelIds.of(module), self.gpus_per_host
+        )
         changed = False
         for comp in comps:
             plan = plan_computation(comp, by_name, bands, max_bytes, self.max_group)
