@@ -287,3 +287,72 @@ def test_spec_round_trip(parts, limits):
     bands = tuple(Band(a, s, i, limits[k] if k < len(parts) - 1 else None)
                   for k, (a, s, i) in enumerate(parts))  # fmt: skip
     assert parse_spec(format_spec(bands)) == bands
+
+
+def test_sums_by_hand():
+    """Replica r holds [r, 10 r, 100 r] (integers in f32: every order sums exactly): each
+    spec gives every replica [28, 280, 2800] over all 8, and [6, 60, 600] / [22, 220, 2200]
+    over {0,1,2,3} / {4,5,6,7} (hand-derived: 0+...+7 = 28, 0+1+2+3 = 6, 4+...+7 = 22)."""
+    from hlopass.interpreter import evaluate_replicas
+
+    text = """HloModule hand, replica_count=8
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = f32[3] parameter(0)
+  a = f32[3] all-reduce(p), replica_groups={}, to_apply=add
+  n = f32[3] negate(p)
+  b = f32[3] all-reduce(n), replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply=add
+  ROOT t = (f32[3], f32[3]) tuple(a, b)
+}"""
+    args = [[np.array([r, 10 * r, 100 * r], np.float32)] for r in range(REPLICAS)]
+    for options in ('spec="xring"', 'spec="nccl#2"', 'spec="xring/nccl" gpus-per-host=4',
+                    'spec="nccl/xring" gpus-per-host=2', 'spec="xring/xring#2" gpus-per-host=2'):  # fmt: skip
+        module = hlopass.parse_hlo(text)
+        assert hlopass.run_pass(module, f"gradient-packing{{{options}}}"), options
+        for r, (a, b) in enumerate(evaluate_replicas(module, args)):
+            low = 6 if r < 4 else 22
+            assert a.tolist() == [28, 280, 2800], options
+            assert b.tolist() == [-low, -10 * low, -100 * low], options
+
+
+@pytest.mark.parametrize("gpus_per_host", [8, 4, 2])
+def test_auto_is_never_slower_than_what_it_weighed(gpus_per_host):
+    """Under the model, `auto`'s plan costs no more than any single algorithm of its
+    candidates without packing (each size took its cheapest) and than its own bands at
+    any threshold it tried (it kept the cheapest)."""
+    from hlopass.passes.collectives.gradient_packing.auto import (
+        FLAT,
+        HIERARCHICAL,
+        Pricer,
+        choose,
+        plan_time,
+        topology_for,
+    )
+    from hlopass.rewriting import comps_by_name
+
+    module = hlopass.parse_hlo(TEXT)
+    by_name = comps_by_name(module)
+    comps = list(by_name.values())
+    topo = topology_for(module, gpus_per_host, "h100_sxm")
+    pricer = Pricer(topo)
+    choice = choose(comps, by_name, topo, 10)
+    best, _ = plan_time(comps, by_name, choice.bands, choice.max_bytes, 10, pricer)
+    for band in FLAT + (HIERARCHICAL if topo.hosts > 1 else ()):
+        single, _ = plan_time(comps, by_name, (band,), 0, 10, pricer)
+        assert best <= single + 1e-9, (band, choice.spec)
+    tried = _thresholds_tried(choice.lines)
+    assert {0, 12, 4000} <= tried  # no packing, the smallest gradient, a large one
+    for threshold in tried:
+        t, _ = plan_time(comps, by_name, choice.bands, threshold, 10, pricer)
+        assert best <= t + 1e-9, (threshold, choice.spec, choice.max_bytes)
+    assert any(line.startswith("  chosen: spec=") for line in choice.lines)
+
+
+def _thresholds_tried(lines: list[str]) -> set[int]:
+    return {int(m.group(1)) for ln in lines if (m := re.match(r"  max-bytes=(\d+):", ln))}
