@@ -356,3 +356,32 @@ def test_auto_is_never_slower_than_what_it_weighed(gpus_per_host):
 
 def _thresholds_tried(lines: list[str]) -> set[int]:
     return {int(m.group(1)) for ln in lines if (m := re.match(r"  max-bytes=(\d+):", ln))}
+
+
+_LARGEST_CORPUS_CHARS = 200_000  # the larger Llama / Mixtral modules cost too long here
+_CORPUS_SPECS = ('spec="xring/nccl" gpus-per-host=4', 'spec="nccl#2" max-bytes=4096', 'spec="auto"')
+
+
+def test_corpus_modules_with_all_reduces(xla):
+    """Every corpus module with an all-reduce goes through three specs; XLA parses what
+    the pass prints whenever it changed something."""
+    from hlopass.corpus import corpus_root, modules
+
+    root = corpus_root()
+    if root is None:
+        pytest.fail("the shared corpus is missing")
+    found = [m for m in modules(root)
+             if len(m.text) <= _LARGEST_CORPUS_CHARS and " all-reduce(" in m.text]  # fmt: skip
+    assert found, f"no corpus modules with all-reduces under {root}"
+    fired = 0
+    for m in found:
+        for spec in _CORPUS_SPECS:
+            try:
+                module = hlopass.parse_hlo(m.text)
+            except hlopass.HloError:
+                break  # modules our parser refuses are the parser tests' business
+            if hlopass.run_pass(module, f"gradient-packing{{{spec}}}"):
+                fired += 1
+                ok, why = xla.accepts(hlopass.print_hlo(module))
+                assert ok, f"{m.id} after {spec}: {why}"
+    assert fired >= 10, f"only {fired} corpus runs changed a module"
