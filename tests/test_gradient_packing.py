@@ -29,7 +29,7 @@ from tests.interp_util import xla_execute_replicas
 
 REPLICAS = 8
 
-_SMALL = [(3,), (4, 2), (5,), (2, 3), (7,), (1,), (6,), (2, 2)]
+_SMALL = [(3,), (4, 2), (), (5,), (2, 3), (7,), (1,), (6,), (2, 2)]
 _LARGE = [(64, 33), (1000,)]
 
 

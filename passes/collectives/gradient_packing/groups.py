@@ -10,13 +10,13 @@ from hlopass.shape import ArrayShape
 
 
 def is_gradient(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
-    """A single-array sum all-reduce (not of pred) without control dependencies either
+    """A single-array sum all-reduce (not of pred, not empty) without control dependencies either
     way, without a constrained layout, over groups of one size this pass can name: cross
     replica with one partition (replica ids are device ids) or flattened device ids."""
     if op.OPCODE != "all-reduce" or len(op.operands) != 1 or op.attr("constrain_layout"):
         return False
     shape = op.shape
-    if not isinstance(shape, ArrayShape) or shape.element_type == "pred" or not shape.dims:
+    if not isinstance(shape, ArrayShape) or shape.element_type == "pred" or not shape.num_elements:
         return False
     if op.attr("control-predecessors") or op.inst_name in waited_on(op):
         return False

@@ -38,12 +38,14 @@ class ShardAllReduce(RewritePattern):
         if band is None or band.shards == 1:
             return
         assert isinstance(op, HloOp) and isinstance(op.shape, ArrayShape)
-        b = Builder(self.state, rewriter, op)
         n = op.shape.num_elements
-        shards = min(band.shards, n)
-        step = -(-n // shards)
-        flat = b.flat(op.operands[0])
         one = replace(band, shards=1)
+        if n == 1:  # one element is one shard: the next rewrites take it as it is
+            self.state.todo[op] = one
+            return
+        b = Builder(self.state, rewriter, op)
+        step = -(-n // min(band.shards, n))
+        flat = b.flat(op.operands[0])
         pieces = []
         for start in range(0, n, step):
             piece = b.slice(flat, start, min(start + step, n))
