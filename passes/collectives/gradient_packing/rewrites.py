@@ -96,14 +96,17 @@ class HierarchicalAllReduce(RewritePattern):
         b = Builder(self.state, rewriter, op)
         flat = b.flat(op.operands[0])
         n = op.shape.num_elements
+        total = n
         if band.alg == "xring":
             g = len(intra[0])
             padded = b.pad(flat, g)
             total = padded.type.data.dims[0]  # type: ignore[attr-defined]
-            local = b.collective("reduce-scatter", padded, array(b.et, (total // g,)), intra)
+            part = array(b.et, (total // g,))
+            local = b.collective("reduce-scatter", padded, part, intra)
         else:
-            local = b.collective("all-reduce", flat, array(b.et, (n,)), intra)
-        across = b.collective("all-reduce", local.result, local.shape, inter)
+            part = array(b.et, (n,))
+            local = b.collective("all-reduce", flat, part, intra)
+        across = b.collective("all-reduce", local.result, part, inter)
         self.state.todo[across] = Band(band.inner)
         out = across.result
         if band.alg == "xring":
