@@ -38,7 +38,10 @@ from hlopass.search.space import Choice, Decisions, Priced, SearchSpace
 
 KEPT_BY_PLAN = "kept by the search plan"
 SLOWER = "slower if fused"
-_NOT_KERNELS = frozenset({"parameter", "constant", "get-tuple-element", "tuple"})
+# Not kernels of their own: control flow's kernels are those of the computations it calls,
+# planned (and priced) as computations of their own.
+_NOT_KERNELS = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "call", "while",
+                          "conditional", "domain"})
 MODELS = ("default", "roofline")
 
 
