@@ -11,6 +11,7 @@ greedy plan is always among them, so the best plan reported is never slower than
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.errors import HloError
 from hlopass.search.fusion_space import MODELS, FusionSpace
-from hlopass.search.space import Budget, Priced
+from hlopass.search.space import Budget, SearchSpace
 from hlopass.search.strategies import STRATEGIES
 
 
@@ -83,15 +84,19 @@ def _split_pipeline(pipeline: str) -> tuple[list[Any], Any, list[Any]]:
 
 def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
            device: str | None = None, strategy: str = "beam", width: int = 4,
-           branch: int = 8, check: bool = True, seed: int = 0) -> SearchResult:  # fmt: skip
+           branch: int = 8, check: bool = True, seed: int = 0,
+           space: Callable[..., SearchSpace] = FusionSpace) -> SearchResult:  # fmt: skip
     """Search around the greedy plan of `pipeline` on a copy of `module` (see the module
-    docstring); `budget` plans priced at most, `top` alternatives built besides greedy."""
+    docstring); `budget` plans priced at most, `top` alternatives built besides greedy.
+    `space(module, device, cost_model, max_temp_bytes)` makes the space searched."""
     import hlopass.cost
     from hlopass.equivalence import check_equivalent
     from hlopass.pipeline import Runner
 
     if strategy not in STRATEGIES:
-        raise SearchError(f"error: unknown strategy '{strategy}' (strategies: {', '.join(STRATEGIES)})")
+        raise SearchError(
+            f"error: unknown strategy '{strategy}' (strategies: {', '.join(STRATEGIES)})"
+        )
     if budget < 1 or top < 0:
         raise SearchError("error: the budget must be at least 1 and top at least 0")
     start = time.perf_counter()
@@ -99,14 +104,14 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     dev = device or fusion.device
     base = module.clone()
     Runner().run(prefix, base)
-    space = FusionSpace(base, dev, fusion.cost_model, fusion.max_temp_bytes)
-    priced = STRATEGIES[strategy](space, Budget(budget), branch=branch, width=width)
+    plans = space(base, dev, fusion.cost_model, fusion.max_temp_bytes)
+    priced = STRATEGIES[strategy](plans, Budget(budget), branch=branch, width=width)
     root, *others = priced
     others.sort(key=lambda p: (p.time_us, sorted(p.decisions)))
     built: list[Plan] = []
     dropped = 0
     for p in [root, *others[:top]]:
-        m = space.build(p.decisions)
+        m = plans.build(p.decisions)
         Runner().run(suffix, m)
         if check and p is not root and not check_equivalent(base, m, seed=seed):
             dropped += 1

@@ -40,8 +40,18 @@ KEPT_BY_PLAN = "kept by the search plan"
 SLOWER = "slower if fused"
 # Not kernels of their own: control flow's kernels are those of the computations it calls,
 # planned (and priced) as computations of their own.
-_NOT_KERNELS = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "call", "while",
-                          "conditional", "domain"})
+_NOT_KERNELS = frozenset(
+    {
+        "parameter",
+        "constant",
+        "get-tuple-element",
+        "tuple",
+        "call",
+        "while",
+        "conditional",
+        "domain",
+    }
+)
 MODELS = ("default", "roofline")
 
 
