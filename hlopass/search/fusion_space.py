@@ -111,6 +111,9 @@ class FusionSpace(SearchSpace):
     max_temp_bytes: int = -1
     name = "fusion"
     _opened: list[_Opened] = field(default_factory=list, init=False, repr=False)
+    _prices: dict[tuple[str, frozenset[int], tuple[int, ...]], float] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         self._base = self.module.clone()
@@ -142,9 +145,20 @@ class FusionSpace(SearchSpace):
         by_model = {}
         for name in MODELS:
             m = model if name == self.cost_model else fusion_cost_model(name, self.device)
-            by_model[name] = sum(m.time_us(k) for k in kernels)
+            by_model[name] = sum(self._kernel_us(name, m, k) for k in kernels)
         return Priced(decisions, by_model[self.cost_model], by_model,
                       _choices(drivers, decisions), len(kernels))  # fmt: skip
+
+    def _kernel_us(self, name: str, model: FusionCostModel, k: Any) -> float:
+        """A kernel's price, kept across plans by what it holds and writes: a plan that
+        differs from the last in one decision prices only the kernels that decision changed
+        (the instructions are the space's own copy, alive as long as it is, so their ids
+        are never reused)."""
+        key = (name, frozenset(k.ids), tuple(id(o) for o in k.outputs))
+        t = self._prices.get(key)
+        if t is None:
+            t = self._prices[key] = model.time_us(k)
+        return t
 
     def build(self, decisions: Decisions) -> ModuleOp:
         module = self.module.clone()
