@@ -81,6 +81,7 @@ def _plan_json(p: Plan, greedy: Plan) -> dict[str, Any]:
 
 def as_json(result: SearchResult) -> dict[str, Any]:
     return {"explored": result.explored, "dropped": result.dropped, "seconds": result.seconds,
+            "unchecked": result.unchecked,
             "greedy_us": result.greedy.time_us, "disagreements": result.disagreements(),
             "plans": [_plan_json(p, result.greedy) for p in result.plans]}  # fmt: skip
 
@@ -89,6 +90,8 @@ def as_text(result: SearchResult) -> str:
     g = result.greedy
     lines = [f"{result.explored} plans explored, {result.dropped} dropped by the equivalence "
              f"check, {result.seconds:.1f} s; greedy {g.time_us:.3f} us"]  # fmt: skip
+    if result.unchecked:
+        lines.append(f"values not checked: {result.unchecked}")
     for i, p in enumerate(result.plans, 1):
         what = "the greedy plan" if p is g else "; ".join(p.decisions)
         models = ", ".join(f"{m} {t:.3f}" for m, t in p.plan_us.items())

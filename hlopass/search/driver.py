@@ -50,6 +50,8 @@ class SearchResult:
     explored: int
     dropped: int
     seconds: float
+    unchecked: str | None = None
+    """Why no plan's values could be checked (the module cannot be run: elided constants)."""
 
     @property
     def best(self) -> Plan:
@@ -90,7 +92,6 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     docstring); `budget` plans priced at most, `top` alternatives built besides greedy.
     `space(module, device, cost_model, max_temp_bytes)` makes the space searched."""
     import hlopass.cost
-    from hlopass.equivalence import check_equivalent
     from hlopass.pipeline import Runner
 
     if strategy not in STRATEGIES:
@@ -108,16 +109,41 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     priced = STRATEGIES[strategy](plans, Budget(budget), branch=branch, width=width)
     root, *others = priced
     others.sort(key=lambda p: (p.time_us, sorted(p.decisions)))
+    inputs, unchecked = _inputs(base, seed) if check else (None, "not asked")
     built: list[Plan] = []
     dropped = 0
     for p in [root, *others[:top]]:
         m = plans.build(p.decisions)
         Runner().run(suffix, m)
-        if check and p is not root and not check_equivalent(base, m, seed=seed):
+        if inputs is not None and p is not root and not _keeps_values(base, m, inputs):
             dropped += 1
             continue
         est = hlopass.cost.estimate(m, dev)
         built.append(Plan(sorted(p.decisions), est.time_us, dict(p.by_model), m, est.rows()))
     greedy = built[0]
     built.sort(key=lambda b: (b.time_us, b is not greedy))
-    return SearchResult(greedy, built, len(priced), dropped, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return SearchResult(greedy, built, len(priced), dropped, seconds, unchecked)
+
+
+def _inputs(module: ModuleOp, seed: int) -> tuple[list[Any] | None, str | None]:
+    """Random inputs for the equivalence check, or (None, why) when `module` cannot run."""
+    import hlopass
+    from hlopass.inputs import random_inputs
+
+    try:
+        args = random_inputs(module, seed)
+        hlopass.evaluate(module, *args)
+    except HloError as e:
+        return None, str(e).strip().splitlines()[0].removeprefix("error: ")
+    return args, None
+
+
+def _keeps_values(before: ModuleOp, after: ModuleOp, inputs: list[Any]) -> bool:
+    """The plan gives `before`'s outputs; a plan the interpreter cannot run fails."""
+    from hlopass.equivalence import check_equivalent
+
+    try:
+        return bool(check_equivalent(before, after, inputs))
+    except HloError:
+        return False
