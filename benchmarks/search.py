@@ -98,7 +98,7 @@ def render(rows: list[Row], budget: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--budget", type=int, default=500)
     ap.add_argument("--top", type=int, default=3)
     ap.add_argument("--programs", help="comma-separated program names (default: all)")
