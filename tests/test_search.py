@@ -157,3 +157,15 @@ def test_cli_errors(args, message):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_cli_bad_input_is_one_located_line(tmp_path):
+    bad = tmp_path / "bad.hlo"
+    bad.write_text(
+        "HloModule x\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(q)\n}\n"
+    )
+    p = _cli(str(bad), "-p", "priority-fusion")
+    assert p.returncode == 1
+    assert p.stderr.strip() == f"{bad}:4:26: error: instruction 'q' is not defined"
+    p = _cli(str(tmp_path / "missing.hlo"), "-p", "priority-fusion")
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot read file" in p.stderr
