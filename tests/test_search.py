@@ -84,12 +84,12 @@ def test_beam_beats_greedy_priority_fusion():
     assert check_equivalent(m, r.best.module)
 
 
-@pytest.mark.parametrize("program", ["softmax_xent", "layernorm_gelu_mlp", "mlp_adam"])
+@pytest.mark.parametrize("program", ["softmax_xent", "mlp_adam"])
 def test_plans_keep_values_and_never_lose_to_greedy(corpus, program):
     path = Path(corpus) / "jax" / program / "before_optimizations.hlo"
     m = _module(path)
-    r = search(m, PIPELINE, budget=12, top=2)
-    assert r.explored <= 12
+    r = search(m, PIPELINE, budget=8, top=2)
+    assert r.explored <= 8
     greedy = hlopass.parse_hlo(hlopass.print_hlo(m))
     hlopass.run_pipeline(greedy, PIPELINE)
     assert r.greedy.time_us == pytest.approx(hlopass.cost.estimate(greedy).time_us)
@@ -137,11 +137,16 @@ def test_cli_writes_plans_xla_parses(tmp_path, xla):
     assert "keep:bmax" in p.stdout and "the greedy plan" in p.stdout
     files = sorted(out.glob("plan_*.hlo"))
     assert len(files) == 3
-    code = "import sys; from hlopass import oracle; ok, why = oracle.accepts(open(sys.argv[1]).read()); print(ok, why)"
-    for f in files:  # XLA's parser in a child process: XLA may abort
-        child = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True,
-                               text=True, timeout=120)  # fmt: skip
-        assert child.stdout.startswith("True"), (f.name, child.stdout, child.stderr[-500:])
+    code = (
+        "import sys\nfrom hlopass import oracle\nfor f in sys.argv[1:]:\n"
+        "    ok, why = oracle.accepts(open(f).read())\n    print(f, ok, why.splitlines()[:1])"
+    )
+    # XLA's parser in a child process: XLA may abort
+    child = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    verdicts = child.stdout.splitlines()
+    assert len(verdicts) == len(files), child.stderr[-1000:]
+    assert all(" True " in v for v in verdicts), verdicts
 
 
 @pytest.mark.parametrize(
@@ -151,21 +156,24 @@ def test_cli_writes_plans_xla_parses(tmp_path, xla):
         (["-p", "priority-fusion", "--budget", "0"], "at least 1"),
     ],
 )
-def test_cli_errors(args, message):
-    p = _cli(str(LOG_SOFTMAX), *args)
-    assert p.returncode != 0
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], p.stderr
-    assert "Traceback" not in p.stderr
+def test_cli_errors(args, message, capsys):
+    from hlopass.cli import main
+
+    assert main(["search", str(LOG_SOFTMAX), *args]) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], err
 
 
-def test_cli_bad_input_is_one_located_line(tmp_path):
+def test_cli_bad_input_is_one_located_line(tmp_path, capsys):
+    from hlopass.cli import main
+
     bad = tmp_path / "bad.hlo"
     bad.write_text(
         "HloModule x\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(q)\n}\n"
     )
-    p = _cli(str(bad), "-p", "priority-fusion")
-    assert p.returncode == 1
-    assert p.stderr.strip() == f"{bad}:4:26: error: instruction 'q' is not defined"
-    p = _cli(str(tmp_path / "missing.hlo"), "-p", "priority-fusion")
-    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot read file" in p.stderr
+    assert main(["search", str(bad), "-p", "priority-fusion"]) == 1
+    assert capsys.readouterr().err.strip() == f"{bad}:4:26: error: instruction 'q' is not defined"
+    assert main(["search", str(tmp_path / "missing.hlo"), "-p", "priority-fusion"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read file" in err
