@@ -177,3 +177,11 @@ def test_cli_bad_input_is_one_located_line(tmp_path, capsys):
     assert main(["search", str(tmp_path / "missing.hlo"), "-p", "priority-fusion"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot read file" in err
+
+
+def test_every_flag_has_help():
+    from hlopass.search.cli import build_parser
+
+    parser = build_parser()
+    for action in parser._actions:
+        assert action.help, action.option_strings or action.dest
