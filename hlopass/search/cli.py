@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help=DEVICE_HELP.replace("default h100_sxm", "default: priority-fusion's"))  # fmt: skip
     ap.add_argument("--strategy", choices=sorted(STRATEGIES), default="beam",
                     help="how the plans are explored (default beam)")  # fmt: skip
+    ap.add_argument("--finalists", type=whole_number("a whole number >= 0"), default=8,
+                    help="plans built and priced whole besides greedy, best plan price first "
+                    "(default 8; at least --top)")  # fmt: skip
     ap.add_argument("--width", type=count, default=4, help="beam width (default 4)")
     ap.add_argument("--branch", type=count, default=8,
                     help="choices tried from each plan, closest calls first (default 8)")  # fmt: skip
@@ -84,6 +87,7 @@ def _search(args: argparse.Namespace) -> int:
         raise SearchError("error: --budget, --width and --branch must be at least 1")
     result = search(module, args.passes, budget=args.budget, top=args.top, device=args.device,
                     strategy=args.strategy, width=args.width, branch=args.branch,
+                    finalists=args.finalists,
                     seed=args.seed)  # fmt: skip
     if args.output_dir:
         _write_plans(result, args.output_dir)

@@ -86,10 +86,11 @@ def _split_pipeline(pipeline: str) -> tuple[list[Any], Any, list[Any]]:
 
 def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
            device: str | None = None, strategy: str = "beam", width: int = 4,
-           branch: int = 8, check: bool = True, seed: int = 0,
+           branch: int = 8, finalists: int = 8, check: bool = True, seed: int = 0,
            space: Callable[..., SearchSpace] = FusionSpace) -> SearchResult:  # fmt: skip
     """Search around the greedy plan of `pipeline` on a copy of `module` (see the module
-    docstring); `budget` plans priced at most, `top` alternatives built besides greedy.
+    docstring); `budget` plans priced at most; the `finalists` best by plan price are built
+    and priced whole besides greedy, and the `top` best of them reported.
     `space(module, device, cost_model, max_temp_bytes)` makes the space searched."""
     import hlopass.cost
     from hlopass.pipeline import Runner
@@ -112,7 +113,7 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     inputs, unchecked = _inputs(base, seed) if check else (None, "not asked")
     built: list[Plan] = []
     dropped = 0
-    for p in [root, *others[:top]]:
+    for p in [root, *others[: max(top, finalists)]]:
         m = plans.build(p.decisions)
         Runner().run(suffix, m)
         if inputs is not None and p is not root and not _keeps_values(base, m, inputs):
@@ -122,6 +123,8 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
         built.append(Plan(sorted(p.decisions), est.time_us, dict(p.by_model), m, est.rows()))
     greedy = built[0]
     built.sort(key=lambda b: (b.time_us, b is not greedy))
+    shown = {id(b) for b in [b for b in built if b is not greedy][:top]}
+    built = [b for b in built if b is greedy or id(b) in shown]
     seconds = time.perf_counter() - start
     return SearchResult(greedy, built, len(priced), dropped, seconds, unchecked)
 
