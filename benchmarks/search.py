@@ -17,13 +17,13 @@ bodies are priced once in every column (XLA's `known_trip_count` is dropped, as 
 greedy on >= 30% of the modules; budget 500 on seed 001 in <= 120 s on 2 cores.
 
 Usage: python benchmarks/search.py [--budget N] [--top K] [--programs a,b] [--no-seeds]
+       python benchmarks/search.py --programs none   # the seeds only
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,15 +78,18 @@ def modules(
     return out
 
 
-def render(rows: list[Row], budget: int) -> str:
-    head = ("| module | greedy µs | XLA µs | best µs | best/greedy | explored | dropped | "
-            "search s | decisions of the win |")  # fmt: skip
-    lines = [f"budget {budget}, beam", head, "|" + " --- |" * 9]
-    for r in rows:
-        s = r.result
-        lines.append(f"| {r.name} | {s.greedy.time_us:.2f} | {r.xla_us:.2f} | "
-                     f"{s.best.time_us:.2f} | {r.ratio:.3f} | {s.explored} | {s.dropped} | "
-                     f"{s.seconds:.1f} | {r.why()} |")  # fmt: skip
+HEAD = ("| module | greedy µs | XLA µs | best µs | best/greedy | explored | dropped | "
+        "search s | decisions of the win |\n|" + " --- |" * 9)  # fmt: skip
+
+
+def row_line(r: Row) -> str:
+    s = r.result
+    return (f"| {r.name} | {s.greedy.time_us:.2f} | {r.xla_us:.2f} | {s.best.time_us:.2f} | "
+            f"{r.ratio:.3f} | {s.explored} | {s.dropped} | {s.seconds:.1f} | {r.why()} |")  # fmt: skip
+
+
+def summary(rows: list[Row]) -> str:
+    lines: list[str] = []
     lines += [f"{r.name}: values not checked: {r.result.unchecked}" for r in rows
               if r.result.unchecked]  # fmt: skip
     wins = sum(r.ratio <= WIN for r in rows)
@@ -102,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=500)
     ap.add_argument("--top", type=int, default=3)
     ap.add_argument("--programs", help="comma-separated program names (default: all)")
-    ap.add_argument("--no-seeds", action="store_true")
+    ap.add_argument("--seeds", default=True, action=argparse.BooleanOptionalAction,
+                    help="also the two seeds (default)")  # fmt: skip
     args = ap.parse_args(argv)
     root = corpus_root()
     if root is None:
@@ -110,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     programs = args.programs.split(",") if args.programs else None
     rows = []
-    for name, path, pipeline, xla in modules(root, programs, not args.no_seeds):
-        start = time.perf_counter()
+    print(f"budget {args.budget}, beam\n{HEAD}", flush=True)
+    for name, path, pipeline, xla in modules(root, programs, args.seeds):
         result = search(hlopass.parse_hlo(path.read_text(), str(path)), pipeline,
                         budget=args.budget, top=args.top)  # fmt: skip
         rows.append(Row(name, _xla_us(xla), result))
-        print(f"{name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    print(render(rows, args.budget))
+        print(row_line(rows[-1]), flush=True)  # a long run shows each module as it ends
+    print(summary(rows))
     return 0
 
 
