@@ -2,10 +2,11 @@
 
 The passes before `priority-fusion` run once; the strategy explores the fusion space,
 pricing plans on kernel plans (`FusionSpace.price`, both fusion cost models); the greedy
-plan and the `top` fastest others are then built, run through the rest of the pipeline,
-checked (the interpreter must give the prefix module's outputs on random inputs; a plan
-that fails is dropped and counted) and priced whole with `hlopass.cost.estimate`. The
-greedy plan is always among them, so the best plan reported is never slower than greedy.
+plan and the `finalists` with the best plan prices are then built, run through the rest of
+the pipeline, checked (the interpreter must give the prefix module's outputs on random
+inputs; a plan that fails is dropped and counted, the greedy plan failing is an error) and
+priced whole with `hlopass.cost.estimate`; the `top` fastest are reported. The greedy plan
+is always among them, so the best plan reported is never slower than greedy.
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     for p in [root, *others[: max(top, finalists)]]:
         m = plans.build(p.decisions)
         Runner().run(suffix, m)
-        if inputs is not None and p is not root and not _keeps_values(base, m, inputs):
+        if inputs is not None and not _keeps_values(base, m, inputs):
+            if p is root:  # the pipeline's own plan: nothing to compare the others with
+                raise SearchError("error: the greedy plan does not keep the module's values")
             dropped += 1
             continue
         est = hlopass.cost.estimate(m, dev)
