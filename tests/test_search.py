@@ -73,8 +73,8 @@ def _module(path: Path):
 
 
 def test_beam_beats_greedy_priority_fusion():
-    """XLA's plan fuses the broadcast `bmax` into both subtracts; leaving it a kernel of its
-    own lets multi-output fusion merge more, which the estimate prices faster."""
+    """Leaving one of XLA's fusions out (a plan that prices slower on its own) lets
+    multi-output fusion merge more, which the estimate of the built module prices faster."""
     m = _module(LOG_SOFTMAX)
     r = search(m, "priority-fusion,multi-output-fusion", budget=30, top=1)
     assert r.best is not r.greedy and r.best.decisions
@@ -135,7 +135,7 @@ def test_cli_writes_plans_xla_parses(tmp_path, xla):
     p = _cli(str(LOG_SOFTMAX), "-p", "priority-fusion,multi-output-fusion", "--budget", "20",
              "--top", "2", "-o", str(out))  # fmt: skip
     assert p.returncode == 0, p.stderr
-    assert "keep:bmax" in p.stdout and "the greedy plan" in p.stdout
+    assert "): keep:" in p.stdout and "the greedy plan" in p.stdout
     files = sorted(out.glob("plan_*.hlo"))
     assert len(files) == 3
     code = (
