@@ -337,6 +337,7 @@ SUBCOMMANDS = {
     "cost": "estimate a module's GPU run time per kernel with the cost model",
     "rank": "rank alternative modules by estimated GPU run time",
     "sweep": "run a pipeline over every module of folders or globs, in parallel",
+    "search": "search fusion plans beyond priority-fusion's greedy choices, ranked by time",
     "viz": "draw a module (or before/after a pipeline) as DOT, SVG, HTML or Model Explorer JSON",
 }
 
@@ -358,6 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cost": lambda a: _lazy("hlopass.cost.cli", "cost_main")(a),
         "rank": lambda a: _lazy("hlopass.cost.cli", "rank_main")(a),
         "sweep": lambda a: _lazy("hlopass.sweep_cli", "sweep_main")(a),
+        "search": lambda a: _lazy("hlopass.search.cli", "search_main")(a),
         "viz": lambda a: _lazy("hlopass.viz.cli", "viz_main")(a),
     }
     if argv and argv[0] in ("-h", "--help"):

@@ -1,0 +1,155 @@
+"""`search(module, pipeline)`: alternatives to the `priority-fusion` step of a pipeline.
+
+The passes before `priority-fusion` run once; the strategy explores the fusion space,
+pricing plans on kernel plans (`FusionSpace.price`, both fusion cost models); the greedy
+plan and the `finalists` with the best plan prices are then built, run through the rest of
+the pipeline, checked (the interpreter must give the prefix module's outputs on random
+inputs; a plan that fails is dropped and counted, the greedy plan failing is an error) and
+priced whole with `hlopass.cost.estimate`; the `top` fastest are reported. The greedy plan
+is always among them, so the best plan reported is never slower than greedy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp
+
+from hlopass.errors import HloError
+from hlopass.search.fusion_space import MODELS, FusionSpace
+from hlopass.search.space import Budget, SearchSpace
+from hlopass.search.strategies import STRATEGIES
+
+
+class SearchError(HloError):
+    """A search that cannot be made, as one line."""
+
+
+@dataclass
+class Plan:
+    """One plan built and priced: `decisions` (flips from the greedy plan), `time_us` (the
+    built module's estimate), `plan_us` (its kernel-plan price under each fusion model)."""
+
+    decisions: list[str]
+    time_us: float
+    plan_us: dict[str, float]
+    module: ModuleOp
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+
+    def faster_than(self, other: Plan, model: str) -> bool:
+        return self.plan_us[model] < other.plan_us[model]
+
+
+@dataclass
+class SearchResult:
+    greedy: Plan
+    plans: list[Plan]
+    """The plans that passed the check, fastest first (greedy included)."""
+    explored: int
+    dropped: int
+    seconds: float
+    unchecked: str | None = None
+    """Why no plan's values could be checked (the module cannot be run: elided constants)."""
+
+    @property
+    def best(self) -> Plan:
+        return self.plans[0]
+
+    def disagreements(self) -> list[str]:
+        """Plans that the two fusion cost models order differently against greedy."""
+        g = self.greedy
+        out = []
+        for i, p in enumerate(self.plans):
+            if p is g:
+                continue
+            votes = {m: p.faster_than(g, m) for m in MODELS}
+            if len(set(votes.values())) > 1:
+                fast = [m for m, v in votes.items() if v]
+                out.append(f"plan {i + 1}: faster than greedy under {', '.join(fast)} only")
+        return out
+
+
+def _split_pipeline(pipeline: str) -> tuple[list[Any], Any, list[Any]]:
+    from hlopass.pipeline import parse_pass_pipeline
+
+    passes = parse_pass_pipeline(pipeline)
+    at = [i for i, p in enumerate(passes) if p.name == "priority-fusion"]
+    if len(at) != 1:
+        raise SearchError(
+            f"error: the pipeline must hold priority-fusion exactly once (it holds it {len(at)} times)"
+        )
+    i = at[0]
+    return passes[:i], passes[i], passes[i + 1 :]
+
+
+def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
+           device: str | None = None, strategy: str = "beam", width: int = 4,
+           branch: int = 8, finalists: int = 8, check: bool = True, seed: int = 0,
+           space: Callable[..., SearchSpace] = FusionSpace) -> SearchResult:  # fmt: skip
+    """Search around the greedy plan of `pipeline` on a copy of `module` (see the module
+    docstring); `budget` plans priced at most; the `finalists` best by plan price are built
+    and priced whole besides greedy, and the `top` best of them reported.
+    `space(module, device, cost_model, max_temp_bytes)` makes the space searched."""
+    import hlopass.cost
+    from hlopass.pipeline import Runner
+
+    if strategy not in STRATEGIES:
+        raise SearchError(
+            f"error: unknown strategy '{strategy}' (strategies: {', '.join(STRATEGIES)})"
+        )
+    if budget < 1 or top < 0:
+        raise SearchError("error: the budget must be at least 1 and top at least 0")
+    start = time.perf_counter()
+    prefix, fusion, suffix = _split_pipeline(pipeline)
+    dev = device or fusion.device
+    base = module.clone()
+    Runner().run(prefix, base)
+    plans = space(base, dev, fusion.cost_model, fusion.max_temp_bytes)
+    priced = STRATEGIES[strategy](plans, Budget(budget), branch=branch, width=width)
+    root, *others = priced
+    others.sort(key=lambda p: (p.time_us, sorted(p.decisions)))
+    inputs, unchecked = _inputs(base, seed) if check else (None, "not asked")
+    built: list[Plan] = []
+    dropped = 0
+    for p in [root, *others[: max(top, finalists)]]:
+        m = plans.build(p.decisions)
+        Runner().run(suffix, m)
+        if inputs is not None and not _keeps_values(base, m, inputs):
+            if p is root:  # the pipeline's own plan: nothing to compare the others with
+                raise SearchError("error: the greedy plan does not keep the module's values")
+            dropped += 1
+            continue
+        est = hlopass.cost.estimate(m, dev)
+        built.append(Plan(sorted(p.decisions), est.time_us, dict(p.by_model), m, est.rows()))
+    greedy = built[0]
+    built.sort(key=lambda b: (b.time_us, b is not greedy))
+    shown = {id(b) for b in [b for b in built if b is not greedy][:top]}
+    built = [b for b in built if b is greedy or id(b) in shown]
+    seconds = time.perf_counter() - start
+    return SearchResult(greedy, built, len(priced), dropped, seconds, unchecked)
+
+
+def _inputs(module: ModuleOp, seed: int) -> tuple[list[Any] | None, str | None]:
+    """Random inputs for the equivalence check, or (None, why) when `module` cannot run."""
+    import hlopass
+    from hlopass.inputs import random_inputs
+
+    try:
+        args = random_inputs(module, seed)
+        hlopass.evaluate(module, *args)
+    except HloError as e:
+        return None, str(e).strip().splitlines()[0].removeprefix("error: ")
+    return args, None
+
+
+def _keeps_values(before: ModuleOp, after: ModuleOp, inputs: list[Any]) -> bool:
+    """The plan gives `before`'s outputs; a plan the interpreter cannot run fails."""
+    from hlopass.equivalence import check_equivalent
+
+    try:
+        return bool(check_equivalent(before, after, inputs))
+    except HloError:
+        return False
