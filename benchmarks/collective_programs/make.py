@@ -18,7 +18,8 @@ Per program `NAME/`:
 - `per_device.hlo`: what every device runs: the manual computation body as the entry of a
   module with `replica_count=8` (its collectives carry `use_global_device_ids=true` and a
   channel id; with one partition a global device id is the replica id, so the groups mean
-  the same devices). This is the input of our passes and of the 8-device interpreter.
+  the same devices; `partition-id` becomes `replica-id`, and a collective-permute or
+  all-to-all loses its channel id, which would make it cross-partition). This is the input of our passes and of the 8-device interpreter.
 - `io.npz`: `d{r}_in{k}` / `d{r}_out{k}`: device r's k-th flattened input / output of the
   SPMD program as jax runs it on 8 host devices (the per-device module must reproduce them).
 - `xla_h100_optimized.hlo`: XLA's GPU pipeline for 8 H100s: XLA's collective decisions.
@@ -41,6 +42,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from programs import AXIS, DEVICES, PROGRAMS  # noqa: E402
 
 _BODY_CALL = re.compile(r"to_apply=(xla\.sdy\.manual_computation_body[\w.]*)")
+# a collective-permute or all-to-all with a channel id runs across partitions; without one,
+# across replicas (XLA's CollectiveOpGroupMode), which is what the 8-replica module needs
+_CROSS_PARTITION = re.compile(r"( (?:collective-permute|all-to-all)\(.*?), channel_id=\d+")
 
 
 def per_device_module(spmd: str, name: str) -> str:
@@ -49,7 +53,7 @@ def per_device_module(spmd: str, name: str) -> str:
     if len(bodies) != 1:
         raise ValueError(f"{name}: expected one manual computation, found {sorted(bodies)}")
     (body,) = bodies
-    comps = re.split(r"\n(?=\S)", spmd.split("\n", 1)[1].strip("\n"))
+    comps = [c.strip("\n") for c in spmd.split("\n", 1)[1].split("\n\n") if c.strip()]
     kept = []
     for c in comps:
         if c.startswith("ENTRY "):
@@ -57,7 +61,11 @@ def per_device_module(spmd: str, name: str) -> str:
         if c.startswith(body + " "):
             c = "ENTRY " + c
         kept.append(c)
-    return f"HloModule {name}, replica_count={DEVICES}\n\n" + "\n\n".join(kept) + "\n"
+    text = "\n\n".join(kept)
+    # the device index is the partition id in the SPMD module, the replica id here
+    text = text.replace(" partition-id()", " replica-id()")
+    text = _CROSS_PARTITION.sub(r"\1", text)
+    return f"HloModule {name}, replica_count={DEVICES}\n\n" + text + "\n"
 
 
 def _step(fn, in_specs, out_specs, mesh):
