@@ -16,10 +16,9 @@ Per program `NAME/`:
 - `before_optimizations.hlo`: `jit(shard_map(...)).lower(...).as_text(dialect="hlo")`, the
   SPMD module (Shardy custom calls around the manual computation).
 - `per_device.hlo`: what every device runs: the manual computation body as the entry of a
-  module with `replica_count=8` (its collectives carry `use_global_device_ids=true` and a
-  channel id; with one partition a global device id is the replica id, so the groups mean
-  the same devices; `partition-id` becomes `replica-id`, and a collective-permute or
-  all-to-all loses its channel id, which would make it cross-partition). This is the input of our passes and of the 8-device interpreter.
+  module with `replica_count=8`: with one partition a device's global id is its replica
+  id, so `partition-id` becomes `replica-id` and the collectives lose their channel ids and
+  `use_global_device_ids` (cross-replica groups of the same devices). This is the input of our passes and of the 8-device interpreter.
 - `io.npz`: `d{r}_in{k}` / `d{r}_out{k}`: device r's k-th flattened input / output of the
   SPMD program as jax runs it on 8 host devices (the per-device module must reproduce them).
 - `xla_h100_optimized.hlo`: XLA's GPU pipeline for 8 H100s: XLA's collective decisions.
@@ -42,9 +41,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from programs import AXIS, DEVICES, PROGRAMS  # noqa: E402
 
 _BODY_CALL = re.compile(r"to_apply=(xla\.sdy\.manual_computation_body[\w.]*)")
-# a collective-permute or all-to-all with a channel id runs across partitions; without one,
-# across replicas (XLA's CollectiveOpGroupMode), which is what the 8-replica module needs
-_CROSS_PARTITION = re.compile(r"( (?:collective-permute|all-to-all)\(.*?), channel_id=\d+")
+# With one partition a global device id is the replica id, so each collective keeps its
+# groups as cross-replica groups: no channel id (with one, a collective-permute or
+# all-to-all would run across partitions, and XLA:CPU's StableHLO path fails to compile an
+# all-reduce carrying one in a replicated module: "layout minor_to_major field contains 2
+# elements, but shape has 1 dimensions") and no use_global_device_ids.
+_CHANNEL = re.compile(r", channel_id=\d+|, use_global_device_ids=true")
 
 
 def per_device_module(spmd: str, name: str) -> str:
@@ -64,7 +66,7 @@ def per_device_module(spmd: str, name: str) -> str:
     text = "\n\n".join(kept)
     # the device index is the partition id in the SPMD module, the replica id here
     text = text.replace(" partition-id()", " replica-id()")
-    text = _CROSS_PARTITION.sub(r"\1", text)
+    text = _CHANNEL.sub("", text)
     return f"HloModule {name}, replica_count={DEVICES}\n\n" + text + "\n"
 
 
