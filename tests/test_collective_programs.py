@@ -52,6 +52,14 @@ XLA_REFUSES_AFTER = {
     "ppermute_ring": "'stablehlo.collective_permute' op requires a single operand",
 }
 
+# Where all-reduce-simplifier turns an all-reduce of a constant into constant x group size
+# (batch_norm's psum of the local batch size: 8 x 8, exact), XLA:CPU compiles the divisions
+# by it differently once it is a constant (outputs move by up to 4.8e-7, 4 ulp): there XLA
+# after is held to XLA on the module after the simplifier alone, so the rest of the pipeline
+# is checked bit for bit by XLA and the simplifier's rewrite by our interpreter (no bound
+# for XLA:CPU's own recompilation is derived yet).
+SIMPLIFIED_CONSTANTS = {"batch_norm"}
+
 # programs whose interpreter run is bit-exact with XLA:CPU (data movement and adds only)
 BIT_EXACT_WITH_XLA = {"ppermute_ring"}
 
@@ -66,9 +74,18 @@ def runs():
         module = hlopass.parse_hlo(p.per_device)
         hlopass.run_pipeline(module, PIPELINE)
         after[n] = hlopass.print_hlo(module)
+    simplified = {}
+    for n in SIMPLIFIED_CONSTANTS:
+        module = hlopass.parse_hlo(progs[n].per_device)
+        assert hlopass.run_pass(module, "all-reduce-simplifier"), n
+        simplified[n] = hlopass.print_hlo(module)
     jobs = [(t, progs[n].inputs) for n in NAMES for t in (progs[n].per_device, after[n])]
-    res = iter(xla_execute_replicas(jobs))
-    return {n: (progs[n], after[n], next(res), next(res)) for n in NAMES}
+    jobs += [(simplified[n], progs[n].inputs) for n in sorted(simplified)]
+    res = xla_execute_replicas(jobs)
+    baseline = {n: res[2 * i] for i, n in enumerate(NAMES)}
+    baseline |= {n: res[2 * len(NAMES) + i] for i, n in enumerate(sorted(simplified))}
+    return {n: (progs[n], after[n], res[2 * i], res[2 * i + 1], baseline[n])
+            for i, n in enumerate(NAMES)}  # fmt: skip
 
 
 def _same(got: list, want: list, what: str) -> None:
@@ -83,7 +100,7 @@ def _same(got: list, want: list, what: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_pipeline_counts_and_xla_parses(name, runs):
-    prog, after, _, _ = runs[name]
+    prog, after, _, _, _ = runs[name]
     assert (collective_count(prog.per_device), collective_count(after)) == EXPECTED_COUNTS[name]
     ok, why = oracle.accepts(after)
     assert ok, why
@@ -91,7 +108,7 @@ def test_pipeline_counts_and_xla_parses(name, runs):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_xla_runs_the_per_device_module_as_jax_ran_the_spmd_one(name, runs):
-    prog, _, xla_before, _ = runs[name]
+    prog, _, xla_before, _, _ = runs[name]
     assert "outputs" in xla_before, xla_before
     _same(xla_before["outputs"], prog.outputs, "XLA:CPU per-device vs jax SPMD")
 
@@ -100,14 +117,14 @@ def test_xla_runs_the_per_device_module_as_jax_ran_the_spmd_one(name, runs):
 def test_pipeline_keeps_every_device_outputs(name, runs):
     from hlopass.interpreter import evaluate_replicas
 
-    prog, after, xla_before, xla_after = runs[name]
+    prog, after, _, xla_after, baseline = runs[name]
     ours_before = evaluate_replicas(hlopass.parse_hlo(prog.per_device), prog.inputs)
     ours_after = evaluate_replicas(hlopass.parse_hlo(after), prog.inputs)
     _same(ours_after, ours_before, "ours after vs before")
     refusal = XLA_REFUSES_AFTER.get(name)
     if refusal is None:
-        assert "outputs" in xla_after, xla_after
-        _same(xla_after["outputs"], xla_before["outputs"], "XLA after vs before")
+        assert "outputs" in xla_after and "outputs" in baseline, (xla_after, baseline)
+        _same(xla_after["outputs"], baseline["outputs"], "XLA after vs before")
     else:  # the test notices when XLA starts running them
         assert refusal in str(xla_after.get("error")), xla_after
 
@@ -119,6 +136,6 @@ def test_interpreter_matches_xla(name, runs):
     if name not in BIT_EXACT_WITH_XLA:
         pytest.skip("library functions / dots: needs a derived bound, and hlopass.error_bound "
                     "has no rules for collectives on replicas")  # fmt: skip
-    prog, _, xla_before, _ = runs[name]
+    prog, _, xla_before, _, _ = runs[name]
     ours = evaluate_replicas(hlopass.parse_hlo(prog.per_device), prog.inputs)
     _same(ours, xla_before["outputs"], "ours vs XLA:CPU")
