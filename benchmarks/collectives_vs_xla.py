@@ -25,9 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from collective_programs.load import NAMES, PIPELINE, collective_count, load  # noqa: E402
+
 import hlopass  # noqa: E402
 import hlopass.cost  # noqa: E402
-from collective_programs.load import NAMES, PIPELINE, collective_count, load  # noqa: E402
 from hlopass.pipeline import find_pass  # noqa: E402
 
 FUSION = "algsimp,cse,dce,priority-fusion"
@@ -148,7 +149,7 @@ def table(rows: list[dict[str, Any]], packing: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
     packing = find_pass("gradient-packing") is not None

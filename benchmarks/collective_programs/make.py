@@ -32,6 +32,8 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -73,8 +75,9 @@ def per_device_module(spmd: str, name: str) -> str:
 def _step(fn, in_specs, out_specs, mesh):
     # check_vma off: jax cannot infer that an all-gather of each device's own shard is
     # replicated (zero_step); io.npz keeps every device's outputs, so nothing is assumed
-    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                                 check_vma=False))
+    return jax.jit(
+        jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    )
 
 
 def _per_device(values, devices) -> list[list[np.ndarray]]:
@@ -95,12 +98,14 @@ def write_cpu(name: str, d: str) -> dict:
     f = _step(fn, in_specs, out_specs, mesh)
     placed = _place(args, in_specs, mesh)
     spmd = f.lower(*placed).as_text(dialect="hlo")
-    open(os.path.join(d, "before_optimizations.hlo"), "w").write(spmd)
-    open(os.path.join(d, "per_device.hlo"), "w").write(per_device_module(spmd, name))
+    Path(d, "before_optimizations.hlo").write_text(spmd)
+    Path(d, "per_device.hlo").write_text(per_device_module(spmd, name))
     outs = f(*placed)
     ins_d = _per_device(placed, devices)
     outs_d = _per_device(outs, devices)
-    arrays = {f"d{r}_in{k}": a for r, per in enumerate(ins_d) for k, a in enumerate(per)}
+    arrays: dict[str, Any] = {
+        f"d{r}_in{k}": a for r, per in enumerate(ins_d) for k, a in enumerate(per)
+    }
     arrays |= {f"d{r}_out{k}": a for r, per in enumerate(outs_d) for k, a in enumerate(per)}
     np.savez(os.path.join(d, "io.npz"), **arrays)
     return {"name": name, "jax": jax.__version__, "devices": DEVICES,
@@ -119,7 +124,7 @@ def write_h100(name: str, d: str, spec_path: str) -> None:
     from jax.experimental import topologies
 
     topo = topologies.get_topology_desc(
-        "h100x8", "cuda", target_config=open(spec_path).read(), topology=f"1x1x{DEVICES}"
+        "h100x8", "cuda", target_config=Path(spec_path).read_text(), topology=f"1x1x{DEVICES}"
     )
     fn, args, in_specs, out_specs = PROGRAMS[name](np.random.default_rng(len(name)))
     mesh = Mesh(np.array(topo.devices[:DEVICES]), (AXIS,))
@@ -129,11 +134,13 @@ def write_h100(name: str, d: str, spec_path: str) -> None:
         for arg, spec in zip(args, in_specs, strict=True)
     )  # fmt: skip
     text = _step(fn, in_specs, out_specs, mesh).lower(*specs).compile().as_text()
-    open(os.path.join(d, "xla_h100_optimized.hlo"), "w").write(text)
+    if text is None:
+        raise SystemExit(f"{name}: XLA returned no text for the H100 compilation")
+    Path(d, "xla_h100_optimized.hlo").write_text(text)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--only", help="comma-separated program names")
     ap.add_argument("--gpu-spec", help="XLA device description: compile for 8 of these GPUs")
@@ -144,12 +151,16 @@ def main() -> None:
         os.makedirs(d, exist_ok=True)
         meta_path = os.path.join(d, "meta.json")
         if a.gpu_spec:
-            meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {"name": name}
+            meta = (
+                json.loads(Path(meta_path).read_text())
+                if os.path.exists(meta_path)
+                else {"name": name}
+            )
             write_h100(name, d, a.gpu_spec)
             meta["h100"] = os.path.basename(a.gpu_spec)
         else:
             meta = write_cpu(name, d)
-        json.dump(meta, open(meta_path, "w"), indent=1)
+        Path(meta_path).write_text(json.dumps(meta, indent=1))
         print(name, "ok", file=sys.stderr)
 
 
