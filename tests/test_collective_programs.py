@@ -139,3 +139,28 @@ def test_interpreter_matches_xla(name, runs):
     prog, _, xla_before, _, _ = runs[name]
     ours = evaluate_replicas(hlopass.parse_hlo(prog.per_device), prog.inputs)
     _same(ours, xla_before["outputs"], "ours vs XLA:CPU")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_our_count_is_at_most_xlas_h100_plan(name):
+    """The benchmark's target, from the committed XLA 8xH100 compilations (no oracle)."""
+    prog = load(name)
+    assert prog.xla_h100 is not None, f"{name}: run collective_programs/make.py --gpu-spec"
+    module = hlopass.parse_hlo(prog.per_device)
+    hlopass.run_pipeline(module, PIPELINE)
+    assert collective_count(hlopass.print_hlo(module)) <= collective_count(prog.xla_h100)
+
+
+def test_benchmark_reads_bytes_of_async_and_tuple_collectives():
+    """zero_step's combined reduce-scatter returns the 1/8 shards of f32[2048], [512],
+    [4096], [256]: 864 floats, 3456 bytes = 3.4 KiB; its all-gather the whole 6912 floats,
+    27.0 KiB (hand-derived from programs.py), in our plan and in XLA's async one alike."""
+    import collectives_vs_xla as bench
+
+    prog = load("zero_step")
+    module = hlopass.parse_hlo(prog.per_device)
+    hlopass.run_pipeline(module, PIPELINE)
+    want = ["RS/8:3.4KiB", "AG/8:27.0KiB"]
+    assert bench.collectives(hlopass.print_hlo(module)) == want
+    assert prog.xla_h100 is not None
+    assert bench.collectives(prog.xla_h100) == want
