@@ -3,8 +3,8 @@ of `collective_programs/` (make.py there writes them; XLA's column is its GPU co
 for 8 H100 SXM, compiled without a GPU).
 
 Per program: the number of collectives before, after our pipeline (`PIPELINE` in
-collective_programs/load.py), after `gradient-packing{spec=auto}` where that pass is
-registered, and in XLA's compilation; the bytes of each collective (kind x group size:
+collective_programs/load.py), after the same with `gradient-packing{spec=auto}` in place of
+the all-reduce combiner where that pass is registered, and in XLA's compilation; the bytes of each collective (kind x group size:
 sizes), and the estimated step time of each plan under our cost model (H100 SXM,
 `--topology 1x8`): the collectives alone and the whole step. Our step is priced after
 `FUSION` too, since XLA's plan is fused; the cost model adds kernel times (no overlap).
@@ -32,7 +32,8 @@ import hlopass.cost  # noqa: E402
 from hlopass.pipeline import find_pass  # noqa: E402
 
 FUSION = "algsimp,cse,dce,priority-fusion"
-PACKING = "gradient-packing{spec=auto}"
+# the packing column: our pipeline with the seed's spec in place of the all-reduce combiner
+PACKING = PIPELINE.replace("all-reduce-combiner{gpu=true}", "gradient-packing{spec=auto}")
 DEVICE, TOPOLOGY = "h100_sxm", "1x8"
 
 _KIND = re.compile(r" (all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)"
@@ -133,6 +134,7 @@ def table(rows: list[dict[str, Any]], packing: bool) -> str:
     head = f"{'program':18} {'before':>6} {'ours':>5} "
     head += f"{'pack':>5} " if packing else ""
     head += f"{'XLA':>4} {'coll us ours/XLA':>17} {'step us ours/XLA':>17}  ok"
+    head += f" {'pack coll/step us':>18}" if packing else ""
     lines = [head]
     for r in rows:
         line = f"{r['program']:18} {r['before']:6d} {r['ours']:5d} "
@@ -140,7 +142,10 @@ def table(rows: list[dict[str, Any]], packing: bool) -> str:
         coll = f"{r['ours_coll_us']:.1f}/{r['xla_coll_us']:.1f}"
         step = f"{r['ours_step_us']:.0f}/{r['xla_step_us']:.0f}"
         ok = "yes" if r["ours"] <= r["xla"] else "NO"
-        lines.append(line + f"{r['xla']:4d} {coll:>17} {step:>17}  {ok}")
+        line += f"{r['xla']:4d} {coll:>17} {step:>17}  {ok:3}"
+        if packing:
+            line += f" {r['packing_coll_us']:.1f}/{r['packing_step_us']:.0f}".rjust(19)
+        lines.append(line)
     lines.append("")
     for r in rows:
         lines.append(f"{r['program']}: ours {' '.join(r['ours_groups'])}")
