@@ -31,7 +31,7 @@ from tests.conftest import ORACLE_MISSING
 from tests.interp_util import xla_execute_replicas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from collective_programs.load import NAMES, PIPELINE, collective_count, load  # noqa: E402
+from collective_programs.load import NAMES, PIPELINE, ROOT, collective_count, load  # noqa: E402
 
 # collectives before -> after our pipeline, counted by hand from each program
 # (programs.py): one pmean per gradient leaf, the combiners merging independent ones
@@ -164,3 +164,20 @@ def test_benchmark_reads_bytes_of_async_and_tuple_collectives():
     assert bench.collectives(hlopass.print_hlo(module)) == want
     assert prog.xla_h100 is not None
     assert bench.collectives(prog.xla_h100) == want
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_spmd_module_round_trips_through_our_pipeline(name, xla):
+    """jax's SPMD module (Shardy custom calls around the manual computation, collectives
+    with channel ids and global device ids) imports, goes through the pipeline with the same
+    collective counts as the per-device module, and XLA parses what we print. (Running it
+    needs partitions and the Shardy custom calls in the interpreter.)"""
+    text = (ROOT / name / "before_optimizations.hlo").read_text()
+    module = hlopass.parse_hlo(text)
+    ok, why = xla.accepts(hlopass.print_hlo(module))
+    assert ok, why
+    hlopass.run_pipeline(module, PIPELINE)
+    after = hlopass.print_hlo(module)
+    assert (collective_count(text), collective_count(after)) == EXPECTED_COUNTS[name]
+    ok, why = xla.accepts(after)
+    assert ok, why
