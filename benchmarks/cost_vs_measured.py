@@ -150,12 +150,16 @@ def main() -> None:
             continue
         s = gemm_stats(gpu)
         tag = "fitted" if gpu == "sm_90" else "unseen"
-        print(f"  {gpu:12s} ({tag}, {MATMUL_DEVICES[gpu]}): n={s['n']} median={s['median']:.3f} "
-              f"within1.25x={100 * s['within_1.25']:.1f}% spearman={s['spearman']:.4f}")
+        print(
+            f"  {gpu:12s} ({tag}, {MATMUL_DEVICES[gpu]}): n={s['n']} median={s['median']:.3f} "
+            f"within1.25x={100 * s['within_1.25']:.1f}% spearman={s['spearman']:.4f}"
+        )
     print("Elementwise op profiles (XLA hlo_op_profiles_data.h), within 1.25x of measured:")
     for gpu, s in profile_stats().items():
-        print(f"  {gpu:8s} n={s['n']:3d} within1.25x={100 * s['within_1.25']:.1f}% "
-              f"(device {s['device'] or '-'}, row {s['row']})")
+        print(
+            f"  {gpu:8s} n={s['n']:3d} within1.25x={100 * s['within_1.25']:.1f}% "
+            f"(device {s['device'] or '-'}, row {s['row']})"
+        )
 
 
 if __name__ == "__main__":

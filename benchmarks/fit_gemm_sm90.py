@@ -96,8 +96,10 @@ def main() -> None:
                   for r, mem in zip(rows, raw, strict=True))  # fmt: skip
     print(f"largest gap between the fit's prices and kernel_time's: {gap:.2e}")
     s = gemm_stats("sm_90", c)
-    print(f"sm_90 with them: median={s['median']:.3f} within1.25x={100 * s['within_1.25']:.1f}% "
-          f"spearman={s['spearman']:.4f}")
+    print(
+        f"sm_90 with them: median={s['median']:.3f} within1.25x={100 * s['within_1.25']:.1f}% "
+        f"spearman={s['spearman']:.4f}"
+    )
 
 
 if __name__ == "__main__":

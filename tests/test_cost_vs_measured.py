@@ -28,7 +28,9 @@ def test_extracted_table_matches_xla_text():
     # XLA's txtpb, sm_90, b1 256x256x256 bf16: flops 6721641025641 -> 2*256^3*1e9/flops ns
     rows = cvm.load_matmul("sm_90")
     assert len(rows) == 1875
-    r = next(x for x in rows if (x["b"], x["m"], x["n"], x["k"], x["lhs"]) == (1, 256, 256, 256, "bf16"))
+    r = next(
+        x for x in rows if (x["b"], x["m"], x["n"], x["k"], x["lhs"]) == (1, 256, 256, 256, "bf16")
+    )
     assert r["time_ns"] == round(2 * 256**3 * 1e9 / 6721641025641) == 4992
 
 
