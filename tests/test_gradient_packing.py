@@ -342,20 +342,24 @@ def test_auto_is_never_slower_than_what_it_weighed(gpus_per_host):
     topo = topology_for(module, gpus_per_host, "h100_sxm")
     pricer = Pricer(topo)
     choice = choose(comps, by_name, topo, 10)
-    best, _ = plan_time(comps, by_name, choice.bands, choice.max_bytes, 10, pricer)
+    best, _ = plan_time(comps, by_name, choice.bands, choice.max_bytes, choice.max_group, pricer)
     for band in FLAT + (HIERARCHICAL if topo.hosts > 1 else ()):
         single, _ = plan_time(comps, by_name, (band,), 0, 10, pricer)
         assert best <= single + 1e-9, (band, choice.spec)
     tried = _thresholds_tried(choice.lines)
-    assert {0, 12, 4000} <= tried  # no packing, the smallest gradient, a large one
-    for threshold in tried:
-        t, _ = plan_time(comps, by_name, choice.bands, threshold, 10, pricer)
+    # no packing, the smallest gradient, a large one; the seed's group limit and one for all
+    assert {(0, 10), (12, 10), (4000, 10)} <= tried
+    count = int(re.search(r"\((\d+) gradient all-reduces\)", choice.lines[0]).group(1))  # type: ignore[union-attr]
+    assert {group for _, group in tried} == {10, max(10, count)}
+    for threshold, group in tried:
+        t, _ = plan_time(comps, by_name, choice.bands, threshold, group, pricer)
         assert best <= t + 1e-9, (threshold, choice.spec, choice.max_bytes)
     assert any(line.startswith("  chosen: spec=") for line in choice.lines)
 
 
-def _thresholds_tried(lines: list[str]) -> set[int]:
-    return {int(m.group(1)) for ln in lines if (m := re.match(r"  max-bytes=(\d+):", ln))}
+def _thresholds_tried(lines: list[str]) -> set[tuple[int, int]]:
+    found = (re.match(r"  max-bytes=(\d+) max-group=(\d+):", ln) for ln in lines)
+    return {(int(m.group(1)), int(m.group(2))) for m in found if m}
 
 
 _LARGEST_CORPUS_CHARS = 200_000  # the larger Llama / Mixtral modules cost too long here

@@ -11,8 +11,9 @@ the summed bytes plus two HBM passes (concatenate, slices) over them.
 
 Sizes are ranked first: each distinct element count takes its cheapest algorithm over all
 the gradients of that size, and neighbouring sizes with the same winner make one band.
-Then each threshold (0, and each gradient's byte size) is priced with those bands: the
-plan's packs and single gradients summed; the cheapest threshold wins (the smaller on ties).
+Then each threshold (0, and each gradient's byte size) is priced with those bands, under the
+seed's group limit and under one pack for all: the plan's packs and single gradients summed;
+the cheapest threshold and limit win (the smaller on ties).
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class Choice:
 
     bands: tuple[Band, ...]
     max_bytes: int
+    max_group: int
     lines: list[str]
 
     @property
@@ -128,14 +130,22 @@ def choose(comps: list[ComputationOp], by_name: dict[str, ComputationOp], topo: 
         lines.append(f"  size {elements} elements x{len(same)}: {shown} -> {best.text()}")
     bands = _bands(best_by_size)
     lines.append(f"  bands: {format_spec(bands)}")
-    best_t, best_bytes = math.inf, 0
-    for threshold in [0, *sorted({g.nbytes for g in grads})]:
-        t, count = plan_time(comps, by_name, bands, threshold, max_group, pricer)
-        lines.append(f"  max-bytes={threshold}: {count} all-reduces, {t:.2f} us")
-        if t < best_t - 1e-9:
-            best_t, best_bytes = t, threshold
-    lines.append(f"  chosen: spec={format_spec(bands)} max-bytes={best_bytes} ({best_t:.2f} us)")
-    return Choice(bands, best_bytes, lines)
+    best_t, best_bytes, best_group = math.inf, 0, max_group
+    # the seed's group limit, and one pack for all (what XLA's combiner makes, short of its
+    # byte threshold); the smaller wins ties
+    for group in sorted({max_group, max(max_group, len(grads))}):
+        for threshold in [0, *sorted({g.nbytes for g in grads})]:
+            t, count = plan_time(comps, by_name, bands, threshold, group, pricer)
+            lines.append(
+                f"  max-bytes={threshold} max-group={group}: {count} all-reduces, {t:.2f} us"
+            )
+            if t < best_t - 1e-9:
+                best_t, best_bytes, best_group = t, threshold, group
+    lines.append(
+        f"  chosen: spec={format_spec(bands)} max-bytes={best_bytes} max-group={best_group}"
+        f" ({best_t:.2f} us)"
+    )
+    return Choice(bands, best_bytes, best_group, lines)
 
 
 def _bands(best_by_size: dict[int, Band]) -> tuple[Band, ...]:

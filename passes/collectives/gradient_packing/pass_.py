@@ -52,7 +52,8 @@ class GradientPackingPass(HloModulePass):
     """The seed's agg_small_grads_max_bytes: gradients of at most this many bytes are
     packed with their neighbours (0: no packing; `auto` chooses its own)."""
     max_group: int = 10
-    """The seed's agg_small_grads_max_group: at most this many gradients in one pack."""
+    """The seed's agg_small_grads_max_group: at most this many gradients in one pack
+    (`auto` tries this and one pack for all)."""
     gpus_per_host: int = 8
     """GPUs per host: device d is on host d / gpus-per-host (hierarchical `a/b`, `auto`)."""
     device: str = "h100_sxm"
@@ -76,15 +77,15 @@ class GradientPackingPass(HloModulePass):
             stream = _EXPLAIN[0] if _EXPLAIN else (sys.stderr if self.explain else None)
             if stream is not None:
                 print("\n".join(choice.lines), file=stream)
-            bands, max_bytes = choice.bands, choice.max_bytes
+            bands, max_bytes, max_group = choice.bands, choice.max_bytes, choice.max_group
         else:
-            bands, max_bytes = parse_spec(self.spec), self.max_bytes
+            bands, max_bytes, max_group = parse_spec(self.spec), self.max_bytes, self.max_group
         state = Lowering(
             RewriteContext.of(module, trace), ChannelIds.of(module), self.gpus_per_host
         )
         changed = False
         for comp in comps:
-            plan = plan_computation(comp, by_name, bands, max_bytes, self.max_group)
+            plan = plan_computation(comp, by_name, bands, max_bytes, max_group)
             state.todo.update(plan.bands)
             for pack in plan.packs:
                 PackRange(state)(pack)
