@@ -13,20 +13,6 @@ class RankError(HloError):
     """A pipeline ranking that cannot be made, as one line."""
 
 
-def _read_module(path: str) -> str:
-    import sys
-
-    try:
-        if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise RankError(f"{path}: error: cannot read file: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise RankError(f"{path}: error: file is not UTF-8 text") from None
-
-
 def rank_pipelines(path: str, pipelines: list[str], device: str) -> list[dict[str, Any]]:
     """One row per pipeline: its estimated time, kernels and instructions after it ran on
     `path`'s module, fastest first (ties keep the order given)."""
@@ -36,7 +22,9 @@ def rank_pipelines(path: str, pipelines: list[str], device: str) -> list[dict[st
     from hlopass.pipeline import PipelineError, Runner, parse_pass_pipeline
 
     name = "<stdin>" if path == "-" else path
-    text = _read_module(path)
+    from hlopass.cli import read_input
+
+    text = read_input(path)
     rows = []
     for spec in pipelines:
         passes = parse_pass_pipeline(spec)  # a bad pipeline fails before any work

@@ -25,22 +25,6 @@ def _device(name: str) -> str:
         raise argparse.ArgumentTypeError(str(e).strip("'\"").removeprefix("error: ")) from None
 
 
-def _read(path: str) -> str:
-    import sys
-
-    from hlopass.search.driver import SearchError
-
-    try:
-        if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise SearchError(f"{path}: error: cannot read file: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise SearchError(f"{path}: error: file is not UTF-8 text") from None
-
-
 def build_parser() -> argparse.ArgumentParser:
     from hlopass.cost.cli import DEVICE_HELP
 
@@ -76,11 +60,11 @@ def search_main(argv: list[str] | None = None) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from hlopass.cli import parse_input
+    from hlopass.cli import parse_input, read_input
     from hlopass.search.driver import search
 
     name = "<stdin>" if args.file == "-" else args.file
-    module = parse_input(_read(args.file), name)
+    module = parse_input(read_input(args.file), name)
     if args.budget < 1 or args.width < 1 or args.branch < 1:
         from hlopass.search.driver import SearchError
 

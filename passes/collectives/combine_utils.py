@@ -220,7 +220,7 @@ def combine_by_key(comp: ComputationOp, key_fn: KeyFn, combine: CombineFn,
             order = _spliced(order, scan, combine(scan.group))
             changed = True
     if changed:
-        _reorder_block(comp, order)
+        reorder_block(comp, order)
     return changed
 
 
@@ -298,7 +298,7 @@ def _spliced(order: list[HloOp], scan: _Scan, created: list[HloOp]) -> list[HloO
     return order[: scan.first] + stay + created + move + order[scan.last + 1 :]
 
 
-def _reorder_block(comp: ComputationOp, order: list[HloOp]) -> None:
+def reorder_block(comp: ComputationOp, order: list[HloOp]) -> None:
     """Put `comp`'s instructions in `order` (the terminator stays last)."""
     block = comp.body.block
     terminator = block.last_op

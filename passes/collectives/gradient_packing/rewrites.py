@@ -11,6 +11,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp
 from hlopass.exporter import instruction_post_order
+from hlopass.passes.collectives.combine_utils import reorder_block
 from hlopass.rewriting import replace_op
 from hlopass.shape import ArrayShape, array
 
@@ -174,10 +175,4 @@ class PackRange:
 
 def topological(comp: ComputationOp) -> None:
     """Put `comp`'s instructions in post order (a pack's uses may stand before it)."""
-    order = instruction_post_order(comp)
-    block = comp.body.block
-    terminator = block.last_op
-    for op in order:
-        op.detach()
-    for op in order:
-        block.insert_op_before(op, terminator)  # type: ignore[arg-type]
+    reorder_block(comp, instruction_post_order(comp))
