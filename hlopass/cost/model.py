@@ -170,11 +170,11 @@ class Estimate:
             "transcendentals": sum(k.transcendentals * k.count for k in self.kernels),
             "bytes_accessed": sum(k.bytes_accessed * k.count for k in self.kernels),
             "time_us": self.time_us,
-            "step_us": self.step_us,
         }
 
     def as_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "totals": self.totals, "kernels": self.rows()}
+        return {"device": self.device, "totals": self.totals, "step_us": self.step_us,
+                "kernels": self.rows()}  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per kernel (name, kind, flops, ..., time_us, bound, count): tabular data
