@@ -204,7 +204,7 @@ class Estimate:
         `dram_bytes` is the model's DRAM traffic (unique reads, re-reads, writes)."""
         head = ("name", "kind", "flops", "transcendentals", "dram_bytes", "compute_us",
                 "memory_us", "launch_us", "estimate_us", "bound")  # fmt: skip
-        rows = [head]
+        rows: list[tuple[str, ...]] = [head]
         for k in self.kernels if kernels is None else kernels:
             n = f"{k.name} x{k.count}" if k.count != 1 else k.name
             rows.append((n, k.kind, f"{k.flops:.4g}", f"{k.transcendentals:.4g}",
