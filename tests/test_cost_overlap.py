@@ -118,3 +118,20 @@ def test_cost_cli_prints_the_step(tmp_path, capsys):
     assert "start" in out and "network" in out  # the collective keeps its own row
     step = [ln for ln in out.splitlines() if ln.startswith("STEP")]
     assert len(step) == 1 and f"{est.step_us:.3f}" in step[0]
+
+
+def test_module_async_start_of_a_collective_overlaps():
+    """`all-to-all-start` is XLA's sugar for an `async-start` of a computation holding the
+    all-to-all: it runs on the communication stream like the other starts."""
+    text = MODULE.replace(
+        "all-reduce-start(g), replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=add",
+        "all-to-all-start(g), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}",
+    ).replace("f32[4194304] all-to-all-start", "((f32[4194304]), f32[4194304]) all-to-all-start")
+    text = text.replace("all-reduce-done(start)", "all-to-all-done(start)")
+    est = hlopass.cost.estimate(text, "h100_sxm", "1x8")
+    rows = _rows(est)
+    coll = next(k for k in est.kernels if k.kind == "collective")
+    want = max(coll.time_us, rows["m1"]) + rows["out"]
+    assert coll.bound == "network"
+    assert est.step_us == pytest.approx(want, rel=1e-12)
+    assert est.step_us < est.time_us
