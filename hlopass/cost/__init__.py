@@ -5,6 +5,7 @@ per-kernel time estimates on a `DeviceSpec`.
     >>> est = estimate(module, "h100_sxm")       # module, computation, HLO text or path
     >>> print(est)                               # per-kernel table
     >>> est.time_us, est.totals
+    >>> est.step_us            # async collectives overlapped with compute (overlap.py)
     >>> rank([module_a, module_b], "h100_sxm")  # [(index, time_us), ...] fastest first
     >>> estimate_group([producer, consumer], "h100_sxm").time_us   # a candidate fusion
 
