@@ -5,6 +5,7 @@ per-kernel time estimates on a `DeviceSpec`.
     >>> est = estimate(module, "h100_sxm")       # module, computation, HLO text or path
     >>> print(est)                               # per-kernel table
     >>> est.time_us, est.totals
+    >>> est.step_us            # async collectives overlapped with compute (overlap.py)
     >>> rank([module_a, module_b], "h100_sxm")  # [(index, time_us), ...] fastest first
     >>> estimate_group([producer, consumer], "h100_sxm").time_us   # a candidate fusion
 
@@ -30,8 +31,9 @@ from hlopass.cost.model import (
     KernelRow,
     KernelWork,
     kernel_time,
-    module_kernels,
+    op_kernels,
 )
+from hlopass.cost.overlap import computation_steps, critical_path_us
 
 __all__ = [
     "DEVICES", "DeviceSpec", "Estimate", "KernelRow", "KernelWork", "Work", "XlaCostAnalysis",
@@ -76,7 +78,15 @@ def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm",
     if not an.comps:
         an.comps[comp.comp_name] = comp
     an.topology = resolve_topology(topology, module, dev.name)
-    return Estimate(dev.name, module_kernels(comp, an.comps, dev, an, 1, analysis.kernels))
+    per_op = {op.inst_name: op_kernels(op, an.comps, dev, an, 1, analysis.kernels)
+              for op in comp.instructions}  # fmt: skip
+    steps = computation_steps(comp, an.comps, lambda op: _rows_us(per_op[op.inst_name]))
+    kernels = [r for rows in per_op.values() for r in rows]
+    return Estimate(dev.name, kernels, critical_path_us(steps))
+
+
+def _rows_us(rows: list[KernelRow]) -> float | None:
+    return sum(r.time_us * r.count for r in rows) if rows else None
 
 
 def group_work(instructions: list[Any], device: str | DeviceSpec = "h100_sxm") -> KernelWork:

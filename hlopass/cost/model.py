@@ -149,10 +149,19 @@ class KernelRow:
 class Estimate:
     device: str
     kernels: list[KernelRow] = field(default_factory=list)
+    # critical path with async collectives overlapped (`overlap.py`); None: not computed
+    overlapped_us: float | None = None
 
     @property
     def time_us(self) -> float:
+        """The serial sum of the kernel times."""
         return sum(k.time_us * k.count for k in self.kernels)
+
+    @property
+    def step_us(self) -> float:
+        """The step time: async collectives overlapped with the compute scheduled between
+        their start and done (the serial sum when that was not computed)."""
+        return self.time_us if self.overlapped_us is None else self.overlapped_us
 
     @property
     def totals(self) -> dict[str, float]:
@@ -164,7 +173,8 @@ class Estimate:
         }
 
     def as_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "totals": self.totals, "kernels": self.rows()}
+        return {"device": self.device, "totals": self.totals, "step_us": self.step_us,
+                "kernels": self.rows()}  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per kernel (name, kind, flops, ..., time_us, bound, count): tabular data
@@ -194,7 +204,7 @@ class Estimate:
         `dram_bytes` is the model's DRAM traffic (unique reads, re-reads, writes)."""
         head = ("name", "kind", "flops", "transcendentals", "dram_bytes", "compute_us",
                 "memory_us", "launch_us", "estimate_us", "bound")  # fmt: skip
-        rows = [head]
+        rows: list[tuple[str, ...]] = [head]
         for k in self.kernels if kernels is None else kernels:
             n = f"{k.name} x{k.count}" if k.count != 1 else k.name
             rows.append((n, k.kind, f"{k.flops:.4g}", f"{k.transcendentals:.4g}",
@@ -205,6 +215,9 @@ class Estimate:
         t = self.totals
         rows.append(("TOTAL", "", f"{t['flops']:.4g}", f"{t['transcendentals']:.4g}",
                      f"{t['bytes_accessed']:.4g}", "", "", "", f"{t['time_us']:.3f}", ""))  # fmt: skip
+        if self.overlapped_us is not None and any(k.kind == "collective" for k in self.kernels):
+            rows.append(("STEP (async collectives overlapped)",) + ("",) * 7
+                        + (f"{self.step_us:.3f}", ""))  # fmt: skip
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = [f"device: {self.device}"]
         for r in rows:
@@ -479,47 +492,56 @@ def module_kernels(comp: Any, comps: dict[str, Any], dev: DeviceSpec, an: Kernel
     """Kernel rows for the instructions of a non-fused computation."""
     rows: list[KernelRow] = []
     for op in comp.instructions:
-        opc = op.opcode
-        if opc in NO_KERNEL:
-            continue
-        if (opc == "reshape" and op_reshape_is_bitcast(op)) or (
-            opc == "transpose" and transpose_is_bitcast(op)
-        ):
-            continue
-        if opc == "while":
-            n = trip_count(op) or 1
-            for key in ("condition", "body"):
-                name = op.attr(key)
-                if name in comps:
-                    rows += module_kernels(comps[name], comps, dev, an, count * n, cache)
-            continue
-        if opc == "call" or opc == "async-start":
-            name = op.attr("to_apply") if opc == "call" else op.attr("calls")
-            if name in comps:
-                rows += module_kernels(comps[name], comps, dev, an, count, cache)
-            continue
-        if opc == "conditional":
-            names = op.attr("branch_computations") or tuple(
-                x for x in (op.attr("true_computation"), op.attr("false_computation")) if x
-            )
-            branches = [module_kernels(comps[x], comps, dev, an, count, cache)
-                        for x in names if x in comps]  # fmt: skip
-            if branches:
-                rows += max(branches, key=lambda rs: sum(r.time_us * r.count for r in rs))
-            continue
-        # the launch grid depends on the device: cache per (fused computation, launch limits)
-        key = (op.attr("calls"), dev.sm_count, dev.threads_per_sm) if opc == "fusion" else None
-        w = None
-        if cache is not None and key is not None:
-            w = cache.get(key)
-        if w is None:
-            w = kernel_work(op, comps, an, dev)
-            if cache is not None and key is not None:
-                cache[key] = w
-        row = kernel_time(w, dev, op.inst_name, count)
-        if "collective" in (op.spec.traits if hasattr(op, "spec") else ()):
-            row.kind = "collective"
-            if an.topology is not None:
-                price_collective(row, op, an.topology)
-        rows.append(row)
+        rows += op_kernels(op, comps, dev, an, count, cache)
     return rows
+
+
+def op_kernels(op: Any, comps: dict[str, Any], dev: DeviceSpec, an: KernelAnalyzer,
+               count: int = 1, cache: dict | None = None) -> list[KernelRow]:  # fmt: skip
+    """Kernel rows of one instruction of a non-fused computation (those of the computations
+    it calls for a while, call, conditional or async-start; none for a no-op)."""
+    opc = op.opcode
+    if opc in NO_KERNEL:
+        return []
+    if (opc == "reshape" and op_reshape_is_bitcast(op)) or (
+        opc == "transpose" and transpose_is_bitcast(op)
+    ):
+        return []
+    if opc == "while":
+        n = trip_count(op) or 1
+        names = [op.attr(key) for key in ("condition", "body")]
+        return [r for x in names if x in comps
+                for r in module_kernels(comps[x], comps, dev, an, count * n, cache)]  # fmt: skip
+    if opc == "call" or opc == "async-start":
+        name = op.attr("to_apply") if opc == "call" else op.attr("calls")
+        return module_kernels(comps[name], comps, dev, an, count, cache) if name in comps else []
+    if opc == "conditional":
+        names = op.attr("branch_computations") or tuple(
+            x for x in (op.attr("true_computation"), op.attr("false_computation")) if x
+        )
+        branches = [module_kernels(comps[x], comps, dev, an, count, cache)
+                    for x in names if x in comps]  # fmt: skip
+        return max(branches, key=lambda rs: sum(r.time_us * r.count for r in rs), default=[])
+    return [leaf_kernel(op, comps, dev, an, count, cache)]
+
+
+def leaf_kernel(op: Any, comps: dict[str, Any], dev: DeviceSpec, an: KernelAnalyzer,
+                count: int, cache: dict | None) -> KernelRow:  # fmt: skip
+    """The kernel row of an instruction that launches one kernel (a collective's priced on
+    the interconnect when the analyzer has a topology)."""
+    opc = op.opcode
+    # the launch grid depends on the device: cache per (fused computation, launch limits)
+    key = (op.attr("calls"), dev.sm_count, dev.threads_per_sm) if opc == "fusion" else None
+    w = None
+    if cache is not None and key is not None:
+        w = cache.get(key)
+    if w is None:
+        w = kernel_work(op, comps, an, dev)
+        if cache is not None and key is not None:
+            cache[key] = w
+    row = kernel_time(w, dev, op.inst_name, count)
+    if "collective" in (op.spec.traits if hasattr(op, "spec") else ()):
+        row.kind = "collective"
+        if an.topology is not None:
+            price_collective(row, op, an.topology)
+    return row
