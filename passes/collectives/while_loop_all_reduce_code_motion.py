@@ -34,6 +34,13 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.passes.collectives.all_reduce_folder import (
+    computation_kind,
+    has_control_deps,
+    layout_constrained,
+    reducer,
+    unique_users,
+)
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -47,13 +54,6 @@ from hlopass.rewriting import (
     value_shape,
 )
 from hlopass.shape import ArrayShape, TupleShape
-from hlopass.passes.collectives.all_reduce_folder import (
-    computation_kind,
-    has_control_deps,
-    layout_constrained,
-    reducer,
-    unique_users,
-)
 
 SUPPORTED_TYPES = frozenset(
     ("bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
