@@ -195,7 +195,7 @@ class SinkAllReduceBelowWhile(RewritePattern):
         for m in moves:
             self.ctx.note(self, m.all_reduce, f"sunk below {len(whiles)} while(s), index {m.index}")
             rewriter.replace_all_uses_with(m.all_reduce.result, m.all_reduce.operands[0])
-            rewriter.erase_op(m.all_reduce)
+            rewriter.erase(m.all_reduce)
 
     def _rewrite(self, op: HloOp, moves: list[Accumulation], rewriter: PatternRewriter) -> None:
         """Zero the moved buffers in `op`'s init; after `op`, old buffer + all-reduce(delta)."""
@@ -209,7 +209,7 @@ class SinkAllReduceBelowWhile(RewritePattern):
         new_init = new_op(rewriter, self.ctx, "tuple", operands, init.shape, None, init, op)
         op.operands[0] = new_init.result
         if not init.result.uses:
-            rewriter.erase_op(init)
+            rewriter.erase(init)
         after = op.next_op
         assert after is not None  # a while is never a computation's last op (the root is)
         results: dict[int, SSAValue] = {}
@@ -236,7 +236,7 @@ class SinkAllReduceBelowWhile(RewritePattern):
             )
             if idx in results:
                 rewriter.replace_all_uses_with(user.results[0], results[idx])
-                rewriter.erase_op(user)
+                rewriter.erase(user)
                 continue
             if rebuilt is None:
                 # XLA's `InsertNewWhileResult`: the old while's tuple, moved buffers replaced
