@@ -46,6 +46,7 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     comps_by_name,
+    is_hlo,
     module_of,
     new_op,
     owner,
@@ -96,7 +97,7 @@ class Accumulation:
     index: int
 
 
-def _through_converts(value: SSAValue) -> tuple[SSAValue, Operation | None]:
+def _through_converts(value: SSAValue) -> tuple[SSAValue, HloOp | None]:
     """Follow `value`'s sole users while they are converts: the last value and its sole
     user (None when it has several or none)."""
     while True:
@@ -104,7 +105,9 @@ def _through_converts(value: SSAValue) -> tuple[SSAValue, Operation | None]:
         if len(users) != 1:
             return value, None
         user = users[0]
-        if not isinstance(user, HloOp) or user.opcode != "convert":
+        if not is_hlo(user):
+            return value, None
+        if user.opcode != "convert":
             return value, user
         value = user.result
 
@@ -130,7 +133,7 @@ def movable(
         return None
     param, root = _parameter(body), body.root
     value, add = _through_converts(ar.result)
-    if param is None or root.opcode != "tuple" or not isinstance(add, HloOp):
+    if param is None or add is None or root.opcode != "tuple":
         return None
     if add.opcode != "add" or add.operands[0] is add.operands[1] or has_control_deps(add):
         return None
@@ -168,7 +171,7 @@ class SinkAllReduceBelowWhile(RewritePattern):
     callers: dict[str, int]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "while":
+        if not is_hlo(op) or op.opcode != "while":
             return
         module = module_of(op)
         comps = {} if module is None else comps_by_name(module)
@@ -226,7 +229,7 @@ class SinkAllReduceBelowWhile(RewritePattern):
             total = new_op(rewriter, self.ctx, "add", [old[m.index], reduced], shape,
                            like=m.add, before=after)  # fmt: skip
             results[m.index] = total.result
-        rebuilt: HloOp | None = None
+        rebuilt: SSAValue | None = None
         for use in original:
             user = use.operation
             idx = (
@@ -240,8 +243,8 @@ class SinkAllReduceBelowWhile(RewritePattern):
                 continue
             if rebuilt is None:
                 # XLA's `InsertNewWhileResult`: the old while's tuple, moved buffers replaced
-                rebuilt = self._result_tuple(op, results, after, rewriter)
-            user.operands[use.index] = rebuilt.result
+                rebuilt = self._result_tuple(op, results, after, rewriter).result
+            user.operands[use.index] = rebuilt
 
     def _zero(self, shape: ArrayShape, before: HloOp, rewriter: PatternRewriter) -> SSAValue:
         """Zeros of `shape`, inserted before `before` (XLA's zero-initialised buffer)."""
