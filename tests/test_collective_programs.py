@@ -62,6 +62,14 @@ SIMPLIFIED_CONSTANTS = {"batch_norm"}
 # programs whose interpreter run is bit-exact with XLA:CPU (data movement and adds only)
 BIT_EXACT_WITH_XLA = {"ppermute_ring"}
 
+# programs whose derived bound is too loose to catch small bugs: the first-order worst case
+# grows through 8 dot + tanh layers (mlp_grads, median bound 4.9e3 x |value|), the
+# E[x^2] - E[x]^2 cancellations and rsqrt of 3 batch-norm layers (batch_norm, median 7.9 x)
+# and Adam's division by sqrt(v) + eps (adam_global_norm, median 0.095 x), where the
+# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. Their check catches only gross errors;
+# the others' bounds are below 1% of the value on most elements, which the test holds.
+LOOSE_BOUND = {"mlp_grads", "batch_norm", "adam_global_norm"}
+
 
 @pytest.fixture(scope="module")
 def runs():
@@ -145,9 +153,14 @@ def test_interpreter_matches_xla(name, runs):
         return
     bounded = error_bounds_devices(module, prog.inputs, len(prog.inputs))
     _same([[v for v, _ in dev] for dev in bounded], ours, "bounded run vs interpreter")
+    ratios = []
     for r, (dev, want) in enumerate(zip(bounded, xla_before["outputs"], strict=True)):
         for k, ((v, bound), w) in enumerate(zip(dev, want, strict=True)):
             assert_within_bound(v, np.asarray(w), bound, f"{name}: device {r} out {k}")
+            if v.dtype.kind == "f":
+                ratios.append((bound / np.maximum(np.abs(v.astype(np.float64)), 1e-30)).ravel())
+    if name not in LOOSE_BOUND:  # the check can catch a bug of 1% of the value
+        assert np.mean(np.concatenate(ratios) < 1e-2) > 0.5, name
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -113,8 +113,8 @@ def test_a_sum_over_the_wrong_group_exceeds_the_bound():
     args = _normal((64,), seed=1)
     bounded = error_bounds_devices(hlopass.parse_hlo(CHAIN), args, N)
     xs = [np.exp(a[0].astype(np.float64)) for a in args]
-    right = [sum(xs[d] for d in g) for g in ([0, 1, 2, 3], [4, 5, 6, 7])]
-    wrong = sum(xs[d] for d in [0, 1, 2, 4])
+    right = [np.sum([xs[d] for d in g], axis=0) for g in ([0, 1, 2, 3], [4, 5, 6, 7])]
+    wrong = np.sum([xs[d] for d in [0, 1, 2, 4]], axis=0)
     (v, bound), = bounded[0]  # fmt: skip
     # device 0 gathers devices 0, 2 (block 0 and 2 of group {0..3}'s sum) and 4, 6
     want = np.concatenate([right[0][:16], right[0][32:48], right[1][:16], right[1][32:48]])
