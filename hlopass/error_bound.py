@@ -55,6 +55,7 @@ import ml_dtypes
 import numpy as np
 
 from hlopass.dialects.hlo import HloOp, entry_computation
+from hlopass.error_bound_collectives import COLLECTIVES, collective_error, run_bounded_devices
 from hlopass.interpreter.core import Interpreter, coerce
 
 SAFETY = 2.0
@@ -209,6 +210,11 @@ class _Analysis:
         opcode = op.opcode
         if opcode in _MOVE:
             return self._moved(op, operands, vals, v)
+        if opcode in COLLECTIVES:  # the bounds exchanged as the values were
+            e = collective_error(self.interp, op, vals, self._moved(op, operands, vals, v))
+            if e is None:
+                raise NoBound(f"no error rule for {opcode} of its combiner ({op.inst_name})")
+            return e
         if opcode == "bitcast-convert":  # bits to a float: identical bits, identical value
             if is_float(vals[0]) and float(np.max(operands[0].e, initial=0.0)) > 0:
                 raise NoBound(f"bitcast-convert of an inexact float ({op.inst_name})")
@@ -521,7 +527,22 @@ def _to_f64_tree(v: Any) -> Any:
 
 def error_bounds(module: Any, *args: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     """(value, error bound) per flattened output of the entry computation on `args`."""
+    return _bounds_on(_Analysis(module), module, args)
+
+
+def error_bounds_devices(
+    module: Any, args_per_device: Sequence[Sequence[Any]], replicas: int, partitions: int = 1
+) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """`error_bounds` on replicas x partitions devices (device d = replica d // partitions,
+    partition d % partitions, on args_per_device[d]): each device's (value, bound) per
+    flattened output, collectives exchanging bounds with the values."""
     analysis = _Analysis(module)
+    return run_bounded_devices(
+        lambda args: _bounds_on(analysis, module, args), args_per_device, replicas, partitions
+    )
+
+
+def _bounds_on(analysis: _Analysis, module: Any, args: Sequence[Any]) -> list[Any]:
     entry = entry_computation(module)
     params = sorted(
         (op for op in entry.instructions if op.opcode == "parameter"),

@@ -12,9 +12,8 @@ devices) and in our interpreter, before and after `PIPELINE`:
 - XLA must parse what we print.
 
 The interpreter against XLA:CPU is bit for bit only where the programs use no library
-functions or dots whose summation order XLA:CPU picks per host; elsewhere a bound derived
-from the computation is needed, and `hlopass.error_bound` has no rules for collectives
-yet: those comparisons are skipped with that reason (not counted as passes).
+functions or dots whose summation order XLA:CPU picks per host; elsewhere within the bound
+`hlopass.error_bound.error_bounds_devices` derives on the 8 devices.
 """
 
 from __future__ import annotations
@@ -62,6 +61,14 @@ SIMPLIFIED_CONSTANTS = {"batch_norm"}
 
 # programs whose interpreter run is bit-exact with XLA:CPU (data movement and adds only)
 BIT_EXACT_WITH_XLA = {"ppermute_ring"}
+
+# programs whose derived bound is too loose to catch small bugs: the first-order worst case
+# grows through 8 dot + tanh layers (mlp_grads, median bound 4.9e3 x |value|), the
+# E[x^2] - E[x]^2 cancellations and rsqrt of 3 batch-norm layers (batch_norm, median 7.9 x)
+# and Adam's division by sqrt(v) + eps (adam_global_norm, median 0.095 x), where the
+# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. Their check catches only gross errors;
+# the others' bounds are below 1% of the value on most elements, which the test holds.
+LOOSE_BOUND = {"mlp_grads", "batch_norm", "adam_global_norm"}
 
 
 @pytest.fixture(scope="module")
@@ -131,14 +138,29 @@ def test_pipeline_keeps_every_device_outputs(name, runs):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_interpreter_matches_xla(name, runs):
+    """Bit for bit where the program only moves data and adds in group order; elsewhere
+    (library functions, dots whose summation order XLA:CPU picks per host) every device's
+    outputs within the bound `error_bounds_devices` derives, the interpreter's values being
+    the bounded run's own."""
+    from hlopass.error_bound import assert_within_bound, error_bounds_devices
     from hlopass.interpreter import evaluate_replicas
 
-    if name not in BIT_EXACT_WITH_XLA:
-        pytest.skip("library functions / dots: needs a derived bound, and hlopass.error_bound "
-                    "has no rules for collectives on replicas")  # fmt: skip
     prog, _, xla_before, _, _ = runs[name]
-    ours = evaluate_replicas(hlopass.parse_hlo(prog.per_device), prog.inputs)
-    _same(ours, xla_before["outputs"], "ours vs XLA:CPU")
+    module = hlopass.parse_hlo(prog.per_device)
+    ours = evaluate_replicas(module, prog.inputs)
+    if name in BIT_EXACT_WITH_XLA:
+        _same(ours, xla_before["outputs"], "ours vs XLA:CPU")
+        return
+    bounded = error_bounds_devices(module, prog.inputs, len(prog.inputs))
+    _same([[v for v, _ in dev] for dev in bounded], ours, "bounded run vs interpreter")
+    ratios = []
+    for r, (dev, want) in enumerate(zip(bounded, xla_before["outputs"], strict=True)):
+        for k, ((v, bound), w) in enumerate(zip(dev, want, strict=True)):
+            assert_within_bound(v, np.asarray(w), bound, f"{name}: device {r} out {k}")
+            if v.dtype.kind == "f":
+                ratios.append((bound / np.maximum(np.abs(v.astype(np.float64)), 1e-30)).ravel())
+    if name not in LOOSE_BOUND:  # the check can catch a bug of 1% of the value
+        assert np.mean(np.concatenate(ratios) < 1e-2) > 0.5, name
 
 
 @pytest.mark.parametrize("name", NAMES)
