@@ -10,6 +10,7 @@ checks the checked-in page against this output and the opcode list against XLA's
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from functools import cache
 
@@ -43,27 +44,72 @@ def spelling_of_enum() -> dict[str, str]:
     return {enum_name(o): o for o in OPCODES}
 
 
-@cache
-def _sources() -> dict[str, str]:
-    """Source text of the cost model and of each registered pass (to tell which opcodes
-    they name)."""
+def _subclasses(cls: type) -> list[type]:
+    out: list[type] = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
+
+
+def declared_opcodes(cls: type) -> tuple[str, ...]:
+    """The opcodes a rewrite pattern (or a pass that is not pattern-based) declares it
+    targets: its `TARGETS` where it has one (a pattern matched on something other than
+    an instruction), else its `OPCODES`."""
+    return getattr(cls, "TARGETS", None) or getattr(cls, "OPCODES", ())
+
+
+def pattern_classes(pass_cls: type) -> list[type]:
+    """The rewrite patterns of a registered pass: those its class's code names, or, where
+    it names none (algsimp builds its list elsewhere in its package), every pattern its
+    module imports or defines, under it for a pass package (a base with subclasses is
+    left out: its subclasses declare; so is a dispatcher such as algsimp's applier)."""
     from xdsl.pattern_rewriter import RewritePattern
 
+    from hlopass.rewriting import OpcodeDispatchApplier
+
+    module = sys.modules[pass_cls.__module__]
+    prefix = module.__name__ + "."
+    imported = {v for v in vars(module).values() if isinstance(v, type)}
+    candidates = sorted(
+        (
+            c
+            for c in set(_subclasses(RewritePattern))
+            if not c.__subclasses__()
+            and not issubclass(c, OpcodeDispatchApplier)  # it offers the patterns, which declare
+            and (
+                c in imported
+                or c.__module__ == module.__name__
+                or (hasattr(module, "__path__") and c.__module__.startswith(prefix))
+            )
+        ),
+        key=lambda c: (c.__module__, c.__qualname__),
+    )
+    words = set(re.findall(r"\w+", inspect.getsource(pass_cls)))
+    named = [c for c in candidates if c.__name__ in words]
+    return named or candidates
+
+
+@cache
+def pass_opcodes() -> dict[str, frozenset[str]]:
+    """Registered pass name -> the opcodes its patterns (or the pass itself) declare."""
     from hlopass import pipeline
+
+    out: dict[str, frozenset[str]] = {}
+    for name in sorted(pipeline.PASSES):
+        cls = pipeline.PASSES[name]()
+        found = set(declared_opcodes(cls))
+        for pattern in pattern_classes(cls):
+            found.update(declared_opcodes(pattern))
+        out[name] = frozenset(found)
+    return out
+
+
+@cache
+def _cost_source() -> str:
+    """Source text of the cost model (to tell which opcodes it names)."""
     from hlopass.cost import work
 
-    out = {"cost": inspect.getsource(work)}
-    for name in sorted(pipeline.PASSES):
-        module = sys.modules[pipeline.PASSES[name]().__module__]
-        # a pass whose rewrites live in a module of their own (the driver apart from the
-        # rewrites) names the opcodes there too
-        homes = {module.__name__} | {
-            v.__module__ for v in vars(module).values()
-            if isinstance(v, type) and issubclass(v, RewritePattern)
-            and v.__module__.startswith(module.__name__)
-        }  # fmt: skip
-        out[name] = "".join(inspect.getsource(sys.modules[m]) for m in sorted(homes))
-    return out
+    return inspect.getsource(work)
 
 
 def interpreter_status(opcode: str) -> str:
@@ -92,8 +138,9 @@ def render() -> str:
     """The Markdown page (docs/GRAMMAR.md)."""
     from hlopass.shape_inference import INFERRED, NEEDS_SHAPE
 
-    sources = _sources()
-    passes = [n for n in sources if n != "cost"]
+    targets = pass_opcodes()
+    passes = list(targets)
+    cost = _cost_source()
     out = [
         "# HLO grammar read and written by hlopass",
         "",
@@ -110,7 +157,8 @@ def render() -> str:
         "computations; *shape*: the result shape may be left out (inferred as XLA's",
         "ShapeInference does); *interp*: the interpreter runs it (or why not); *cost*: the",
         "cost model has a rule naming it (otherwise its bytes-accessed default);",
-        "one column per pass: the pass names the opcode in its rewrites.",
+        "one column per pass: one of its rewrites targets the opcode (the `OPCODES` each",
+        "pattern declares).",
         "",
         "| opcode | operands | attributes | shape | interp | cost | " + " | ".join(passes) + " |",
         "|---|---|---|---|---|---|" + "---|" * len(passes),
@@ -127,8 +175,8 @@ def render() -> str:
             _attrs(spec),
             shape,
             interpreter_status(opcode),
-            "rule" if _names(sources["cost"], opcode) else "default",
-            *("yes" if _names(sources[p], opcode) else "" for p in passes),
+            "rule" if _names(cost, opcode) else "default",
+            *("yes" if opcode in targets[p] else "" for p in passes),
         ]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"

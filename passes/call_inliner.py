@@ -34,6 +34,8 @@ class CallInlinerPass(HloModulePass):
     """Inline every `call` (without side effects or control edges) into its caller."""
 
     name: ClassVar[str] = "call-inliner"
+    # what it inlines (not pattern-based: the grammar page reads this)
+    OPCODES: ClassVar[tuple[str, ...]] = ("call",)
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
@@ -83,7 +85,7 @@ class CallInlinerPass(HloModulePass):
 
     @staticmethod
     def _inlinable(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
-        if op.opcode != "call" or op.attr("control-predecessors"):
+        if op.opcode not in CallInlinerPass.OPCODES or op.attr("control-predecessors"):
             return False
         if (op.attr("to_apply") or "") not in comps or is_control_predecessor(op):
             return False

@@ -30,6 +30,7 @@ from hlopass.attrs import ShapedLiteral
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
 from hlopass.errors import HloError
 from hlopass.literal import Literal, numpy_dtype
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import (
     ByClass,
     HloModulePass,
@@ -299,6 +300,8 @@ class Evaluator:
 @dataclass
 class FoldConstantInstruction(RewritePattern):
     """`f(constant, constant...) -> constant(f(...))`, evaluated by the interpreter."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = tuple(o for o in EVERY_OPCODE if o not in _NEVER_FOLD)
 
     ctx: RewriteContext
     opts: ConstantFoldingPass

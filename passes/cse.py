@@ -20,6 +20,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import (
     ByClass,
     HloModulePass,
@@ -191,6 +192,8 @@ class EliminateCommonSubexpression(RewritePattern):
     whole key (attributes, shape, callees' structure) is worked out only when another
     instruction of that opcode uses the same operands, which most never meet.
     """
+
+    OPCODES: ClassVar[tuple[str, ...]] = EVERY_OPCODE
 
     ctx: RewriteContext
     prints: Fingerprints

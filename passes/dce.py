@@ -24,6 +24,7 @@ from hlopass.dialects.hlo import (
     entry_computation,
     shape_type,
 )
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -128,6 +129,8 @@ def _may_go(ops: list[Operation]) -> list[Operation]:
 class RemoveDeadInstruction(RewritePattern):
     """`unused(x)` -> nothing: erase an unused instruction and operands it leaves unused."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = EVERY_OPCODE
+
     ctx: RewriteContext
     comps: dict[str, ComputationOp]
     effects: dict[tuple[str, bool], bool] = field(default_factory=dict)
@@ -151,6 +154,8 @@ class RemoveUnusedFusionOutput(RewritePattern):
     called only by this fusion and has a `tuple` root.
     """
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("fusion",)
+
     ctx: RewriteContext
     comps: dict[str, ComputationOp]
     callers: dict[str, int]
@@ -158,7 +163,7 @@ class RemoveUnusedFusionOutput(RewritePattern):
     """Where the fused computations this shrinks are noted (the walker sees only the caller)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not is_hlo(op) or op.OPCODE != "fusion" or not self._may_shrink(op):
+        if not is_hlo(op) or op.OPCODE not in self.OPCODES or not self._may_shrink(op):
             return
         shape = op.shape
         assert isinstance(shape, TupleShape)  # _may_shrink says so

@@ -49,12 +49,14 @@ class InlineFusion(RewritePattern):
     replaced by the tuple's elements.
     """
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("fusion",)
+
     ctx: RewriteContext
     comps: dict[str, ComputationOp]
     names: UsedNames
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "fusion":
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         comp = self.comps.get(op.attr("calls") or "")
         if comp is None:

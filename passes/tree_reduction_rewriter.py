@@ -164,6 +164,8 @@ class SplitBatchedRowReduction(RewritePattern):
     Guards: a splittable row reduction (see `grouped`) with more than 8 batched rows.
     """
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("reduce",)
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
@@ -187,6 +189,8 @@ class SplitReductionDimension(RewritePattern):
 
     Guards: a splittable reduction (see `grouped`) that is not a batched row reduction.
     """
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("reduce",)
 
     ctx: RewriteContext
 

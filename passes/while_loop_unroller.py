@@ -160,12 +160,14 @@ class FullyUnrollWhile(RewritePattern):
     Guards: `trip_count` finds the trip count and XLA's limits allow the unrolling.
     """
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("while",)
+
     ctx: RewriteContext
     comps: dict[str, ComputationOp]
     unrolled: set[str]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "while":
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         trip = trip_count(op, self.comps)
         if isinstance(trip, str):

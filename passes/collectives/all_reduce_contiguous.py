@@ -45,10 +45,12 @@ class ContiguousAllReduce(RewritePattern):
     Guards: more than one operand, every operand an array of one element type (XLA packs
     into the first operand's type), no sharding (XLA refuses one)."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.OPCODE != "all-reduce" or len(op.operands) < 2:
+        if not isinstance(op, HloOp) or op.OPCODE not in self.OPCODES or len(op.operands) < 2:
             return
         shapes = [v.type.data for v in op.operands]  # type: ignore[attr-defined]
         if not all(isinstance(s, ArrayShape) for s in shapes) or op.attr("sharding"):

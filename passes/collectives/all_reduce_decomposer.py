@@ -93,10 +93,12 @@ class AllReduceToAllGatherReduce(RewritePattern):
     Guards: one array operand, a sum / product / min / max reduction with an identity,
     groups of one size."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.OPCODE != "all-reduce" or len(op.operands) != 1:
+        if not isinstance(op, HloOp) or op.OPCODE not in self.OPCODES or len(op.operands) != 1:
             return
         shape = op.shape
         if not isinstance(shape, ArrayShape) or shape.num_elements > ONE_SHOT_ALL_REDUCE_THRESHOLD:

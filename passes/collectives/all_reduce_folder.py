@@ -215,11 +215,13 @@ class FoldAllReduceOfAllReduce(RewritePattern):
     Guards: the inner all-reduce has no other user, both have one operand, equal keys but
     for the groups (`all_reduce_key`), explicit groups, and the groups fold."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
+
     ctx: RewriteContext
     channels: ChannelIds
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "all-reduce" or len(op.operands) != 1:
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES or len(op.operands) != 1:
             return
         ar0 = owner(op.operands[0])
         if ar0 is None or ar0.opcode != "all-reduce" or len(unique_users(ar0.result)) != 1:

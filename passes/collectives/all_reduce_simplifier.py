@@ -137,10 +137,12 @@ def _collective_identity(op: HloOp) -> bool:
 class RemoveShapePreservingGather(RewritePattern):
     """`all-gather(x)` or `reduce-scatter(x)` of x's own shape -> x (groups of one)."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-gather", "reduce-scatter")
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode not in ("all-gather", "reduce-scatter"):
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         if not op.operands or not _collective_identity(op):
             return
@@ -157,12 +159,14 @@ class SimplifyReplicatedAllReduce(RewritePattern):
     (the replication analysis is across replicas) in an SPMD module, a reducer of two
     parameters."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
+
     ctx: RewriteContext
     replication: Replication
     spmd: bool
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "all-reduce" or len(op.operands) != 1:
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES or len(op.operands) != 1:
             return
         shape = op.shape
         n = participants(op) if isinstance(shape, ArrayShape) else None

@@ -79,6 +79,9 @@ class SyncToAsync(RewritePattern):
     reduce-scatter a result of at least the opcode's threshold in bytes (unless
     `should-ignore-size-check`); a fusion must hold a collective."""
 
+    # those `AsyncCollectiveCreatorPass.converts` has an option for
+    OPCODES: ClassVar[tuple[str, ...]] = (*sorted(_COLLECTIVE_OPCODES), "fusion")
+
     ctx: RewriteContext
     config: AsyncCollectiveCreatorPass
 

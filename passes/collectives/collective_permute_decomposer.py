@@ -321,6 +321,8 @@ class CollectivePermuteDecomposerPass(HloModulePass):
     """Turn acyclic collective-permutes in while bodies into recv / send pairs."""
 
     name: ClassVar[str] = "collective-permute-decomposer"
+    # what it decomposes (not pattern-based: the grammar page reads this)
+    OPCODES: ClassVar[tuple[str, ...]] = ("collective-permute",)
 
     threshold_in_bytes: int = 0
     """Decompose only permutes of at least this many bytes (ignored when pipelining is

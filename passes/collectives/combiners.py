@@ -105,6 +105,8 @@ class AllReduceCombinerPass(HloModulePass):
     AllReduceCombiner; `gpu=true`: GpuAllReduceCombiner)."""
 
     name: ClassVar[str] = "all-reduce-combiner"
+    # the opcodes it combines (not pattern-based: the grammar page reads this)
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
 
     combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
     """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
@@ -141,6 +143,8 @@ class AllGatherCombinerPass(HloModulePass):
     AllGatherCombiner; `gpu=true`: GpuAllGatherCombiner)."""
 
     name: ClassVar[str] = "all-gather-combiner"
+    # the opcodes it combines (not pattern-based: the grammar page reads this)
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-gather",)
 
     combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
     """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
@@ -197,6 +201,8 @@ class ReduceScatterCombinerPass(HloModulePass):
     ReduceScatterCombiner; `gpu=true`: GpuReduceScatterCombiner)."""
 
     name: ClassVar[str] = "reduce-scatter-combiner"
+    # the opcodes it combines (not pattern-based: the grammar page reads this)
+    OPCODES: ClassVar[tuple[str, ...]] = ("reduce-scatter",)
 
     combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
     """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
@@ -260,6 +266,8 @@ class CollectivePermuteCombinerPass(HloModulePass):
     (XLA's CollectivePermuteCombiner, which the GPU compiler runs as it is)."""
 
     name: ClassVar[str] = "collective-permute-combiner"
+    # the opcodes it combines (not pattern-based: the grammar page reads this)
+    OPCODES: ClassVar[tuple[str, ...]] = ("collective-permute",)
 
     combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
     """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""

@@ -202,12 +202,14 @@ class AllGatherToAllReduce(RewritePattern):
     can index (ids in range, none twice, equal sizes). Exact: every position but one
     participant's adds zeros (a -0.0 gathered comes back +0.0)."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-gather",)
+
     ctx: RewriteContext
     reducers: dict[str, str] = field(default_factory=dict)
     """The add (or `or`) computation made per element type, shared by this run."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.OPCODE != "all-gather" or not can_index(op):
+        if not isinstance(op, HloOp) or op.OPCODE not in self.OPCODES or not can_index(op):
             return
         shape = op.shape
         outs = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
@@ -271,12 +273,14 @@ class ReduceScatterToAllReduce(RewritePattern):
     The all-reduce takes a fresh channel id when the reduce-scatter has one, its
     frontend attributes and (here, not a clone) the same reduction computation."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("reduce-scatter",)
+
     ctx: RewriteContext
     channel: list[int]
     """The next free channel id, taken as reduce-scatters are rewritten."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.OPCODE != "reduce-scatter":
+        if not isinstance(op, HloOp) or op.OPCODE not in self.OPCODES:
             return
         shape = op.shape
         if not isinstance(shape, ArrayShape) or not can_index(op):

@@ -242,12 +242,13 @@ class ReassociateAllReduce(RewritePattern):
 
     Guards: see `match_reassociation` (XLA's, in its order)."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("add", "multiply", "minimum", "maximum", "and", "or")
+
     ctx: RewriteContext
     converted: bool
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode not in ("add", "multiply", "minimum",
-                                                          "maximum", "and", "or"):  # fmt: skip
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         m = match_reassociation(op, self.converted)
         if m is None:
@@ -350,6 +351,9 @@ class ReassociateReduceScatter(RewritePattern):
     keys (groups included), dimension and operand shape, whose reducer is op's kind, the
     same collective group key, each with no other user, not in different scheduling
     groups."""
+
+    # the opcodes `reduction_kind` maps to a kind (and, or only on pred)
+    OPCODES: ClassVar[tuple[str, ...]] = ("add", "multiply", "minimum", "maximum", "and", "or")
 
     ctx: RewriteContext
     channels: ChannelIds

@@ -366,11 +366,13 @@ class AllReduceToReduceScatter(RewritePattern):
 
     Guards: `match_reduce_scatter` (XLA's `MatchReduceScatter`)."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
+
     ctx: RewriteContext
     channels: ChannelIds
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "all-reduce" or len(op.operands) != 1:
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES or len(op.operands) != 1:
             return
         spec = match_reduce_scatter(op)
         if spec is None:

@@ -167,11 +167,15 @@ class SinkAllReduceBelowWhile(RewritePattern):
     Guards: a tuple-shaped while with a `tuple` init, a body with one caller, and per
     all-reduce `movable`."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("while",)
+    # matched on the while, it rewrites the all-reduces of its body too
+    TARGETS: ClassVar[tuple[str, ...]] = ("while", "all-reduce")
+
     ctx: RewriteContext
     callers: dict[str, int]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not is_hlo(op) or op.opcode != "while":
+        if not is_hlo(op) or op.opcode not in self.OPCODES:
             return
         module = module_of(op)
         comps = {} if module is None else comps_by_name(module)

@@ -295,6 +295,10 @@ class MergeDots(RewritePattern):
     Guards: see the module docstring (the same source and dimension categories, types and
     precision, no control edges, no path between the dots, XLA's size and cost limits)."""
 
+    # matched on the computation (XLA's pass walks them), so no `OPCODES`: that would tell
+    # `OpcodeDispatchApplier` to offer it only dots; the grammar page reads this instead
+    TARGETS: ClassVar[tuple[str, ...]] = ("dot",)
+
     ctx: RewriteContext
     max_size_to_merge: int = 64 << 20
 

@@ -46,6 +46,7 @@ from hlopass.dialects.hlo import (
     new_return_op,
 )
 from hlopass.kernel_structure.emitter import is_elementwise
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op, run_merge_drivers
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, has_side_effect
@@ -280,6 +281,8 @@ class FuseHorizontally(RewritePattern):
     """`a(x), b(y)` read side by side -> `f = fusion(x, y)` computing both, whose readers
     read `get-tuple-element(f)` (loop form) or `bitcast(get-tuple-element(f))` (sliced
     form). Guards: at least two parts, all in one block, `plan` built for these parts."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = EVERY_OPCODE
 
     ctx: RewriteContext
     builder: FusionBuilder

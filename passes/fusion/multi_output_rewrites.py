@@ -9,7 +9,7 @@ and sketches that price a merge before anything is built, and the graph facts th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -27,6 +27,7 @@ from hlopass.kernel_structure.emitter import (
     is_unnested_reduction,
 )
 from hlopass.kernel_structure.shapes import elements
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op
 from hlopass.passes.fusion.rules import (
     instruction_fusible,
@@ -563,6 +564,8 @@ def sketch_merged(a: HloOp, b: HloOp, comps: dict[str, ComputationOp],
 class MultiOutputMerge(RewritePattern):
     """Shared by both rewrites: replace kernels `a` and `b` by one fusion writing the
     outputs of both; their readers read get-tuple-elements of it."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = EVERY_OPCODE
 
     ctx: RewriteContext
     builder: FusionBuilder

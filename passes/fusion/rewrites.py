@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
@@ -32,6 +32,7 @@ from hlopass.dialects.hlo import (
     new_return_op,
 )
 from hlopass.kernel_structure.emitter import fusion_kind, heroes
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import RewriteContext, TraceHook
 from hlopass.shape import TupleShape
 
@@ -305,6 +306,8 @@ class FuseProducerIntoConsumers(RewritePattern):
 
     Guards: each consumer reads p. A consumer that is not yet a fusion is first wrapped in
     one (XLA's Fuse). `fusions` receives the fusion that each consumer became."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = EVERY_OPCODE
 
     ctx: RewriteContext
     builder: FusionBuilder

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
 from hlopass.dialects.hlo import HloOp, ReturnOp, create_op
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import RewriteContext
 from hlopass.shape import ArrayShape, Shape, TupleShape
 
@@ -21,6 +23,8 @@ class AssignPlannedLayout(RewritePattern):
     """`x: T{old}` -> `x: T{planned}`: give an instruction the layout its plan chose.
 
     Guards: the instruction is in the plan and its layout differs; dims never change."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = EVERY_OPCODE
 
     ctx: RewriteContext
     plan: Plan
@@ -49,6 +53,10 @@ class CopyOperandIfLayoutsDiffer(RewritePattern):
     instead, a tuple is copied element by element.
 
     Guards: the plan names a needed layout for that operand and it differs."""
+
+    # it also matches the ROOT (a `ReturnOp`), which `OPCODES` would exclude under
+    # `OpcodeDispatchApplier`; the grammar page reads this instead
+    TARGETS: ClassVar[tuple[str, ...]] = EVERY_OPCODE
 
     ctx: RewriteContext
     plan: Plan

@@ -21,6 +21,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.cost import estimate, get_device
+from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import HloModulePass, TraceHook
 
 from .engine import Choices
@@ -54,6 +55,9 @@ class LayoutAssignmentPass(HloModulePass):
     as for any other value, and `explain` (`--explain-layout`) names what it picked."""
 
     name: ClassVar[str] = "layout-assignment"
+    # every instruction gets a layout; its rewrites (layout/apply.py) run from
+    # `planned.assign_layouts`, which its code does not name: the grammar page reads this
+    OPCODES: ClassVar[tuple[str, ...]] = EVERY_OPCODE
 
     device: str = "h100_sxm"
     """GPU whose rules (compute capability) and cost model apply: h100_sxm, a100_sxm_80, v100, ..."""

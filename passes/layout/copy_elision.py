@@ -12,6 +12,7 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp, computations
+from hlopass.opcode_sets import with_trait
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -43,6 +44,8 @@ def _copy(op: Operation) -> HloOp | None:
 class RemoveNoOpCopy(RewritePattern):
     """`copy(x)` with x's own layout -> `x`."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("copy",)
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
@@ -56,6 +59,8 @@ class RemoveNoOpCopy(RewritePattern):
 @dataclass
 class CancelCopyPair(RewritePattern):
     """`copy(copy(x))` -> `x` when the outer copy restores x's layout, else `copy(x)`."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("copy",)
 
     ctx: RewriteContext
 
@@ -83,10 +88,12 @@ class SinkCopiesThroughElementwise(RewritePattern):
     Guards: elementwise; every operand a copy used only here, all from one layout; at
     least two copies saved or the single user of `op` is a copy."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = with_trait("elementwise")
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or "elementwise" not in op.spec.traits:
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         shape = op.shape
         if not isinstance(shape, ArrayShape) or shape.rank == 0:

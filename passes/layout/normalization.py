@@ -48,10 +48,12 @@ def _arrays(op: HloOp) -> tuple[ArrayShape, ArrayShape] | None:
 class TransposeToBitcast(RewritePattern):
     """`transpose(x)` whose layouts keep the memory order -> `bitcast(x)`."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("transpose",)
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "transpose":
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         shapes = _arrays(op)
         if shapes is None or not transpose_is_bitcast(*shapes, op.attr("dimensions")):
@@ -66,10 +68,12 @@ class ReshapeToBitcast(RewritePattern):
 
     Guards: a copy between identical shapes is left to copy-elision."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("reshape", "copy")
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode not in ("reshape", "copy"):
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         shapes = _arrays(op)
         if shapes is None or shapes[0].element_type != shapes[1].element_type:
@@ -86,10 +90,12 @@ class ReshapeToBitcast(RewritePattern):
 class FoldBitcastChain(RewritePattern):
     """`bitcast(bitcast(x))` -> `bitcast(x)`, and `bitcast(x)` of x's own shape -> `x`."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("bitcast",)
+
     ctx: RewriteContext
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, HloOp) or op.opcode != "bitcast":
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
         src = op.operands[0]
         if same_layout(value_shape(src), op.shape) and value_shape(src) == op.shape:

@@ -20,6 +20,7 @@ from xdsl.rewriter import InsertPoint
 from hlopass.attrs import ConvDims, ShapedLiteral, Window
 from hlopass.dialects.hlo import HloOp, create_op
 from hlopass.literal import Literal
+from hlopass.opcode_sets import with_trait
 from hlopass.rewriting import RewriteContext, new_op
 from hlopass.shape import ArrayShape
 
@@ -81,8 +82,10 @@ class NormalizeElementwise(_PhysicalRewrite):
 
     Guards: every array operand has the result's dims and layout."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = (*with_trait("elementwise"), "bitcast-convert")
+
     def wants(self, op: HloOp) -> bool:
-        return "elementwise" in op.spec.traits or op.opcode == "bitcast-convert"
+        return op.opcode in self.OPCODES
 
     def rewrite(self, op: HloOp, rewriter: PatternRewriter) -> None:
         shape = op.shape

@@ -5,6 +5,7 @@ through the same table: shards first, then the hierarchy, then the ring."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -31,6 +32,8 @@ class ShardAllReduce(RewritePattern):
     `#n` shards, each a contiguous piece of the flattened gradient reduced on its own.
 
     Guards: a band with more than one shard (at most one shard per element)."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
 
     state: Lowering
 
@@ -79,6 +82,8 @@ class HierarchicalAllReduce(RewritePattern):
     Guards: a hierarchical band; groups that sit on one host or on unequal parts of hosts
     take the outer algorithm alone."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
+
     state: Lowering
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
@@ -124,6 +129,8 @@ class RingAllReduce(RewritePattern):
     the seed's `xring` over the same groups, zero-padded to a multiple of the group size.
 
     Guards: a flat `xring` band of one shard."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
 
     state: Lowering
 
