@@ -20,6 +20,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -485,6 +486,27 @@ def test_too_few_devices_names_the_count():
         UnsupportedOpError, match="groups of 4 devices name device 7, the run has 4"
     ):
         evaluate(module, *_args(_module(r, p, entry), 1, 1)[0], replicas=2, partitions=2)
+
+
+def test_reducer_of_another_type_is_refused():
+    """A bf16 all-reduce whose reducer adds f32 (XLA's verifier accepts it, XLA-CPU fails to
+    compile it): one line naming both types, not an internal error."""
+    text = """HloModule m, replica_count=2
+
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = bf16[4] parameter(0)
+  ROOT ar = bf16[4] all-reduce(p), replica_groups={{0,1}}, to_apply=sum
+}
+"""
+    x = np.ones(4, dtype=ml_dtypes.bfloat16)
+    with pytest.raises(UnsupportedOpError, match="reducer sum adds f32, the operand is bfloat16"):
+        evaluate(hlopass.parse_hlo(text), x, replicas=2)
 
 
 def test_devices_that_disagree_stop_with_one_error():

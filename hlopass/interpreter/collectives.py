@@ -24,7 +24,8 @@ from hlopass.interpreter.replicas import (
     partition_id,
     replica_id,
 )
-from hlopass.shape import TupleShape
+from hlopass.literal import numpy_dtype
+from hlopass.shape import ArrayShape, TupleShape
 
 
 def _gathered(op, values) -> tuple[list[int], list]:
@@ -35,6 +36,16 @@ def _gathered(op, values) -> tuple[list[int], list]:
 
 def _reduce(interp, op, contributions: list[np.ndarray]) -> np.ndarray:
     acc = contributions[0]
+    reducer = interp.comp(op.attr("to_apply"))
+    root = reducer.root.shape
+    # XLA's verifier lets a reducer of another type through (its code-motion tests build
+    # bf16 all-reduces with f32 adds), but no backend defines the arithmetic: refuse it
+    if isinstance(root, ArrayShape) and numpy_dtype(root.element_type) != acc.dtype:
+        raise unsupported(
+            op,
+            f"its reducer {reducer.comp_name} adds {root.element_type}, the operand is "
+            f"{np.dtype(acc.dtype).name}; XLA-CPU does not run this either",
+        )
     for x in contributions[1:]:
         (acc,) = apply_computation(interp, op.attr("to_apply"), [acc, x])
     return np.asarray(acc).astype(contributions[0].dtype)
