@@ -26,18 +26,8 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _device(name: str) -> str:
-    """argparse type: a device by name, alias or unique prefix."""
-    from hlopass.cost.devices import device_name
-
-    try:
-        return device_name(name)
-    except KeyError as e:
-        raise argparse.ArgumentTypeError(str(e).strip("'\"").removeprefix("error: ")) from None
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from hlopass.cost.cli import DEVICE_HELP
+    from hlopass.cost.cli import DEVICE_HELP, device_arg
 
     ap = OneLineArgumentParser(
         prog="hlopass sweep",
@@ -60,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "recorded there are not run again")  # fmt: skip
     ap.add_argument("--timeout", type=_seconds, default=300.0, metavar="S",
                     help="seconds one module may take (0: no limit; default 300)")  # fmt: skip
-    ap.add_argument("--device", default="h100_sxm", type=_device, help=DEVICE_HELP)
+    ap.add_argument("--device", default="h100_sxm", type=device_arg, help=DEVICE_HELP)
     ap.add_argument("--load-pass-plugin", action="append", default=[], metavar="FILE.py|MODULE",
                     help="a pass plug-in every worker imports first; repeatable")  # fmt: skip
     ap.add_argument("--no-verify", action="store_true",

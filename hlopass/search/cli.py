@@ -15,18 +15,8 @@ from hlopass.search.driver import Plan, SearchResult
 from hlopass.search.strategies import STRATEGIES
 
 
-def _device(name: str) -> str:
-    """argparse type: a device by name, alias or unique prefix."""
-    from hlopass.cost.devices import device_name
-
-    try:
-        return device_name(name)
-    except KeyError as e:
-        raise argparse.ArgumentTypeError(str(e).strip("'\"").removeprefix("error: ")) from None
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from hlopass.cost.cli import DEVICE_HELP
+    from hlopass.cost.cli import DEVICE_HELP, device_arg
 
     ap = OneLineArgumentParser(prog="hlopass search", description="Search fusion plans "
                                "around a pipeline's priority-fusion, ranked by estimated time.")  # fmt: skip
@@ -37,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--budget", type=count, default=500, help="plans priced at most (default 500)")
     ap.add_argument("--top", type=whole_number("a whole number >= 0"), default=3,
                     help="alternatives built, checked and reported besides greedy (default 3)")  # fmt: skip
-    ap.add_argument("--device", type=_device, default=None,
+    ap.add_argument("--device", type=device_arg, default=None,
                     help=DEVICE_HELP.replace("default h100_sxm", "default: priority-fusion's"))  # fmt: skip
     ap.add_argument("--strategy", choices=sorted(STRATEGIES), default="beam",
                     help="how the plans are explored (default beam)")  # fmt: skip
