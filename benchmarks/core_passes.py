@@ -23,12 +23,12 @@ import sys
 import time
 from collections import Counter
 
-from hlopass.corpus import corpus_root, modules
+from hlopass.checking.corpus import corpus_root, modules
 from hlopass.dialects.hlo import computations
 from hlopass.errors import HloError
-from hlopass.importer import parse_hlo
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.xdsl_io import context
+from hlopass.text.importer import parse_hlo
+from hlopass.text.xdsl_io import context
 
 PASSES = ("algsimp", "constant-folding", "cse", "dce")
 

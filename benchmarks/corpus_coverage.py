@@ -38,9 +38,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import hlopass  # noqa: E402
-from hlopass import oracle  # noqa: E402
-from hlopass.corpus import corpus_root, modules  # noqa: E402
+from hlopass.checking.corpus import corpus_root, modules  # noqa: E402
 from hlopass.errors import HloResourceError  # noqa: E402
+from hlopass.execution import oracle  # noqa: E402
 from hlopass.interpreter import evaluate_replicas  # noqa: E402
 from hlopass.interpreter.core import flatten  # noqa: E402
 from hlopass.interpreter.dynamic import sizes_of  # noqa: E402

@@ -60,7 +60,7 @@ def quantile(xs: list[float], q: float) -> float:
 
 def collect(device: str) -> list[dict]:
     import hlopass
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
     from hlopass.cost import estimate
     from hlopass.dialects import hlo
 

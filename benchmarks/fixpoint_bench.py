@@ -15,7 +15,7 @@ Targets (issue 14): Mixtral <= 3 s and <= 70 us per instruction; --verify-each <
 `--check` exits 1 when one is missed.
 
 `--compare` also runs the pipeline in this process with `fixpoint{exhaustive=true}` (whole
-walks, no instruction-level dirty tracking: `hlopass.worklist`) and checks that the module
+walks, no instruction-level dirty tracking: `hlopass.driver.worklist`) and checks that the module
 it ends with is byte for byte the fast one (the test suite does this for every smaller
 corpus module).
 """
@@ -46,7 +46,7 @@ def _opt() -> list[str]:
     return [
         sys.executable,
         "-c",
-        "import sys; from hlopass.cli import opt_main; sys.exit(opt_main())",
+        "import sys; from hlopass.commands.cli import opt_main; sys.exit(opt_main())",
     ]
 
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     files = list(args.files)
     if not files:
-        from hlopass.corpus import corpus_root
+        from hlopass.checking.corpus import corpus_root
 
         root = corpus_root()
         if root is None:

@@ -41,8 +41,8 @@ BASELINE = "seed 001 (defused)"
 
 CHILD = r"""
 import json, sys, time
-from hlopass.importer import parse_hlo
-from hlopass.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
+from hlopass.text.exporter import print_hlo
 from hlopass.pipeline import run_pipeline
 from hlopass.dialects.hlo import computations
 path, passes = sys.argv[1], sys.argv[2].split(",")

@@ -19,7 +19,7 @@ compare the result with `xla_h100_optimized.hlo`:
   the ratio ours / XLA. Like the kernel count, a while body is priced once: XLA's module
   carries `known_trip_count` (its trip-count annotator ran) and ours does not, so the
   annotation is dropped from XLA's loops before pricing to compare the same thing.
-* peak live intermediate bytes of both plans (`hlopass.memory.peak_live_bytes`).
+* peak live intermediate bytes of both plans (`hlopass.ir.memory.peak_live_bytes`).
 * agreement: for each XLA fusion with at least two anchor instructions, whether our plan puts
   the same instructions together. The matching rule: `before_optimizations.hlo` carries no
   metadata (JAX's text drops `op_name`) and XLA renames instructions when it inlines calls,
@@ -187,7 +187,7 @@ def agreement(xla_module: Any, our_module: Any) -> Agreement:
 
 # --- running our pipeline --------------------------------------------------------------------
 
-_OPT = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+_OPT = "import sys; from hlopass.commands.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
 _UNKNOWN = re.compile(r"unknown pass '([^']+)'")
 
 
@@ -257,7 +257,7 @@ class Row:
 def measure(folder: Path, pipeline: str, tmp: Path) -> Row:
     import hlopass
     from hlopass.cost import estimate
-    from hlopass.memory import peak_live_bytes
+    from hlopass.ir.memory import peak_live_bytes
 
     out = tmp / f"{folder.name}.hlo"
     ran, note, seconds = run_pipeline(folder / "before_optimizations.hlo", pipeline, out)
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the XLA fusions we split")
     args = ap.parse_args(argv)
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
 
     root = Path(args.corpus) if args.corpus else corpus_root()
     if root is None or not (root / "jax").is_dir():

@@ -1,4 +1,4 @@
-"""Long mutation-fuzzing runs over the corpus (hlopass.fuzz), for what CI's short run misses.
+"""Long mutation-fuzzing runs over the corpus (hlopass.checking.fuzz), for what CI's short run misses.
 
 Each mutant is parsed, printed and re-read, priced, and run through
 fixpoint{passes=algsimp,constant-folding,dce,cse} with verification after each pass, under a
@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hlopass import fuzz  # noqa: E402
-from hlopass.corpus import corpus_root  # noqa: E402
+from hlopass.checking import fuzz  # noqa: E402
+from hlopass.checking.corpus import corpus_root  # noqa: E402
 
 
 def main() -> int:

@@ -78,7 +78,7 @@ def refuse_check(text: str, args: list, got: list) -> str:
     import numpy as np
 
     import hlopass
-    from hlopass import oracle
+    from hlopass.execution import oracle
     from hlopass.pipeline import run_pipeline
 
     module = hlopass.parse_hlo(text)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-seed-001", action="store_true", help="skip the BERT seed (minutes)")
     ap.add_argument("--refuse", action="store_true", help="also defuse + re-fuse each seed")
     args = ap.parse_args(argv)
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
 
     root = corpus_root()
     if root is None:

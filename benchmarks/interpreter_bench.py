@@ -12,7 +12,7 @@ is the interpreter's own.
 For each jax/<program>/before_optimizations.hlo: interpreter time (best of N), XLA:CPU
 time for the same module (`oracle.compile` once, then run, best of N; jax needed,
 `nan` when absent) and whether the interpreter's outputs match XLA's recorded ones in
-io.npz (`ok`): floats within the bound `hlopass.error_bound` derives from the program and
+io.npz (`ok`): floats within the bound `hlopass.checking.error_bound` derives from the program and
 its inputs (as tests/test_interpreter.py compares them), so the verdict does not depend on
 the CPU's summation order; fixed tolerances only for a program it derives no bound for.
 """
@@ -25,9 +25,9 @@ import time
 import numpy as np
 
 import hlopass
-from hlopass import oracle
-from hlopass.corpus import corpus_root
-from hlopass.error_bound import NoBound, error_bounds, within_bound
+from hlopass.checking.corpus import corpus_root
+from hlopass.checking.error_bound import NoBound, error_bounds, within_bound
+from hlopass.execution import oracle
 
 
 def _best(fn, repeat):

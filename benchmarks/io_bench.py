@@ -97,7 +97,7 @@ def child_ours(path: str) -> dict[str, float]:
 
 
 def child_xla(path: str) -> dict[str, float]:
-    from hlopass import oracle
+    from hlopass.execution import oracle
 
     oracle._xc()  # jaxlib's import is not part of XLA's parse
     with open(path) as f:
@@ -134,7 +134,7 @@ def _timed_process(cmd: list[str]) -> tuple[float, int, float]:
 def _opt_cmd(python: str | None = None) -> list[str]:
     python = python or sys.executable
     exe = Path(python).with_name("hlopass-opt")
-    return [str(exe)] if exe.exists() else [python, "-m", "hlopass.cli"]
+    return [str(exe)] if exe.exists() else [python, "-m", "hlopass.commands.cli"]
 
 
 def interpreter_line(python: str | None = None) -> str:
@@ -270,9 +270,9 @@ def best_of(
 
 
 def child_warm(path: str, n: int) -> dict[str, float]:
-    from hlopass import oracle
-    from hlopass.exporter import print_hlo
-    from hlopass.importer import parse_hlo
+    from hlopass.execution import oracle
+    from hlopass.text.exporter import print_hlo
+    from hlopass.text.importer import parse_hlo
 
     text = Path(path).read_text()
     t_parse, module = best_of(n, lambda: parse_hlo(text, path))
@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(row(path) if row else child_warm(path, args.n)))
         return 0
 
-    from hlopass import oracle
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
+    from hlopass.execution import oracle
 
     root = corpus_root()
     files = list(args.files)
@@ -329,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         files[i] = found
     if args.profile:
-        from hlopass.exporter import print_hlo
-        from hlopass.importer import parse_hlo
+        from hlopass.text.exporter import print_hlo
+        from hlopass.text.importer import parse_hlo
 
         text = files[0].read_text()
         prof = cProfile.Profile()

@@ -1,4 +1,4 @@
-"""`hlopass.jax.compile(fn, pipeline)` against `jax.jit(fn)` on the three programs of
+"""`hlopass.execution.jax.compile(fn, pipeline)` against `jax.jit(fn)` on the three programs of
 tests/test_jax_interop.py (a 5-step MLP training loop, softmax cross-entropy, an integer
 program): first call (lowering, our pipeline, XLA compile) and the median of later calls,
 and the largest difference of the results.
@@ -32,7 +32,7 @@ def main() -> int:
     except ImportError:
         print("needs jax (the test extra)")
         return 0
-    import hlopass.jax as hj
+    import hlopass.execution.jax as hj
     from tests.test_jax_interop import _mlp_loss, _train_step
 
     k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)

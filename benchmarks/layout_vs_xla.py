@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hlopass.corpus import corpus_root  # noqa: E402
+from hlopass.checking.corpus import corpus_root  # noqa: E402
 from hlopass.passes.layout.compare import (  # noqa: E402
     compare_dot,
     forced_conv,

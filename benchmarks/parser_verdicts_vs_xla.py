@@ -1,4 +1,4 @@
-"""Parser strictness against XLA's: on mutants of corpus modules (hlopass.fuzz's mutations),
+"""Parser strictness against XLA's: on mutants of corpus modules (hlopass.checking.fuzz's mutations),
 does `hlopass.parse_hlo` accept exactly what XLA's parser and verifier accept?
 
     python3 benchmarks/parser_verdicts_vs_xla.py [--count 2000] [--seed 0] [--examples 2]
@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hlopass import fuzz  # noqa: E402
-from hlopass.corpus import corpus_root  # noqa: E402
+from hlopass.checking import fuzz  # noqa: E402
+from hlopass.checking.corpus import corpus_root  # noqa: E402
 from hlopass.errors import HloError  # noqa: E402
-from hlopass.importer import parse_hlo  # noqa: E402
+from hlopass.text.importer import parse_hlo  # noqa: E402
 
 
 def _ours(text: str) -> tuple[bool, str]:
@@ -40,7 +40,7 @@ def _ours(text: str) -> tuple[bool, str]:
 
 _COMPILE_CHILD = """
 import json, sys
-from hlopass import oracle
+from hlopass.execution import oracle
 for line in sys.stdin:
     try:
         oracle.compile(json.loads(line))

@@ -29,19 +29,19 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from hlopass.corpus import corpus_root, modules
+from hlopass.checking.corpus import corpus_root, modules
 from hlopass.dialects.hlo import computations
 from hlopass.errors import HloError
-from hlopass.importer import parse_hlo
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.xdsl_io import context
+from hlopass.text.importer import parse_hlo
+from hlopass.text.xdsl_io import context
 
 OURS = {"algsimp": "algsimp", "cse": "cse", "constant_folding": "constant-folding", "dce": "dce"}
 """XLA's pass name in dump file names -> our pass."""
 
 _CHILD = """
 import sys
-from hlopass import oracle
+from hlopass.execution import oracle
 oracle.compile(open(sys.argv[1]).read())
 """
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import hlopass
 import hlopass.cost
-from hlopass.corpus import corpus_root
+from hlopass.checking.corpus import corpus_root
 from hlopass.search import SearchResult, search
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -6,7 +6,7 @@ Graphviz parse the DOT, does Model Explorer's own graph dataclass (strict) read 
 
 Each module goes through the CLI's own code path (`hlopass.viz.cli.render` with the parsed
 arguments of `hlopass viz FILE --format dot` and `--format me-json`, H100 costs on), one
-module per file chunk as `hlopass.corpus.modules` splits them. Graphviz's `gc` parses each
+module per file chunk as `hlopass.checking.corpus.modules` splits them. Graphviz's `gc` parses each
 DOT where it is installed (it reads the graph with cgraph, no layout) and its node count
 must equal ours; every N-th DOT is also laid out to SVG the way `hlopass viz -o f.svg` does
 (`hlopass.viz.svg.render_svg`: `dot` on PATH, else the viz extra's WebAssembly Graphviz;
@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hlopass.corpus import corpus_root, modules  # noqa: E402
+from hlopass.checking.corpus import corpus_root, modules  # noqa: E402
 from hlopass.errors import HloError  # noqa: E402
 from hlopass.viz import svg  # noqa: E402
 from hlopass.viz.cli import build_parser, render  # noqa: E402
@@ -79,7 +79,7 @@ def _me_loader():
 def _xla_refuses(m) -> bool:  # noqa: ANN001
     """XLA's parser refuses the chunk, or its verifier does (tests/test_corpus_roundtrip.py
     lists the modules XLA's parser takes but its verifier and XLA:CPU reject)."""
-    from hlopass import oracle
+    from hlopass.execution import oracle
     from tests.test_corpus_roundtrip import VERIFIER_REJECTS
 
     if m.id in VERIFIER_REJECTS:

@@ -11,7 +11,7 @@ Layout of a module in IR:
     }
 
 Instruction names, attributes and shapes are properties holding plain Python values
-(`hlopass.shape`, `hlopass.attrs`), so passes read `op.shape`, `op.attr("dimensions")`.
+(`hlopass.ir.shape`, `hlopass.ir.attrs`), so passes read `op.shape`, `op.attr("dimensions")`.
 Called computations are symbol references. Op classes are generated from the table in
 `opcodes.py`; traits (Pure, Elementwise, Commutative, ...) come from the same rows.
 """
@@ -67,10 +67,10 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from hlopass.checking.verifier import verify_instruction
 from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES, AttrSpec, OpcodeSpec
-from hlopass.fields import set_field
-from hlopass.shape import Shape
-from hlopass.verifier import verify_instruction
+from hlopass.ir.fields import set_field
+from hlopass.ir.shape import Shape
 
 if TYPE_CHECKING:  # (xDSL's parser and printer: ~25 ms of every process's import)
     from xdsl.context import Context
@@ -119,8 +119,8 @@ _TRAITS: dict[str, OpTrait] = {
 
 
 # xDSL's generic text spells an HLO type or attribute as its HLO text, which only the text
-# layer (above this one) reads: `hlopass.parse_values` installs its reader here when imported,
-# as everything that reads such text (`hlopass.xdsl_io`, the `xdsl-opt` universe) imports it.
+# layer (above this one) reads: `hlopass.text.parse_values` installs its reader here when imported,
+# as everything that reads such text (`hlopass.text.xdsl_io`, the `xdsl-opt` universe) imports it.
 _ATTRIBUTE_READER: list[Callable[[str, str], Any]] = []
 
 
@@ -131,7 +131,7 @@ def install_attribute_reader(read: Callable[[str, str], Any]) -> None:
 
 def _parse_hlo_attr_text(kind: str, text: str) -> Any:
     if not _ATTRIBUTE_READER:
-        raise RuntimeError("reading HLO attribute text needs hlopass.parse_values imported")
+        raise RuntimeError("reading HLO attribute text needs hlopass.text.parse_values imported")
     return _ATTRIBUTE_READER[0](kind, text)
 
 
@@ -184,7 +184,7 @@ class HloAttr(Data[Any]):
             return _parse_hlo_attr_text(cls.kind, parser.parse_str_literal())
 
     def print_parameter(self, printer: Printer) -> None:
-        from hlopass.attrs import format_value
+        from hlopass.ir.attrs import format_value
 
         with printer.in_angle_brackets():
             printer.print_string_literal(format_value(self.kind, self.data))

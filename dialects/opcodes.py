@@ -2,7 +2,7 @@
 
 The dialect (`hlo.py`) turns each row into an IRDL op class; the text importer and exporter
 read the same rows, so an attribute is declared once. Attribute kinds are the keys of
-`hlopass.attrs.KINDS`.
+`hlopass.ir.attrs.KINDS`.
 """
 
 from __future__ import annotations

@@ -30,13 +30,13 @@ from hlopass.errors import (
 )
 
 if TYPE_CHECKING:
-    from hlopass.equivalence import check_equivalent
-    from hlopass.exporter import print_hlo
-    from hlopass.importer import parse_hlo
-    from hlopass.inputs import random_inputs
+    from hlopass.checking.equivalence import check_equivalent
+    from hlopass.execution.inputs import random_inputs
     from hlopass.interpreter import evaluate
     from hlopass.pipeline import run_pass, run_pipeline
     from hlopass.plugins import load_pass_plugin, register_pass
+    from hlopass.text.exporter import print_hlo
+    from hlopass.text.importer import parse_hlo
 
 __all__ = [
     "HloError",
@@ -58,11 +58,11 @@ __all__ = [
 ]
 
 _LAZY = {
-    "parse_hlo": "hlopass.importer",
-    "print_hlo": "hlopass.exporter",
+    "parse_hlo": "hlopass.text.importer",
+    "print_hlo": "hlopass.text.exporter",
     "evaluate": "hlopass.interpreter",
-    "random_inputs": "hlopass.inputs",
-    "check_equivalent": "hlopass.equivalence",
+    "random_inputs": "hlopass.execution.inputs",
+    "check_equivalent": "hlopass.checking.equivalence",
     "run_pass": "hlopass.pipeline",
     "run_pipeline": "hlopass.pipeline",
     "register_pass": "hlopass.plugins",
@@ -70,17 +70,24 @@ _LAZY = {
 }
 
 
-_SUBMODULES = frozenset(
-    {"cost", "inputs", "equivalence", "pipeline", "plugins", "rewriting", "jax"}
-)
+# sub-modules reachable as attributes of the package (`hlopass.cost`, `hlopass.jax`, ...)
+_SUBMODULES = {
+    "cost": "hlopass.cost",
+    "inputs": "hlopass.execution.inputs",
+    "equivalence": "hlopass.checking.equivalence",
+    "pipeline": "hlopass.pipeline",
+    "plugins": "hlopass.plugins",
+    "rewriting": "hlopass.rewriting",
+    "jax": "hlopass.execution.jax",
+}
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None and name in _SUBMODULES:  # `hlopass.cost`, `hlopass.jax`, ... on access
+    if module is None and name in _SUBMODULES:
         import importlib
 
-        return importlib.import_module(f"hlopass.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     if module is None:
         raise AttributeError(f"module 'hlopass' has no attribute {name!r}")
     import importlib

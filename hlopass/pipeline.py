@@ -23,8 +23,8 @@ from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from hlopass.dialects.hlo import ComputationOp
+from hlopass.driver.registry import PASSES
 from hlopass.errors import HloError
-from hlopass.registry import PASSES
 from hlopass.rewriting import HloModulePass, Scope, TraceHook
 
 
@@ -98,7 +98,7 @@ def _instantiate(spec: ArgSpec) -> HloModulePass:
 def _checked_values(spec: ArgSpec, cls: type) -> ArgSpec:
     """`spec` with each option's values checked against its type (and converted where xDSL
     would not: `2` for a float); PipelineError naming option, value and what it expects."""
-    from hlopass.pass_options import OptionValueError, options_of
+    from hlopass.driver.pass_options import OptionValueError, options_of
 
     given = {k.replace("_", "-"): v for k, v in spec.parameters.items()}
     params = {}
@@ -152,7 +152,7 @@ class FixpointPass(HloModulePass):
 
     exhaustive: bool = False
     """Rerun passes on whole computations and confirm each fixed point with whole walks,
-    not only around what changed (`hlopass.worklist`): slower, the same module."""
+    not only around what changed (`hlopass.driver.worklist`): slower, the same module."""
 
     def inner(self) -> list[HloModulePass]:
         return parse_pass_pipeline(",".join(self.passes))
@@ -171,14 +171,14 @@ class FixpointPass(HloModulePass):
         nothing; `on_round(n)` is told each round's number (1, 2, ...) before it starts.
 
         Each pass reruns only on the computations changed (or depending on one changed,
-        see `hlopass.dirty`) since its own last run, and in a computation edited through a
+        see `hlopass.driver.dirty`) since its own last run, and in a computation edited through a
         tracking rewriter, starting from the instructions touched (`Scope.seeds`,
-        `hlopass.worklist`): elsewhere it would change nothing again (passes are
+        `hlopass.driver.worklist`): elsewhere it would change nothing again (passes are
         deterministic), nor where it left its own fixed point (`Scope.settled`). A pass
         with nothing to revisit is not run; `on_skip(p)` is told of it. The passes read
         their module-wide facts from the call graph's per-computation index
         (`Scope.index`), kept current after each run."""
-        from hlopass.dirty import CallGraph, Dirt, add_dirt
+        from hlopass.driver.dirty import CallGraph, Dirt, add_dirt
 
         passes = self.inner()
         graph: CallGraph | None = None  # the call sites before the first pass runs
@@ -232,7 +232,7 @@ class Runner:
         out: Any = None,
         traceback: bool = False,
     ):
-        from hlopass import instrument
+        from hlopass.driver import instrument
 
         self.ctx = _context()
         self.verify_each = verify_each
@@ -299,7 +299,7 @@ class Runner:
     def _crashed(self, p: HloModulePass, e: Exception) -> PipelineError:
         """A bug in a pass: one line naming the failing line of the pass's own code, after
         the whole traceback when asked for (`--traceback`, `HLOPASS_TRACEBACK=1`)."""
-        from hlopass import crash
+        from hlopass.driver import crash
 
         cls = getattr(type(p), "xdsl_class", type(p))  # a plain xDSL pass: its own class
         site = crash.crash_site(e, crash.own_roots(cls))
@@ -324,7 +324,7 @@ class Runner:
                 touched: dict[ComputationOp, set[Operation]] | None = None) -> None:  # fmt: skip
         """Verify the module (with `only`: the module-level checks and those computations;
         with `touched`, in those of its computations, only the instructions listed)."""
-        from hlopass.verifier import verify_module
+        from hlopass.checking.verifier import verify_module
 
         try:
             verify_module(module, only, touched)
@@ -336,7 +336,7 @@ class Runner:
 
     @staticmethod
     def _print(module: ModuleOp) -> str:
-        from hlopass.exporter import print_hlo
+        from hlopass.text.exporter import print_hlo
 
         return print_hlo(module)
 
@@ -344,7 +344,7 @@ class Runner:
               before: str) -> None:  # fmt: skip
         if self.print_after_change == "diff":
             if changed:
-                from hlopass.instrument import computation_diff
+                from hlopass.driver.instrument import computation_diff
 
                 print(f"// -----// IR Diff After {label} //----- //", file=self.out)
                 print(computation_diff(before, self._print(module), label), file=self.out, end="")
@@ -355,7 +355,7 @@ class Runner:
             print(self._print(module), file=self.out, end="")
 
     def run(self, passes: list[HloModulePass], module: ModuleOp) -> bool:
-        from hlopass.gcutil import gc_paused
+        from hlopass.ir.gcutil import gc_paused
 
         changed = False
         progress = self.progress if self.progress is not None else contextlib.nullcontext()
@@ -386,7 +386,7 @@ def run_pipeline(module: ModuleOp, spec: str, **options: Any) -> bool:
 
 def runner_from_cli(args: Namespace) -> Runner:
     """One Runner for a whole `hlopass-opt` invocation (all --split-input-file chunks)."""
-    from hlopass.crash import request_tracebacks
+    from hlopass.driver.crash import request_tracebacks
 
     request_tracebacks(bool(getattr(args, "traceback", False)))  # plug-ins load here
     for plugin in getattr(args, "load_pass_plugin", None) or ():
@@ -433,7 +433,7 @@ def pass_class(name: str) -> type[HloModulePass]:
 
 def list_passes_text() -> str:
     """One block per pass: name, summary, then its options with defaults and docs."""
-    from hlopass.pass_options import list_text
+    from hlopass.driver.pass_options import list_text
     from hlopass.plugins import discover
 
     discover()
@@ -447,7 +447,7 @@ def list_passes_text() -> str:
 
 def help_pass_text(name: str) -> str:
     """`hlopass-opt --help-pass NAME`: the pass's docstring and every option's, in full."""
-    from hlopass.pass_options import help_text
+    from hlopass.driver.pass_options import help_text
 
     try:
         cls = pass_class(name)

@@ -35,7 +35,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from hlopass.crash import crash_site, describe, format_traceback, traceback_wanted
+from hlopass.driver.crash import crash_site, describe, format_traceback, traceback_wanted
 from hlopass.errors import HloError
 
 ENTRY_POINT_GROUP = "hlopass.passes"
@@ -64,7 +64,7 @@ def register_pass(cls: P | None = None, *, name: str | None = None, replace: boo
 
 
 def _register(cls: type, name: str | None, replace: bool, origin: str) -> str:
-    from hlopass.registry import PASSES
+    from hlopass.driver.registry import PASSES
 
     if not (isinstance(cls, type) and issubclass(cls, ModulePass)):
         raise PluginError(f"{origin}: error: {cls!r} is not an xDSL ModulePass class")
@@ -122,7 +122,7 @@ _XDSL_WRAPPERS: dict[type, type] = {}
 
 
 def _run_by_text(self: Any, ctx: Context, module: ModuleOp, trace: Any = None) -> bool:
-    from hlopass.exporter import print_hlo
+    from hlopass.text.exporter import print_hlo
 
     before = print_hlo(module)
     self.xdsl_class.apply(self, ctx, module)  # the wrapped pass's own apply, not ours
@@ -134,7 +134,7 @@ def _run_by_text(self: Any, ctx: Context, module: ModuleOp, trace: Any = None) -
 
 def load_pass_plugin(spec: str) -> list[str]:
     """Import a plug-in (a `.py` file or a module name); the names of the passes it added."""
-    from hlopass.registry import PASSES
+    from hlopass.driver.registry import PASSES
 
     before = set(PASSES)
     module = _import_plugin(spec)
@@ -221,7 +221,7 @@ def discover() -> None:
     _DISCOVERED = True
     from importlib.metadata import entry_points
 
-    from hlopass.registry import PASSES
+    from hlopass.driver.registry import PASSES
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in PASSES:

@@ -32,7 +32,6 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.traits import Commutative
 
-from hlopass.attrs import ShapedLiteral
 from hlopass.dialects.hlo import (
     ComputationOp,
     HasSideEffect,
@@ -44,11 +43,12 @@ from hlopass.dialects.hlo import (
     entry_computation,
     op_list,
 )
-from hlopass.literal import Literal, numpy_dtype
-from hlopass.shape import ArrayShape, Shape, TupleShape, scalar
+from hlopass.ir.attrs import ShapedLiteral
+from hlopass.ir.literal import Literal, numpy_dtype
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape, scalar
 
 if TYPE_CHECKING:
-    from hlopass.worklist import Touches, WalkResult
+    from hlopass.driver.worklist import Touches, WalkResult
 
 # --- passes -------------------------------------------------------------------------------
 
@@ -152,7 +152,7 @@ class Scope:
     seeds: dict[ComputationOp, Touches] = field(default_factory=dict)
     """For a computation of `only` listed here: the instructions something changed since
     the pass's last run there (or that depend on a changed callee); the run may start
-    from them instead of the whole computation (`hlopass.worklist`)."""
+    from them instead of the whole computation (`hlopass.driver.worklist`)."""
 
     touched: dict[ComputationOp, Touches] = field(default_factory=dict)
     """Computations the run edited only through a tracking rewriter, with the instructions
@@ -161,7 +161,7 @@ class Scope:
 
     exhaustive: bool = False
     """Walk whole computations (no seeds, whole-computation confirming walks): the slow
-    reference the shortcuts of `hlopass.worklist` are tested against."""
+    reference the shortcuts of `hlopass.driver.worklist` are tested against."""
 
     index: dict[ComputationOp, CallIndex] | None = None
     """The fixpoint's per-computation call index, current when the run starts (None: scan
@@ -726,10 +726,10 @@ def run_patterns(
 ) -> bool:
     """Apply `patterns` greedily to a fixed point over `comps` (all computations by
     default); what changed goes into `scope.touched`. With `radius` (how far from a change
-    the patterns' decisions look, see `hlopass.worklist`), the walks start from `scope`'s
+    the patterns' decisions look, see `hlopass.driver.worklist`), the walks start from `scope`'s
     seeds and confirm around what changed; without, they are whole-computation walks.
     `start`: see `worklist.Driver`."""
-    from hlopass.worklist import Driver
+    from hlopass.driver.worklist import Driver
 
     applier = (
         patterns[0]

@@ -26,11 +26,12 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from hlopass.attrs import ShapedLiteral
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
 from hlopass.errors import HloError
-from hlopass.literal import Literal, numpy_dtype
-from hlopass.opcode_sets import EVERY_OPCODE
+from hlopass.ir.attrs import ShapedLiteral
+from hlopass.ir.literal import Literal, numpy_dtype
+from hlopass.ir.opcode_sets import EVERY_OPCODE
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 from hlopass.rewriting import (
     ByClass,
     HloModulePass,
@@ -52,7 +53,6 @@ from hlopass.rewriting import (
     run_patterns,
     value_shape,
 )
-from hlopass.shape import ArrayShape, Shape, TupleShape
 
 XLA_MAX_ELEMENTS = 45_000_000
 """XLA's default-level limit on result and operand elements."""

@@ -20,7 +20,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
-from hlopass.opcode_sets import EVERY_OPCODE
+from hlopass.driver.worklist import Driver, Journal, Touches, WalkResult, tracking_rewriter
+from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import (
     ByClass,
     HloModulePass,
@@ -39,7 +40,6 @@ from hlopass.rewriting import (
     is_random,
     module_of,
 )
-from hlopass.worklist import Driver, Journal, Touches, WalkResult, tracking_rewriter
 
 _NEVER_KEYED = frozenset({"name", "metadata", "control-predecessors"})
 

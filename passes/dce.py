@@ -24,7 +24,8 @@ from hlopass.dialects.hlo import (
     entry_computation,
     shape_type,
 )
-from hlopass.opcode_sets import EVERY_OPCODE
+from hlopass.ir.opcode_sets import EVERY_OPCODE
+from hlopass.ir.shape import TupleShape
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -45,7 +46,6 @@ from hlopass.rewriting import (
     reachable_computations,
     run_patterns,
 )
-from hlopass.shape import TupleShape
 
 
 def is_dead(op: Operation, comps: dict[str, ComputationOp],

@@ -28,8 +28,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.attrs import PadDim
 from hlopass.dialects.hlo import HloOp, computations
+from hlopass.ir.attrs import PadDim
+from hlopass.ir.shape import ArrayShape, default_layout
 from hlopass.kernel_structure.emitter import is_unnested_reduction, physical_groups, reduction_dims
 from hlopass.rewriting import (
     HloModulePass,
@@ -39,7 +40,6 @@ from hlopass.rewriting import (
     new_op,
     run_patterns,
 )
-from hlopass.shape import ArrayShape, default_layout
 
 MIN_THREADS_X_ROW_REDUCTION = 1024
 """XLA `MinThreadsXRowReduction`."""

@@ -28,11 +28,11 @@ def load_make_corpus():
 def one(fn, args) -> dict:
     import jax
 
-    import hlopass.jax as hj
-    from hlopass import oracle
-    from hlopass.exporter import print_hlo
-    from hlopass.importer import parse_hlo
-    from hlopass.stablehlo import hlo_text_to_stablehlo, mlir_to_hlo_text
+    import hlopass.execution.jax as hj
+    from hlopass.execution import oracle
+    from hlopass.text.exporter import print_hlo
+    from hlopass.text.importer import parse_hlo
+    from hlopass.text.stablehlo import hlo_text_to_stablehlo, mlir_to_hlo_text
 
     lowered = jax.jit(fn, keep_unused=True).lower(*args)
     jax_hlo = lowered.as_text(dialect="hlo")

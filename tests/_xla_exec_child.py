@@ -57,7 +57,7 @@ def main() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from hlopass import oracle
+    from hlopass.execution import oracle
 
     def run(i, case):
         try:

@@ -14,7 +14,7 @@ import sys
 
 
 def main() -> None:
-    from hlopass import oracle
+    from hlopass.execution import oracle
 
     with open(sys.argv[1]) as f:
         texts = json.load(f)

@@ -22,7 +22,7 @@ def main() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from hlopass import oracle
+    from hlopass.execution import oracle
     from tests._xla_exec_child import load_arrays, save_arrays
 
     for i in range(int(sys.argv[2]), len(cases)):

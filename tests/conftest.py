@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hlopass import oracle
-from hlopass.corpus import corpus_root
+from hlopass.checking.corpus import corpus_root
+from hlopass.execution import oracle
 
 CORPUS = corpus_root()
 CORPUS_MISSING = "the HLO corpus (../shared/corpus or $HLOPASS_CORPUS) is not present"

@@ -1,6 +1,6 @@
-"""The derived tolerances of `hlopass.error_bound`, plus the corpus programs' bounds the tests use.
+"""The derived tolerances of `hlopass.checking.error_bound`, plus the corpus programs' bounds the tests use.
 
-The analysis itself lives in the library (`hlopass.error_bound`) so that
+The analysis itself lives in the library (`hlopass.checking.error_bound`) so that
 `hlopass.check_equivalent` compares with the same derived bound as the tests do.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.error_bound import (
+from hlopass.checking.error_bound import (
     K_FN,
     SAFETY,
     NoBound,

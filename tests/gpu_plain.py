@@ -41,10 +41,10 @@ def _config(op: Any) -> dict:
 
 
 def _lower_gemm(op: Any) -> None:
-    from hlopass.attrs import ShapedLiteral
     from hlopass.dialects.hlo import create_op
-    from hlopass.literal import Literal
-    from hlopass.shape import ArrayShape, TupleShape
+    from hlopass.ir.attrs import ShapedLiteral
+    from hlopass.ir.literal import Literal
+    from hlopass.ir.shape import ArrayShape, TupleShape
 
     cfg = _config(op)
     if cfg.get("epilogue", "DEFAULT") != "DEFAULT":

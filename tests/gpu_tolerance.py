@@ -36,7 +36,7 @@ def unit_roundoff(element_type: str) -> float:
     if element_type not in _UNIT_ROUNDOFF:
         import ml_dtypes
 
-        from hlopass.literal import numpy_dtype
+        from hlopass.ir.literal import numpy_dtype
 
         u = 0.0
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from hlopass.dialects.opcodes import OPCODES
-from hlopass.lexer import STRING_RE
+from hlopass.text.lexer import STRING_RE
 
 # Every opcode whose result shape the text may try to leave out (parameters and constants
 # always need theirs: XLA reads the number or literal by it).

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import hlopass
-from hlopass.inputs import random_inputs  # noqa: F401 (the tests import it from here)
+from hlopass.execution.inputs import random_inputs  # noqa: F401 (the tests import it from here)
 from tests.child_runner import run_batch
 from tests.error_bound import assert_within_bound, error_bounds
 
@@ -201,7 +201,7 @@ def _inline(op, callee) -> None:
 
 def _lower_bitcast(op) -> None:
     from hlopass.dialects.hlo import create_op
-    from hlopass.shape import ArrayShape
+    from hlopass.ir.shape import ArrayShape
 
     src = op.operands[0].type.data
     dst = op.shape
@@ -256,7 +256,7 @@ def _lower_bitcast(op) -> None:
 
 
 def _np_dtype(element_type: str):
-    from hlopass.literal import numpy_dtype
+    from hlopass.ir.literal import numpy_dtype
 
     return numpy_dtype(element_type)
 

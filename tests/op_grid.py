@@ -33,7 +33,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
 
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz",
                "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4", "f4e2m1fn")  # fmt: skip
@@ -132,8 +132,8 @@ class Case:
 
     def text(self, constants: bool = False) -> str:
         """The module; with `constants`, the parameters become constants (for folding)."""
-        from hlopass.literal import Literal, format_literal
-        from hlopass.shape import ArrayShape, default_layout
+        from hlopass.ir.literal import Literal, format_literal
+        from hlopass.ir.shape import ArrayShape, default_layout
 
         lines = ["HloModule grid", "", "ENTRY e {"]
         for i, a in enumerate(self.args):

@@ -4,10 +4,10 @@ JAX programs before XLA's optimizations, and the text a spec makes of a module."
 
 from __future__ import annotations
 
-from hlopass.corpus import corpus_root, modules
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+from hlopass.checking.corpus import corpus_root, modules
 from hlopass.pipeline import run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 
 
 def source_modules() -> list[tuple[str, str]]:

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from hlopass.dialects.hlo import entry_computation
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape, is_float, is_integral
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.shape import ArrayShape, is_float, is_integral
-from hlopass.xdsl_io import context
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
+from hlopass.text.xdsl_io import context
 from tests import op_grid
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,7 +138,7 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
         want, got = results[2 * i], results[2 * i + 1]
         pre_layout = "fusion(" in before or " bitcast(" in before
         if ("crash" in want or "crash" in got or "error" in want) and pre_layout:
-            from hlopass import oracle
+            from hlopass.execution import oracle
 
             ok, msg = oracle.accepts(after)
             assert ok, f"{cid}: XLA rejects the output: {msg}"

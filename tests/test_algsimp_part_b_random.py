@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from hlopass.dialects.hlo import entry_computation
-from hlopass.importer import parse_hlo
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape
 from hlopass.passes.algsimp import AlgebraicSimplifierPass
-from hlopass.shape import ArrayShape
-from hlopass.xdsl_io import context
+from hlopass.text.importer import parse_hlo
+from hlopass.text.xdsl_io import context
 from tests.interp_util import xla_execute_many
 from tests.test_algsimp_families import special_values
 
@@ -252,7 +252,7 @@ def _check(make, pattern: str, seed: int, count: int, least: int) -> None:
         if pattern not in fired:
             continue
         fired_cases += 1
-        from hlopass.exporter import print_hlo
+        from hlopass.text.exporter import print_hlo
 
         after = print_hlo(module)
         args = _args(text, nrng)

@@ -1,4 +1,4 @@
-"""docs/PASS_API.md is what `python -m hlopass.apidoc` generates from the docstrings now,
+"""docs/PASS_API.md is what `python -m hlopass.commands.apidoc` generates from the docstrings now,
 and it covers every public name of `hlopass.rewriting`, each with a docstring of its own."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hlopass import apidoc
+from hlopass.commands import apidoc
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "PASS_API.md"
-REGENERATE = "python -m hlopass.apidoc > docs/PASS_API.md"
+REGENERATE = "python -m hlopass.commands.apidoc > docs/PASS_API.md"
 
 
 def test_committed_reference_is_current():
@@ -67,7 +67,7 @@ def test_signatures_read_as_declared():
 
 def test_cli_writes_the_same_text(tmp_path):
     out = tmp_path / "api.md"
-    run = subprocess.run([sys.executable, "-m", "hlopass.apidoc", "-o", str(out)],
+    run = subprocess.run([sys.executable, "-m", "hlopass.commands.apidoc", "-o", str(out)],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0 and run.stderr == "", run.stderr
     assert out.read_text() == DOC.read_text()

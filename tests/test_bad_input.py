@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pytest
 
 from hlopass import HloParseError, HloShapeError
-from hlopass.cli import opt_main
-from hlopass.importer import parse_hlo
+from hlopass.commands.cli import opt_main
+from hlopass.text.importer import parse_hlo
 
 MARK = "⟦"
 
@@ -627,7 +627,7 @@ def test_subprocess(case_id: str, tmp_path):
     path.write_bytes(_case_text(case).encode("utf-8"))
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "hlopass.cli", str(path)],
+        [sys.executable, "-m", "hlopass.commands.cli", str(path)],
         capture_output=True,
         text=True,
         env=env,
@@ -642,7 +642,7 @@ def test_subprocess(case_id: str, tmp_path):
 
 def test_subprocess_stdin_not_utf8():
     proc = subprocess.run(
-        [sys.executable, "-m", "hlopass.cli", "-"],
+        [sys.executable, "-m", "hlopass.commands.cli", "-"],
         input=b"HloModule m\n\xff\xfe\n",
         capture_output=True,
         timeout=120,
@@ -656,12 +656,12 @@ def test_subprocess_stdin_not_utf8():
 # --- every command, every bad input: one line, the exit code, no traceback ------------------
 #
 # The same bad modules go through `hlopass-opt`, `hlopass run`, `hlopass cost` and
-# `hlopass rank` (in-process, through `hlopass.cli.main` as the console scripts call it);
+# `hlopass rank` (in-process, through `hlopass.commands.cli.main` as the console scripts call it);
 # further rows cover what only some commands read (xDSL IR, .npz inputs, usage).
 
 from pathlib import Path  # noqa: E402
 
-from hlopass.cli import main  # noqa: E402
+from hlopass.commands.cli import main  # noqa: E402
 
 GOOD = "HloModule ok\n\nENTRY main {\n  ROOT p = f32[4] parameter(0)\n}\n"
 _ONE_LINE = re.compile(r"\S[^\n]*: error: [^\n]+\n")
@@ -860,7 +860,7 @@ def test_usage_errors_one_line_exit_2(argv: list[str], capsys):
 
 def _spawn(args: list[str], **kw) -> subprocess.Popen:
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
-    code = "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from hlopass.commands.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.Popen([sys.executable, "-c", code, *args], env=env, **kw)
 
 
@@ -1042,7 +1042,7 @@ def test_string_escape_table_matches_xla(xla):
 
 def test_unicode_escapes_read_as_xla_reads_them(xla):
     """`\\u00e9` is é (XLA prints its UTF-8 bytes in octal); it once stayed `\\u00e9`."""
-    from hlopass.parse_values import unescape
+    from hlopass.text.parse_values import unescape
 
     assert unescape('"\\u00e9\\U0001F600\\x41\\101"') == "\u00e9\U0001f600AA"
     assert unescape('"\\303\\251"') == "\u00e9"  # what XLA prints for it

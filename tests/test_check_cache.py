@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
 from tests.interp_util import assert_same, xla_execute_many
 
 ADD = "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"

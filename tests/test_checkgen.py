@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hlopass.checkgen import generate_checks
+from hlopass.checking.checkgen import generate_checks
 
 BIN = Path(sys.executable).parent
 OPT = str(BIN / "hlopass-opt")

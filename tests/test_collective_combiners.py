@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
+from hlopass.execution import oracle
 from tests.conftest import ORACLE_MISSING
 from tests.interp_util import xla_execute_replicas
 
@@ -296,7 +296,7 @@ _HAS_COLLECTIVE = re.compile(r" (all-reduce|all-gather|reduce-scatter|collective
 
 
 def test_corpus_modules_go_through_every_combiner(xla):
-    from hlopass.corpus import corpus_root, modules
+    from hlopass.checking.corpus import corpus_root, modules
 
     root = corpus_root()
     if root is None:

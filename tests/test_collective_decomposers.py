@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
+from hlopass.execution import oracle
 from tests.conftest import ORACLE_MISSING
 from tests.interp_util import xla_execute_replicas
 

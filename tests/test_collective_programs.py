@@ -13,7 +13,7 @@ devices) and in our interpreter, before and after `PIPELINE`:
 
 The interpreter against XLA:CPU is bit for bit only where the programs use no library
 functions or dots whose summation order XLA:CPU picks per host; elsewhere within the bound
-`hlopass.error_bound.error_bounds_devices` derives on the 8 devices.
+`hlopass.checking.error_bound.error_bounds_devices` derives on the 8 devices.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
+from hlopass.execution import oracle
 from tests.conftest import ORACLE_MISSING
 from tests.interp_util import xla_execute_replicas
 
@@ -142,7 +142,7 @@ def test_interpreter_matches_xla(name, runs):
     (library functions, dots whose summation order XLA:CPU picks per host) every device's
     outputs within the bound `error_bounds_devices` derives, the interpreter's values being
     the bounded run's own."""
-    from hlopass.error_bound import assert_within_bound, error_bounds_devices
+    from hlopass.checking.error_bound import assert_within_bound, error_bounds_devices
     from hlopass.interpreter import evaluate_replicas
 
     prog, _, xla_before, _, _ = runs[name]

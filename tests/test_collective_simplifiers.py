@@ -26,14 +26,14 @@ import numpy as np
 import pytest
 
 from hlopass.dialects.hlo import computations, entry_computation
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.interpreter import evaluate_replicas
 from hlopass.interpreter.replicas import replicas_needed
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape, is_float
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.shape import ArrayShape, is_float
-from hlopass.xdsl_io import context
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
+from hlopass.text.xdsl_io import context
 
 LIT = Path(__file__).resolve().parent.parent / "lit_tests" / "passes" / "collectives"
 PASSES = ("all-reduce-folder", "all-reduce-simplifier", "all-reduce-reassociate",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.passes import constant_folding as cf
 from hlopass.pipeline import run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.pipeline_cases import pipeline_text as _run
 from tests.pipeline_cases import source_modules
 

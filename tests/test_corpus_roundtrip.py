@@ -11,11 +11,11 @@ import re
 
 import pytest
 
-from hlopass import oracle
-from hlopass.corpus import elide_like, modules
+from hlopass.checking.corpus import elide_like, modules
 from hlopass.errors import HloShapeError
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+from hlopass.execution import oracle
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS, CORPUS_MISSING, ORACLE_MISSING
 
 MODULES = modules(CORPUS) if CORPUS is not None else []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import hlopass
-from hlopass.corpus import corpus_root, modules
+from hlopass.checking.corpus import corpus_root, modules
 from hlopass.cost import xla_cost
 
 ROOT = corpus_root()
@@ -44,7 +44,7 @@ def test_jax_totals_match_meta(program: str) -> None:
 # of non-tuple instructions -- variadic reduce/sort, rng-bit-generator, opt-barrier -- count
 # their arrays, a tuple instruction its pointer table; pinned with oracle.cost_analysis.)
 KNOWN: dict[str, str] = {}
-# Every former exception is pinned with hlopass.oracle.cost_analysis and fixed (see PINNED and
+# Every former exception is pinned with hlopass.execution.oracle.cost_analysis and fixed (see PINNED and
 # PINNED_MODULES below):
 # * import_bounded_dynamism, import_emit_stablehlo (set-dimension-size, `?` shapes): a dynamic
 #   array adds 4 B of size metadata per dimension; an unbounded one counts only that, and its
@@ -124,13 +124,13 @@ ENTRY e {
     assert ours["flops"] - 2 * 64 * 32 * 128 == 2 * 8 * 3 * 32 * (46 * 46)
     if os.environ.get("HLOPASS_NO_ORACLE"):
         return
-    oracle = pytest.importorskip("hlopass.oracle")
+    oracle = pytest.importorskip("hlopass.execution.oracle")
     if not oracle.available():
         pytest.skip("jaxlib not installed")
     assert not close(ours, oracle.cost_analysis(text))
 
 
-TUPLE_RESULTS = {  # module -> jaxlib 0.10 CPU "bytes accessed" (hlopass.oracle.cost_analysis)
+TUPLE_RESULTS = {  # module -> jaxlib 0.10 CPU "bytes accessed" (hlopass.execution.oracle.cost_analysis)
     """HloModule m
 add {
   a = f32[] parameter(0)
@@ -172,7 +172,7 @@ def test_tuple_shaped_results_count_their_arrays() -> None:
         assert xla_cost(hlopass.parse_hlo(text))["bytes accessed"] == expected
 
 
-PINNED = {  # module body -> jaxlib 0.10 CPU "bytes accessed" (hlopass.oracle.cost_analysis)
+PINNED = {  # module body -> jaxlib 0.10 CPU "bytes accessed" (hlopass.execution.oracle.cost_analysis)
     "a = f32[4,<=4] parameter(0)\n  ROOT b = f32[4,<=4] abs(a)": 144.0,  # 2 x (64 + 2 x 4)
     "a = f32[<=4] parameter(0)\n  ROOT b = f32[<=4] abs(a)": 40.0,
     "a = f32[?,784] parameter(0)\n  ROOT b = f32[?,784] abs(a)": 16.0,  # metadata only
@@ -250,6 +250,6 @@ def test_pinned_module_conventions(text: str) -> None:
         assert ours["bytes accessed"] == nbytes
     if os.environ.get("HLOPASS_NO_ORACLE"):
         return
-    oracle = pytest.importorskip("hlopass.oracle")
+    oracle = pytest.importorskip("hlopass.execution.oracle")
     if oracle.available():
         assert not close(ours, oracle.cost_analysis(text))

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import hlopass
-from hlopass.corpus import corpus_root
+from hlopass.checking.corpus import corpus_root
 from hlopass.cost import DEVICES, estimate, estimate_group, get_device, rank
 from hlopass.cost.cli import cost_main, rank_main
 from hlopass.dialects import hlo

@@ -53,7 +53,7 @@ def cost_json(path: Path, device: str) -> str:
 
 
 def fused_text(path: Path, device: str, model: str) -> str:
-    from hlopass.cli import opt_main
+    from hlopass.commands.cli import opt_main
 
     pipeline = PIPELINE.replace("{O}", f"{{device={device} cost-model={model}}}")
     with tempfile.TemporaryDirectory() as d:
@@ -113,7 +113,7 @@ def test_cost_and_fusion_unchanged(corpus, program):
 
 
 if __name__ == "__main__":  # regenerate: python tests/test_cost_structure_unchanged.py --update
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
 
     if sys.argv[1:] != ["--update"]:
         sys.exit("usage: python tests/test_cost_structure_unchanged.py --update")

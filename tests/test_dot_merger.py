@@ -24,10 +24,10 @@ import pytest
 
 import hlopass
 from hlopass.dialects.hlo import entry_computation
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.shape import ArrayShape
-from hlopass.xdsl_io import context
+from hlopass.text.xdsl_io import context
 from tests.interp_util import xla_execute_many
 
 PORT = Path(__file__).resolve().parent.parent / "lit_tests" / "xla_ports" / "dot_merger_test.hlo"

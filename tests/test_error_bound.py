@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.corpus import corpus_root
+from hlopass.checking.corpus import corpus_root
 from tests.error_bound import NoBound, error_bounds, within_bound
 
 DOT = """HloModule m

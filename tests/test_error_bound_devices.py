@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.error_bound import NoBound, error_bounds_devices, within_bound
+from hlopass.checking.error_bound import NoBound, error_bounds_devices, within_bound
 from tests.conftest import ORACLE_MISSING
 
 N = 8
@@ -139,7 +139,7 @@ def test_a_combiner_without_a_rule_is_reported():
 def test_xla_cpu_is_within_the_bound_of_the_chain():
     """The oracle: XLA:CPU on 8 host devices against the bounded run of CHAIN (an exp on
     each side, then sums over groups and a gather)."""
-    from hlopass import oracle
+    from hlopass.execution import oracle
     from tests.interp_util import xla_execute_replicas
 
     if not oracle.available():

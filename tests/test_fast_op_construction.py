@@ -19,9 +19,9 @@ from hlopass.dialects.hlo import (
     shape_type,
     value_to_attr,
 )
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
-from hlopass.shape import array
+from hlopass.ir.shape import array
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 
 F32 = array("f32", (2,))
 

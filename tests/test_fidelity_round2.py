@@ -224,7 +224,7 @@ def test_parse_hlo_verify_false_reads_what_xla_reads(xla):
 def test_cli_no_verify(tmp_path):
     path = tmp_path / "m.hlo"
     path.write_text(_CALL_MISMATCH)
-    cmd = [sys.executable, "-m", "hlopass.cli"]  # (hlopass-opt)
+    cmd = [sys.executable, "-m", "hlopass.commands.cli"]  # (hlopass-opt)
     refused = subprocess.run([*cmd, str(path)], capture_output=True, text=True)
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and f"{path}:10:8: error: c:" in refused.stderr

@@ -10,12 +10,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
 from hlopass import parse_hlo
+from hlopass.checking.verifier import verify_module
 from hlopass.dialects.hlo import computations
-from hlopass.dirty import CallGraph
-from hlopass.exporter import print_hlo
+from hlopass.driver.dirty import CallGraph
 from hlopass.pipeline import FixpointPass, Runner, parse_pass_pipeline
 from hlopass.rewriting import HloModulePass, Scope
-from hlopass.verifier import verify_module
+from hlopass.text.exporter import print_hlo
 
 SPEC = "fixpoint{passes=algsimp,constant-folding,dce,cse}"
 

@@ -9,9 +9,9 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass import parse_hlo
-from hlopass.exporter import print_hlo
 from hlopass.pipeline import FixpointPass, Runner, parse_pass_pipeline
 from hlopass.rewriting import HloModulePass, Scope
+from hlopass.text.exporter import print_hlo
 
 SPEC = "fixpoint{passes=algsimp,constant-folding,dce,cse}"
 

@@ -21,10 +21,10 @@ from hlopass.cost.default_fusion_model import DefaultFusionCostModel
 from hlopass.cost.fusion_models import fusion_cost_model
 from hlopass.cost.roofline_fusion_model import RooflineFusionCostModel
 from hlopass.dialects.hlo import computations, entry_computation
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.kernel_structure.plan import Kernel
 from hlopass.pipeline import PipelineError, parse_pass_pipeline, run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 from tests.error_bound import assert_within_bound, program_bounds_or_none
 
@@ -123,7 +123,7 @@ def test_priority_fusion_keeps_outputs(program: str, corpus: Path, xla) -> None:
 _XLA_CHILD = r"""
 import pickle, sys
 import numpy as np
-from hlopass import oracle
+from hlopass.execution import oracle
 io = np.load(sys.argv[2])
 args = [io[f"in{i}"] for i in range(sum(1 for k in io.files if k.startswith("in")))]
 outs = oracle.execute(open(sys.argv[1]).read(), args)
@@ -322,7 +322,7 @@ def test_max_fusions_bisects() -> None:
 def test_explain_json_lines(tmp_path: Path) -> None:
     src = tmp_path / "chain.hlo"
     src.write_text(CHAIN)
-    r = subprocess.run([sys.executable, "-m", "hlopass.cli", str(src), "-p", "priority-fusion",
+    r = subprocess.run([sys.executable, "-m", "hlopass.commands.cli", str(src), "-p", "priority-fusion",
                         "--explain-fusion=json", "-o", str(tmp_path / "out.hlo")],
                        capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -526,10 +526,10 @@ def test_horizontal_fusion_keeps_bits_on_random_inputs() -> None:
 
 @pytest.mark.parametrize("program", _programs() or ["<no corpus>"])
 def test_live_bytes_start_from_the_memory_model(program: str, corpus: Path) -> None:
-    """The guard's live ranges (segment tree) give hlopass.memory's peak of every
+    """The guard's live ranges (segment tree) give hlopass.ir.memory's peak of every
     computation without control flow, before any fusion, and after a planned fusion the
     tree equals a fresh sweep of the same ranges."""
-    from hlopass.memory import peak_live_bytes
+    from hlopass.ir.memory import peak_live_bytes
     from hlopass.passes.fusion.graph import FusionGraph
     from hlopass.passes.fusion.memory_guard import LiveBytes
     from hlopass.passes.fusion.priority import fusible_computations
@@ -571,7 +571,7 @@ def test_live_bytes_start_from_the_memory_model(program: str, corpus: Path) -> N
 def test_bad_fusion_option_is_one_line(pass_name: str, option: str, tmp_path: Path) -> None:
     src = tmp_path / "m.hlo"
     src.write_text(SIDE_BY_SIDE)
-    r = subprocess.run([sys.executable, "-m", "hlopass.cli", str(src), "-p", f"{pass_name}{{{option}}}"],
+    r = subprocess.run([sys.executable, "-m", "hlopass.commands.cli", str(src), "-p", f"{pass_name}{{{option}}}"],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()

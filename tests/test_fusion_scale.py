@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hlopass.importer import parse_hlo
 from hlopass.pipeline import run_pipeline
+from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 
 PRE = "call-inliner,algsimp,constant-folding,dce,cse,tree-reduction-rewriter"

@@ -1,4 +1,4 @@
-"""The mutation fuzzer in CI: a fixed seed and a bounded budget (hlopass/fuzz.py; long runs:
+"""The mutation fuzzer in CI: a fixed seed and a bounded budget (hlopass/checking/fuzz.py; long runs:
 benchmarks/fuzz.py). Every mutant is rejected with `HloParseError` or survives passes with
 verification, the cost model and printing; every accepted mutant's print is accepted by
 XLA's parser unless XLA rejects the mutant itself too (where hlopass accepts more)."""
@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from hlopass import fuzz
+from hlopass.checking import fuzz
 from hlopass.errors import HloParseError
-from hlopass.importer import parse_hlo
+from hlopass.text.importer import parse_hlo
 
 SEED = 20261123
 COUNT = 500
@@ -53,12 +53,12 @@ def test_same_seed_same_mutants():
 
 def test_check_reports_a_crash(monkeypatch):
     """The harness itself: an exception other than HloParseError is a problem."""
-    import hlopass.importer
+    import hlopass.text.importer
 
     def broken(text, filename=None):
         raise IndexError("boom")
 
-    monkeypatch.setattr(hlopass.importer, "parse_hlo", broken)
+    monkeypatch.setattr(hlopass.text.importer, "parse_hlo", broken)
     out = fuzz.check(_MODULE)
     assert out.problem is not None and "crash in parse: IndexError: boom" in out.problem
 
@@ -66,12 +66,12 @@ def test_check_reports_a_crash(monkeypatch):
 def test_check_reports_a_slow_case(monkeypatch):
     import time
 
-    import hlopass.importer
+    import hlopass.text.importer
 
     def slow(text, filename=None):
         time.sleep(5)
 
-    monkeypatch.setattr(hlopass.importer, "parse_hlo", slow)
+    monkeypatch.setattr(hlopass.text.importer, "parse_hlo", slow)
     out = fuzz.check(_MODULE, time_limit=0.2)
     assert out.problem is not None and out.problem.startswith("slow")
 

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import hlopass
-from hlopass import oracle
+from hlopass.execution import oracle
 from hlopass.passes.collectives.gradient_packing import Band, SpecError, format_spec, parse_spec
 from hlopass.pipeline import PipelineError
 from tests.conftest import ORACLE_MISSING
@@ -369,7 +369,7 @@ _CORPUS_SPECS = ('spec="xring/nccl" gpus-per-host=4', 'spec="nccl#2" max-bytes=4
 def test_corpus_modules_with_all_reduces(xla):
     """Every corpus module with an all-reduce goes through three specs; XLA parses what
     the pass prints whenever it changed something."""
-    from hlopass.corpus import corpus_root, modules
+    from hlopass.checking.corpus import corpus_root, modules
 
     root = corpus_root()
     if root is None:

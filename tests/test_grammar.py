@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from hlopass import oracle
-from hlopass.attrs import METADATA_ORDER
 from hlopass.dialects.opcodes import COMMON_BY_NAME, MODULE_ATTRS, OPCODES
 from hlopass.errors import HloError
-from hlopass.exporter import print_hlo
-from hlopass.grammar import render, spelling_of_enum
-from hlopass.importer import parse_hlo
+from hlopass.execution import oracle
+from hlopass.ir.attrs import METADATA_ORDER
+from hlopass.text.exporter import print_hlo
+from hlopass.text.grammar import render, spelling_of_enum
+from hlopass.text.importer import parse_hlo
 from tests.child_runner import run_batch
 from tests.conftest import ORACLE_MISSING
 from tests.grammar_samples import (
@@ -445,7 +445,7 @@ def test_cannot_infer_is_one_line(inst, why):
 
 def test_grammar_page_is_current():
     page = (ROOT / "docs" / "GRAMMAR.md").read_text()
-    assert page == render(), "run `python -m hlopass.grammar > docs/GRAMMAR.md`"
+    assert page == render(), "run `python -m hlopass.text.grammar > docs/GRAMMAR.md`"
 
 
 @needs_oracle

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hlopass import oracle
 from hlopass.errors import HloError
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+from hlopass.execution import oracle
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.child_runner import run_batch
 from tests.conftest import ORACLE_MISSING
 

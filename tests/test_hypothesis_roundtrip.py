@@ -16,9 +16,9 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from hlopass import oracle
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+from hlopass.execution import oracle
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import ORACLE_MISSING
 from tests.strategies import hlo_modules
 

@@ -1,5 +1,5 @@
 """Parsing and printing never give an IR object an instance `__dict__` (see
-`hlopass.fields`): once asked for, every later read of the object's attributes is an
+`hlopass.ir.fields`): once asked for, every later read of the object's attributes is an
 unspecialized dict lookup (the printer and the passes read an instruction name's `.data`,
 a type's cached text and attribute values all the time). A materialized dict shows as a
 `dict` among the object's GC referents; inline attributes show as their values."""

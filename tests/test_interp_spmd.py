@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
 from hlopass.errors import HloInputError, UnsupportedOpError
+from hlopass.execution import oracle
 from hlopass.interpreter import evaluate, evaluate_devices
 from tests.child_runner import run_batch
 from tests.conftest import ORACLE_MISSING

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.corpus import corpus_root
+from hlopass.checking.corpus import corpus_root
 from hlopass.interpreter import eval_instruction
 from tests.error_bound import NoBound, assert_within_bound, error_bounds, program_bounds
 from tests.interp_util import assert_same
@@ -158,7 +158,7 @@ def test_cli_run_bad_input_is_one_line_error(tmp_path, capsys):
 def test_hlopass_run_subcommand(corpus, tmp_path):
     folder = corpus / "jax" / "while_loop"
     out = tmp_path / "o.npz"
-    r = subprocess.run([sys.executable, "-c", "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))",
+    r = subprocess.run([sys.executable, "-c", "import sys; from hlopass.commands.cli import main; sys.exit(main(sys.argv[1:]))",
                         "run", str(folder / "before_optimizations.hlo"), "--inputs", str(folder / "io.npz"),
                         "-o", str(out)], capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 0, r.stderr

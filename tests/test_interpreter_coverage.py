@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
 from hlopass.errors import UnsupportedOpError
+from hlopass.execution import oracle
 from tests.conftest import ORACLE_MISSING
 from tests.error_bound import SAFETY, assert_within_bound, error_bounds, within_bound
 from tests.interp_util import xla_execute_many, xla_execute_replicas

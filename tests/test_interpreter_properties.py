@@ -298,7 +298,7 @@ def graphs(draw, max_ops: int = 6) -> str:
 
 
 def _np(ty: str):
-    from hlopass.literal import numpy_dtype
+    from hlopass.ir.literal import numpy_dtype
 
     return numpy_dtype(ty)
 

@@ -115,7 +115,7 @@ def test_convert_integers(xla, src, dt, dst):
 
 # f64 values on the far side of a tie of the narrow type: one rounding and XLA's two (through
 # f32, whose nearest value is the tie itself) differ. (type, f64, XLA's result, one rounding);
-# XLA rounds bf16 and f16 through f32 and the f8/f4 types once (hlopass/narrowing.py).
+# XLA rounds bf16 and f16 through f32 and the f8/f4 types once (hlopass/ir/narrowing.py).
 _TIE = 2.0**-40
 NARROWINGS = [
     ("bf16", 1 + 2**-8 + 2**-30, 1.0, 1 + 2**-7),  # f32: 1 + 2^-8, the tie; even is 1

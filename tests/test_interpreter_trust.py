@@ -120,8 +120,8 @@ def test_repro_select_and_scatter_scalar_folds(corpus):
 def test_scalar_select_and_scatter_constant_folds_to_xlas_value():
     """The corpus module constant-folding failed on, with the values of the case
     select_and_scatter_scalar above, where XLA:CPU gives 3.5 (init 2 + source 1.5)."""
-    from hlopass.exporter import print_hlo
     from hlopass.pipeline import run_pipeline
+    from hlopass.text.exporter import print_hlo
 
     text, _ = CASES["select_and_scatter_scalar"]
     module = hlopass.parse_hlo(text)

@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.corpus import corpus_root, modules
+from hlopass.checking.corpus import corpus_root, modules
 from hlopass.interpreter.core import flatten
 from tests.error_bound import NoBound, error_bounds, is_float, within_bound
 from tests.interp_util import random_inputs, xla_execute_many, xla_friendly

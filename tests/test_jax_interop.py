@@ -1,4 +1,4 @@
-"""hlopass.jax: `lower` and `compile(fn, pipeline)` against `jax.jit` on three programs,
+"""hlopass.execution.jax: `lower` and `compile(fn, pipeline)` against `jax.jit` on three programs,
 a training loop among them, with the core pipeline applied and verified after each pass."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax", reason="hlopass.jax needs jax (the test extra)")
+jax = pytest.importorskip("jax", reason="hlopass.execution.jax needs jax (the test extra)")
 jnp = jax.numpy
 
 import hlopass  # noqa: E402
-import hlopass.jax as hj  # noqa: E402
+import hlopass.execution.jax as hj  # noqa: E402
 
 PIPELINE = "fixpoint{passes=algsimp,constant-folding,dce,cse}"
 EPS32 = float(np.finfo(np.float32).eps)

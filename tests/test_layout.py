@@ -15,10 +15,10 @@ import pytest
 from hlopass.cost import estimate
 from hlopass.cost.layouts import conv_kind, conv_transpose_bytes, reshape_is_bitcast
 from hlopass.dialects.hlo import computations, entry_computation
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+from hlopass.ir.shape import ArrayShape, Layout
 from hlopass.pipeline import PipelineError, parse_pass_pipeline, run_pipeline
-from hlopass.shape import ArrayShape, Layout
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 from tests.error_bound import assert_within_bound, program_bounds_or_none
 

@@ -17,7 +17,6 @@ import pytest
 
 from hlopass.cost import estimate
 from hlopass.dialects.hlo import HloOp, computations
-from hlopass.importer import parse_hlo
 from hlopass.passes.layout.assignment import plan_time
 from hlopass.passes.layout.engine import Choices
 from hlopass.passes.layout.layouts import default_m2m, value_shape
@@ -25,6 +24,7 @@ from hlopass.passes.layout.pricing import AFTER_LAYOUT, after_passes
 from hlopass.passes.layout.rules import dot_sides, matrix_layout_ok
 from hlopass.passes.layout.strategy import choose
 from hlopass.pipeline import PipelineError, parse_pass_pipeline, run_pipeline
+from hlopass.text.importer import parse_hlo
 
 OPT = str(Path(sys.executable).parent / "hlopass-opt")
 AFTER = ",".join(AFTER_LAYOUT)

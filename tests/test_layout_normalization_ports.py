@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from hlopass.dialects.hlo import computations
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
-from hlopass.inputs import random_inputs
+from hlopass.execution.inputs import random_inputs
 from hlopass.interpreter import evaluate
+from hlopass.ir.shape import ArrayShape
 from hlopass.pipeline import run_pipeline
-from hlopass.shape import ArrayShape
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 
 PORTS = Path(__file__).parent.parent / "lit_tests" / "xla_ports" / "layout_normalization_test.hlo"
 AFTER_ALGSIMP = "layout-normalization,algsimp{is-layout-sensitive=true}"

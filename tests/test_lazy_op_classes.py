@@ -11,9 +11,10 @@ import textwrap
 
 import pytest
 
-from hlopass import oracle, parse_hlo, print_hlo
+from hlopass import parse_hlo, print_hlo
 from hlopass.dialects.hlo import OP_CLASSES, HloOp
 from hlopass.dialects.opcodes import OPCODES
+from hlopass.execution import oracle
 
 # `sort` (not built at import) calls its comparator; XLA prints the computations callees
 # first in the order its entry's instructions call them, not in text order: `other`, then
@@ -77,9 +78,9 @@ def _fresh(code: str) -> str:
 def test_a_rare_opcode_is_built_on_first_use_and_printed_as_xla_does():
     out = _fresh(
         f"""
-        import hlopass.cli
-        from hlopass.importer import parse_hlo
-        from hlopass.exporter import print_hlo
+        import hlopass.commands.cli
+        from hlopass.text.importer import parse_hlo
+        from hlopass.text.exporter import print_hlo
         from hlopass.dialects.hlo import OP_CLASSES
         print("sort" in dict.keys(OP_CLASSES))
         text = print_hlo(parse_hlo({TEXT!r}))
@@ -146,7 +147,7 @@ def test_a_pass_pipeline_builds_only_the_classes_it_meets():
     every op class): a pipeline over a small module builds few classes beyond its own."""
     out = _fresh(
         f"""
-        from hlopass.importer import parse_hlo
+        from hlopass.text.importer import parse_hlo
         from hlopass.pipeline import run_pipeline
         from hlopass.dialects.hlo import OP_CLASSES, OPCODES
         run_pipeline(parse_hlo({TEXT!r}), "fixpoint{{passes=algsimp,constant-folding,dce,cse}}")
@@ -158,8 +159,8 @@ def test_a_pass_pipeline_builds_only_the_classes_it_meets():
 
 
 def test_the_xdsl_text_form_loads_the_dialect_when_it_meets_an_op():
-    from hlopass.cli import emit_module
-    from hlopass.xdsl_io import parse_xdsl
+    from hlopass.commands.cli import emit_module
+    from hlopass.text.xdsl_io import parse_xdsl
 
     module = parse_hlo(TEXT)
     text = emit_module(module, "xdsl", "default")

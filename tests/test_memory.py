@@ -1,4 +1,4 @@
-"""hlopass.memory.peak_live_bytes on hand-written modules (expected values worked out by hand
+"""hlopass.ir.memory.peak_live_bytes on hand-written modules (expected values worked out by hand
 in the comments: f32[100] = 400 bytes)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hlopass import parse_hlo
-from hlopass.memory import peak_live_bytes
+from hlopass.ir.memory import peak_live_bytes
 
 
 def _peak(text: str):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
+from hlopass.execution import oracle
 from tests.conftest import ORACLE_MISSING
 from tests.interp_util import assert_same, xla_execute_many
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-from hlopass.pass_options import Option, OptionValueError, options_of, signed
+from hlopass.driver.pass_options import Option, OptionValueError, options_of, signed
 from hlopass.pipeline import PASSES, PipelineError, parse_pass_pipeline
 
 BIN = Path(sys.executable).parent
@@ -155,7 +155,7 @@ def test_list_passes_prints_whole_first_paragraphs() -> None:
         assert _words(first) in flat, o.name
     # by hand, from passes/fusion/priority.py: the sentence the old listing cut at its line end
     assert ("max-temp-bytes=-1 Refuse a fusion that would lift a computation's peak of live "
-            "intermediate bytes (hlopass.memory's model, in block order) above this many bytes "
+            "intermediate bytes (hlopass.ir.memory's model, in block order) above this many bytes "
             "(-1: no limit).") in flat  # fmt: skip
     assert "--help-pass NAME" in p.stdout
     assert max(map(len, p.stdout.splitlines())) <= 100  # wrapped

@@ -1,4 +1,4 @@
-"""`-o PATH` never destroys what is at PATH (hlopass/output.py, `hlopass-opt`, `hlopass run`).
+"""`-o PATH` never destroys what is at PATH (hlopass/commands/output.py, `hlopass-opt`, `hlopass run`).
 
 Each case runs the real command in a child process (as a user would) unless it tests the
 helper's own API (chunked data, a write killed by SIGTERM).
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlopass.output import OutputError, write_output
+from hlopass.commands.output import OutputError, write_output
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = textwrap.dedent("""\
@@ -45,7 +45,7 @@ def _opt(tmp_path: Path, *args: str, umask: int | None = None):
     src = tmp_path / "in.hlo"
     src.write_text(MODULE)
     src.chmod(0o644)
-    code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+    code = "import sys; from hlopass.commands.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
     env = dict(os.environ, PYTHONPATH=_pythonpath())
     return subprocess.run(
         [sys.executable, "-c", code, str(src), *args],
@@ -60,7 +60,7 @@ def _opt(tmp_path: Path, *args: str, umask: int | None = None):
 
 def _expected_output() -> str:
     from hlopass import parse_hlo
-    from hlopass.exporter import print_hlo
+    from hlopass.text.exporter import print_hlo
 
     return print_hlo(parse_hlo(MODULE), "default")
 
@@ -196,7 +196,7 @@ def _opt_as_nobody(args: list[str], stdin_path: Path) -> tuple[int, str]:
     """`hlopass-opt ARGS < stdin_path` in a forked child that has dropped root for `nobody`
     (root ignores directory permissions; the interpreter binary may not be reachable for
     `nobody`, so no exec: the child runs the already imported entry point)."""
-    from hlopass.cli import opt_main
+    from hlopass.commands.cli import opt_main
 
     read_end, write_end = os.pipe()
     src = os.open(stdin_path, os.O_RDONLY)
@@ -275,7 +275,7 @@ def test_failed_write_leaves_target_and_no_temp(tmp_path):
 
 _KILLED_CHILD = """
 import sys, time
-from hlopass.output import write_output
+from hlopass.commands.output import write_output
 def chunks():
     for i in range(10_000):
         yield b"x" * (1 << 16)
@@ -317,7 +317,7 @@ def _run(tmp_path: Path, *args: str):
     src.write_text(MODULE)
     inputs = tmp_path / "in.npz"
     np.savez(inputs, in0=np.array([1.5, -2.0], np.float32))
-    code = "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from hlopass.commands.cli import main; sys.exit(main(sys.argv[1:]))"
     env = dict(os.environ, PYTHONPATH=_pythonpath())
     return subprocess.run(
         [sys.executable, "-c", code, "run", str(src), "--inputs", str(inputs), *args],
@@ -366,7 +366,7 @@ def test_dev_stdout_appended_log_is_kept(tmp_path):
             pytest.skip(f"no {path} on this system")
         src = tmp_path / "in.hlo"
         src.write_text(MODULE)
-        code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+        code = "import sys; from hlopass.commands.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
         with open(log, "ab") as out:
             proc = subprocess.run(
                 [sys.executable, "-c", code, str(src), "-o", path],
@@ -407,7 +407,7 @@ def test_unbuffered_stdout_large_output_whole_and_closed_pipe(tmp_path):
     big = f"HloModule m\n\nENTRY e {{\n{lines}\n  ROOT t = ({', '.join(['f32[]'] * 6000)}) tuple({names})\n}}\n"
     src = tmp_path / "big.hlo"
     src.write_text(big)
-    code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+    code = "import sys; from hlopass.commands.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
     env = dict(os.environ, PYTHONPATH=_pythonpath(), PYTHONUNBUFFERED="1")
     whole = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True,
                            timeout=120, env=env)  # fmt: skip
@@ -429,7 +429,7 @@ def test_unbuffered_stdout_large_output_whole_and_closed_pipe(tmp_path):
 def test_viz_output_keeps_mode_and_writes_fifo_in_place(tmp_path):
     src = tmp_path / "m.hlo"
     src.write_text(MODULE)
-    code = "import sys; from hlopass.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from hlopass.commands.cli import main; sys.exit(main(sys.argv[1:]))"
     env = dict(os.environ, PYTHONPATH=_pythonpath())
 
     def viz(out: Path) -> subprocess.CompletedProcess:

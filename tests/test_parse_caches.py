@@ -4,9 +4,9 @@ parser of one `parse_hlo` call, so parsing leaves the importer's module state as
 
 from __future__ import annotations
 
-import hlopass.importer as importer
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+import hlopass.text.importer as importer
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 
 # Per-opcode tables filled on first use are keyed by the opcode, not by the input text.
 _KEYED_BY_OPCODE = {"_SUGAR_SPECS"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from hlopass import oracle
 from hlopass.errors import HloError
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+from hlopass.execution import oracle
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import ORACLE_MISSING
 
 

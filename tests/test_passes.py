@@ -12,11 +12,11 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 
 from hlopass.dialects.hlo import computations
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.pipeline import PASSES, list_passes_text, parse_pass_pipeline, run_pipeline
 from hlopass.rewriting import HloModulePass
-from hlopass.xdsl_io import context
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
+from hlopass.text.xdsl_io import context
 from tests.error_bound import assert_within_bound, error_bounds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,7 +223,7 @@ def _optimized(d: Path) -> tuple[str, int, int]:
 _XLA_CHILD = r"""
 import pickle, sys
 import numpy as np
-from hlopass import oracle
+from hlopass.execution import oracle
 text = open(sys.argv[1]).read()
 io = np.load(sys.argv[2])
 args = [io[f"in{i}"] for i in range(sum(1 for k in io.files if k.startswith("in")))]
@@ -339,7 +339,7 @@ def test_xdsl_opt_universe(tmp_path: Path) -> None:
 
     from xdsl.transforms import get_all_passes
 
-    from hlopass.universe import HLOPASS_UNIVERSE
+    from hlopass.commands.universe import HLOPASS_UNIVERSE
 
     names = set(HLOPASS_UNIVERSE.all_passes)
     # every pass as hlo-NAME, and as NAME where xDSL has no pass of that name
@@ -435,7 +435,7 @@ def test_evaluate_after_a_pass_edits_a_called_computation() -> None:
 
 def test_forget_cached_state_runs_for_every_pass_class() -> None:
     """Every HloModulePass subclass's `run` (ours, the xdsl-opt aliases, new ones) forgets caches."""
-    from hlopass.universe import HLOPASS_UNIVERSE
+    from hlopass.commands.universe import HLOPASS_UNIVERSE
 
     for load in [*PASSES.values(), *HLOPASS_UNIVERSE.all_passes.values()]:
         assert getattr(load().run, "_forgets_caches", False), load().name
@@ -502,8 +502,8 @@ ENTRY e {
 def test_mixed_precision_needs_the_verifier_option() -> None:
     """`minimum(f16, f32)` is refused (one line) unless `allow_mixed_precision` is on, as in
     XLA's HloVerifier; integers of different widths are refused either way."""
+    from hlopass.checking.verifier import allow_mixed_precision
     from hlopass.errors import HloError
-    from hlopass.verifier import allow_mixed_precision
 
     with pytest.raises(HloError, match="different element types"):
         parse_hlo(_MIXED, "mixed.hlo")
@@ -521,7 +521,7 @@ def test_mixed_precision_values_match_xla_cpu_of_the_converted_module(xla) -> No
     """The interpreter computes `minimum(f16, f32)` as XLA does once the f16 operand is
     converted (XLA-CPU's own verifier refuses the mixed module, so it runs the converted)."""
     import hlopass
-    from hlopass.verifier import allow_mixed_precision
+    from hlopass.checking.verifier import allow_mixed_precision
     from tests.interp_util import xla_execute_many
     from tests.op_grid import special_values
 

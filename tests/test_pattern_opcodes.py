@@ -1,6 +1,6 @@
 """Every rewrite pattern declares the opcodes it targets (`OPCODES`, or `TARGETS` for one
 matched on something other than an instruction), and `docs/GRAMMAR.md`'s per-pass columns
-are read from those declarations (`hlopass.grammar.pass_opcodes`), not from the source
+are read from those declarations (`hlopass.text.grammar.pass_opcodes`), not from the source
 text; `tests/test_grammar.py` checks the page is current."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from xdsl.pattern_rewriter import RewritePattern
 
 from hlopass import passes, pipeline
 from hlopass.dialects.opcodes import OPCODES
-from hlopass.grammar import declared_opcodes, pass_opcodes
 from hlopass.rewriting import OpcodeDispatchApplier
+from hlopass.text.grammar import declared_opcodes, pass_opcodes
 
 
 def _all_patterns() -> list[type]:

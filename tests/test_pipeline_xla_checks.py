@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from hlopass.errors import HloShapeError
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.pipeline import PASSES, run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 
 # XLA's pass names (as hlo-opt registers them) -> ours

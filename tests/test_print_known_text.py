@@ -12,8 +12,8 @@ import pytest
 
 from hlopass import parse_hlo, print_hlo
 from hlopass.dialects.hlo import computations
-from hlopass.lexer import SHAPE_RE
-from hlopass.parse_values import _array_shape_from_token, _is_printed_form
+from hlopass.text.lexer import SHAPE_RE
+from hlopass.text.parse_values import _array_shape_from_token, _is_printed_form
 
 _TOKEN = re.compile(SHAPE_RE)
 

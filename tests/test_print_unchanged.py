@@ -2,7 +2,7 @@
 
 `tests/data/print_snapshot.json` holds the sha256 of what hlopass printed, on the commit
 that made it, for:
-- each corpus module the round-trip tests read (`hlopass.corpus.modules`), in each print
+- each corpus module the round-trip tests read (`hlopass.checking.corpus.modules`), in each print
   style of the exporter (`default`; `long`, the older style with typed operands; `short`)
   and the default print of the default print read back (the round-trip tests' second
   round); a module the parser refuses records the hash of its one-line error instead;
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from hlopass.corpus import corpus_root, modules
+from hlopass.checking.corpus import corpus_root, modules
 from hlopass.errors import HloError
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.pipeline import run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "print_snapshot.json"
 STYLES = ("default", "long", "short")

@@ -168,7 +168,7 @@ def test_block_order_test_agrees_with_the_post_order():
     # `_is_post_order` stands in for running the DFS on a first print: it must be exact.
     import random
 
-    from hlopass.exporter import _dfs_post_order, _is_post_order
+    from hlopass.text.exporter import _dfs_post_order, _is_post_order
 
     rng = random.Random(0)
     for _ in range(5000):
@@ -194,7 +194,7 @@ def test_literal_arrays_are_read_only():
     a literal's array refuses in-place writes; the caller's own array stays writeable."""
     import numpy as np
 
-    from hlopass.literal import Literal
+    from hlopass.ir.literal import Literal
 
     mine = np.arange(3, dtype=np.float32)
     lit = Literal(mine)

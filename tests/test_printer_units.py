@@ -233,7 +233,7 @@ def test_scalar_float_constants():
 def test_escape_test_is_every_character_but_printable_ascii_and_quotes():
     """`c_escape`'s quick test (a negated class, cheap to compile) picks exactly the
     characters below space, from DEL up, and `"`, `'`, `\\`, over every code point."""
-    from hlopass.attrs import _NEEDS_ESCAPE
+    from hlopass.ir.attrs import _NEEDS_ESCAPE
 
     picked = "".join(c for c in map(chr, range(0x110000)) if _NEEDS_ESCAPE.match(c))
     assert picked == "".join(

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.cli import build_opt_parser
+from hlopass.commands.cli import build_opt_parser
 
 BIN = Path(sys.executable).parent
 OPT = str(BIN / "hlopass-opt")
@@ -151,7 +151,7 @@ def test_lit_golden_test_of_a_plugin_with_the_shipped_config(plugin_dirs, tmp_pa
     suite = tmp_path / "golden"
     suite.mkdir()
     (suite / "lit.cfg").write_text(
-        f"from hlopass.lit_config import configure\nconfigure(config, plugins=[{str(plugin_dirs['file'])!r}])\n"
+        f"from hlopass.checking.lit_config import configure\nconfigure(config, plugins=[{str(plugin_dirs['file'])!r}])\n"
     )
     (suite / "fires.hlo").write_text(HLO + textwrap.dedent("""\
         // RUN: hlopass-opt %s -p neg-neg-2 | filecheck %s
@@ -314,7 +314,7 @@ def test_short_device_names_and_cost_sorting(tmp_path):
 def test_every_flag_of_every_command_has_help(monkeypatch):
     """Every option of hlopass-opt and of each `hlopass` subcommand (their parsers are
     caught as each command builds its own)."""
-    from hlopass.cli import main
+    from hlopass.commands.cli import main
 
     seen: list[argparse.ArgumentParser] = []
 
@@ -362,7 +362,7 @@ def test_stdin_at_a_terminal_says_it_reads_stdin():
 
 
 def test_progress_line_only_on_a_terminal():
-    from hlopass.instrument import Progress
+    from hlopass.driver.instrument import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -471,7 +471,7 @@ def test_cost_names_xlas_bytes_accessed_apart_from_dram_bytes():
     jaxlib's), the table's `dram_bytes` the model's."""
     import json
 
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
 
     root = corpus_root()
     if root is None:

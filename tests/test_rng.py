@@ -88,7 +88,7 @@ def _module() -> str:
 
 _CHILD = """
 import sys, numpy as np
-from hlopass import oracle
+from hlopass.execution import oracle
 outs = oracle.compile(open(sys.argv[1]).read())([])
 np.savez(sys.argv[2], *[np.asarray(o).view(f"u{np.asarray(o).dtype.itemsize}") for o in outs])
 """
@@ -143,7 +143,7 @@ def _box_muller_bound(z: np.ndarray, mu: float, dtype: np.dtype) -> np.ndarray:
     neighbouring value: one of its ulps. Times SAFETY, as every derived bound here."""
     import ml_dtypes
 
-    from hlopass.error_bound import K_FN, SAFETY
+    from hlopass.checking.error_bound import K_FN, SAFETY
 
     u = 2.0**-24
     bound = K_FN * u * np.abs(z - mu) + 2 * u * np.abs(z)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import hlopass
-from hlopass.equivalence import check_equivalent
+from hlopass.checking.equivalence import check_equivalent
 from hlopass.search import (
     STRATEGIES,
     Budget,
@@ -158,7 +158,7 @@ def test_cli_writes_plans_xla_parses(tmp_path, xla):
     ],
 )
 def test_cli_errors(args, message, capsys):
-    from hlopass.cli import main
+    from hlopass.commands.cli import main
 
     assert main(["search", str(LOG_SOFTMAX), *args]) == 1
     err = capsys.readouterr().err
@@ -167,7 +167,7 @@ def test_cli_errors(args, message, capsys):
 
 
 def test_cli_bad_input_is_one_located_line(tmp_path, capsys):
-    from hlopass.cli import main
+    from hlopass.commands.cli import main
 
     bad = tmp_path / "bad.hlo"
     bad.write_text(

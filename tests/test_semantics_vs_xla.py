@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
+from hlopass.execution import oracle
 from tests.conftest import ORACLE_MISSING
 from tests.host_isa import xla_cpu_has
 from tests.op_grid import cases, mismatches, run_grid

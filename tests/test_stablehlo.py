@@ -1,4 +1,4 @@
-"""StableHLO in and out (hlopass.stablehlo, `hlopass-opt x.mlir`, `--emit stablehlo`).
+"""StableHLO in and out (hlopass.text.stablehlo, `hlopass-opt x.mlir`, `--emit stablehlo`).
 
 For every corpus JAX program, its StableHLO as jax gives it (`jax.jit(f).lower(*args)
 .as_text()`; the programs are the corpus generator's own, loaded from
@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass.corpus import corpus_root
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
-from hlopass.stablehlo import NEEDS_JAX, diagnostic_line, looks_like_mlir
+from hlopass.checking.corpus import corpus_root
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
+from hlopass.text.stablehlo import NEEDS_JAX, diagnostic_line, looks_like_mlir
 from tests.child_runner import run_batch
 from tests.error_bound import assert_within_bound, error_bounds
 from tests.interp_util import assert_same
@@ -152,7 +152,7 @@ def test_corpus_program_through_stablehlo(programs, corpus, name):
     assert print_hlo(debug) == want
     plain = parse_hlo(r["plain"]["hlo"], name)
     assert same_up_to_names(print_hlo(plain), want)
-    # hlopass.jax.lower gives that module too, names and all
+    # hlopass.execution.jax.lower gives that module too, names and all
     assert r["lower"] == want
     # (3) --emit stablehlo and back
     for kind, first in (("debug", debug), ("plain", plain)):
@@ -205,7 +205,7 @@ ENTRY %main.1 (x.1: f32[2,3], y.1: f32[3]) -> f32[2,3] {
 
 
 def _opt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+    code = "import sys; from hlopass.commands.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], input=stdin,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
@@ -245,7 +245,7 @@ def test_jax_missing_is_one_line(tmp_path):
     env = dict(
         os.environ, PYTHONPATH=str(fake.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
     )
-    code = "import sys; from hlopass.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
+    code = "import sys; from hlopass.commands.cli import opt_main; sys.exit(opt_main(sys.argv[1:]))"
     r = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True,
                        timeout=120, env=env)  # fmt: skip
     assert (r.returncode, r.stderr) == (1, f"{src}: error: {NEEDS_JAX}\n")

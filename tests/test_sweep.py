@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hlopass.sweep import find_modules, read_results, sweep
-from hlopass.sweep_table import table_rows
+from hlopass.sweep.driver import find_modules, read_results, sweep
+from hlopass.sweep.table import table_rows
 
 BIN = Path(sys.executable).parent
 
@@ -200,7 +200,7 @@ def test_cli_table_has_every_row_and_resumes(corpus: Path, local_run) -> None:
 
 def _main(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
     """`hlopass ARGS` in this process (no interpreter start-up): status, stdout, stderr."""
-    from hlopass.cli import main
+    from hlopass.commands.cli import main
 
     try:
         code = main(list(args))

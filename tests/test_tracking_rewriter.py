@@ -14,12 +14,12 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from hlopass import parse_hlo
-from hlopass.corpus import corpus_root, modules
+from hlopass.checking.corpus import corpus_root, modules
 from hlopass.dialects.hlo import HloOp, computations, create_op, entry_computation, op_list
-from hlopass.exporter import print_hlo
+from hlopass.driver.worklist import Journal, TrackingRewriter, tracking_rewriter
+from hlopass.ir.shape import scalar
 from hlopass.rewriting import OpcodeDispatchApplier
-from hlopass.shape import scalar
-from hlopass.worklist import Journal, TrackingRewriter, tracking_rewriter
+from hlopass.text.exporter import print_hlo
 
 TEXT = """HloModule m
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.passes.tree_reduction_rewriter import split_params
 from hlopass.pipeline import run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 from tests.error_bound import assert_within_bound, program_bounds_or_none
 

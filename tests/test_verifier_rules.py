@@ -12,7 +12,7 @@ import pytest
 
 import hlopass
 from hlopass.errors import HloShapeError
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
 from tests.interp_util import assert_same, xla_execute_many
 
 ADD = "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
@@ -197,7 +197,7 @@ DERIVED = {
 
 @pytest.mark.parametrize("opcode", list(DERIVED))
 def test_derived_shapes_print_as_xla_does(opcode: str, xla):
-    from hlopass.exporter import print_hlo
+    from hlopass.text.exporter import print_hlo
 
     text = "HloModule m\n\nENTRY e {\n  " + DERIVED[opcode] + "\n}\n"
     assert print_hlo(hlopass.parse_hlo(text)) == xla.reprint(text)
@@ -275,7 +275,7 @@ def test_parser_rule_rejects_and_accepts(rule: str):
 
 
 def test_parser_rules_agree_with_xla(xla):
-    from hlopass.fuzz import xla_accepts_many
+    from hlopass.checking.fuzz import xla_accepts_many
 
     texts = [t for bad, _, good in PARSER_RULES.values() for t in (bad, good)]
     verdicts = xla_accepts_many(texts)

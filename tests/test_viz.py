@@ -53,7 +53,7 @@ SMALL_DOT_LINES = [
 
 
 def corpus() -> Path:
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
 
     root = corpus_root()
     if root is None:

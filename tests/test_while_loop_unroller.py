@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
 from hlopass.pipeline import run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 
 BASE = "call-inliner,algsimp,constant-folding,dce,cse"

@@ -1,4 +1,4 @@
-"""The rewrite driver (`hlopass.worklist`) and instruction-level dirty tracking (issue 14):
+"""The rewrite driver (`hlopass.driver.worklist`) and instruction-level dirty tracking (issue 14):
 starting from what changed and confirming around it gives the module that whole walks
 give (`fixpoint{exhaustive=true}`), on hand-made cases where the enabling change is
 several uses away from the rewrite it enables, and on every corpus module."""
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from hlopass import parse_hlo
-from hlopass.corpus import modules
+from hlopass.checking.corpus import modules
+from hlopass.checking.verifier import verify_module
 from hlopass.dialects.hlo import computations
-from hlopass.dirty import CallGraph
+from hlopass.driver.dirty import CallGraph
+from hlopass.driver.worklist import Touches, stale
 from hlopass.errors import HloError
-from hlopass.exporter import print_hlo
 from hlopass.pipeline import Runner, parse_pass_pipeline
 from hlopass.rewriting import Scope
-from hlopass.verifier import verify_module
-from hlopass.worklist import Touches, stale
+from hlopass.text.exporter import print_hlo
 
 SPEC = "fixpoint{passes=algsimp,constant-folding,dce,cse%s}"
 

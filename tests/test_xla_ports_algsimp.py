@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 
 import hlopass
+from hlopass.checking.verifier import allow_mixed_precision
 from hlopass.dialects.hlo import entry_computation
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
+from hlopass.ir.shape import ArrayShape
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.shape import ArrayShape
-from hlopass.verifier import allow_mixed_precision
-from hlopass.xdsl_io import context
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
+from hlopass.text.xdsl_io import context
 from tests.test_algsimp_families import reassociation_bound, run_replicated, special_values
 
 PORTS = Path(__file__).resolve().parent.parent / "lit_tests" / "xla_ports"
@@ -182,7 +182,7 @@ def _executed() -> dict[str, tuple[list[np.ndarray], dict, dict, str]]:
             pre_layout = has_bitcast or "fusion(" in before_text
             if input_refused or pre_layout:
                 if pre_layout and not input_refused:
-                    from hlopass import oracle
+                    from hlopass.execution import oracle
 
                     ok, msg = oracle.accepts(after_text)
                     assert ok, f"{cid}: XLA rejects the output: {msg}"

@@ -18,9 +18,9 @@ from xdsl.dialects.builtin import ModuleOp
 
 import hlopass
 from hlopass.dialects.hlo import entry_computation
-from hlopass.inputs import random_inputs
+from hlopass.execution.inputs import random_inputs
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.xdsl_io import context
+from hlopass.text.xdsl_io import context
 
 PORTS = Path(__file__).resolve().parent.parent / "lit_tests" / "xla_ports"
 FILES = ["hlo_dce_test.hlo", "hlo_cse_test.hlo", "hlo_constant_folding_test.hlo"]

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlopass.exporter import print_hlo
-from hlopass.importer import parse_hlo
-from hlopass.inputs import random_inputs
+from hlopass.execution.inputs import random_inputs
 from hlopass.interpreter import evaluate
 from hlopass.pipeline import run_pipeline
+from hlopass.text.exporter import print_hlo
+from hlopass.text.importer import parse_hlo
 
 PORTS = Path(__file__).parent.parent / "lit_tests" / "xla_ports"
 FILES = sorted(PORTS.glob("*layout_assignment_test.hlo"))

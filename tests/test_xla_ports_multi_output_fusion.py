@@ -17,11 +17,11 @@ import pytest
 
 import hlopass
 from hlopass.dialects.hlo import entry_computation
-from hlopass.inputs import random_inputs
+from hlopass.execution.inputs import random_inputs
+from hlopass.ir.shape import ArrayShape, TupleShape
 from hlopass.kernel_structure.shapes import elements
 from hlopass.pipeline import parse_pass_pipeline
-from hlopass.shape import ArrayShape, TupleShape
-from hlopass.xdsl_io import context
+from hlopass.text.xdsl_io import context
 
 PORT = (
     Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import hlopass
-from hlopass import oracle
+from hlopass.execution import oracle
 from hlopass.pipeline import run_pipeline
 from tests.conftest import ORACLE_MISSING
 from tests.interp_util import xla_execute_many
@@ -204,7 +204,7 @@ def _as_constants(text: str, args: list[np.ndarray]) -> str:
     """The module with its parameters as constants (printed by us): XLA-CPU runs it with no
     arguments, folding what it folds itself."""
     from hlopass.dialects.hlo import entry_computation
-    from hlopass.literal import Literal, format_literal
+    from hlopass.ir.literal import Literal, format_literal
 
     module = hlopass.parse_hlo(text)
     lines = hlopass.print_hlo(module).splitlines()
@@ -327,7 +327,7 @@ _AS_PARAMETERS = {
 
 
 def _repro_dir():
-    from hlopass.corpus import corpus_root
+    from hlopass.checking.corpus import corpus_root
 
     root = corpus_root()
     folder = None if root is None else root.parent / "repros"
@@ -340,7 +340,7 @@ def _repro_dir():
 def repro_results():
     if not oracle.available():
         pytest.skip(ORACLE_MISSING)
-    from hlopass.inputs import random_inputs
+    from hlopass.execution.inputs import random_inputs
 
     folder = _repro_dir()
     jobs, layout = [], []

@@ -49,7 +49,7 @@ def clear_cache() -> None:
 def _load(x: Any) -> Any:
     if isinstance(x, Path) or (isinstance(x, str) and "\n" not in x and Path(x).is_file()):
         import hlopass
-        from hlopass.cli import read_input  # one line for unreadable or non-UTF-8 files
+        from hlopass.commands.cli import read_input  # one line for unreadable or non-UTF-8 files
 
         return hlopass.parse_hlo(read_input(str(x)), str(x))
     if isinstance(x, str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hlopass.clirun import OneLineArgumentParser, guard, whole_number
+from hlopass.commands.clirun import OneLineArgumentParser, guard, whole_number
 from hlopass.cost.devices import DEVICES, device_name
 
 
@@ -37,8 +37,8 @@ def _estimate_file(path: str, device: str, with_module: bool = False, topology: 
     """The estimate of one HLO file (HLO text or xDSL IR), with the module when asked; an
     `HloError` naming the file when it cannot be read, parsed or priced."""
     import hlopass.cost
-    from hlopass.cli import parse_input, read_input
-    from hlopass.clirun import error_line
+    from hlopass.commands.cli import parse_input, read_input
+    from hlopass.commands.clirun import error_line
     from hlopass.errors import HloError
 
     name = "<stdin>" if path == "-" else path
@@ -103,8 +103,8 @@ def rank_main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", "--passes", action="append", metavar="PIPELINE",
                     help="rank these pipelines applied to one module (repeatable)")  # fmt: skip
     args = ap.parse_args(argv)
-    if args.passes:  # pipelines on one module: hlopass/sweep_rank.py
-        from hlopass.sweep_rank import rank_pipelines_main
+    if args.passes:  # pipelines on one module: hlopass/sweep/rank.py
+        from hlopass.sweep.rank import rank_pipelines_main
 
         return guard(lambda: rank_pipelines_main(args.files, args.passes, args.device,
                                                  args.json), "hlopass rank")  # fmt: skip

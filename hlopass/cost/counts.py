@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from hlopass.ir.shape import ELEMENT_BITS, UNBOUNDED, ArrayShape, Shape, TupleShape, byte_size
 from hlopass.kernel_structure.shapes import elements, first_array
-from hlopass.shape import ELEMENT_BITS, UNBOUNDED, ArrayShape, Shape, TupleShape, byte_size
 
 POINTER_BYTES = 8
 
@@ -22,7 +22,7 @@ def shape_size(shape: Shape) -> int:
 
     A dynamic array (a `<=n` or `?` dim) adds its size metadata, 4 bytes per dimension
     (XLA ShapeUtil::ByteSizeOf); an unbounded one counts the metadata only (pinned with
-    hlopass.oracle.cost_analysis: f32[<=4] abs -> 2 x (16 + 4), f32[?,784] abs -> 2 x 8)."""
+    hlopass.execution.oracle.cost_analysis: f32[<=4] abs -> 2 x (16 + 4), f32[?,784] abs -> 2 x 8)."""
     if isinstance(shape, TupleShape):
         return POINTER_BYTES * len(shape.elements)
     if isinstance(shape, ArrayShape):

@@ -20,6 +20,7 @@ from hlopass.cost.kernel_analysis import Read, utilizations
 from hlopass.cost.launch import facts_launch, launch, loop_launch
 from hlopass.cost.model import KernelWork, kernel_time
 from hlopass.cost.sibling import Input, SiblingSummary, add_inputs, shape_bytes
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape
 from hlopass.kernel_structure.emitter import (
     EmitterFacts,
     choose_emitter,
@@ -30,7 +31,6 @@ from hlopass.kernel_structure.emitter import (
 )
 from hlopass.kernel_structure.plan import Kernel
 from hlopass.kernel_structure.shapes import elements
-from hlopass.shape import ELEMENT_BITS, ArrayShape
 
 
 @dataclass

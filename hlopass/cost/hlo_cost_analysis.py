@@ -1,5 +1,5 @@
 """Totals in XLA's `HloCostAnalysis` conventions (flops, transcendentals, bytes accessed), the
-ones `jax ... .cost_analysis()` and `hlopass.oracle.cost_analysis` report on the CPU client.
+ones `jax ... .cost_analysis()` and `hlopass.execution.oracle.cost_analysis` report on the CPU client.
 
 The per-opcode rules are `work.OPCODE_WORK[opcode].hlo`; this module applies the categories
 first (no memory; transcendental; elementwise) and the default (operands read, output

@@ -32,6 +32,7 @@ from typing import Any
 from hlopass.cost.counts import shape_size
 from hlopass.cost.gpu_flops import FlopCounter
 from hlopass.cost.launch import THREADS_PER_SM, launch
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, TupleShape
 from hlopass.kernel_structure.emitter import (
     choose_emitter,
     hero_parts,
@@ -46,7 +47,6 @@ from hlopass.kernel_structure.shapes import (
     first_array,
     operand_shapes,
 )
-from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 _PASS = frozenset({"tuple", "get-tuple-element"})
 

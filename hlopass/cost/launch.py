@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hlopass.attrs import backend_config as _backend
+from hlopass.ir.attrs import backend_config as _backend
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, TupleShape
 from hlopass.kernel_structure.emitter import (
     FIND,
     WARP,
@@ -25,7 +26,6 @@ from hlopass.kernel_structure.emitter import (
     transpose_tiling,
 )
 from hlopass.kernel_structure.shapes import elements, first_array, operand_shapes
-from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 LOOP_THREADS = 128
 THREADS_PER_SM = 2048  # default threads_per_core_limit (gpu_specs; DeviceSpec.threads_per_sm)

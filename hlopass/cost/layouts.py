@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.shape import ArrayShape
+from hlopass.ir.shape import ArrayShape
 
 # tensor-core types per CUDA compute capability (major) from which they run on tensor cores
 TENSOR_CORE_SINCE = {"f16": 7, "bf16": 8, "f32": 8, "s8": 7, "u8": 7}

@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import hlopass.cost.gemm as gemm
-from hlopass.attrs import backend_config as _backend_config
 from hlopass.cost.collectives import price_row as price_collective
 from hlopass.cost.counts import conv_flops, shape_size
 from hlopass.cost.devices import DeviceSpec, get_device
@@ -54,6 +53,7 @@ from hlopass.cost.gpu_flops import FlopCounter
 from hlopass.cost.kernel_analysis import Read, analyze
 from hlopass.cost.layouts import conv_transpose_bytes, op_reshape_is_bitcast
 from hlopass.cost.work import DEFAULT_ALU, GEMM_TILE, OPCODE_WORK, gemm_tiles
+from hlopass.ir.attrs import backend_config as _backend_config
 from hlopass.kernel_structure.shapes import (
     elements,
     first_array,

@@ -4,7 +4,7 @@ Each entry gives one opcode's rules for the model's three counts; the dispatcher
 table and apply their category defaults where an opcode has no rule:
 
 * `hlo`: XLA's `HloCostAnalysis` conventions (the base class, the one `jax ...
-  .cost_analysis()` and `hlopass.oracle.cost_analysis` report on the CPU client), read by
+  .cost_analysis()` and `hlopass.execution.oracle.cost_analysis` report on the CPU client), read by
   `hlo_cost_analysis.XlaCostAnalysis` so that totals can be compared with XLA's exactly:
   - every instruction by default reads all its operands and writes its output (a tuple
     instruction writes a table of 8-byte pointers, other tuple-shaped results such as
@@ -48,6 +48,7 @@ from hlopass.cost.counts import (
     shape_size,
 )
 from hlopass.cost.gemm import dims as gemm_dims
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 from hlopass.kernel_structure.emitter import WARP
 from hlopass.kernel_structure.shapes import (
     elements,
@@ -58,7 +59,6 @@ from hlopass.kernel_structure.shapes import (
     transpose_is_bitcast,
     users,
 )
-from hlopass.shape import ArrayShape, Shape, TupleShape
 
 # --- categories: what opcodes without a rule of their own cost --------------------------------
 
@@ -106,7 +106,7 @@ def transpose_is_strict_bitcast(op: Any) -> bool:
     """XLA ShapeUtil::TransposeIsBitcast (what HloCostAnalysis's IsEffectiveBitcast uses): the
     permuted output minor-to-major equals the input's exactly, size-1 dims included; so
     f32[1,300] -> f32[300,1] with default layouts is *not* a bitcast there (it moves 2 x 1200 B,
-    pinned with hlopass.oracle.cost_analysis), though it is one for the GPU time model."""
+    pinned with hlopass.execution.oracle.cost_analysis), though it is one for the GPU time model."""
     src = operand_shapes(op)[0]
     dst = op.shape
     perm = op.attr("dimensions") or ()
@@ -465,7 +465,7 @@ def _fusion_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) ->
     for p in comp.parameters():
         w.bytes_accessed += fusion_parameter_read_bytes(p)
     # a non-scalar constant inside the fusion is read from memory (pinned with
-    # hlopass.oracle.cost_analysis: broadcast of f32[3] constant -> +12 B, s4[3] -> +3 B)
+    # hlopass.execution.oracle.cost_analysis: broadcast of f32[3] constant -> +12 B, s4[3] -> +3 B)
     for c in comp.instructions:
         if c.opcode == "constant" and isinstance(c.shape, ArrayShape) and elements(c.shape) > 1:
             w.bytes_accessed += shape_size(c.shape)
@@ -486,7 +486,7 @@ def _fusion_gpu(fc: Any, op: Any) -> float:
 def fusion_parameter_read_bytes(p: Any) -> int:
     """Bytes a fused parameter reads from memory: slices read what they take, others share one
     read. A tuple parameter reads the leaves its get-tuple-elements take, not its pointer table
-    (pinned with hlopass.oracle.cost_analysis: (f32[]) -> 4 B, (f32[], (f32[])) -> 8 B)."""
+    (pinned with hlopass.execution.oracle.cost_analysis: (f32[]) -> 4 B, (f32[], (f32[])) -> 8 B)."""
     if isinstance(p.shape, TupleShape):
         return sum(
             fusion_parameter_read_bytes(u)

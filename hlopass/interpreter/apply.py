@@ -8,7 +8,7 @@ import numpy as np
 
 from hlopass.dialects.hlo import ComputationOp
 from hlopass.interpreter.core import HANDLERS, Interpreter, Value
-from hlopass.shape import ArrayShape, TupleShape
+from hlopass.ir.shape import ArrayShape, TupleShape
 
 _ELEMENTWISE_OK = {"parameter", "constant", "tuple", "get-tuple-element", "call", "fusion"}
 

@@ -8,7 +8,7 @@ keys found and the parameters expected. `--max-iterations N` stops a `while` loo
 not ended after N iterations (an infinite loop otherwise runs until Ctrl-C), with one line
 `file:line:col: error: ...` at the loop's instruction.
 
-`--random-inputs [SEED]` draws the inputs instead (`hlopass.inputs.random_inputs`: exactly
+`--random-inputs [SEED]` draws the inputs instead (`hlopass.execution.inputs.random_inputs`: exactly
 each parameter's shape and dtype, the same arrays for the same seed) and `--save-inputs
 PATH` writes the inputs used as an `.npz` that `--inputs` reads back, so a run can be
 repeated, or repeated on XLA. `--devices N [--partitions P]` runs the module on N simulated devices
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.clirun import OneLineArgumentParser, guard, whole_number
+from hlopass.commands.clirun import OneLineArgumentParser, guard, whole_number
+from hlopass.commands.output import write_output
 from hlopass.errors import HloInputError
-from hlopass.output import write_output
 
 
 def run_main(argv: Sequence[str]) -> int:
@@ -83,7 +83,7 @@ def run_main(argv: Sequence[str]) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from hlopass import evaluate
-    from hlopass.cli import parse_input, read_input
+    from hlopass.commands.cli import parse_input, read_input
     from hlopass.interpreter.control import IterationLimitError
     from hlopass.interpreter.core import flatten, interpreter_for
 
@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     module = parse_input(text, name)
     _refuse_elided(module, text, name)  # before any input is read or instruction run
     if args.random_inputs is not None:
-        from hlopass.inputs import random_inputs
+        from hlopass.execution.inputs import random_inputs
 
         inputs = [leaf for a in random_inputs(module, args.random_inputs) for leaf in flatten(a)]
     else:
@@ -214,7 +214,7 @@ def _load_inputs(path: str | None, module: Any) -> list[np.ndarray]:
     parameters (count and names here; shapes and dtypes in `evaluate`)."""
     from hlopass.interpreter import describe_parameters
     from hlopass.interpreter.core import interpreter_for
-    from hlopass.literal import numpy_dtype
+    from hlopass.ir.literal import numpy_dtype
 
     params = interpreter_for(module).entry().parameters()
     leaves = [leaf for p in params for leaf in p.shape.leaves()]

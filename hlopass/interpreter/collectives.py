@@ -24,8 +24,8 @@ from hlopass.interpreter.replicas import (
     partition_id,
     replica_id,
 )
-from hlopass.literal import numpy_dtype
-from hlopass.shape import ArrayShape, TupleShape
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape, TupleShape
 
 
 def _gathered(op, values) -> tuple[list[int], list]:

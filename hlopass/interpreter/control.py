@@ -8,7 +8,7 @@ from hlopass.errors import HloError, HloVerifyError
 from hlopass.interpreter.core import handler, unsupported
 from hlopass.interpreter.numeric import widen
 from hlopass.interpreter.plan import clean_leaves, covers
-from hlopass.shape import ArrayShape
+from hlopass.ir.shape import ArrayShape
 
 
 @handler("tuple")

@@ -1,6 +1,6 @@
 """The interpreter's engine: walks computations in order and dispatches each instruction.
 
-Values are `np.ndarray` (dtype from `hlopass.literal.numpy_dtype`) or tuples of values.
+Values are `np.ndarray` (dtype from `hlopass.ir.literal.numpy_dtype`) or tuples of values.
 Each op family registers its evaluators in `HANDLERS` with `@handler("opcode", ...)`.
 """
 
@@ -18,8 +18,8 @@ import numpy as np
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, entry_computation
 from hlopass.errors import HloResourceError, UnsupportedOpError
 from hlopass.interpreter.numeric import flushing
-from hlopass.literal import numpy_dtype
-from hlopass.shape import ArrayShape, Shape, TupleShape
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 
 Value = Any  # np.ndarray | tuple[Value, ...]
 Handler = Callable[["Interpreter", HloOp, list[Value]], Value]
@@ -92,7 +92,7 @@ def coerce(value: Any, shape: Shape) -> Value:
 
 def _numpy_name(dtype: np.dtype) -> str:
     """numpy's dtype in XLA's spelling where there is one (float32 -> f32)."""
-    from hlopass.shape import ELEMENT_BITS
+    from hlopass.ir.shape import ELEMENT_BITS
 
     for et in ELEMENT_BITS:
         if et not in ("token", "opaque") and numpy_dtype(et) == dtype:

@@ -7,7 +7,6 @@ import math
 import ml_dtypes
 import numpy as np
 
-from hlopass import narrowing
 from hlopass.dialects.opcodes import OPCODES
 from hlopass.interpreter import xla_cpu_f32
 from hlopass.interpreter.complex_math import (
@@ -42,7 +41,8 @@ from hlopass.interpreter.numeric import (
     uint_view_dtype,
     widen,
 )
-from hlopass.shape import ELEMENT_BITS
+from hlopass.ir import narrowing
+from hlopass.ir.shape import ELEMENT_BITS
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -465,7 +465,7 @@ def convert(x: np.ndarray, out: np.dtype) -> np.ndarray:
 
 def _to_float(x: np.ndarray, out: np.dtype) -> np.ndarray:
     """`x` (a float, or integers widened to 64 bits) as the float `out`: a value wider than
-    f32 narrows as XLA narrows it (`hlopass.narrowing`), its f32 step flushed where XLA-CPU
+    f32 narrows as XLA narrows it (`hlopass.ir.narrowing`), its f32 step flushed where XLA-CPU
     flushes; anything else in one rounding."""
     if x.dtype.itemsize < 8 or not is_float_dtype(out) or out.itemsize >= 4:
         return x.astype(out)

@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.attrs import backend_config
 from hlopass.interpreter.core import dtype_of, unsupported
 from hlopass.interpreter.linalg import acc_dtype, dilate
 from hlopass.interpreter.linalg import pad_axis as _pad
 from hlopass.interpreter.numeric import as_dtype
-from hlopass.shape import ArrayShape, TupleShape
+from hlopass.ir.attrs import backend_config
+from hlopass.ir.shape import ArrayShape, TupleShape
 
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")
 CONV_TARGETS = (

@@ -7,7 +7,7 @@ import numpy as np
 from hlopass.interpreter.apply import combine_at
 from hlopass.interpreter.core import handler
 from hlopass.interpreter.numeric import widen
-from hlopass.shape import TupleShape
+from hlopass.ir.shape import TupleShape
 
 
 def _index_rows(indices: np.ndarray, ivd: int) -> np.ndarray:

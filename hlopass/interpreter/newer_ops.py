@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlopass.interpreter.core import dtype_of, handler, unsupported
-from hlopass.shape import ArrayShape
+from hlopass.ir.shape import ArrayShape
 
 
 @handler("scan")

@@ -87,7 +87,7 @@ def _array_dtype(value: Any) -> np.dtype | None:
     shape = value.type.data
     if shape.is_tuple or shape.element_type in ("token", "opaque"):
         return None
-    from hlopass.literal import numpy_dtype
+    from hlopass.ir.literal import numpy_dtype
 
     try:
         return numpy_dtype(shape.element_type)

@@ -11,7 +11,7 @@ from hlopass.interpreter.apply import apply_computation, binop_ufunc, combine_at
 from hlopass.interpreter.core import dtype_of, handler
 from hlopass.interpreter.numeric import as_dtype, widen
 from hlopass.interpreter.shaping import pad
-from hlopass.shape import ArrayShape, TupleShape
+from hlopass.ir.shape import ArrayShape, TupleShape
 
 
 def _out_dtypes(op):

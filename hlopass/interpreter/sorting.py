@@ -9,7 +9,7 @@ from hlopass.interpreter.apply import apply_computation
 from hlopass.interpreter.core import handler
 from hlopass.interpreter.numeric import daz, is_float_dtype, total_order_key, widen
 from hlopass.interpreter.stdsort import std_sort_order
-from hlopass.shape import TupleShape
+from hlopass.ir.shape import TupleShape
 
 
 def _simple_comparator(interp, comp):

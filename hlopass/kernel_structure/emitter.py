@@ -18,8 +18,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape
 from hlopass.kernel_structure.shapes import operand_shapes, transpose_is_bitcast, transpose_orders
-from hlopass.shape import ELEMENT_BITS, ArrayShape
 
 WARP = 32
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hlopass.shape import UNBOUNDED, ArrayShape, Shape, TupleShape
+from hlopass.ir.shape import UNBOUNDED, ArrayShape, Shape, TupleShape
 
 
 def _num_elements(shape: ArrayShape) -> int:

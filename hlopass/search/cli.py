@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any
 
-from hlopass.clirun import OneLineArgumentParser, guard, whole_number
+from hlopass.commands.clirun import OneLineArgumentParser, guard, whole_number
 from hlopass.search.driver import Plan, SearchResult
 from hlopass.search.strategies import STRATEGIES
 
@@ -50,7 +50,7 @@ def search_main(argv: list[str] | None = None) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from hlopass.cli import parse_input, read_input
+    from hlopass.commands.cli import parse_input, read_input
     from hlopass.search.driver import search
 
     name = "<stdin>" if args.file == "-" else args.file
@@ -71,7 +71,7 @@ def _search(args: argparse.Namespace) -> int:
 
 def _write_plans(result: SearchResult, folder: str) -> None:
     import hlopass
-    from hlopass.output import write_output
+    from hlopass.commands.output import write_output
 
     os.makedirs(folder, exist_ok=True)
     for i, p in enumerate(result.plans, 1):

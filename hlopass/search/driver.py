@@ -135,7 +135,7 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
 def _inputs(module: ModuleOp, seed: int) -> tuple[list[Any] | None, str | None]:
     """Random inputs for the equivalence check, or (None, why) when `module` cannot run."""
     import hlopass
-    from hlopass.inputs import random_inputs
+    from hlopass.execution.inputs import random_inputs
 
     try:
         args = random_inputs(module, seed)
@@ -147,7 +147,7 @@ def _inputs(module: ModuleOp, seed: int) -> tuple[list[Any] | None, str | None]:
 
 def _keeps_values(before: ModuleOp, after: ModuleOp, inputs: list[Any]) -> bool:
     """The plan gives `before`'s outputs; a plan the interpreter cannot run fails."""
-    from hlopass.equivalence import check_equivalent
+    from hlopass.checking.equivalence import check_equivalent
 
     try:
         return bool(check_equivalent(before, after, inputs))

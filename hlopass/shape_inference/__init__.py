@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hlopass.shape import Shape
+from hlopass.ir.shape import Shape
 from hlopass.shape_inference import control, elementwise, linalg, reduction, shaping
 from hlopass.shape_inference.common import CannotInfer, Ctx
 

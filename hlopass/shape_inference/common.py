@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hlopass.shape import ArrayShape, Layout, Shape, TupleShape, default_layout
+from hlopass.ir.shape import ArrayShape, Layout, Shape, TupleShape, default_layout
 
 
 class CannotInfer(ValueError):

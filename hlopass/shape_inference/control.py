@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hlopass.shape import Shape, TupleShape
+from hlopass.ir.shape import Shape, TupleShape
 from hlopass.shape_inference.common import CannotInfer, Ctx, fresh
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hlopass.shape import ELEMENT_BITS, ArrayShape, Shape, TupleShape
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, Shape, TupleShape
 from hlopass.shape_inference.common import CannotInfer, Ctx, check_dims, fresh
 
 _COMPLEX = {"f32": "c64", "f64": "c128"}

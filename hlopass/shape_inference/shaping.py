@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hlopass.shape import ArrayShape, Layout, Shape
+from hlopass.ir.shape import ArrayShape, Layout, Shape
 from hlopass.shape_inference.common import CannotInfer, Ctx, check_dims, fresh, tuple_of
 
 

@@ -8,14 +8,14 @@ import contextlib
 import sys
 from collections.abc import Iterator, Sequence
 
-from hlopass.clirun import error_line
+from hlopass.commands.clirun import error_line
 from hlopass.errors import HloError
 
 FORMATS = ("dot", "svg", "html", "me-json")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hlopass.clirun import OneLineArgumentParser
+    from hlopass.commands.clirun import OneLineArgumentParser
 
     p = OneLineArgumentParser(
         prog="hlopass viz",
@@ -84,7 +84,7 @@ def viz_main(argv: Sequence[str]) -> int:
         parser.error(problem)  # one line, exit 2
     try:
         text = render(args)
-        from hlopass.cli import write_output
+        from hlopass.commands.cli import write_output
 
         write_output(args.output, text)
     except HloError as e:
@@ -110,8 +110,8 @@ def _about(path: str) -> Iterator[None]:
 
 
 def render(args: argparse.Namespace) -> str:
-    from hlopass.cli import read_input
-    from hlopass.importer import parse_hlo
+    from hlopass.commands.cli import read_input
+    from hlopass.text.importer import parse_hlo
     from hlopass.viz.graph import build_graph
 
     fmt = _format(args)
@@ -169,7 +169,7 @@ def render(args: argparse.Namespace) -> str:
         labelled = [("before", graphs[0]), ("after", graphs[1])] if args.diff else [
             (graphs[-1].name, graphs[-1])]  # fmt: skip
         if args.node_data:
-            from hlopass.cli import write_output
+            from hlopass.commands.cli import write_output
 
             write_output(args.node_data, node_data(labelled))
         return to_me_json(labelled, marks=marks)

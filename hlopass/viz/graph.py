@@ -279,7 +279,7 @@ _LINE = re.compile(r"^\s*(?:ROOT )?%?([^\s=]+) = ")
 
 def instruction_texts(module: Any) -> dict[str, str]:
     """Each instruction's line as XLA prints it, by name (names are unique in a module)."""
-    from hlopass.exporter import print_hlo
+    from hlopass.text.exporter import print_hlo
 
     out: dict[str, str] = {}
     for line in print_hlo(module).splitlines():

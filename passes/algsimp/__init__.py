@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.driver.worklist import DEFAULT_RADIUS, Driver
 from hlopass.passes.algsimp import (
     abs,
     barriers,
@@ -65,10 +66,9 @@ from hlopass.rewriting import (
     TraceHook,
     fusion_computations,
 )
-from hlopass.worklist import DEFAULT_RADIUS, Driver
 
 RADIUS = DEFAULT_RADIUS
-"""How many uses away from a change an algsimp pattern's decision may look (`hlopass.worklist`):
+"""How many uses away from a change an algsimp pattern's decision may look (`hlopass.driver.worklist`):
 the deepest operand chains the patterns match (`maximum(minimum(x, broadcast(c)), ...)`)."""
 
 

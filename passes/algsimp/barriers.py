@@ -14,6 +14,7 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import TupleShape
 from hlopass.passes.algsimp.helpers import src
 from hlopass.rewriting import (
     RewriteContext,
@@ -23,7 +24,6 @@ from hlopass.rewriting import (
     is_root,
     new_op,
 )
-from hlopass.shape import TupleShape
 
 
 @dataclass

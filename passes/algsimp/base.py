@@ -19,6 +19,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.driver.worklist import note_modified
+from hlopass.ir.shape import ArrayShape, Shape
 from hlopass.passes.algsimp.helpers import is_float_op
 from hlopass.rewriting import (
     OpcodeDispatchApplier,
@@ -33,8 +35,6 @@ from hlopass.rewriting import (
     scalar_constant,
     value_shape,
 )
-from hlopass.shape import ArrayShape, Shape
-from hlopass.worklist import note_modified
 
 if TYPE_CHECKING:
     from hlopass.passes.algsimp import AlgebraicSimplifierPass

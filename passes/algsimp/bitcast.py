@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hlopass.cost.layouts import reshape_is_bitcast
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import ArrayShape
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     et,
@@ -16,7 +17,6 @@ from hlopass.rewriting import (
     same_shape,
     value_shape,
 )
-from hlopass.shape import ArrayShape
 
 
 class CopyNoop(Simplification):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
@@ -13,7 +14,6 @@ from hlopass.passes.algsimp.helpers import (
 from hlopass.rewriting import (
     value_shape,
 )
-from hlopass.shape import array as shape_array
 
 
 class BroadcastOfBroadcast(Simplification):

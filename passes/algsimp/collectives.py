@@ -14,10 +14,10 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import is_float, is_integral, scalar
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, reducer_opcode, src
 from hlopass.rewriting import const_array, module_of
-from hlopass.shape import is_float, is_integral, scalar
 
 
 def broadcast_constant(value: SSAValue) -> np.ndarray | None:

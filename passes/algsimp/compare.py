@@ -5,6 +5,7 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     CONSTANT_LIKE,
@@ -18,7 +19,6 @@ from hlopass.passes.algsimp.helpers import (
     src,
 )
 from hlopass.rewriting import const_array, is_zero, same_shape, splat_value, value_shape
-from hlopass.shape import is_integral
 
 
 class CompareSelf(Simplification):

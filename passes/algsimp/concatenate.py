@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
-from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir import attrs as A
+from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
@@ -16,7 +17,6 @@ from hlopass.passes.algsimp.helpers import (
 from hlopass.rewriting import (
     value_shape,
 )
-from hlopass.shape import array as shape_array
 
 
 class ConcatenateSingle(Simplification):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlopass.attrs import ShapedLiteral
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.attrs import ShapedLiteral
+from hlopass.ir.shape import TupleShape, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
@@ -13,7 +14,6 @@ from hlopass.passes.algsimp.helpers import (
 from hlopass.rewriting import (
     const_array,
 )
-from hlopass.shape import TupleShape, is_integral
 
 
 class SplatConstantToBroadcast(Simplification):

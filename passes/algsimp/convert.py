@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import ELEMENT_BITS, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
@@ -17,7 +18,6 @@ from hlopass.rewriting import (
     same_shape,
     value_shape,
 )
-from hlopass.shape import ELEMENT_BITS, is_integral
 
 
 class ConvertNoop(Simplification):
@@ -124,7 +124,7 @@ class ConvertOfConstant(Simplification):
         if arr is None:
             return None
         from hlopass.interpreter.elementwise import convert  # (what XLA-CPU's convert gives)
-        from hlopass.literal import numpy_dtype
+        from hlopass.ir.literal import numpy_dtype
 
         return self.array_const(convert(arr, numpy_dtype(shape.element_type)), shape)
 

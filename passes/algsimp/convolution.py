@@ -6,8 +6,9 @@ from dataclasses import replace
 
 from xdsl.ir import SSAValue
 
-from hlopass.attrs import ConvDims, Window, WindowDim
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.attrs import ConvDims, Window, WindowDim
+from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import add_reducer, array, src
 from hlopass.rewriting import (
@@ -15,7 +16,6 @@ from hlopass.rewriting import (
     owner,
     value_shape,
 )
-from hlopass.shape import array as shape_array
 
 
 class ConvolutionOfEmpty(Simplification):

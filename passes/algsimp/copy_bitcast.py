@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import ArrayShape, Layout
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import src
 from hlopass.rewriting import owner, value_shape
-from hlopass.shape import ArrayShape, Layout
 
 
 def bitcast_dim_map(bitcast: ArrayShape, operand: ArrayShape) -> list[list[int]] | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 
-from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir import attrs as A
+from hlopass.ir.shape import ArrayShape
+from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import add_reducer, array, et, src
 from hlopass.rewriting import owner, value_shape
-from hlopass.shape import ArrayShape
-from hlopass.shape import array as shape_array
 
 _PLAIN_ALGORITHMS = (None, "unset", "dot_f32_f32_f32")
 

@@ -15,12 +15,12 @@ import math
 from dataclasses import dataclass, field
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import ArrayShape
+from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.dot import feeds_unreduced_sharding
 from hlopass.passes.algsimp.helpers import array
 from hlopass.rewriting import owner, value_shape
-from hlopass.shape import ArrayShape
-from hlopass.shape import array as shape_array
 
 
 @dataclass

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
-from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir import attrs as A
+from hlopass.ir.shape import is_integral, scalar
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, et, highest, is_scalar_broadcast, src
 from hlopass.rewriting import const_array, is_zero, owner, value_shape
-from hlopass.shape import is_integral, scalar
 
 
 class DynamicSliceFull(Simplification):

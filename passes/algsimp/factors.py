@@ -6,10 +6,10 @@ an iota along a size-1 dimension."""
 from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import FLOATS, ArrayShape, common_factors
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, src
 from hlopass.rewriting import value_shape
-from hlopass.shape import FLOATS, ArrayShape, common_factors
 
 # Mantissa bits (with the implicit one) of the float types: integers up to 2**bits are exact.
 _EXACT_INTEGER_BITS = {"f64": 53, "f32": 24, "f16": 11, "bf16": 8}

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 
-from hlopass.attrs import PadDim, SliceDim
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.attrs import PadDim, SliceDim
+from hlopass.ir.shape import ArrayShape, scalar
+from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, et, reducer_opcode, src
 from hlopass.rewriting import owner, same_shape, value_shape
-from hlopass.shape import ArrayShape, scalar
-from hlopass.shape import array as shape_array
 
 
 class GatherOfEffectiveScalar(Simplification):

@@ -11,6 +11,15 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
+from hlopass.ir.shape import (
+    ELEMENT_BITS,
+    FLOATS,
+    ArrayShape,
+    Shape,
+    TupleShape,
+    is_float,
+    is_integral,
+)
 from hlopass.rewriting import (
     computation_named,
     const_array,
@@ -21,7 +30,6 @@ from hlopass.rewriting import (
     splat_value,
     value_shape,
 )
-from hlopass.shape import ELEMENT_BITS, FLOATS, ArrayShape, Shape, TupleShape, is_float, is_integral
 
 CONSTANT_LIKE = frozenset({"constant", "broadcast"})
 """The opcodes that may define a constant value as `splat_value` and `is_constant_like`
@@ -108,7 +116,7 @@ def lowest(et: str) -> float | int | None:
     if is_float(et):
         return -math.inf
     if is_integral(et):
-        from hlopass.literal import numpy_dtype
+        from hlopass.ir.literal import numpy_dtype
 
         return int(np.iinfo(numpy_dtype(et)).min)
     return None
@@ -119,7 +127,7 @@ def highest(et: str) -> float | int | None:
     if is_float(et):
         return math.inf
     if is_integral(et):
-        from hlopass.literal import numpy_dtype
+        from hlopass.ir.literal import numpy_dtype
 
         return int(np.iinfo(numpy_dtype(et)).max)
     return None
@@ -127,7 +135,7 @@ def highest(et: str) -> float | int | None:
 
 def widens_exactly(src: str, dst: str) -> bool:
     """Every `src` value is exactly representable in `dst`."""
-    from hlopass.shape import ELEMENT_BITS
+    from hlopass.ir.shape import ELEMENT_BITS
 
     if is_float(src) and is_float(dst):
         order = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
@@ -312,7 +320,7 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
     from xdsl.ir import Block
 
     from hlopass.dialects.hlo import create_op, new_computation_op, new_return_op
-    from hlopass.shape import scalar
+    from hlopass.ir.shape import scalar
 
     module = module_of(near)
     assert module is not None

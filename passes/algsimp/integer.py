@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import ArrayShape, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     CONSTANT_LIKE,
@@ -19,7 +20,6 @@ from hlopass.rewriting import (
     owner,
     splat_value,
 )
-from hlopass.shape import ArrayShape, is_integral
 
 
 class SubtractSelf(Simplification):

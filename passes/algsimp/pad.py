@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir import attrs as A
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, is_scalar_broadcast, single_use, src
 from hlopass.rewriting import value_shape

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import is_float, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import array, et, is_non_negative, splat_is, src
 from hlopass.rewriting import (
@@ -10,7 +11,6 @@ from hlopass.rewriting import (
     is_zero,
     value_shape,
 )
-from hlopass.shape import is_float, is_integral
 
 
 class DivideBySqrt(Simplification):

@@ -8,6 +8,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import INTEGRAL, is_float, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     CONSTANT_LIKE,
@@ -26,7 +27,6 @@ from hlopass.rewriting import (
     splat_value,
     value_shape,
 )
-from hlopass.shape import INTEGRAL, is_float, is_integral
 
 
 class AddConstantReassociation(Simplification):

@@ -7,6 +7,8 @@ from typing import Any
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import TupleShape, is_float
+from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.factors import unmodified_dims
 from hlopass.passes.algsimp.helpers import (
@@ -30,8 +32,6 @@ from hlopass.rewriting import (
     owner,
     value_shape,
 )
-from hlopass.shape import TupleShape, is_float
-from hlopass.shape import array as shape_array
 
 
 class ReduceTrivial(Simplification):

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 from xdsl.ir import SSAValue
 
-from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
-from hlopass.literal import numpy_dtype
+from hlopass.ir import attrs as A
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape, TupleShape, is_float, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
@@ -31,7 +32,6 @@ from hlopass.passes.algsimp.helpers import (
 )
 from hlopass.passes.algsimp.reduce import broadcast_inits, untuple_single_input
 from hlopass.rewriting import const_array, is_zero, owner, same_shape, value_shape
-from hlopass.shape import ArrayShape, TupleShape, is_float, is_integral
 
 
 def _trivial_window(op: HloOp) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     CONSTANT_LIKE,
@@ -16,7 +17,6 @@ from hlopass.rewriting import (
     splat_value,
     value_shape,
 )
-from hlopass.shape import is_integral
 
 
 class SelectSameBranches(Simplification):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from hlopass import attrs as A
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir import attrs as A
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,

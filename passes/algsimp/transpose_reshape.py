@@ -7,6 +7,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from hlopass.cost.layouts import reshape_is_bitcast
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.shape import ArrayShape
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
@@ -17,7 +18,6 @@ from hlopass.rewriting import (
     same_shape,
     value_shape,
 )
-from hlopass.shape import ArrayShape
 
 
 class ReshapeNoop(Simplification):
@@ -322,7 +322,7 @@ class HoistTransposeOfReshape(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        from hlopass.shape import common_factors
+        from hlopass.ir.shape import common_factors
 
         t = src(op.operands[0], "transpose")
         inner = src(t.operands[0], "reshape") if t is not None else None
@@ -385,7 +385,7 @@ class DepthToSpaceAsConcatenate(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        from hlopass import attrs as A
+        from hlopass.ir import attrs as A
 
         t = src(op.operands[0], "transpose")
         if t is None or not op.operands[0].has_one_use():

@@ -18,8 +18,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.attrs import SliceDim
 from hlopass.dialects.hlo import HloOp, computations
+from hlopass.ir.attrs import SliceDim
+from hlopass.ir.shape import ArrayShape, array
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -29,7 +30,6 @@ from hlopass.rewriting import (
     replace_op,
     run_patterns,
 )
-from hlopass.shape import ArrayShape, array
 
 _KEPT = ("channel_id", "replica_groups", "use_global_device_ids", "to_apply",
          "frontend_attributes", "backend_config", "statistics")  # fmt: skip

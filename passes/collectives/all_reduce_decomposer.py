@@ -19,7 +19,8 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp, computations
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape, array
 from hlopass.passes.algsimp.helpers import reducer_opcode
 from hlopass.passes.collectives.decomposers import (
     COLLECTIVE_ATTRS,
@@ -37,7 +38,6 @@ from hlopass.rewriting import (
     run_patterns,
     scalar_constant,
 )
-from hlopass.shape import ArrayShape, array
 
 ONE_SHOT_ALL_REDUCE_THRESHOLD = 256 * 1024
 """XLA:GPU's `kOneShotAllReduceThreshold`: all-reduces of at most this many elements."""

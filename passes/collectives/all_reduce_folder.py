@@ -19,9 +19,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.attrs import Raw
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.interpreter.replicas import replica_groups
+from hlopass.ir.attrs import Raw
+from hlopass.ir.shape import ArrayShape
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -33,7 +34,6 @@ from hlopass.rewriting import (
     owner,
     run_patterns,
 )
-from hlopass.shape import ArrayShape
 
 # --- shared by the collective simplifiers ---------------------------------------------------
 

@@ -22,6 +22,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.ir.shape import ArrayShape, scalar
 from hlopass.passes.collectives.all_reduce_folder import (
     explicit_groups,
     is_trivial_reducer,
@@ -43,7 +44,6 @@ from hlopass.rewriting import (
     run_patterns,
     scalar_constant,
 )
-from hlopass.shape import ArrayShape, scalar
 
 # opcodes whose value may differ between replicas whatever their operands
 _DEVICE_DEPENDENT = frozenset({

@@ -21,7 +21,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.attrs import Raw
 from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
@@ -30,6 +29,8 @@ from hlopass.dialects.hlo import (
     new_computation_op,
     new_return_op,
 )
+from hlopass.ir.attrs import Raw
+from hlopass.ir.shape import Shape, TupleShape, byte_size
 from hlopass.passes.collectives.decomposers import async_computations
 from hlopass.rewriting import (
     HloModulePass,
@@ -43,7 +44,6 @@ from hlopass.rewriting import (
     new_op,
     run_patterns,
 )
-from hlopass.shape import Shape, TupleShape, byte_size
 
 _LEGACY = frozenset({"all-reduce", "all-gather", "collective-permute"})
 _COLLECTIVE_OPCODES = frozenset({"collective-broadcast", "all-to-all", "reduce-scatter",

@@ -27,8 +27,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
-from hlopass.attrs import Raw
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op
+from hlopass.ir.attrs import Raw
+from hlopass.ir.shape import ArrayShape, TupleShape, byte_size, scalar
 from hlopass.passes.collectives.decomposers import explicit_groups
 from hlopass.rewriting import (
     HloModulePass,
@@ -38,7 +39,6 @@ from hlopass.rewriting import (
     forget_cached_state,
     owner,
 )
-from hlopass.shape import ArrayShape, TupleShape, byte_size, scalar
 
 PAIRS_ATTR = "_xla_send_recv_source_target_pairs"
 PIPELINE_ATTR = "_xla_send_recv_pipeline"

@@ -9,9 +9,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hlopass.attrs import Metadata, Raw
 from hlopass.dialects.hlo import ComputationOp, HloOp
-from hlopass.shape import ArrayShape, Shape, TupleShape, default_layout
+from hlopass.ir.attrs import Metadata, Raw
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape, default_layout
 
 from .combine_utils import forget_waited_on, frontend_attributes, waited_on
 

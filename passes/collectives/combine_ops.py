@@ -13,8 +13,8 @@ from typing import Any
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, create_op
+from hlopass.ir.shape import ArrayShape, Shape
 from hlopass.rewriting import RewriteContext
-from hlopass.shape import ArrayShape, Shape
 
 from .combine_merge import (
     merged_frontend_attributes,

@@ -18,9 +18,9 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
-from hlopass.exporter import instruction_post_order
+from hlopass.ir.shape import ArrayShape, Shape
 from hlopass.rewriting import call_instructions, fusion_computations, hlo_ops, owner
-from hlopass.shape import ArrayShape, Shape
+from hlopass.text.exporter import instruction_post_order
 
 DEFAULT_THRESHOLD_BYTES = 30 * 1024 * 1024 + 7
 """XLA's `kDefaultAllReduceCombineThreshold` (and the all-gather, reduce-scatter and

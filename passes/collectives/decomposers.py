@@ -29,6 +29,7 @@ from hlopass.dialects.hlo import (
     new_computation_op,
     new_return_op,
 )
+from hlopass.ir.shape import ArrayShape, TupleShape, array, scalar
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -42,7 +43,6 @@ from hlopass.rewriting import (
     run_patterns,
     scalar_constant,
 )
-from hlopass.shape import ArrayShape, TupleShape, array, scalar
 
 U32 = scalar("u32")
 

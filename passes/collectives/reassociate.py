@@ -25,7 +25,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp, create_op, new_computation_op, new_return_op
-from hlopass.literal import numpy_dtype
+from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape, is_float, is_integral, scalar
 from hlopass.passes.collectives.all_reduce_folder import (
     GROUP_KEY,
     ChannelIds,
@@ -46,7 +47,6 @@ from hlopass.rewriting import (
     owner,
     run_patterns,
 )
-from hlopass.shape import ArrayShape, is_float, is_integral, scalar
 
 _LOOK_THROUGH = ("reshape", "pad", "slice", "convert")
 _IEEE = ("f16", "bf16", "f32", "f64")

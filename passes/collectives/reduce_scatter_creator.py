@@ -22,8 +22,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.attrs import SliceDim
 from hlopass.dialects.hlo import HloOp, computations
+from hlopass.ir.attrs import SliceDim
+from hlopass.ir.shape import ArrayShape, common_factors
 from hlopass.passes.collectives.all_reduce_folder import (
     ChannelIds,
     explicit_groups,
@@ -41,7 +42,6 @@ from hlopass.rewriting import (
     owner,
     run_patterns,
 )
-from hlopass.shape import ArrayShape, common_factors
 
 _NO_OPS = ("reshape", "bitcast", "copy")
 

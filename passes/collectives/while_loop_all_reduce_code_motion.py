@@ -34,6 +34,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.ir.shape import ArrayShape, TupleShape
 from hlopass.passes.collectives.all_reduce_folder import (
     computation_kind,
     has_control_deps,
@@ -54,7 +55,6 @@ from hlopass.rewriting import (
     scalar_constant,
     value_shape,
 )
-from hlopass.shape import ArrayShape, TupleShape
 
 SUPPORTED_TYPES = frozenset(
     ("bf16", "f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")

@@ -37,9 +37,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.attrs import SliceDim
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
-from hlopass.exporter import instruction_post_order
+from hlopass.ir.attrs import SliceDim
+from hlopass.ir.shape import ArrayShape, array
 from hlopass.passes.layout.layouts import set_shape
 from hlopass.rewriting import (
     HloModulePass,
@@ -51,7 +51,7 @@ from hlopass.rewriting import (
     instructions,
     new_op,
 )
-from hlopass.shape import ArrayShape, array
+from hlopass.text.exporter import instruction_post_order
 
 from .consumers import simplify_consumers
 from .plan import Reachability, Usage, categories, equivalence_classes, find_dots_to_merge

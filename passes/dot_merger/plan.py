@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
-from hlopass.shape import ELEMENT_BITS, ArrayShape, byte_size
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, byte_size
 
 from .atoms import Atoms, operand_categories, source_categories, trace_atoms
 

@@ -36,7 +36,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.attrs import SliceDim
 from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.dialects.hlo import (
     ComputationOp,
@@ -45,12 +44,13 @@ from hlopass.dialects.hlo import (
     entry_computation,
     new_return_op,
 )
+from hlopass.ir.attrs import SliceDim
+from hlopass.ir.opcode_sets import EVERY_OPCODE
+from hlopass.ir.shape import ArrayShape, TupleShape, default_layout
 from hlopass.kernel_structure.emitter import is_elementwise
-from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op, run_merge_drivers
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, has_side_effect
-from hlopass.shape import ArrayShape, TupleShape, default_layout
 
 LOOP_SHAPE_THRESHOLD = 8192 * 8192
 """XLA: a loop-form part may write at most this many elements (else not launch-bound)."""

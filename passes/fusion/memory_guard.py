@@ -5,7 +5,7 @@ Fusing a producer into its readers removes the producer's buffer but moves the r
 the producer's inputs to the readers' places in the schedule, so those inputs live longer
 (XLA has shipped fusion changes that raised a BERT's buffers from 34 to 54 GiB this way).
 `LiveBytes` keeps the live ranges of one computation's buffers in block order -- the model
-of `hlopass.memory.peak_live_bytes`: one buffer per array leaf of each result, parameters
+of `hlopass.ir.memory.peak_live_bytes`: one buffer per array leaf of each result, parameters
 not counted, bitcast / get-tuple-element / tuple / while alias their operands, root
 buffers live to the end -- in a segment tree (range add, global max), so each decision is
 priced and applied in O(log n) per buffer touched. Nested computations (while bodies) are
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from hlopass.dialects.hlo import ComputationOp
+from hlopass.ir.memory import array_leaves, element_buffers, leaf_bytes
 from hlopass.kernel_structure.plan import Kernel
-from hlopass.memory import array_leaves, element_buffers, leaf_bytes
 
 _ALIASES = ("bitcast", "while")
 

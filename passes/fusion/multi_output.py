@@ -33,6 +33,7 @@ from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
 )
+from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import INPUT_EMITTERS, EmitterFacts
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink
 from hlopass.passes.fusion.multi_output_rewrites import (
@@ -76,7 +77,6 @@ from hlopass.passes.fusion.rules import (
     SHARED_MEMORY_PER_BLOCK,
 )
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook
-from hlopass.shape import TupleShape
 
 
 @dataclass

@@ -20,6 +20,8 @@ from hlopass.dialects.hlo import (
     create_op,
     new_return_op,
 )
+from hlopass.ir.opcode_sets import EVERY_OPCODE
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, TupleShape
 from hlopass.kernel_structure.emitter import (
     emitter_kind,
     fusion_kind,
@@ -27,14 +29,12 @@ from hlopass.kernel_structure.emitter import (
     is_unnested_reduction,
 )
 from hlopass.kernel_structure.shapes import elements
-from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op
 from hlopass.passes.fusion.rules import (
     instruction_fusible,
     shared_memory,
 )
 from hlopass.rewriting import RewriteContext
-from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 CYCLE = "would introduce a cycle when fused"
 SLOWER = "will execute slower if fused"

@@ -441,7 +441,7 @@ class PriorityFusionPass(HloModulePass):
 
     max_temp_bytes: int = -1
     """Refuse a fusion that would lift a computation's peak of live intermediate bytes
-    (hlopass.memory's model, in block order) above this many bytes (-1: no limit)."""
+    (hlopass.ir.memory's model, in block order) above this many bytes (-1: no limit)."""
 
     def __post_init__(self) -> None:
         from hlopass.cost.fusion_models import check_pricing_options

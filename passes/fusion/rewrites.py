@@ -31,10 +31,10 @@ from hlopass.dialects.hlo import (
     new_computation_op,
     new_return_op,
 )
+from hlopass.ir.opcode_sets import EVERY_OPCODE
+from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import fusion_kind, heroes
-from hlopass.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import RewriteContext, TraceHook
-from hlopass.shape import TupleShape
 
 _NAMED_HEROES = frozenset({"reduce", "transpose", "scatter", "concatenate"})
 
@@ -259,8 +259,8 @@ def settle(module: ModuleOp) -> None:
     from the block order of their callers' instructions, and the importer renumbers the
     stack-frame tables in text order (as XLA's parser does). After fusion both changed;
     settling makes the output byte-stable through our round trip."""
-    from hlopass.exporter import print_hlo
-    from hlopass.importer import parse_hlo
+    from hlopass.text.exporter import print_hlo
+    from hlopass.text.importer import parse_hlo
 
     text = print_hlo(module)
     fresh = parse_hlo(text)

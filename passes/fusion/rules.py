@@ -14,6 +14,7 @@ from typing import Any
 
 from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.dialects.hlo import ComputationOp, HloOp
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, TupleShape
 from hlopass.kernel_structure.emitter import (
     emitter_kind,
     is_elementwise,
@@ -23,7 +24,6 @@ from hlopass.kernel_structure.emitter import (
 from hlopass.kernel_structure.plan import Kernel
 from hlopass.kernel_structure.shapes import elements
 from hlopass.rewriting import calls_side_effect, is_control_predecessor
-from hlopass.shape import ELEMENT_BITS, ArrayShape, TupleShape
 
 # XLA's IsFusible: elementwise ops and these.
 FUSIBLE_OPCODES = frozenset({

@@ -10,9 +10,9 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
 from hlopass.dialects.hlo import HloOp, ReturnOp, create_op
-from hlopass.opcode_sets import EVERY_OPCODE
+from hlopass.ir.opcode_sets import EVERY_OPCODE
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 from hlopass.rewriting import RewriteContext
-from hlopass.shape import ArrayShape, Shape, TupleShape
 
 from .engine import CHEAP, Plan
 from .layouts import same_layout, set_shape, value_shape

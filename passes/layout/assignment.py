@@ -21,7 +21,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.cost import estimate, get_device
-from hlopass.opcode_sets import EVERY_OPCODE
+from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import HloModulePass, TraceHook
 
 from .engine import Choices

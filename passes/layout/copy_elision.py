@@ -12,7 +12,8 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp, computations
-from hlopass.opcode_sets import with_trait
+from hlopass.ir.opcode_sets import with_trait
+from hlopass.ir.shape import ArrayShape
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -24,7 +25,6 @@ from hlopass.rewriting import (
     replace_with_new,
     run_patterns,
 )
-from hlopass.shape import ArrayShape
 
 from .layouts import m2m_of, same_layout, value_shape, with_m2m
 

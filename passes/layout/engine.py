@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import Operation, SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, ReturnOp
-from hlopass.shape import ArrayShape, Shape, TupleShape
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 
 from . import rules
 from .layouts import (

@@ -36,8 +36,8 @@ from hlopass.dialects.hlo import (
     entry_computation,
 )
 from hlopass.errors import HloError
+from hlopass.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, common_factors, subshape
 from hlopass.rewriting import RewriteContext, TraceHook, run_patterns
-from hlopass.shape import ArrayShape, BufferShape, Shape, TupleShape, common_factors, subshape
 
 from .apply import AssignPlannedLayout, CopyOperandIfLayoutsDiffer
 from .engine import Plan

@@ -12,7 +12,7 @@ from xdsl.ir import SSAValue
 
 from hlopass.cost.layouts import physical_offsets, reshape_is_bitcast
 from hlopass.dialects.hlo import HloOp, shape_type
-from hlopass.shape import ArrayShape, Layout, Shape, TupleShape
+from hlopass.ir.shape import ArrayShape, Layout, Shape, TupleShape
 
 M2M = tuple[int, ...]
 

@@ -16,6 +16,7 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp, computations
+from hlopass.ir.shape import ArrayShape
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
@@ -25,7 +26,6 @@ from hlopass.rewriting import (
     replace_with_new,
     run_patterns,
 )
-from hlopass.shape import ArrayShape
 
 from .layouts import (
     reshape_is_bitcast,

@@ -17,12 +17,12 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from hlopass.attrs import ConvDims, ShapedLiteral, Window
 from hlopass.dialects.hlo import HloOp, create_op
-from hlopass.literal import Literal
-from hlopass.opcode_sets import with_trait
+from hlopass.ir.attrs import ConvDims, ShapedLiteral, Window
+from hlopass.ir.literal import Literal
+from hlopass.ir.opcode_sets import with_trait
+from hlopass.ir.shape import ArrayShape
 from hlopass.rewriting import RewriteContext, new_op
-from hlopass.shape import ArrayShape
 
 from .layouts import m2m_of, reshape_is_bitcast, same_layout, value_shape
 from .physical import (

@@ -18,8 +18,8 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from hlopass.dialects.hlo import HloOp, create_op
+from hlopass.ir.shape import ArrayShape, Layout
 from hlopass.rewriting import RewriteContext, owner, replace_op, replace_with_new
-from hlopass.shape import ArrayShape, Layout
 
 from .layouts import default_m2m, is_default, m2m_of, value_shape
 

@@ -9,8 +9,8 @@ from typing import TextIO
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ATTR_CLASSES, ComputationOp, computations, entry_computation
+from hlopass.ir.shape import Shape
 from hlopass.rewriting import RewriteContext, TraceHook, run_patterns
-from hlopass.shape import Shape
 
 from .apply import AssignPlannedLayout, CopyOperandIfLayoutsDiffer
 from .engine import Choices, Planner

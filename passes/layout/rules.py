@@ -12,10 +12,10 @@ from typing import Any
 
 from xdsl.ir import Operation, SSAValue
 
-from hlopass.attrs import ConvDims
 from hlopass.cost.layouts import conv_roles
 from hlopass.dialects.hlo import HloOp
-from hlopass.shape import ArrayShape, Shape, TupleShape
+from hlopass.ir.attrs import ConvDims
+from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 
 from .layouts import (
     M2M,

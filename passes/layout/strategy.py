@@ -15,7 +15,7 @@ from typing import TextIO
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import HloOp, computations
-from hlopass.shape import ArrayShape
+from hlopass.ir.shape import ArrayShape
 
 from . import rules
 from .engine import Choices, is_follow, producer

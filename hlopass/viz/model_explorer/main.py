@@ -48,7 +48,7 @@ class HloAdapter(Adapter):
         super().__init__()
 
     def convert(self, model_path: str, settings: dict) -> ModelExplorerGraphs:
-        from hlopass.importer import parse_hlo
+        from hlopass.text.importer import parse_hlo
 
         with open(model_path, encoding="utf-8") as f:
             module = parse_hlo(f.read(), model_path)

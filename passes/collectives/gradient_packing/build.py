@@ -9,11 +9,11 @@ from typing import Any
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
-from hlopass.attrs import PadDim, SliceDim
 from hlopass.dialects.hlo import HloOp
+from hlopass.ir.attrs import PadDim, SliceDim
+from hlopass.ir.shape import ArrayShape, array
 from hlopass.passes.collectives.all_reduce_folder import ChannelIds, groups_text
 from hlopass.rewriting import RewriteContext, new_op, scalar_constant
-from hlopass.shape import ArrayShape, array
 
 from .spec import Band
 

@@ -4,9 +4,9 @@ host (XLA's BlueConnect shape: devices numbered host by host, `gpus_per_host` ea
 from __future__ import annotations
 
 from hlopass.dialects.hlo import ComputationOp, HloOp
+from hlopass.ir.shape import ArrayShape
 from hlopass.passes.collectives.combine_utils import reduction_kind, waited_on
 from hlopass.passes.collectives.decomposers import explicit_groups, group_mode, module_int
-from hlopass.shape import ArrayShape
 
 
 def is_gradient(op: HloOp, comps: dict[str, ComputationOp]) -> bool:

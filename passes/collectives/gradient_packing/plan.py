@@ -17,9 +17,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from hlopass.dialects.hlo import ComputationOp, HloOp
-from hlopass.exporter import instruction_post_order
 from hlopass.passes.collectives.combine_utils import all_reduce_key
 from hlopass.rewriting import owner
+from hlopass.text.exporter import instruction_post_order
 
 from .groups import is_gradient
 from .spec import Band, band_of

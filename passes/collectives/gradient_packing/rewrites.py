@@ -11,10 +11,10 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp
-from hlopass.exporter import instruction_post_order
+from hlopass.ir.shape import ArrayShape, array
 from hlopass.passes.collectives.combine_utils import reorder_block
 from hlopass.rewriting import replace_op
-from hlopass.shape import ArrayShape, array
+from hlopass.text.exporter import instruction_post_order
 
 from .build import Builder, Lowering
 from .groups import device_groups, split_by_host

@@ -1,0 +1,1 @@
+"""Running modules: XLA's private APIs (the oracle), JAX integration, seeded random inputs."""

@@ -1,0 +1,1 @@
+"""Many modules at once: `hlopass sweep` and `hlopass rank`, their engines, jobs and summary table."""

@@ -1,0 +1,186 @@
+"""The HLO grammar hlopass reads and writes, as a table generated from the dialect.
+
+`python -m hlopass.text.grammar` prints `docs/GRAMMAR.md`: every opcode with its operand count,
+its attributes (required ones marked), whether its result shape may be left out, and
+whether the interpreter, the cost model and each pass handle it. `tests/test_grammar.py`
+checks the checked-in page against this output and the opcode list against XLA's
+(`xla_opcode_names` maps XLA's enum names to the spellings here).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from functools import cache
+
+from hlopass.dialects.opcodes import COMMON_ATTRS, OPCODES, VARIADIC, OpcodeSpec
+
+# XLA's HloOpcode enum names whose text spelling is not the enum name in kebab case.
+_ENUM_EXCEPTIONS = {
+    "count-leading-zeros": "kClz",
+    "cosine": "kCos",
+    "sine": "kSin",
+    "exponential": "kExp",
+    "exponential-minus-one": "kExpm1",
+    "log-plus-one": "kLog1p",
+    "popcnt": "kPopulationCount",
+    "opt-barrier": "kOptimizationBarrier",
+    "topk": "kTopK",
+    "atan2": "kAtan2",
+}
+
+
+def enum_name(opcode: str) -> str:
+    """XLA's `HloOpcode` enum member for the text spelling `opcode` (`all-reduce` ->
+    `kAllReduce`)."""
+    return _ENUM_EXCEPTIONS.get(opcode) or "k" + "".join(
+        p[:1].upper() + p[1:] for p in opcode.split("-")
+    )
+
+
+def spelling_of_enum() -> dict[str, str]:
+    """Enum name -> text spelling, for every opcode hlopass knows."""
+    return {enum_name(o): o for o in OPCODES}
+
+
+def _subclasses(cls: type) -> list[type]:
+    out: list[type] = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
+
+
+def declared_opcodes(cls: type) -> tuple[str, ...]:
+    """The opcodes a rewrite pattern (or a pass that is not pattern-based) declares it
+    targets: its `TARGETS` where it has one (a pattern matched on something other than
+    an instruction), else its `OPCODES`."""
+    return getattr(cls, "TARGETS", None) or getattr(cls, "OPCODES", ())
+
+
+def pattern_classes(pass_cls: type) -> list[type]:
+    """The rewrite patterns of a registered pass: those its class's code names, or, where
+    it names none (algsimp builds its list elsewhere in its package), every pattern its
+    module imports or defines, under it for a pass package (a base with subclasses is
+    left out: its subclasses declare; so is a dispatcher such as algsimp's applier)."""
+    from xdsl.pattern_rewriter import RewritePattern
+
+    from hlopass.rewriting import OpcodeDispatchApplier
+
+    module = sys.modules[pass_cls.__module__]
+    prefix = module.__name__ + "."
+    imported = {v for v in vars(module).values() if isinstance(v, type)}
+    candidates = sorted(
+        (
+            c
+            for c in set(_subclasses(RewritePattern))
+            if not c.__subclasses__()
+            and not issubclass(c, OpcodeDispatchApplier)  # it offers the patterns, which declare
+            and (
+                c in imported
+                or c.__module__ == module.__name__
+                or (hasattr(module, "__path__") and c.__module__.startswith(prefix))
+            )
+        ),
+        key=lambda c: (c.__module__, c.__qualname__),
+    )
+    words = set(re.findall(r"\w+", inspect.getsource(pass_cls)))
+    named = [c for c in candidates if c.__name__ in words]
+    return named or candidates
+
+
+@cache
+def pass_opcodes() -> dict[str, frozenset[str]]:
+    """Registered pass name -> the opcodes its patterns (or the pass itself) declare."""
+    from hlopass import pipeline
+
+    out: dict[str, frozenset[str]] = {}
+    for name in sorted(pipeline.PASSES):
+        cls = pipeline.PASSES[name]()
+        found = set(declared_opcodes(cls))
+        for pattern in pattern_classes(cls):
+            found.update(declared_opcodes(pattern))
+        out[name] = frozenset(found)
+    return out
+
+
+@cache
+def _cost_source() -> str:
+    """Source text of the cost model (to tell which opcodes it names)."""
+    from hlopass.cost import work
+
+    return inspect.getsource(work)
+
+
+def interpreter_status(opcode: str) -> str:
+    from hlopass.interpreter import HANDLERS
+    from hlopass.interpreter.coverage import BUILT_IN, UNSUPPORTED
+
+    if opcode in HANDLERS or opcode in BUILT_IN:
+        return "yes"
+    return "no: " + UNSUPPORTED.get(opcode, "not listed")
+
+
+def _names(source: str, opcode: str) -> bool:
+    return f'"{opcode}"' in source
+
+
+def _arity(spec: OpcodeSpec) -> str:
+    return "variadic" if spec.arity == VARIADIC else str(spec.arity)
+
+
+def _attrs(spec: OpcodeSpec) -> str:
+    items = [f"`{a.name}`" + ("" if a.required else "?") for a in (*spec.attrs, *spec.computations)]
+    return ", ".join(items) or "-"
+
+
+def render() -> str:
+    """The Markdown page (docs/GRAMMAR.md)."""
+    from hlopass.shape_inference import INFERRED, NEEDS_SHAPE
+
+    targets = pass_opcodes()
+    passes = list(targets)
+    cost = _cost_source()
+    out = [
+        "# HLO grammar read and written by hlopass",
+        "",
+        "Generated by `python -m hlopass.text.grammar > docs/GRAMMAR.md` from the dialect",
+        "(`dialects/opcodes.py`); `tests/test_grammar.py` checks it against the dialect and",
+        "the opcode and attribute lists against XLA's parser (jaxlib pinned by the tests).",
+        "",
+        "Every instruction may also carry: "
+        + ", ".join(f"`{a.name}`" for a in COMMON_ATTRS)
+        + " (and `parameter_replication`, which XLA reads on any instruction and keeps only"
+        " on parameters).",
+        "",
+        "Columns: operands; attributes (`?` optional) in XLA's print order, then called",
+        "computations; *shape*: the result shape may be left out (inferred as XLA's",
+        "ShapeInference does); *interp*: the interpreter runs it (or why not); *cost*: the",
+        "cost model has a rule naming it (otherwise its bytes-accessed default);",
+        "one column per pass: one of its rewrites targets the opcode (the `OPCODES` each",
+        "pattern declares).",
+        "",
+        "| opcode | operands | attributes | shape | interp | cost | " + " | ".join(passes) + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(passes),
+    ]
+    for opcode in sorted(OPCODES):
+        spec = OPCODES[opcode]
+        if opcode in NEEDS_SHAPE:
+            shape = "written (" + NEEDS_SHAPE[opcode] + ")"
+        else:
+            shape = "inferred" if opcode in INFERRED else "written"
+        cells = [
+            f"`{opcode}`",
+            _arity(spec),
+            _attrs(spec),
+            shape,
+            interpreter_status(opcode),
+            "rule" if _names(cost, opcode) else "default",
+            *("yes" if opcode in targets[p] else "" for p in passes),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
