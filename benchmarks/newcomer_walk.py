@@ -8,7 +8,9 @@ Two walks, traced on a real module (a corpus JAX program) rather than read by ha
   fusion decides on its first producer/consumer pair.
 A reader reads each function once, where the path first reaches it: the walk is the list of
 distinct functions in the order of their first call. A *stay* is a run of consecutive
-functions in one file; a *return* is a stay in a file the walk had already left. Fewer returns: a reader follows the path without going back.
+functions in one file; a *return* is a stay in a file the walk had already left. What a reader
+does not step into is left out: comprehensions (read in place) and accessors of three lines or
+fewer (`op.opcode`, `op.shape`). Fewer returns: a reader follows the path without going back.
 
     python benchmarks/newcomer_walk.py [--program mlp_adam] [--show]
 """
@@ -31,12 +33,19 @@ def _library_file(path: str) -> str | None:
     return None
 
 
+def _stepped_into(code: object) -> bool:
+    name = getattr(code, "co_name", "<")
+    lines = [line for _, _, line in code.co_lines() if line is not None]  # type: ignore[attr-defined]
+    return not name.startswith("<") and max(lines, default=0) - code.co_firstlineno > 3  # type: ignore[attr-defined]
+
+
 def stays(calls: list[tuple[str, object]]) -> tuple[list[str], int]:
     """Each function once, at its first call; consecutive functions in one file collapsed into
     stays; and how many stays return to a file the walk had left before."""
     first: dict[object, str] = {}
     for f, code in calls:
-        first.setdefault(code, f)
+        if _stepped_into(code):
+            first.setdefault(code, f)
     runs: list[str] = []
     for f in first.values():
         if not runs or runs[-1] != f:
