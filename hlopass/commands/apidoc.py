@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import pkgutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -195,8 +196,12 @@ def generate() -> str:
 
 def public_names(module_name: str) -> list[str]:
     """Names a module defines at its top level (functions, classes, assignments) that do
-    not start with `_`, in source order."""
-    tree = ast.parse(inspect.getsource(importlib.import_module(module_name)))
+    not start with `_`, in source order; for a package that re-exports its submodules'
+    names (`hlopass.rewriting`), its `__all__`."""
+    module = importlib.import_module(module_name)
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    tree = ast.parse(inspect.getsource(module))
     out: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -213,7 +218,17 @@ def doc_of(module: Any, name: str) -> str:
     obj = getattr(module, name)
     if inspect.isfunction(obj) or inspect.isclass(obj):
         return inspect.getdoc(obj) or ""
-    return _attribute_docs(module).get(name, "")
+    return _attribute_docs(_defining_module(module, name)).get(name, "")
+
+
+def _defining_module(package: Any, name: str) -> Any:
+    """The submodule of `package` whose source assigns `name` (a re-exported assignment's
+    docstring sits under it there), else `package` itself."""
+    for info in pkgutil.iter_modules(getattr(package, "__path__", [])):
+        sub = importlib.import_module(f"{package.__name__}.{info.name}")
+        if name in _attribute_docs(sub):
+            return sub
+    return package
 
 
 def _name(entry: Entry) -> str:
@@ -270,7 +285,7 @@ def _class(cls: type, where: str, members: Sequence[str]) -> list[str]:
             doc = own_doc(fn)
         out.append(f"- {label}" + (f": {_one_paragraph(doc)}" if doc else ""))
     slots = [s for s in getattr(cls, "__slots__", ()) if not s.startswith("_")]
-    if slots and cls.__module__ == REWRITING:
+    if slots and cls.__module__.startswith(REWRITING + "."):
         out.append("- attributes: " + ", ".join(f"`{s}`" for s in slots))
     return out + ([""] if fields or members or slots else [])
 
