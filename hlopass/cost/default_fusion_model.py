@@ -20,6 +20,7 @@ from hlopass.cost.kernel_analysis import Read, utilizations
 from hlopass.cost.launch import facts_launch, launch, loop_launch
 from hlopass.cost.model import KernelWork, kernel_time
 from hlopass.cost.sibling import Input, SiblingSummary, add_inputs, shape_bytes
+from hlopass.ir.memo import VersionMemo
 from hlopass.ir.shape import ELEMENT_BITS, ArrayShape
 from hlopass.kernel_structure.emitter import (
     EmitterFacts,
@@ -61,7 +62,7 @@ class DefaultFusionCostModel(FusionCostModel):
     def __init__(self, device: str | DeviceSpec = "h100_sxm"):
         super().__init__(device)
         self._analysis: ModuleCostAnalysis | None = None
-        self._summary: dict[int, tuple[int, _Summary]] = {}
+        self._summary: VersionMemo[_Summary] = VersionMemo()
 
     def _an(self, op: Any) -> Any:
         """The kernel analyzer of `op`'s module, made on first use and kept as long as this
@@ -74,11 +75,9 @@ class DefaultFusionCostModel(FusionCostModel):
         return self._time_of(self._summarize(list(members), list(outputs)))
 
     def summary(self, k: Kernel) -> _Summary:
-        hit = self._summary.get(id(k))
-        if hit is not None and hit[0] == k.version:
-            return hit[1]
-        s = self._summarize(k.members, k.outputs)
-        self._summary[id(k)] = (k.version, s)
+        s = self._summary.get(k)
+        if s is None:
+            s = self._summary.put(k, self._summarize(k.members, k.outputs))
         return s
 
     def price_kernel(self, k: Kernel) -> float:
@@ -89,7 +88,7 @@ class DefaultFusionCostModel(FusionCostModel):
 
     def invalidate(self, k: Kernel) -> None:
         super().invalidate(k)
-        self._summary.pop(id(k), None)
+        self._summary.pop(k)
 
     def clear(self) -> None:
         super().clear()

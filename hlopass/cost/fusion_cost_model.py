@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hlopass.cost.devices import DeviceSpec, get_device
+from hlopass.ir.memo import VersionMemo
 from hlopass.kernel_structure.emitter import EmitterFacts
 from hlopass.kernel_structure.plan import Kernel, ir_size
 
@@ -54,9 +55,9 @@ class FusionCostModel(ABC):
 
     def __init__(self, device: str | DeviceSpec = "h100_sxm"):
         self.device = get_device(device)
-        self._time: dict[int, tuple[int, float]] = {}
+        self._time: VersionMemo[float] = VersionMemo()
         self._pair: dict[tuple[int, int], tuple[int, int, float]] = {}
-        self._ir: dict[int, tuple[int, dict[int, float], float, float]] = {}
+        self._ir: VersionMemo[tuple[dict[int, float], float, float]] = VersionMemo()
         self._pairs_of: dict[int, set[tuple[int, int]]] = {}
 
     @abstractmethod
@@ -89,11 +90,9 @@ class FusionCostModel(ABC):
 
     # cached queries
     def time_us(self, k: Kernel) -> float:
-        hit = self._time.get(id(k))
-        if hit is not None and hit[0] == k.version:
-            return hit[1]
-        t = self.price_kernel(k)
-        self._time[id(k)] = (k.version, t)
+        t = self._time.get(k)
+        if t is None:
+            t = self._time.put(k, self.price_kernel(k))
         return t
 
     def fused_time_us(self, producer: Kernel, consumer: Kernel) -> float:
@@ -121,12 +120,10 @@ class FusionCostModel(ABC):
 
     def ir_size(self, k: Kernel) -> tuple[dict[int, float], float, float]:
         """(times each value is emitted, IR size, basic-block splits), cached."""
-        hit = self._ir.get(id(k))
-        if hit is not None and hit[0] == k.version:
-            return hit[1], hit[2], hit[3]
-        emitted, size, splits = ir_size(k.members, k.outputs)
-        self._ir[id(k)] = (k.version, emitted, size, splits)
-        return emitted, size, splits
+        hit = self._ir.get(k)
+        if hit is None:
+            hit = self._ir.put(k, ir_size(k.members, k.outputs))
+        return hit
 
     def would_explode_ir_size(self, producer: Kernel, consumer: Kernel) -> bool:
         """XLA's ProducerConsumerMergedTooLarge: the producer's code is emitted as often as
@@ -145,8 +142,8 @@ class FusionCostModel(ABC):
             self.invalidate(k)
 
     def invalidate(self, k: Kernel) -> None:
-        self._time.pop(id(k), None)
-        self._ir.pop(id(k), None)
+        self._time.pop(k)
+        self._ir.pop(k)
         for key in self._pairs_of.pop(id(k), ()):
             self._pair.pop(key, None)
 

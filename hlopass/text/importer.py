@@ -24,6 +24,7 @@ from hlopass.errors import HloParseError, HloShapeError
 from hlopass.ir import attrs as A
 from hlopass.ir.gcutil import gc_paused
 from hlopass.ir.module import as_hlo_module
+from hlopass.ir.names import first_free
 from hlopass.ir.shape import (
     Shape,
 )
@@ -301,10 +302,7 @@ class ModuleParser(InstructionParser):
         `_.1`, ... and defines it before the computation using it); returns its name."""
         lx = self.lx
         start = lx.next()[2]  # `{`
-        name, i = "_", 0
-        while name in self.computation_names:
-            i += 1
-            name = f"_.{i}"
+        name = first_free("_", self.computation_names)
         self.computation_names[name] = start
         saved = (self.values, self.block, getattr(self, "current_computation", None))
         block = Block()

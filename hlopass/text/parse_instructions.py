@@ -28,6 +28,7 @@ from hlopass.dialects.hlo import (
 from hlopass.dialects.opcodes import COMMON_BY_NAME, IDENT_VALUES, OPCODES, AttrSpec
 from hlopass.errors import HloShapeError
 from hlopass.ir import attrs as A
+from hlopass.ir.names import first_free
 from hlopass.ir.shape import (
     ELEMENT_BITS,
     ArrayShape,
@@ -392,11 +393,7 @@ class InstructionParser(ValueParser):
         thread = self.sugar_thread
         if thread is not None:
             start_attrs = {"async_execution_thread": thread, **start_attrs}
-        cname = "async_wrapped"
-        i = 0
-        while cname in self.computation_names:
-            i += 1
-            cname = f"async_wrapped.{i}"
+        cname = first_free("async_wrapped", self.computation_names)
         self.computation_names[cname] = ostart
         wblock = Block()
         params = []
@@ -980,12 +977,7 @@ class InstructionParser(ValueParser):
         if lx.peek()[1] == "(" and not tok.startswith("%") and tok in OPCODES:
             # A nested instruction: `add(f32[] multiply(a, b), c)`.
             lx.rewind_to_peek()
-            base = f"{tok}.anon"
-            name = base
-            i = 0
-            while name in values:
-                i += 1
-                name = f"{base}.{i}"
+            name = first_free(f"{tok}.anon", values)
             lx.pos = start
             nested = self.instruction_rhs(name, values, block, start, typed, nested=True)
             if type(nested) is _PARAMETER_CLS:
