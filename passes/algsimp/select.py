@@ -57,6 +57,12 @@ class SelectOfNot(Simplification):
         return self.new("select", [n.operands[0], b, a], op.shape, like=op)
 
 
+def _is_pred_select(op: HloOp) -> bool:
+    """A pred select whose predicate has the result's shape: only then may the predicate
+    stand in for (or combine with) the selected values without a broadcast."""
+    return et(op) == "pred" and same_shape(value_shape(op.operands[0]), op.shape)
+
+
 class SelectBooleans(Simplification):
     """`select(p, true, false) -> p`; `select(p, false, true) -> not(p)`."""
 
@@ -64,9 +70,9 @@ class SelectBooleans(Simplification):
     OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
-        p, a, b = op.operands
-        if et(op) != "pred" or not same_shape(value_shape(p), op.shape):
+        if not _is_pred_select(op):
             return None
+        p, a, b = op.operands
         if splat_is(a, True) and splat_is(b, False):
             return p
         if splat_is(a, False) and splat_is(b, True):
@@ -82,9 +88,9 @@ class SelectToOrAnd(Simplification):
     OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
-        p, a, b = op.operands
-        if et(op) != "pred" or not same_shape(value_shape(p), op.shape):
+        if not _is_pred_select(op):
             return None
+        p, a, b = op.operands
         if splat_is(a, True):
             return self.new("or", [p, b], op.shape, like=op)
         if splat_is(b, False):
