@@ -22,85 +22,99 @@ _PASS_THROUGH = ("bitcast", "reshape", "copy", "convert")
 _ORDER_FREE = ("add", "multiply", "maximum", "minimum", "and", "or")
 
 
+def _source(v, env, scalar):
+    """The entry parameter `v` is read from through value-keeping ops, or None."""
+    op = v.owner
+    while op.opcode in _PASS_THROUGH and (scalar or op.opcode in ("copy", "convert")):
+        op = op.operands[0].owner
+    return env.get(op.attr("number")) if op.opcode == "parameter" else None
+
+
+def _add(found, src, his, ivd=None, unique=False, sorted_=False):
+    """Narrows parameter `src`'s index bounds to `his` (the tightest use wins)."""
+    if src is None:
+        return
+    c = found.setdefault(src, {"his": list(his), "ivd": ivd, "unique": False, "sorted": False})
+    if "his" not in c:
+        return
+    if len(c["his"]) == len(his):
+        c["his"] = [min(a, b) for a, b in zip(c["his"], his, strict=True)]
+    c["unique"] |= unique
+    c["sorted"] |= sorted_
+
+
+def _dims(v):
+    return v.type.data.dims
+
+
+def _reduce_init(op, comps, env, found):
+    # XLA may apply the init value more than once: only its identity is portable.
+    oc = op.opcode
+    n = len(op.operands) // 2 if oc != "select-and-scatter" else 1
+    inits = op.operands[n:] if oc != "select-and-scatter" else op.operands[2:]
+    combiner = comps.get(op.attr("to_apply") if oc != "select-and-scatter" else op.attr("scatter"))
+    root = combiner.root if combiner is not None else None
+    if root is not None and n == 1 and root.opcode in _ORDER_FREE:
+        src = _source(inits[0], env, True)
+        if src is not None:
+            found[src] = {"identity": root.opcode}
+
+
+def _scatter_indices(op, comps, env, found):
+    n = (len(op.operands) - 1) // 2
+    base, upd = _dims(op.operands[0]), _dims(op.operands[n + 1])
+    inserted = set(op.attr("inserted_window_dims"))
+    obatch = set(op.attr("input_batching_dims") or ())
+    window = [d for d in range(len(base)) if d not in inserted and d not in obatch]
+    size = [1] * len(base)
+    for j, d in enumerate(window):
+        size[d] = upd[op.attr("update_window_dims")[j]]
+    his = [max(0, base[d] - size[d]) for d in op.attr("scatter_dims_to_operand_dims")]
+    combiner = comps.get(op.attr("to_apply"))
+    root = combiner.root if combiner is not None else None
+    order_free = root is not None and root.opcode in _ORDER_FREE and all(
+        o.owner.opcode == "parameter" for o in root.operands)  # fmt: skip
+    _add(found, _source(op.operands[n], env, False), his, op.attr("index_vector_dim"),
+         unique=bool(op.attr("unique_indices")) or not order_free,
+         sorted_=bool(op.attr("indices_are_sorted")))  # fmt: skip
+
+
 def _index_constraints(module) -> dict[int, dict]:
     from hlopass.dialects.hlo import computations, entry_computation
 
     comps = {c.comp_name: c for c in computations(module)}
     found: dict[int, dict] = {}
 
-    def source(v, env, scalar):
-        op = v.owner
-        while op.opcode in _PASS_THROUGH and (scalar or op.opcode in ("copy", "convert")):
-            op = op.operands[0].owner
-        return env.get(op.attr("number")) if op.opcode == "parameter" else None
-
-    def add(src, his, ivd=None, unique=False, sorted_=False):
-        if src is None:
-            return
-        c = found.setdefault(src, {"his": list(his), "ivd": ivd, "unique": False, "sorted": False})
-        if "his" not in c:
-            return
-        if len(c["his"]) == len(his):
-            c["his"] = [min(a, b) for a, b in zip(c["his"], his, strict=True)]
-        c["unique"] |= unique
-        c["sorted"] |= sorted_
-
     def walk(comp, env, depth=0):
         for op in comp.instructions:
             oc = op.opcode
-            dims = lambda v: v.type.data.dims  # noqa: E731
             if oc in ("fusion", "call") and depth < 8:
                 callee = comps.get(op.callees()[0])
                 if callee is not None:
                     walk(
                         callee,
-                        {i: source(v, env, False) for i, v in enumerate(op.operands)},
+                        {i: _source(v, env, False) for i, v in enumerate(op.operands)},
                         depth + 1,
                     )
             elif oc == "dynamic-slice":
-                base = dims(op.operands[0])
+                base = _dims(op.operands[0])
                 sizes = op.attr("dynamic_slice_sizes")
                 for k, v in enumerate(op.operands[1:]):
-                    add(source(v, env, True), [max(0, base[k] - sizes[k])])
+                    _add(found, _source(v, env, True), [max(0, base[k] - sizes[k])])
             elif oc == "dynamic-update-slice":
-                base, upd = dims(op.operands[0]), dims(op.operands[1])
+                base, upd = _dims(op.operands[0]), _dims(op.operands[1])
                 for k, v in enumerate(op.operands[2:]):
-                    add(source(v, env, True), [max(0, base[k] - upd[k])])
+                    _add(found, _source(v, env, True), [max(0, base[k] - upd[k])])
             elif oc == "gather":
-                base = dims(op.operands[0])
+                base = _dims(op.operands[0])
                 sizes = op.attr("slice_sizes")
                 his = [max(0, base[d] - sizes[d]) for d in op.attr("start_index_map")]
-                add(source(op.operands[1], env, False), his, op.attr("index_vector_dim"),
-                    sorted_=bool(op.attr("indices_are_sorted")))  # fmt: skip
+                _add(found, _source(op.operands[1], env, False), his, op.attr("index_vector_dim"),
+                     sorted_=bool(op.attr("indices_are_sorted")))  # fmt: skip
             elif oc in ("reduce", "reduce-window", "select-and-scatter"):
-                # XLA may apply the init value more than once: only its identity is portable.
-                n = len(op.operands) // 2 if oc != "select-and-scatter" else 1
-                inits = op.operands[n:] if oc != "select-and-scatter" else op.operands[2:]
-                combiner = comps.get(
-                    op.attr("to_apply") if oc != "select-and-scatter" else op.attr("scatter")
-                )
-                root = combiner.root if combiner is not None else None
-                if root is not None and n == 1 and root.opcode in _ORDER_FREE:
-                    src = source(inits[0], env, True)
-                    if src is not None:
-                        found[src] = {"identity": root.opcode}
+                _reduce_init(op, comps, env, found)
             elif oc == "scatter":
-                n = (len(op.operands) - 1) // 2
-                base, upd = dims(op.operands[0]), dims(op.operands[n + 1])
-                inserted = set(op.attr("inserted_window_dims"))
-                obatch = set(op.attr("input_batching_dims") or ())
-                window = [d for d in range(len(base)) if d not in inserted and d not in obatch]
-                size = [1] * len(base)
-                for j, d in enumerate(window):
-                    size[d] = upd[op.attr("update_window_dims")[j]]
-                his = [max(0, base[d] - size[d]) for d in op.attr("scatter_dims_to_operand_dims")]
-                combiner = comps.get(op.attr("to_apply"))
-                root = combiner.root if combiner is not None else None
-                order_free = root is not None and root.opcode in _ORDER_FREE and all(
-                    o.owner.opcode == "parameter" for o in root.operands)  # fmt: skip
-                add(source(op.operands[n], env, False), his, op.attr("index_vector_dim"),
-                    unique=bool(op.attr("unique_indices")) or not order_free,
-                    sorted_=bool(op.attr("indices_are_sorted")))  # fmt: skip
+                _scatter_indices(op, comps, env, found)
 
     entry = entry_computation(module)
     walk(entry, {p.attr("number"): p.attr("number") for p in entry.parameters()})
