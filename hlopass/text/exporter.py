@@ -627,6 +627,7 @@ class _Scanned:
         lst.append(item)
 
 
+# One unit on purpose: the print hot path (benchmarks/io_bench.py, first print).
 class _Printer:
     def __init__(self, options: PrintOptions):
         self.o = options
@@ -835,6 +836,7 @@ class _Printer:
         items.extend(texts)
         return [items.pop() + "\n" + tail]
 
+    # One function on purpose: the per-instruction print hot path (benchmarks/io_bench.py).
     def scan(self, comp: ComputationOp) -> _Scanned:
         """Walk the computation once: each instruction's text (without indentation or
         ROOT), operand indices (for the post order), parameters, called computations."""

@@ -172,6 +172,8 @@ _FAST_VALUES: dict[str, re.Pattern[str]] = {
 }
 
 
+# One unit on purpose: the parse hot path (benchmarks/io_bench.py, first parse): its methods share
+# the scanner state as attributes instead of passing it through calls.
 class InstructionParser(ValueParser):
     """The instruction layer of `importer.ModuleParser` (the state it reads is set up there)."""
 
@@ -618,6 +620,7 @@ class InstructionParser(ValueParser):
                 lx.pos = pos
                 return operands
 
+    # One function on purpose: the per-instruction hot path (benchmarks/io_bench.py, first parse).
     def instruction_body(
         self,
         name: str,

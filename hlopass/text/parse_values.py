@@ -182,6 +182,7 @@ def _parse_layout(text: str, rank: int) -> Layout:
     return Layout(m2m, tuple(tiles), split_configs=tuple(splits), **kw)
 
 
+# One unit on purpose: the value layer of the parse hot path (benchmarks/io_bench.py).
 class ValueParser:
     def __init__(self, lx: Lexer):
         self.lx = lx
@@ -342,6 +343,7 @@ class ValueParser:
     def ints(self) -> tuple[int, ...]:
         return self.braced(self.int_)
 
+    # One function on purpose: every attribute value goes through it (benchmarks/io_bench.py).
     def value(self, kind: str, attr: str, opcode: str | None = None) -> Any:
         lx = self.lx
         if kind == "ints":
