@@ -3,8 +3,10 @@ collective pipeline, every device's outputs kept.
 
 Each program's per-device module runs on 8 replicas in XLA:CPU (one child process, 8 host
 devices) and in our interpreter, before and after `PIPELINE`:
-- XLA:CPU before reproduces, bit for bit, what jax computed for the SPMD program on 8 host
-  devices (`io.npz`): the per-device module is a faithful stand-in for the shard_map.
+- XLA:CPU before reproduces, bit for bit, what jax computes for the SPMD program on 8 host
+  devices of this machine (rerun in a child process: XLA:CPU's float results depend on the
+  host's instruction set, so `io.npz`, made on another host, holds only the inputs to the
+  bit): the per-device module is a faithful stand-in for the shard_map.
 - our interpreter after equals our interpreter before, and XLA:CPU after equals XLA:CPU
   before, bit for bit: the pipeline's passes reorder no arithmetic (a combined all-reduce
   folds each element over the same group in the same order; the folder and simplifier
@@ -18,6 +20,8 @@ functions or dots whose summation order XLA:CPU picks per host; elsewhere within
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +34,14 @@ from tests.conftest import ORACLE_MISSING
 from tests.interp_util import xla_execute_replicas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from collective_programs.load import NAMES, PIPELINE, ROOT, collective_count, load  # noqa: E402
+from collective_programs.load import (  # noqa: E402
+    DEVICES,
+    NAMES,
+    PIPELINE,
+    ROOT,
+    collective_count,
+    load,
+)
 
 # collectives before -> after our pipeline, counted by hand from each program
 # (programs.py): one pmean per gradient leaf, the combiners merging independent ones
@@ -95,6 +106,30 @@ def runs():
             for i, n in enumerate(NAMES)}  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def spmd_here(tmp_path_factory):
+    """Every program's per-device inputs and outputs as jax runs its SPMD form on 8 host
+    devices of this machine (a child process: the device count is fixed at jax's start)."""
+    if not oracle.available():
+        pytest.skip(ORACLE_MISSING)
+    out = tmp_path_factory.mktemp("spmd_here")
+    env = os.environ | {
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}",
+    }
+    child = subprocess.run([sys.executable, str(ROOT / "make.py"), str(out), "--io-only"],
+                           capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    got = {}
+    for n in NAMES:
+        io = np.load(out / n / "io.npz")
+        n_in = sum(1 for k in io.files if k.startswith("d0_in"))
+        n_out = sum(1 for k in io.files if k.startswith("d0_out"))
+        got[n] = ([[io[f"d{r}_in{k}"] for k in range(n_in)] for r in range(DEVICES)],
+                  [[io[f"d{r}_out{k}"] for k in range(n_out)] for r in range(DEVICES)])  # fmt: skip
+    return got
+
+
 def _same(got: list, want: list, what: str) -> None:
     assert len(got) == len(want), what
     for r, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -114,10 +149,12 @@ def test_pipeline_counts_and_xla_parses(name, runs):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_xla_runs_the_per_device_module_as_jax_ran_the_spmd_one(name, runs):
+def test_xla_runs_the_per_device_module_as_jax_ran_the_spmd_one(name, runs, spmd_here):
     prog, _, xla_before, _, _ = runs[name]
+    inputs, outputs = spmd_here[name]
+    _same(inputs, prog.inputs, "jax's inputs here vs io.npz")
     assert "outputs" in xla_before, xla_before
-    _same(xla_before["outputs"], prog.outputs, "XLA:CPU per-device vs jax SPMD")
+    _same(xla_before["outputs"], outputs, "XLA:CPU per-device vs jax SPMD, both on this host")
 
 
 @pytest.mark.parametrize("name", NAMES)

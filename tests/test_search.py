@@ -139,7 +139,7 @@ def test_cli_writes_plans_xla_parses(tmp_path, xla):
     files = sorted(out.glob("plan_*.hlo"))
     assert len(files) == 3
     code = (
-        "import sys\nfrom hlopass import oracle\nfor f in sys.argv[1:]:\n"
+        "import sys\nfrom hlopass.execution import oracle\nfor f in sys.argv[1:]:\n"
         "    ok, why = oracle.accepts(open(f).read())\n    print(f, ok, why.splitlines()[:1])"
     )
     # XLA's parser in a child process: XLA may abort

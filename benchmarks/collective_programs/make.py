@@ -20,7 +20,9 @@ Per program `NAME/`:
   id, so `partition-id` becomes `replica-id` and the collectives lose their channel ids and
   `use_global_device_ids` (cross-replica groups of the same devices). This is the input of our passes and of the 8-device interpreter.
 - `io.npz`: `d{r}_in{k}` / `d{r}_out{k}`: device r's k-th flattened input / output of the
-  SPMD program as jax runs it on 8 host devices (the per-device module must reproduce them).
+  SPMD program as jax ran it on 8 host devices of the machine that made it. XLA:CPU's float
+  results depend on the host's instruction set, so the tests rerun the programs with
+  `--io-only` on their own host before holding the per-device module to them.
 - `xla_h100_optimized.hlo`: XLA's GPU pipeline for 8 H100s: XLA's collective decisions.
 - `meta.json`: jax version, shapes, whether the H100 compilation succeeded.
 """
@@ -91,23 +93,31 @@ def _per_device(values, devices) -> list[list[np.ndarray]]:
     return out
 
 
-def write_cpu(name: str, d: str) -> dict:
+def run_spmd(name: str) -> tuple[str, list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """The SPMD module's text and every device's inputs and outputs as jax runs it here."""
     fn, args, in_specs, out_specs = PROGRAMS[name](np.random.default_rng(len(name)))
     devices = jax.devices("cpu")[:DEVICES]
     mesh = Mesh(np.array(devices), (AXIS,))
     f = _step(fn, in_specs, out_specs, mesh)
     placed = _place(args, in_specs, mesh)
     spmd = f.lower(*placed).as_text(dialect="hlo")
-    Path(d, "before_optimizations.hlo").write_text(spmd)
-    Path(d, "per_device.hlo").write_text(per_device_module(spmd, name))
     outs = f(*placed)
-    ins_d = _per_device(placed, devices)
-    outs_d = _per_device(outs, devices)
+    return spmd, _per_device(placed, devices), _per_device(outs, devices)
+
+
+def write_io(d: str, ins_d: list[list[np.ndarray]], outs_d: list[list[np.ndarray]]) -> None:
     arrays: dict[str, Any] = {
         f"d{r}_in{k}": a for r, per in enumerate(ins_d) for k, a in enumerate(per)
     }
     arrays |= {f"d{r}_out{k}": a for r, per in enumerate(outs_d) for k, a in enumerate(per)}
     np.savez(os.path.join(d, "io.npz"), **arrays)
+
+
+def write_cpu(name: str, d: str) -> dict:
+    spmd, ins_d, outs_d = run_spmd(name)
+    Path(d, "before_optimizations.hlo").write_text(spmd)
+    Path(d, "per_device.hlo").write_text(per_device_module(spmd, name))
+    write_io(d, ins_d, outs_d)
     return {"name": name, "jax": jax.__version__, "devices": DEVICES,
             "inputs": len(ins_d[0]), "outputs": len(outs_d[0])}  # fmt: skip
 
@@ -144,11 +154,21 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--only", help="comma-separated program names")
     ap.add_argument("--gpu-spec", help="XLA device description: compile for 8 of these GPUs")
+    ap.add_argument(
+        "--io-only",
+        action="store_true",
+        help="write only NAME/io.npz, as jax runs the programs on this host "
+        "(XLA:CPU's float results depend on the host's instruction set)",
+    )
     a = ap.parse_args()
     names = a.only.split(",") if a.only else list(PROGRAMS)
     for name in names:
         d = os.path.join(a.out, name)
         os.makedirs(d, exist_ok=True)
+        if a.io_only:
+            _, ins_d, outs_d = run_spmd(name)
+            write_io(d, ins_d, outs_d)
+            continue
         meta_path = os.path.join(d, "meta.json")
         if a.gpu_spec:
             meta = (
