@@ -61,6 +61,27 @@ def _reprint_recovery_module(text: str) -> str:
     return print_hlo(parse_hlo(text, "<origin_recovery_table>"))
 
 
+def build_module(
+    module_name: str, module_attrs: dict[str, Any], comps: list[ComputationOp]
+) -> ModuleOp:
+    """The module op of `comps`, named, with its attributes."""
+    # `ModuleOp(comps)`, the computations linked in as `append_op` does (they are
+    # fresh: no parent), without `Block.add_op`'s checks of each.
+    module = ModuleOp(())
+    body = module.regions[0].first_block
+    assert body is not None
+    for comp in comps:
+        append_op(body, comp)
+    module.attributes["sym_name"] = StringAttr(module_name)
+    for key, value in module_attrs.items():
+        kind = MODULE_ATTRS[key]
+        if kind == "program_shape":
+            module.attributes["hlo." + key] = ATTR_CLASSES["shapes"].new(value)
+        else:
+            module.attributes["hlo." + key] = ATTR_CLASSES[kind].new(value)
+    return module
+
+
 class ModuleParser(InstructionParser):
     def __init__(self, text: str, filename: str | None = None):
         super().__init__(Lexer(text, filename))
@@ -73,66 +94,96 @@ class ModuleParser(InstructionParser):
         self.value_maps: list[dict[str, SSAValue]] = []  # name -> value, per computation
 
     def parse(self) -> ModuleOp:
+        """The module: its header, stack-frame tables and computations, in text order."""
         lx = self.lx
         module_name = "module"
         module_attrs: dict[str, Any] = {}
-        kind, tok, start = lx.peek()
+        kind, tok, _ = lx.peek()
         has_header = kind == "NAME" and tok == "HloModule"
         if not has_header and tok != "ENTRY":
-            # XLA reads headerless text as a module only when it starts with ENTRY or with
-            # `name {`; anything else it takes for a single instruction.
-            saved = (lx.pos, lx._peeked)
-            lx.next()
-            k2, t2, s2 = lx.next()
-            lx.pos, lx._peeked = saved
-            if t2 != "{" and kind != "EOF":
-                self.error(
-                    "a module without an HloModule header must start with ENTRY or with a "
-                    f"computation `name {{` (got {describe(k2, t2)} after {tok!r})",
-                    s2,
-                )
+            self.check_headerless_start(kind, tok)
         if has_header:
             lx.next()
             module_name = self.name_or_string()
-            while self.accept(","):
-                k, key, kstart = lx.next()
-                if k != "ATTR":
-                    self.error(f"expected a module attribute, got {describe(k, key)}", kstart)
-                vkind = MODULE_ATTRS.get(key)
-                if vkind is None:
-                    self.error(f"unknown module attribute {key!r}", kstart)
-                    raise AssertionError
-                if key == "allow_spmd_sharding_propagation_to_output" or key == (
-                    "allow_spmd_sharding_propagation_to_parameters"
-                ):
-                    k2, t2, _ = lx.peek()
-                    if t2 != "{":
-                        lx.next()
-                        module_attrs[key] = A.Raw("{" + t2 + "}")
-                    else:
-                        module_attrs[key] = self.value(vkind, key)
-                    if module_attrs[key].text.replace(" ", "") == "{false}":
-                        del module_attrs[key]  # XLA does not print the default
-                    continue
-                if key == "origin_recovery_table" and lx.peek()[1] == "{":
-                    # Kept verbatim: XLA prints it over several lines (with embedded module
-                    # texts), ending with a newline of its own; an empty one not at all.
-                    table, tstart = lx.take_balanced("{", "}")
-                    try:
-                        table = recovery_table(table, _reprint_recovery_module)
-                    except (ValueError, HloParseError, HloShapeError) as e:
-                        self.error(f"origin_recovery_table: {e}", tstart)
-                    if table:
-                        module_attrs[key] = A.Raw(table)
-                    continue
-                module_attrs[key] = self.value(vkind, key)
-                if key == "frontend_attributes":
-                    fa = self.frontend_attributes(module_attrs.pop(key), kstart)
-                    if fa is not None:
-                        module_attrs[key] = fa
-                if key == "input_output_alias":
-                    module_attrs[key] = A.Raw(normalize_io_alias(module_attrs[key].text))
+            module_attrs = self.module_attributes()
         tables = self.stack_frame_tables()
+        comps = self.computations()
+        if not has_header:
+            entry = next(c for c in comps if c.is_entry is not None)
+            module_name = "module_" + entry.comp_name
+        if self.pending_seen or not names_unique(self.value_maps):
+            uniquify_instruction_names(comps)
+        module = build_module(module_name, module_attrs, comps)
+        if tables or self.saw_stack_frame_id:
+            tables = renumber_stack_frames(tables, comps)
+        if tables:
+            module.attributes["hlo.stack_frames"] = ATTR_CLASSES["raw"].new(A.Raw(tables))
+        return module
+
+    def check_headerless_start(self, kind: str, tok: str) -> None:
+        """XLA reads headerless text as a module only when it starts with ENTRY or with
+        `name {`; anything else it takes for a single instruction."""
+        lx = self.lx
+        saved = (lx.pos, lx._peeked)
+        lx.next()
+        k2, t2, s2 = lx.next()
+        lx.pos, lx._peeked = saved
+        if t2 != "{" and kind != "EOF":
+            self.error(
+                "a module without an HloModule header must start with ENTRY or with a "
+                f"computation `name {{` (got {describe(k2, t2)} after {tok!r})",
+                s2,
+            )
+
+    def module_attributes(self) -> dict[str, Any]:
+        """The `, key=value` attributes after the module's name, as XLA prints them back
+        (defaults XLA does not print dropped)."""
+        lx = self.lx
+        module_attrs: dict[str, Any] = {}
+        while self.accept(","):
+            k, key, kstart = lx.next()
+            if k != "ATTR":
+                self.error(f"expected a module attribute, got {describe(k, key)}", kstart)
+            vkind = MODULE_ATTRS.get(key)
+            if vkind is None:
+                self.error(f"unknown module attribute {key!r}", kstart)
+                raise AssertionError
+            if key == "allow_spmd_sharding_propagation_to_output" or key == (
+                "allow_spmd_sharding_propagation_to_parameters"
+            ):
+                k2, t2, _ = lx.peek()
+                if t2 != "{":
+                    lx.next()
+                    module_attrs[key] = A.Raw("{" + t2 + "}")
+                else:
+                    module_attrs[key] = self.value(vkind, key)
+                if module_attrs[key].text.replace(" ", "") == "{false}":
+                    del module_attrs[key]  # XLA does not print the default
+                continue
+            if key == "origin_recovery_table" and lx.peek()[1] == "{":
+                # Kept verbatim: XLA prints it over several lines (with embedded module
+                # texts), ending with a newline of its own; an empty one not at all.
+                table, tstart = lx.take_balanced("{", "}")
+                try:
+                    table = recovery_table(table, _reprint_recovery_module)
+                except (ValueError, HloParseError, HloShapeError) as e:
+                    self.error(f"origin_recovery_table: {e}", tstart)
+                if table:
+                    module_attrs[key] = A.Raw(table)
+                continue
+            module_attrs[key] = self.value(vkind, key)
+            if key == "frontend_attributes":
+                fa = self.frontend_attributes(module_attrs.pop(key), kstart)
+                if fa is not None:
+                    module_attrs[key] = fa
+            if key == "input_output_alias":
+                module_attrs[key] = A.Raw(normalize_io_alias(module_attrs[key].text))
+        return module_attrs
+
+    def computations(self) -> list[ComputationOp]:
+        """The module's computations in text order, those the async shorthand generates
+        before the computation using them; the last is the entry when none is marked."""
+        lx = self.lx
         comps: list[ComputationOp] = []
         entry_seen = False
         text = lx.text
@@ -161,30 +212,7 @@ class ModuleParser(InstructionParser):
             self.error("no computation in module")
         if not entry_seen:
             comps[-1].properties["is_entry"] = UNIT
-        if not has_header:
-            entry = next(c for c in comps if c.is_entry is not None)
-            module_name = "module_" + entry.comp_name
-        if self.pending_seen or not names_unique(self.value_maps):
-            uniquify_instruction_names(comps)
-        # `ModuleOp(comps)`, the computations linked in as `append_op` does (they are
-        # fresh: no parent), without `Block.add_op`'s checks of each.
-        module = ModuleOp(())
-        body = module.regions[0].first_block
-        assert body is not None
-        for comp in comps:
-            append_op(body, comp)
-        module.attributes["sym_name"] = StringAttr(module_name)
-        for key, value in module_attrs.items():
-            kind = MODULE_ATTRS[key]
-            if kind == "program_shape":
-                module.attributes["hlo." + key] = ATTR_CLASSES["shapes"].new(value)
-            else:
-                module.attributes["hlo." + key] = ATTR_CLASSES[kind].new(value)
-        if tables or self.saw_stack_frame_id:
-            tables = renumber_stack_frames(tables, comps)
-        if tables:
-            module.attributes["hlo.stack_frames"] = ATTR_CLASSES["raw"].new(A.Raw(tables))
-        return module
+        return comps
 
     def name_or_string(self) -> str:
         kind, tok, start = self.lx.next()

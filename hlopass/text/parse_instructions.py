@@ -348,24 +348,9 @@ class InstructionParser(ValueParser):
         calling a generated computation (`async_wrapped`) that holds one X instruction."""
         base, suffix = sugar
         if suffix != "start":
-            opcode = "async-" + suffix
-            op = self.instruction_body(
-                name, opcode, OPCODES[opcode], shape, values, block, start, ostart
+            return self.async_sugar_follow_up(
+                base, suffix, name, shape, values, block, start, ostart
             )
-            src = op.operands[0].owner
-            callee = (
-                src.attr("calls")
-                if isinstance(src, HloOp) and src.opcode in ("async-start", "async-update")
-                else None
-            )
-            if callee is None:
-                self.error(f"{base}-{suffix} takes an async-start or async-update operand", ostart)
-            if op.attr("calls") is None:
-                op.set_attr("calls", callee)
-            thread = src.attr("async_execution_thread")  # type: ignore[union-attr]
-            if thread is not None and op.attr("async_execution_thread") is None:
-                op.set_attr("async_execution_thread", thread)
-            return op
         if shape is None or not shape.is_tuple or len(shape.elements) < 2:  # type: ignore[attr-defined]
             self.error(
                 f"{base}-start needs its async tuple shape ((operands), result, ...)", ostart
@@ -395,6 +380,60 @@ class InstructionParser(ValueParser):
         thread = self.sugar_thread
         if thread is not None:
             start_attrs = {"async_execution_thread": thread, **start_attrs}
+        start_attrs["calls"] = self.async_wrapped(base, operands, wshape, wattrs, thread, ostart)
+        op = create_op("async-start", operands, shape, name, start_attrs, self.intern)
+        try:
+            verify_instruction(op)
+        except VerifyException as e:
+            line, col = self.lx.line_col(start)
+            raise HloShapeError(str(e), self.lx.filename, line, col) from None
+        block.add_op(op)
+        values[name] = op.results[0]
+        return op
+
+    def async_sugar_follow_up(
+        self,
+        base: str,
+        suffix: str,
+        name: str,
+        shape: Shape | None,
+        values: dict[str, SSAValue],
+        block: Block,
+        start: int,
+        ostart: int,
+    ) -> HloOp:
+        """`X-update(...)` / `X-done(...)`: an async-update / async-done whose callee and
+        execution thread, when not written, are its async operand's."""
+        opcode = "async-" + suffix
+        op = self.instruction_body(
+            name, opcode, OPCODES[opcode], shape, values, block, start, ostart
+        )
+        src = op.operands[0].owner
+        callee = (
+            src.attr("calls")
+            if isinstance(src, HloOp) and src.opcode in ("async-start", "async-update")
+            else None
+        )
+        if callee is None:
+            self.error(f"{base}-{suffix} takes an async-start or async-update operand", ostart)
+        if op.attr("calls") is None:
+            op.set_attr("calls", callee)
+        thread = src.attr("async_execution_thread")  # type: ignore[union-attr]
+        if thread is not None and op.attr("async_execution_thread") is None:
+            op.set_attr("async_execution_thread", thread)
+        return op
+
+    def async_wrapped(
+        self,
+        base: str,
+        operands: list[SSAValue],
+        wshape: Shape,
+        wattrs: dict[str, Any],
+        thread: str | None,
+        ostart: int,
+    ) -> str:
+        """Generates the `async_wrapped` computation of an `X-start` (its parameters, the
+        one X instruction, on `thread`), queued to be defined before its user; its name."""
         cname = first_free("async_wrapped", self.computation_names)
         self.computation_names[cname] = ostart
         wblock = Block()
@@ -410,16 +449,7 @@ class InstructionParser(ValueParser):
         if thread is not None:
             wcomp.properties["execution_thread"] = StringAttr(thread)
         self.pending_computations.append(wcomp)
-        start_attrs["calls"] = cname
-        op = create_op("async-start", operands, shape, name, start_attrs, self.intern)
-        try:
-            verify_instruction(op)
-        except VerifyException as e:
-            line, col = self.lx.line_col(start)
-            raise HloShapeError(str(e), self.lx.filename, line, col) from None
-        block.add_op(op)
-        values[name] = op.results[0]
-        return op
+        return cname
 
     def fast_instruction(
         self, m: re.Match[str], values: dict[str, SSAValue], block: Block

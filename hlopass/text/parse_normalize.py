@@ -456,15 +456,11 @@ _TABLE_ROW = re.compile(r"[ \t]*(\d+)[ \t]+([^\n]*)")
 _TABLE_FIELD = re.compile(r"(\w+)=(-?\d+)")
 
 
-def renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
-    """Rebuild the stack-frame tables the way XLA does on parse.
-
-    XLA resolves each instruction's `stack_frame_id` to its full call stack and re-adds the
-    stacks, computations and instructions in text order, outermost frame first, into a
-    fresh de-duplicated index: unused rows disappear and ids are renumbered in first-use
-    order. A `parent_frame_id` of p in the text names frame p-1 (0: no parent). Stacks that
-    cannot be resolved lose their `stack_frame_id`.
-    """
+def read_frame_tables(
+    tables: str,
+) -> tuple[list[str], list[str], list[dict[str, int]], list[tuple[int, int]]]:
+    """The rows of the text's stack-frame tables, in text order: file names, function names,
+    file locations (their fields) and frames as (file_location_id, parent_frame_id)."""
     files: list[str] = []
     funcs: list[str] = []
     locs: list[dict[str, int]] = []
@@ -488,55 +484,112 @@ def renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
         elif section == "StackFrames":
             f = dict((k, int(v)) for k, v in _TABLE_FIELD.findall(body))
             frames.append((f.get("file_location_id", 0), f.get("parent_frame_id", 0)))
-    new_files: dict[str, int] = {}
-    new_funcs: dict[str, int] = {}
-    new_locs: dict[tuple[int, ...], int] = {}
-    new_frames: dict[tuple[int, int], int] = {}
-    memo: dict[int, int | None] = {}
+    return files, funcs, locs, frames
 
-    def intern(table: dict[Any, int], key: Any) -> int:
-        i = table.get(key)
-        if i is None:
-            i = table[key] = len(table) + 1
-        return i
 
-    def resolve(fid: int) -> int | None:
-        if fid in memo:
-            return memo[fid]
+def _intern(table: dict[Any, int], key: Any) -> int:
+    i = table.get(key)
+    if i is None:
+        i = table[key] = len(table) + 1
+    return i
+
+
+class StackFrameIndex:
+    """The fresh de-duplicated stack-frame index XLA builds on parse: old frame ids are
+    resolved to their full call stack and re-added, outermost frame first, so rows get ids
+    in first-use order and unused rows never appear."""
+
+    def __init__(
+        self,
+        files: list[str],
+        funcs: list[str],
+        locs: list[dict[str, int]],
+        frames: list[tuple[int, int]],
+    ) -> None:
+        self.files, self.funcs, self.locs, self.frames = files, funcs, locs, frames
+        self.new_files: dict[str, int] = {}
+        self.new_funcs: dict[str, int] = {}
+        self.new_locs: dict[tuple[int, ...], int] = {}
+        self.new_frames: dict[tuple[int, int], int] = {}
+        self.memo: dict[int, int | None] = {}
+
+    def resolve(self, fid: int) -> int | None:
+        """The new id of old frame `fid`, or None when its stack cannot be resolved."""
+        if fid not in self.memo:
+            self.memo[fid] = self._add_chain(self._chain(fid))
+        return self.memo[fid]
+
+    def _chain(self, fid: int) -> list[int] | None:
+        """Old frame ids from `fid` out to its outermost frame (None: a bad id or a loop)."""
+        frames = self.frames
         chain: list[int] = []
         cur = fid
         while True:
             if cur < 1 or cur > len(frames) or len(chain) > len(frames):
-                memo[fid] = None
                 return None
             chain.append(cur)
             parent = frames[cur - 1][1] - 1
             if parent == 0:
-                break
+                return chain
             cur = parent
+
+    def _add_chain(self, chain: list[int] | None) -> int | None:
+        """Adds the stack, outermost frame first; the new id of its innermost frame."""
+        if chain is None:
+            return None
+        files, funcs, locs = self.files, self.funcs, self.locs
         new_parent = 0
         for old in reversed(chain):
-            lid = frames[old - 1][0]
+            lid = self.frames[old - 1][0]
             if lid < 1 or lid > len(locs):
-                memo[fid] = None
                 return None
             loc = locs[lid - 1]
             fn, fu = loc.get("file_name_id", 0), loc.get("function_name_id", 0)
             if not (1 <= fn <= len(files) and 1 <= fu <= len(funcs)):
-                memo[fid] = None
                 return None
             key = (
-                intern(new_files, files[fn - 1]),
-                intern(new_funcs, funcs[fu - 1]),
+                _intern(self.new_files, files[fn - 1]),
+                _intern(self.new_funcs, funcs[fu - 1]),
                 loc.get("line", 0),
                 loc.get("end_line", 0),
                 loc.get("column", 0),
                 loc.get("end_column", 0),
             )
-            new_parent = intern(new_frames, (intern(new_locs, key), new_parent))
-        memo[fid] = new_parent
+            new_parent = _intern(self.new_frames, (_intern(self.new_locs, key), new_parent))
         return new_parent
 
+    def text(self) -> str:
+        """The new tables as XLA prints them ("" when no frame is used)."""
+        if not self.new_frames:
+            return ""
+        out = ["FileNames"]
+        out += [f"{i} {s}" for s, i in self.new_files.items()]
+        out += ["", "FunctionNames"]
+        out += [f"{i} {s}" for s, i in self.new_funcs.items()]
+        out += ["", "FileLocations"]
+        out += [
+            f"{i} {{file_name_id={k[0]} function_name_id={k[1]} line={k[2]} end_line={k[3]} "
+            f"column={k[4]} end_column={k[5]}}}"
+            for k, i in self.new_locs.items()
+        ]
+        out += ["", "StackFrames"]
+        out += [
+            f"{i} {{file_location_id={k[0]} parent_frame_id={k[1] + 1}}}"
+            for k, i in self.new_frames.items()
+        ]
+        return "\n".join(out)
+
+
+def renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
+    """Rebuild the stack-frame tables the way XLA does on parse.
+
+    XLA resolves each instruction's `stack_frame_id` to its full call stack and re-adds the
+    stacks, computations and instructions in text order, outermost frame first, into a
+    fresh de-duplicated index: unused rows disappear and ids are renumbered in first-use
+    order. A `parent_frame_id` of p in the text names frame p-1 (0: no parent). Stacks that
+    cannot be resolved lose their `stack_frame_id`.
+    """
+    index = StackFrameIndex(*read_frame_tables(tables))
     for comp in comps:
         for op in comp.instructions:
             md = op.properties.get("metadata")
@@ -547,7 +600,7 @@ def renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
                 if k != "stack_frame_id":
                     continue
                 try:
-                    new = resolve(int(v))
+                    new = index.resolve(int(v))
                 except ValueError:
                     new = None
                 if new is None:
@@ -556,20 +609,4 @@ def renumber_stack_frames(tables: str, comps: list[ComputationOp]) -> str:
                     nf = fields[:i] + ((k, str(new)),) + fields[i + 1 :]
                 op.set_attr("metadata", A.Metadata(nf))
                 break
-    if not new_frames:
-        return ""
-    out = ["FileNames"]
-    out += [f"{i} {s}" for s, i in new_files.items()]
-    out += ["", "FunctionNames"]
-    out += [f"{i} {s}" for s, i in new_funcs.items()]
-    out += ["", "FileLocations"]
-    out += [
-        f"{i} {{file_name_id={k[0]} function_name_id={k[1]} line={k[2]} end_line={k[3]} "
-        f"column={k[4]} end_column={k[5]}}}"
-        for k, i in new_locs.items()
-    ]
-    out += ["", "StackFrames"]
-    out += [
-        f"{i} {{file_location_id={k[0]} parent_frame_id={k[1] + 1}}}" for k, i in new_frames.items()
-    ]
-    return "\n".join(out)
+    return index.text()
