@@ -220,7 +220,7 @@ class Solver:
         self.operands: dict[tuple[HloOp, int], Constraint] = {}
         self.added: list[tuple[str, object, bool]] = []
         for op in self.ops:
-            pts = self.compute_points_to(op)
+            pts = compute_points_to(op, self.points_to)
             self.points_to[op] = pts
             for bufs in pts.values():
                 for b in bufs:
@@ -230,42 +230,6 @@ class Solver:
             if top is not None and (is_array(op.shape) or isinstance(op.shape, BufferShape)):
                 for b in top:
                     self.aliases.setdefault(b, []).append(op)
-
-    def compute_points_to(self, op: HloOp) -> dict[Index, list[Buffer]]:
-        if op.opcode == "tuple":
-            out: dict[Index, list[Buffer]] = {}
-            for k, v in enumerate(op.operands):
-                p = producer(v)
-                if p is None:
-                    continue
-                for idx, bufs in self.points_to[p].items():
-                    out[(k, *idx)] = list(bufs)
-            return out
-        if op.opcode == "get-tuple-element":
-            p = producer(op.operands[0])
-            k = op.attr("index")
-            if p is not None:
-                return {idx[1:]: list(b) for idx, b in self.points_to[p].items() if idx[:1] == (k,)}
-        own = {idx: [(op, idx)] for idx, _ in array_leaves(op.shape)}
-        if op.opcode in ("async-start", "async-update"):
-            # element {0} holds the operands themselves (XLA's points-to of async-start)
-            for idx in [i for i in own if i[:1] == (0,)]:
-                del own[idx]
-            for k, v in enumerate(op.operands):
-                p = producer(v)
-                if p is not None and op.opcode == "async-start":
-                    for idx, bufs in self.points_to[p].items():
-                        own[(0, k, *idx)] = list(bufs)
-            if op.opcode == "async-update":
-                p = producer(op.operands[0])
-                if p is not None:
-                    return dict(self.points_to[p])
-            return own
-        if op.opcode == "async-done":
-            p = producer(op.operands[0])
-            if p is not None:
-                return {idx[1:]: list(b) for idx, b in self.points_to[p].items() if idx[:1] == (1,)}
-        return own
 
     # --- recording constraints ----------------------------------------------------------
 
@@ -401,7 +365,7 @@ class Solver:
         layouts = [self.callee.get(n) for n in names]
         if any(cl is None for cl in layouts):
             return
-        best = self.largest_branch(op, names)
+        best = largest_branch(self.comp, op, names)
         cl = layouts[best]
         assert cl is not None
         for k, bl in enumerate(layouts):
@@ -412,17 +376,6 @@ class Solver:
         v = op.operands[best + 1]
         self.set_operand(with_leaf_layouts(value_shape(v), cl.params[0]), op, best + 1)
         self.set_instruction(with_leaf_layouts(op.shape, cl.result), op)
-
-    def largest_branch(self, op: HloOp, names: list[str]) -> int:
-        module = self.comp.parent_op()
-        sizes = {c.comp_name: len(list(c.instructions)) for c in computations(module)}  # type: ignore[arg-type]
-        best, most = -1, 0
-        for j, n in enumerate(names):
-            s = value_shape(op.operands[j + 1])
-            empty = isinstance(s, TupleShape) and not s.elements
-            if sizes.get(n, 0) > most and not empty:
-                best, most = j, sizes[n]
-        return max(best, 0)
 
     def add_custom_call_constraints(self) -> None:
         for op in self.ops:
@@ -487,7 +440,7 @@ class Solver:
             else:
                 if idx or not is_array(s):
                     continue
-                lay = self.operand_from_output(m2m, op, k)
+                lay = operand_from_output(m2m, op, k)
                 if lay is not None:
                     self.set_array_operand(lay, op, k, False, should_dfs(op))
 
@@ -557,48 +510,13 @@ class Solver:
         for idx, leaf in array_leaves(user.shape):
             if leaf.rank <= 1 or (user, idx) not in self.own(user):
                 continue
-            lay = self.output_from_operand(m2m, user, k)
+            lay = output_from_operand(m2m, user, k)
             if lay is not None:
                 forward = user.opcode in ("reduce", "transpose") or not can_change_layout(user)
                 self.set_buffer(lay, (user, idx), forward, should_dfs(user))
 
     def own(self, op: HloOp) -> set[Buffer]:
         return {b for bs in self.points_to[op].values() for b in bs if b[0] is op}
-
-    def operand_from_output(self, m2m: M2M, op: HloOp, k: int) -> M2M | None:
-        """XLA's ChooseOperandLayoutFromOutputLayout."""
-        s = value_shape(op.operands[k])
-        out = op.shape
-        if not isinstance(s, ArrayShape) or not isinstance(out, ArrayShape):
-            return None
-        if op.opcode == "reshape":
-            if true_rank(s) == 1 and true_rank(out) == 1:
-                return None
-            return align_layouts(out.dims, m2m, s.dims)
-        if op.opcode == "transpose":
-            perm = op.attr("dimensions")
-            return tuple(perm[d] for d in m2m)
-        return None
-
-    def output_from_operand(self, m2m: M2M, user: HloOp, k: int) -> M2M | None:
-        """XLA's ChooseOutputLayoutFromOperandLayout."""
-        s = value_shape(user.operands[k])
-        out = user.shape
-        if user.opcode == "reduce" and isinstance(out, TupleShape):
-            gone = set(user.attr("dimensions") or ())
-            kept = [d for d in range(len(m2m)) if d not in gone]
-            ren = {d: i for i, d in enumerate(kept)}
-            return tuple(ren[d] for d in m2m if d in ren)
-        if not isinstance(out, ArrayShape) or not isinstance(s, ArrayShape):
-            return None
-        if user.opcode == "reshape":
-            if true_rank(s) == 1 and true_rank(out) == 1:
-                return None
-            return align_layouts(s.dims, m2m, out.dims)
-        if user.opcode == "transpose":
-            inverse = {p: j for j, p in enumerate(user.attr("dimensions"))}
-            return tuple(inverse[d] for d in m2m)
-        return None
 
     # --- defaults and the plan ----------------------------------------------------------
 
@@ -664,6 +582,101 @@ class Solver:
 
     def result_complete(self) -> bool:
         return set(self.layout.result) == {i for i, _ in array_leaves(self.comp.root.shape)}
+
+
+# --- points-to and the layout rules the solver applies (no solver state) ----------------------
+
+
+def compute_points_to(
+    op: HloOp, points_to: dict[HloOp, dict[Index, list[Buffer]]]
+) -> dict[Index, list[Buffer]]:
+    """The buffers each array leaf of `op` may hold (`points_to`: those of the ops before it):
+    its own, or an operand's where `op` only forwards it (XLA's points-to analysis)."""
+    if op.opcode == "tuple":
+        out: dict[Index, list[Buffer]] = {}
+        for k, v in enumerate(op.operands):
+            p = producer(v)
+            if p is None:
+                continue
+            for idx, bufs in points_to[p].items():
+                out[(k, *idx)] = list(bufs)
+        return out
+    if op.opcode == "get-tuple-element":
+        p = producer(op.operands[0])
+        k = op.attr("index")
+        if p is not None:
+            return {idx[1:]: list(b) for idx, b in points_to[p].items() if idx[:1] == (k,)}
+    own = {idx: [(op, idx)] for idx, _ in array_leaves(op.shape)}
+    if op.opcode in ("async-start", "async-update"):
+        # element {0} holds the operands themselves (XLA's points-to of async-start)
+        for idx in [i for i in own if i[:1] == (0,)]:
+            del own[idx]
+        for k, v in enumerate(op.operands):
+            p = producer(v)
+            if p is not None and op.opcode == "async-start":
+                for idx, bufs in points_to[p].items():
+                    own[(0, k, *idx)] = list(bufs)
+        if op.opcode == "async-update":
+            p = producer(op.operands[0])
+            if p is not None:
+                return dict(points_to[p])
+        return own
+    if op.opcode == "async-done":
+        p = producer(op.operands[0])
+        if p is not None:
+            return {idx[1:]: list(b) for idx, b in points_to[p].items() if idx[:1] == (1,)}
+    return own
+
+
+def largest_branch(comp: ComputationOp, op: HloOp, names: list[str]) -> int:
+    """The conditional's branch with the most instructions (an empty tuple operand's never);
+    the first branch when none has any."""
+    module = comp.parent_op()
+    sizes = {c.comp_name: len(list(c.instructions)) for c in computations(module)}  # type: ignore[arg-type]
+    best, most = -1, 0
+    for j, n in enumerate(names):
+        s = value_shape(op.operands[j + 1])
+        empty = isinstance(s, TupleShape) and not s.elements
+        if sizes.get(n, 0) > most and not empty:
+            best, most = j, sizes[n]
+    return max(best, 0)
+
+
+def operand_from_output(m2m: M2M, op: HloOp, k: int) -> M2M | None:
+    """XLA's ChooseOperandLayoutFromOutputLayout."""
+    s = value_shape(op.operands[k])
+    out = op.shape
+    if not isinstance(s, ArrayShape) or not isinstance(out, ArrayShape):
+        return None
+    if op.opcode == "reshape":
+        if true_rank(s) == 1 and true_rank(out) == 1:
+            return None
+        return align_layouts(out.dims, m2m, s.dims)
+    if op.opcode == "transpose":
+        perm = op.attr("dimensions")
+        return tuple(perm[d] for d in m2m)
+    return None
+
+
+def output_from_operand(m2m: M2M, user: HloOp, k: int) -> M2M | None:
+    """XLA's ChooseOutputLayoutFromOperandLayout."""
+    s = value_shape(user.operands[k])
+    out = user.shape
+    if user.opcode == "reduce" and isinstance(out, TupleShape):
+        gone = set(user.attr("dimensions") or ())
+        kept = [d for d in range(len(m2m)) if d not in gone]
+        ren = {d: i for i, d in enumerate(kept)}
+        return tuple(ren[d] for d in m2m if d in ren)
+    if not isinstance(out, ArrayShape) or not isinstance(s, ArrayShape):
+        return None
+    if user.opcode == "reshape":
+        if true_rank(s) == 1 and true_rank(out) == 1:
+            return None
+        return align_layouts(s.dims, m2m, out.dims)
+    if user.opcode == "transpose":
+        inverse = {p: j for j, p in enumerate(user.attr("dimensions"))}
+        return tuple(inverse[d] for d in m2m)
+    return None
 
 
 def subshape_or_none(shape: Shape, idx: Index) -> ArrayShape | None:
