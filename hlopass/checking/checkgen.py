@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from hlopass.text.quoting import string_end
+
 _DEF = re.compile(r"^(\s*(?:ROOT )?)(%?)([A-Za-z_][\w.\-]*)( = )")
 # `ENTRY main {` without a signature is how hand-written (and XLA's short) text heads one.
 _HEAD = re.compile(r"^(ENTRY )?%?[\w.\-]+ (?:[(]|\{$)|^HloModule ")
@@ -147,19 +149,16 @@ def _find_depth0(text: str, needle: str, start: int, end: int | None = None) -> 
     """Index of the first `needle` at depth 0 from `start`, brackets and strings skipped (a
     closing bracket of the enclosing list, or an attribute rather than text inside another
     attribute's value); None past `end` or once a bracket closes what `start` was inside."""
-    depth, in_str, i = 0, False, start
+    depth, i = 0, start
     stop = len(text) if end is None else end
     while i < stop:
         c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif depth == 0 and text.startswith(needle, i):
+        if depth == 0 and text.startswith(needle, i):
             return i
-        elif c == '"':
-            in_str = True
+        if c == '"':
+            i = string_end(text, i, stop)
+            if i < 0:
+                return None  # a string open to the end: nothing after it is at depth 0
         elif c in _OPEN:
             depth += 1
         elif c in _CLOSE:

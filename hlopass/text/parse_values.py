@@ -29,6 +29,7 @@ from hlopass.ir.shape import (
     number_elements,
 )
 from hlopass.text.lexer import SHAPE_RE, STRING_RE, Lexer
+from hlopass.text.quoting import string_end
 
 # The fields XLA's metadata parser reads.
 METADATA_FIELDS = frozenset(
@@ -864,18 +865,14 @@ def split_tuple_sharding(text: str) -> list[str] | None:
     parts: list[str] = []
     depth = 0
     begin = 1
-    in_str = False
     i = 1
     n = len(text) - 1  # the closing brace
     while i < n:
         c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
+        if c == '"':
+            i = string_end(text, i, n)
+            if i < 0:
+                return None  # a string left open
         elif c == "{":
             depth += 1
         elif c == "}":
@@ -884,7 +881,7 @@ def split_tuple_sharding(text: str) -> list[str] | None:
             parts.append(text[begin:i].strip())
             begin = i + 1
         i += 1
-    if depth != 0 or in_str or not text.endswith("}"):
+    if depth != 0 or not text.endswith("}"):
         return None
     parts.append(text[begin:n].strip())
     return parts
