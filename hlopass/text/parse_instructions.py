@@ -348,9 +348,24 @@ class InstructionParser(ValueParser):
         calling a generated computation (`async_wrapped`) that holds one X instruction."""
         base, suffix = sugar
         if suffix != "start":
-            return self.async_sugar_follow_up(
-                base, suffix, name, shape, values, block, start, ostart
+            opcode = "async-" + suffix
+            op = self.instruction_body(
+                name, opcode, OPCODES[opcode], shape, values, block, start, ostart
             )
+            src = op.operands[0].owner
+            callee = (
+                src.attr("calls")
+                if isinstance(src, HloOp) and src.opcode in ("async-start", "async-update")
+                else None
+            )
+            if callee is None:
+                self.error(f"{base}-{suffix} takes an async-start or async-update operand", ostart)
+            if op.attr("calls") is None:
+                op.set_attr("calls", callee)
+            thread = src.attr("async_execution_thread")  # type: ignore[union-attr]
+            if thread is not None and op.attr("async_execution_thread") is None:
+                op.set_attr("async_execution_thread", thread)
+            return op
         if shape is None or not shape.is_tuple or len(shape.elements) < 2:  # type: ignore[attr-defined]
             self.error(
                 f"{base}-start needs its async tuple shape ((operands), result, ...)", ostart
@@ -389,38 +404,6 @@ class InstructionParser(ValueParser):
             raise HloShapeError(str(e), self.lx.filename, line, col) from None
         block.add_op(op)
         values[name] = op.results[0]
-        return op
-
-    def async_sugar_follow_up(
-        self,
-        base: str,
-        suffix: str,
-        name: str,
-        shape: Shape | None,
-        values: dict[str, SSAValue],
-        block: Block,
-        start: int,
-        ostart: int,
-    ) -> HloOp:
-        """`X-update(...)` / `X-done(...)`: an async-update / async-done whose callee and
-        execution thread, when not written, are its async operand's."""
-        opcode = "async-" + suffix
-        op = self.instruction_body(
-            name, opcode, OPCODES[opcode], shape, values, block, start, ostart
-        )
-        src = op.operands[0].owner
-        callee = (
-            src.attr("calls")
-            if isinstance(src, HloOp) and src.opcode in ("async-start", "async-update")
-            else None
-        )
-        if callee is None:
-            self.error(f"{base}-{suffix} takes an async-start or async-update operand", ostart)
-        if op.attr("calls") is None:
-            op.set_attr("calls", callee)
-        thread = src.attr("async_execution_thread")  # type: ignore[union-attr]
-        if thread is not None and op.attr("async_execution_thread") is None:
-            op.set_attr("async_execution_thread", thread)
         return op
 
     def async_wrapped(
