@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -34,10 +33,9 @@ from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 from hlopass.rewriting import (
     ByClass,
-    HloModulePass,
     RewriteContext,
     Scope,
-    TraceHook,
+    TrackedPass,
     constant_from_numpy,
     erase_dead,
     fusion_computations,
@@ -458,7 +456,7 @@ class FoldConstantInstruction(RewritePattern):
 
 
 @dataclass(frozen=True)
-class ConstantFoldingPass(HloModulePass):
+class ConstantFoldingPass(TrackedPass):
     """Replace instructions computed from constants with the constant they compute."""
 
     name: ClassVar[str] = "constant-folding"
@@ -508,15 +506,9 @@ class ConstantFoldingPass(HloModulePass):
     array-shaped get-tuple-element without control dependencies: each user becomes the
     constant of its leaf (with the user's layout)."""
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        return self.run_scoped(ctx, module, Scope(), trace)
-
-    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
-                   trace: TraceHook | None = None) -> bool:  # fmt: skip
-        scope.tracked = True
+    def run_tracked(self, module: ModuleOp, scope: Scope, rctx: RewriteContext) -> bool:
         from hlopass.passes.constant_propagation import propagate_call_constants
 
-        rctx = RewriteContext.of(module, trace, scope)
         changed = self.propagate_into_calls and propagate_call_constants(
             module, rctx, scope.changed, scope
         )

@@ -14,7 +14,6 @@ import heapq
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -24,10 +23,9 @@ from hlopass.driver.worklist import Driver, Journal, Touches, WalkResult, tracki
 from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import (
     ByClass,
-    HloModulePass,
     RewriteContext,
     Scope,
-    TraceHook,
+    TrackedPass,
     calls_side_effect,
     forget_cached_state,
     fusion_computations,
@@ -407,7 +405,7 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
 
 
 @dataclass(frozen=True)
-class CSEPass(HloModulePass):
+class CSEPass(TrackedPass):
     """Merge identical instructions and identical constants."""
 
     name: ClassVar[str] = "cse"
@@ -425,13 +423,7 @@ class CSEPass(HloModulePass):
     """XLA's option: merge instructions with control dependencies too (the edges to the
     merged-away instruction are dropped)."""
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        return self.run_scoped(ctx, module, Scope(), trace)
-
-    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
-                   trace: TraceHook | None = None) -> bool:  # fmt: skip
-        scope.tracked = True
-        rctx = RewriteContext.of(module, trace, scope)
+    def run_tracked(self, module: ModuleOp, scope: Scope, rctx: RewriteContext) -> bool:
         comps = computations(module)
         prints = Fingerprints({c.comp_name: c for c in comps}, self.ignore_metadata,
                               self.is_layout_sensitive)  # fmt: skip

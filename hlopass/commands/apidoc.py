@@ -49,6 +49,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
                 REWRITING,
                 [
                     "HloModulePass",
+                    "TrackedPass",
                     "RewriteContext",
                     "TraceHook",
                     "run_patterns",

@@ -4,6 +4,7 @@ module per concern; pass authors and plug-ins import them from here.
 * `base`: `HloModulePass`, an xDSL `ModulePass` whose `run` reports whether it changed the
   module (XLA's `Run -> changed`; `apply` is the xDSL entry point and calls `run`), the
   `Scope` a run reports its changes to, and `run_patterns`.
+* `tracked`: `TrackedPass`, the base of a pass that reports in its `Scope` what it changed.
 * `context`: `NameUniquer` (fresh names in XLA's `name.N` style, unique in the module) and
   `RewriteContext` (what patterns of one pass run share: the uniquer, a trace hook).
 * `building`: `new_op`, `constant_from_numpy`, `replace_op`, `erase_dead`: building and
@@ -73,9 +74,11 @@ from hlopass.rewriting.matching import (
     splat_value,
     value_shape,
 )
+from hlopass.rewriting.tracked import TrackedPass
 
 __all__ = [
     "HloModulePass",
+    "TrackedPass",
     "forget_cached_state",
     "TraceHook",
     "Scope",
