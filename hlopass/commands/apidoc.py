@@ -56,6 +56,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
                     "OpcodeDispatchApplier",
                     "Scope",
                     "NameUniquer",
+                    "claim_name",
                     "rewrite_text",
                     "forget_cached_state",
                 ],
