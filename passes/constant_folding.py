@@ -312,15 +312,17 @@ class FoldConstantInstruction(RewritePattern):
         opcode that does not fold, nor for an instruction without operands or whose first
         operand cannot fold (`_foldable` needs all of them to): most instructions. An
         instruction whose operand becomes a constant is touched, and asked again then."""
-        operands = op._operands  # pyright: ignore[reportPrivateUsage]
-        return _FOLDS(op) and bool(operands) and _may_fold_from(operands[0])
+        if not _FOLDS(op):
+            return False
+        operands = op.operands  # (an instruction's, `_FOLDS` says: a tuple, indexed in C)
+        return bool(operands) and _may_fold_from(operands[0])
 
     def select(self, ops: list[Operation]) -> list[Operation]:
         """`wants` over a list (the opcode tested per op class)."""
         return [
             op
             for op in _FOLDS.ops(ops)
-            if op._operands and _may_fold_from(op._operands[0])  # pyright: ignore[reportPrivateUsage]
+            if (operands := op.operands) and _may_fold_from(operands[0])
         ]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
@@ -391,7 +393,7 @@ class FoldConstantInstruction(RewritePattern):
             return False
         # the operands first: almost every instruction has one that is no constant (a
         # loop, not `all(...)`: its generator cost more than the test, on every visit)
-        operands = op._operands  # (iterated only: the tuple, not the property)  # pyright: ignore[reportPrivateUsage]
+        operands = op.operands
         if not operands:
             return False
         for v in operands:

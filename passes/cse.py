@@ -152,7 +152,7 @@ def _bucket(op: HloOp) -> tuple[object, ...]:
     """(opcode, operand ids in order of id): equal for instructions with equal keys (a key
     holds the opcode and the operand ids, in order or sorted), so most pairs that differ
     are told apart without their keys."""
-    operands = op._operands  # (unpacked: the tuple, not the property)  # pyright: ignore[reportPrivateUsage]
+    operands = op.operands  # (an instruction's: a tuple, unpacked in C)
     # one or two operands without `sorted` and its generator, which cost more than the
     # rest of most visits
     n = len(operands)
@@ -170,13 +170,13 @@ def _single_candidate(block: Block) -> bool:
     """At most one instruction of `block` the walk would visit (`wants`): no pair to merge.
     Stops at the second (most of Mixtral's 4002 computations are reducers, with one)."""
     seen = 0
-    op = block._first_op  # pyright: ignore[reportPrivateUsage]
+    op = block.first_op
     while op is not None:
         if _MERGEABLE(op):
             seen += 1
             if seen > 1:
                 return False
-        op = op._next_op  # pyright: ignore[reportPrivateUsage]
+        op = op.next_op
     return True
 
 
@@ -234,7 +234,7 @@ class EliminateCommonSubexpression(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op):
             return
-        if op._operands:  # pyright: ignore[reportPrivateUsage]
+        if op.operands:
             self._filed_by_operands(op, rewriter)
             return
         key = self.key(op)
@@ -364,24 +364,23 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
         at, _, op = heapq.heappop(heap)
         if op.parent is not block or not is_hlo(op):
             continue
-        if op._operands:  # pyright: ignore[reportPrivateUsage]
-            least = min(op._operands, key=lambda v: v.uses.get_length())  # pyright: ignore[reportPrivateUsage]
+        operands = op.operands
+        if operands:
+            least = min(operands, key=lambda v: v.uses.get_length())
             # a peer with another opcode or other operands has another key: those are
             # dropped before any key is worked out (a parameter's users run to hundreds)
             bucket = _bucket(op)
             peers = []
-            use = least.first_use
-            while use is not None:
-                p = use._operation  # pyright: ignore[reportPrivateUsage]
+            for use in least.uses:
+                p = use.operation
                 if p is not op and is_hlo(p) and _bucket(p) == bucket:
                     peers.append(p)
-                use = use._next_use  # pyright: ignore[reportPrivateUsage]
         else:
             if leaves is None:
                 leaves = {}
                 for o in op_list(block):
-                    if not o._operands and is_hlo(o):  # pyright: ignore[reportPrivateUsage]
-                        leaves.setdefault(o.OPCODE, []).append(o)  # type: ignore[attr-defined]
+                    if is_hlo(o) and not o.operands:
+                        leaves.setdefault(o.OPCODE, []).append(o)
             peers = [p for p in leaves.get(op.OPCODE, ()) if p is not op]  # type: ignore[attr-defined]
         if not peers:
             continue  # (nothing to merge with, whatever op's key: as a None key)

@@ -14,6 +14,7 @@ from typing import ClassVar
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import Rewriter
 
 from hlopass.dialects.hlo import (
     ComputationOp,
@@ -364,7 +365,8 @@ def _drop_async_operand_shapes(start: HloOp, keep: list[int], updates: list[HloO
     new = shape_type(TupleShape((kept, *shape.elements[1:])))
     chain = {start} | {u for u in updates if _async_start(u) is start}
     for op in chain:
-        op.results[0]._type = new  # type: ignore[misc]  # pyright: ignore[reportPrivateUsage]  # (xDSL has no setter)
+        # (a new result value, which takes over the uses: an async op's one user)
+        Rewriter.replace_value_with_new_type(op.result, new)
 
 
 def _drop_unused_entry_parameters(module: ModuleOp, ctx: RewriteContext,

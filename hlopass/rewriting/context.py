@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import ModuleOp
 
-from hlopass.dialects.hlo import HloOp, computations
+from hlopass.dialects.hlo import HloOp, computations, op_list
 from hlopass.rewriting.effects import (
     control_predecessor_names,
     forget_effects,
@@ -44,14 +44,12 @@ class NameUniquer:
             used: set[str] = set()
             add = used.add
             for comp in computations(self._module):
-                # the `name` property itself (the return has none); one walk down the op
-                # chain, not `op_list` and a second pass over its list
-                op = comp.block._first_op  # pyright: ignore[reportPrivateUsage]
-                while op is not None:
+                # the `name` property itself (the return has none); `op_list`, not xDSL's
+                # iterator, which makes two Python calls per op
+                for op in op_list(comp.block):
                     p = op.properties
                     if "name" in p:
                         add(p["name"].data)  # type: ignore[attr-defined]
-                    op = op._next_op  # pyright: ignore[reportPrivateUsage]
             self._used = used
             self._module = None
         return self._used
