@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -34,10 +33,9 @@ from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 from hlopass.rewriting import (
     ByClass,
-    HloModulePass,
     RewriteContext,
     Scope,
-    TraceHook,
+    TrackedPass,
     constant_from_numpy,
     erase_dead,
     fusion_computations,
@@ -314,15 +312,17 @@ class FoldConstantInstruction(RewritePattern):
         opcode that does not fold, nor for an instruction without operands or whose first
         operand cannot fold (`_foldable` needs all of them to): most instructions. An
         instruction whose operand becomes a constant is touched, and asked again then."""
-        operands = op._operands  # pyright: ignore[reportPrivateUsage]
-        return _FOLDS(op) and bool(operands) and _may_fold_from(operands[0])
+        if not _FOLDS(op):
+            return False
+        operands = op.operands  # (an instruction's, `_FOLDS` says: a tuple, indexed in C)
+        return bool(operands) and _may_fold_from(operands[0])
 
     def select(self, ops: list[Operation]) -> list[Operation]:
         """`wants` over a list (the opcode tested per op class)."""
         return [
             op
             for op in _FOLDS.ops(ops)
-            if op._operands and _may_fold_from(op._operands[0])  # pyright: ignore[reportPrivateUsage]
+            if (operands := op.operands) and _may_fold_from(operands[0])
         ]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
@@ -393,7 +393,7 @@ class FoldConstantInstruction(RewritePattern):
             return False
         # the operands first: almost every instruction has one that is no constant (a
         # loop, not `all(...)`: its generator cost more than the test, on every visit)
-        operands = op._operands  # (iterated only: the tuple, not the property)  # pyright: ignore[reportPrivateUsage]
+        operands = op.operands
         if not operands:
             return False
         for v in operands:
@@ -458,7 +458,7 @@ class FoldConstantInstruction(RewritePattern):
 
 
 @dataclass(frozen=True)
-class ConstantFoldingPass(HloModulePass):
+class ConstantFoldingPass(TrackedPass):
     """Replace instructions computed from constants with the constant they compute."""
 
     name: ClassVar[str] = "constant-folding"
@@ -508,15 +508,9 @@ class ConstantFoldingPass(HloModulePass):
     array-shaped get-tuple-element without control dependencies: each user becomes the
     constant of its leaf (with the user's layout)."""
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        return self.run_scoped(ctx, module, Scope(), trace)
-
-    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
-                   trace: TraceHook | None = None) -> bool:  # fmt: skip
-        scope.tracked = True
+    def run_tracked(self, module: ModuleOp, scope: Scope, rctx: RewriteContext) -> bool:
         from hlopass.passes.constant_propagation import propagate_call_constants
 
-        rctx = RewriteContext.of(module, trace, scope)
         changed = self.propagate_into_calls and propagate_call_constants(
             module, rctx, scope.changed, scope
         )

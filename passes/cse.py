@@ -14,7 +14,6 @@ import heapq
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -24,10 +23,9 @@ from hlopass.driver.worklist import Driver, Journal, Touches, WalkResult, tracki
 from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.rewriting import (
     ByClass,
-    HloModulePass,
     RewriteContext,
     Scope,
-    TraceHook,
+    TrackedPass,
     calls_side_effect,
     forget_cached_state,
     fusion_computations,
@@ -154,7 +152,7 @@ def _bucket(op: HloOp) -> tuple[object, ...]:
     """(opcode, operand ids in order of id): equal for instructions with equal keys (a key
     holds the opcode and the operand ids, in order or sorted), so most pairs that differ
     are told apart without their keys."""
-    operands = op._operands  # (unpacked: the tuple, not the property)  # pyright: ignore[reportPrivateUsage]
+    operands = op.operands  # (an instruction's: a tuple, unpacked in C)
     # one or two operands without `sorted` and its generator, which cost more than the
     # rest of most visits
     n = len(operands)
@@ -172,13 +170,13 @@ def _single_candidate(block: Block) -> bool:
     """At most one instruction of `block` the walk would visit (`wants`): no pair to merge.
     Stops at the second (most of Mixtral's 4002 computations are reducers, with one)."""
     seen = 0
-    op = block._first_op  # pyright: ignore[reportPrivateUsage]
+    op = block.first_op
     while op is not None:
         if _MERGEABLE(op):
             seen += 1
             if seen > 1:
                 return False
-        op = op._next_op  # pyright: ignore[reportPrivateUsage]
+        op = op.next_op
     return True
 
 
@@ -236,7 +234,7 @@ class EliminateCommonSubexpression(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op):
             return
-        if op._operands:  # pyright: ignore[reportPrivateUsage]
+        if op.operands:
             self._filed_by_operands(op, rewriter)
             return
         key = self.key(op)
@@ -366,24 +364,23 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
         at, _, op = heapq.heappop(heap)
         if op.parent is not block or not is_hlo(op):
             continue
-        if op._operands:  # pyright: ignore[reportPrivateUsage]
-            least = min(op._operands, key=lambda v: v.uses.get_length())  # pyright: ignore[reportPrivateUsage]
+        operands = op.operands
+        if operands:
+            least = min(operands, key=lambda v: v.uses.get_length())
             # a peer with another opcode or other operands has another key: those are
             # dropped before any key is worked out (a parameter's users run to hundreds)
             bucket = _bucket(op)
             peers = []
-            use = least.first_use
-            while use is not None:
-                p = use._operation  # pyright: ignore[reportPrivateUsage]
+            for use in least.uses:
+                p = use.operation
                 if p is not op and is_hlo(p) and _bucket(p) == bucket:
                     peers.append(p)
-                use = use._next_use  # pyright: ignore[reportPrivateUsage]
         else:
             if leaves is None:
                 leaves = {}
                 for o in op_list(block):
-                    if not o._operands and is_hlo(o):  # pyright: ignore[reportPrivateUsage]
-                        leaves.setdefault(o.OPCODE, []).append(o)  # type: ignore[attr-defined]
+                    if is_hlo(o) and not o.operands:
+                        leaves.setdefault(o.OPCODE, []).append(o)
             peers = [p for p in leaves.get(op.OPCODE, ()) if p is not op]  # type: ignore[attr-defined]
         if not peers:
             continue  # (nothing to merge with, whatever op's key: as a None key)
@@ -407,7 +404,7 @@ def eliminate_from(pattern: EliminateCommonSubexpression, block: Block,
 
 
 @dataclass(frozen=True)
-class CSEPass(HloModulePass):
+class CSEPass(TrackedPass):
     """Merge identical instructions and identical constants."""
 
     name: ClassVar[str] = "cse"
@@ -425,13 +422,7 @@ class CSEPass(HloModulePass):
     """XLA's option: merge instructions with control dependencies too (the edges to the
     merged-away instruction are dropped)."""
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        return self.run_scoped(ctx, module, Scope(), trace)
-
-    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
-                   trace: TraceHook | None = None) -> bool:  # fmt: skip
-        scope.tracked = True
-        rctx = RewriteContext.of(module, trace, scope)
+    def run_tracked(self, module: ModuleOp, scope: Scope, rctx: RewriteContext) -> bool:
         comps = computations(module)
         prints = Fingerprints({c.comp_name: c for c in comps}, self.ignore_metadata,
                               self.is_layout_sensitive)  # fmt: skip

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import Rewriter
 
 from hlopass.dialects.hlo import (
     ComputationOp,
@@ -27,10 +27,9 @@ from hlopass.dialects.hlo import (
 from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.ir.shape import TupleShape
 from hlopass.rewriting import (
-    HloModulePass,
     RewriteContext,
     Scope,
-    TraceHook,
+    TrackedPass,
     call_instructions,
     calls_side_effect,
     comps_by_name,
@@ -366,7 +365,8 @@ def _drop_async_operand_shapes(start: HloOp, keep: list[int], updates: list[HloO
     new = shape_type(TupleShape((kept, *shape.elements[1:])))
     chain = {start} | {u for u in updates if _async_start(u) is start}
     for op in chain:
-        op.results[0]._type = new  # type: ignore[misc]  # pyright: ignore[reportPrivateUsage]  # (xDSL has no setter)
+        # (a new result value, which takes over the uses: an async op's one user)
+        Rewriter.replace_value_with_new_type(op.result, new)
 
 
 def _drop_unused_entry_parameters(module: ModuleOp, ctx: RewriteContext,
@@ -401,7 +401,7 @@ def Rewriter_insert_before(new: Operation, anchor: Operation) -> None:  # noqa: 
 
 
 @dataclass(frozen=True)
-class DCEPass(HloModulePass):
+class DCEPass(TrackedPass):
     """Remove dead instructions, unused multi-output fusion outputs and dead computations."""
 
     name: ClassVar[str] = "dce"
@@ -417,13 +417,7 @@ class DCEPass(HloModulePass):
     """XLA's option: the entry computation's unused parameters go too, and with them their
     entries of `entry_computation_layout` (the module's signature changes)."""
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        return self.run_scoped(ctx, module, Scope(), trace)
-
-    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
-                   trace: TraceHook | None = None) -> bool:  # fmt: skip
-        scope.tracked = True
-        rctx = RewriteContext.of(module, trace, scope)
+    def run_tracked(self, module: ModuleOp, scope: Scope, rctx: RewriteContext) -> bool:
         comps = comps_by_name(module)
         callers: dict[str, int] = {}
         for _, _, names in call_instructions(module, scope):

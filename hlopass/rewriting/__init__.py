@@ -4,8 +4,10 @@ module per concern; pass authors and plug-ins import them from here.
 * `base`: `HloModulePass`, an xDSL `ModulePass` whose `run` reports whether it changed the
   module (XLA's `Run -> changed`; `apply` is the xDSL entry point and calls `run`), the
   `Scope` a run reports its changes to, and `run_patterns`.
-* `context`: `NameUniquer` (fresh names in XLA's `name.N` style, unique in the module) and
-  `RewriteContext` (what patterns of one pass run share: the uniquer, a trace hook).
+* `tracked`: `TrackedPass`, the base of a pass that reports in its `Scope` what it changed.
+* `context`: `NameUniquer` (fresh names in XLA's `name.N` style, unique in the module;
+  `claim_name` in any one set of names) and `RewriteContext` (what patterns of one pass
+  run share: the uniquer, a trace hook).
 * `building`: `new_op`, `constant_from_numpy`, `replace_op`, `erase_dead`: building and
   replacing instructions with a `PatternRewriter`.
 * `matching`: `OpcodeDispatchApplier`, and `const_array`, `splat_value`, `is_zero`, `is_one`.
@@ -40,6 +42,7 @@ from hlopass.rewriting.calls import (
 from hlopass.rewriting.context import (
     NameUniquer,
     RewriteContext,
+    claim_name,
     rewrite_text,
 )
 from hlopass.rewriting.effects import (
@@ -73,13 +76,16 @@ from hlopass.rewriting.matching import (
     splat_value,
     value_shape,
 )
+from hlopass.rewriting.tracked import TrackedPass
 
 __all__ = [
     "HloModulePass",
+    "TrackedPass",
     "forget_cached_state",
     "TraceHook",
     "Scope",
     "NameUniquer",
+    "claim_name",
     "RewriteContext",
     "rewrite_text",
     "is_hlo",

@@ -50,7 +50,7 @@ class HloModulePass(ModulePass):
         """`run`, visiting only `scope.only` and noting in `scope` what changed.
 
         This default runs on the whole module and, when it changed, reports every
-        computation as changed: a pass that tracks its changes overrides it."""
+        computation as changed: a pass that tracks its changes subclasses `TrackedPass`."""
         changed = self.run(ctx, module, trace)
         scope.everything |= changed
         return changed

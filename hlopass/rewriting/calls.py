@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
-from hlopass.dialects.hlo import ComputationOp, HloOp, computations, entry_computation
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations, entry_computation, op_list
 
 if TYPE_CHECKING:
     from hlopass.rewriting.base import Scope
@@ -32,9 +32,8 @@ class CallIndex:
         calls: list[tuple[HloOp, list[str]]] = []
         pinners: list[HloOp] = []
         may_call = _MAY_CALL
-        # (`_callees` inline, down the op chain: the fixpoint indexes every instruction)
-        op = comp.block._first_op  # pyright: ignore[reportPrivateUsage]
-        while op is not None:
+        # (`_callees` inline, over `op_list`: the fixpoint indexes every instruction)
+        for op in op_list(comp.block):
             calls_some = may_call.get(type(op))
             if calls_some is None:
                 calls_some = _may_call(type(op))
@@ -44,7 +43,6 @@ class CallIndex:
                     calls.append((op, names))  # type: ignore[arg-type]
             if "control-predecessors" in op.properties:
                 pinners.append(op)  # type: ignore[arg-type]
-            op = op._next_op  # pyright: ignore[reportPrivateUsage]
         self._set(comp, calls, pinners)
 
     def _set(self, comp: ComputationOp, calls: list[tuple[HloOp, list[str]]],

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import ModuleOp
 
-from hlopass.dialects.hlo import HloOp, computations
+from hlopass.dialects.hlo import HloOp, computations, op_list
 from hlopass.rewriting.effects import (
     control_predecessor_names,
     forget_effects,
@@ -44,14 +44,12 @@ class NameUniquer:
             used: set[str] = set()
             add = used.add
             for comp in computations(self._module):
-                # the `name` property itself (the return has none); one walk down the op
-                # chain, not `op_list` and a second pass over its list
-                op = comp.block._first_op  # pyright: ignore[reportPrivateUsage]
-                while op is not None:
+                # the `name` property itself (the return has none); `op_list`, not xDSL's
+                # iterator, which makes two Python calls per op
+                for op in op_list(comp.block):
                     p = op.properties
                     if "name" in p:
                         add(p["name"].data)  # type: ignore[attr-defined]
-                    op = op._next_op  # pyright: ignore[reportPrivateUsage]
             self._used = used
             self._module = None
         return self._used
@@ -59,19 +57,24 @@ class NameUniquer:
     def fresh(self, base: str) -> str:
         """A name not yet used, taken now: `base` without its `.N` suffix if free, else
         that root with the lowest free `.N` (`add.3` may give `add`, `add.1`, ...)."""
-        used = self.used
         m = _SUFFIX.match(base)
-        root = m.group(1) if m else base
-        if root not in used:
-            used.add(root)
-            return root
-        n = self.next.get(root, 1)
-        while f"{root}.{n}" in used:
-            n += 1
-        self.next[root] = n + 1
-        name = f"{root}.{n}"
-        used.add(name)
-        return name
+        return claim_name(m.group(1) if m else base, self.used, self.next)
+
+
+def claim_name(root: str, used: set[str], next_n: dict[str, int]) -> str:
+    """`root` if `used` lacks it, else `root.N` for the first N free from `next_n[root]`
+    on; taken into `used`. Probing resumes where the last claim of `root` stopped, so n
+    names of one root cost O(n) probes, not O(n^2)."""
+    if root not in used:
+        used.add(root)
+        return root
+    n = next_n.get(root, 1)
+    while f"{root}.{n}" in used:
+        n += 1
+    next_n[root] = n + 1
+    name = f"{root}.{n}"
+    used.add(name)
+    return name
 
 
 @dataclass

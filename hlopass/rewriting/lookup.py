@@ -111,7 +111,7 @@ def computation_named(module: ModuleOp, name: str) -> ComputationOp | None:
     if table is not None:
         c = table.get(name)
         # (the module's block without the IRDL accessors: asked per reduce a pattern reads)
-        if c is not None and c.parent is module.regions[0]._first_block and c.comp_name == name:  # pyright: ignore[reportPrivateUsage]
+        if c is not None and c.parent is module.regions[0].first_block and c.comp_name == name:
             return c
     table = _COMPS[module] = comps_by_name(module)
     return table.get(name)

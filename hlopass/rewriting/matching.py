@@ -84,7 +84,7 @@ def splat_value(value: SSAValue) -> Any:
     if o is None:
         return None
     opcode = o.OPCODE
-    if opcode == "broadcast" and o._operands:  # pyright: ignore[reportPrivateUsage]
+    if opcode == "broadcast" and o.operands:
         inner = const_array(o.operands[0])
         if inner is not None and inner.size == 1:
             return inner.reshape(()).item() if inner.dtype.kind in "biuf" else inner.reshape(())[()]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
@@ -59,11 +58,10 @@ from hlopass.passes.algsimp import (
 )
 from hlopass.passes.algsimp.base import Simplification, SimplificationApplier
 from hlopass.rewriting import (
-    HloModulePass,
     OpcodeDispatchApplier,
     RewriteContext,
     Scope,
-    TraceHook,
+    TrackedPass,
     fusion_computations,
 )
 
@@ -73,7 +71,7 @@ the deepest operand chains the patterns match (`maximum(minimum(x, broadcast(c))
 
 
 @dataclass(frozen=True)
-class AlgebraicSimplifierPass(HloModulePass):
+class AlgebraicSimplifierPass(TrackedPass):
     """Algebraic simplifications (XLA's algsimp), run to a fixed point per computation."""
 
     name: ClassVar[str] = "algsimp"
@@ -201,14 +199,7 @@ class AlgebraicSimplifierPass(HloModulePass):
             return False
         return not (cls.LAYOUT_CHANGING and self.is_layout_sensitive)
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        return self.run_scoped(ctx, module, Scope(), trace)
-
-    def run_scoped(self, ctx: Context, module: ModuleOp, scope: Scope,
-                   trace: TraceHook | None = None) -> bool:  # fmt: skip
-        scope.tracked = True
-        rctx = RewriteContext.of(module, trace, scope)
-
+    def run_tracked(self, module: ModuleOp, scope: Scope, rctx: RewriteContext) -> bool:
         def make(cls: type) -> RewritePattern:
             return cls(rctx, self)
 

@@ -34,7 +34,7 @@ from hlopass.dialects.hlo import (
 from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import fusion_kind, heroes
-from hlopass.rewriting import RewriteContext, TraceHook
+from hlopass.rewriting import RewriteContext, TraceHook, claim_name
 
 _NAMED_HEROES = frozenset({"reduce", "transpose", "scatter", "concatenate"})
 
@@ -56,30 +56,19 @@ class FusionBuilder:
                     name = op.attr("calls")
                     self.callers[name] = self.callers.get(name, 0) + 1
         self.comp_names: set[str] = set(self.comps)
-        self._next: dict[tuple[int, str], int] = {}
+        # per name set: where `claim_name`'s probing for a base resumes
+        self._next_inst: dict[str, int] = {}
+        self._next_comp: dict[str, int] = {}
         self.created: list[HloOp] = []
         """Fusion instructions this builder made (renamed XLA's way by `finish`)."""
 
-    def _fresh(self, base: str, used: set[str]) -> str:
-        """`base`, else `base.k` for the first free k (probing resumes where the last
-        call for this base stopped, so n names of one base cost O(n))."""
-        if base not in used:
-            used.add(base)
-            return base
-        key = (id(used), base)
-        k = self._next.get(key, 1)
-        while f"{base}.{k}" in used:
-            k += 1
-        self._next[key] = k + 1
-        name = f"{base}.{k}"
-        used.add(name)
-        return name
-
     def fresh_inst(self, base: str) -> str:
-        return self._fresh(base, self.inst_names)
+        """`base`, else `base.k` for the first free k, among the module's instruction names."""
+        return claim_name(base, self.inst_names, self._next_inst)
 
     def fresh_comp(self, base: str) -> str:
-        return self._fresh(base, self.comp_names)
+        """`base`, else `base.k` for the first free k, among the module's computation names."""
+        return claim_name(base, self.comp_names, self._next_comp)
 
     def fused(self, fusion: HloOp) -> ComputationOp:
         return self.comps[fusion.attr("calls")]
