@@ -893,10 +893,22 @@ def test_ctrl_c_exits_130_with_one_line(command: str, tmp_path):
     path.write_text(_FOREVER)
     # run: a loop that never ends; cost: waiting on stdin that never closes
     args = [command, str(path)] if command == "run" else [command, "-"]
-    proc = _spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(4)  # past the imports, into the loop / the read
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+
+    def interruptible() -> None:
+        # a shell starts background jobs (`nohup ... &`, some CI runners) with SIGINT
+        # ignored and a child inherits that: a user's Ctrl-C reaches a foreground process
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = _spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  preexec_fn=interruptible)  # fmt: skip
+    try:
+        time.sleep(4)  # past the imports, into the loop / the read
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # never leave the endless loop running
+            proc.kill()
+            proc.wait()
     text = err.decode()
     assert proc.returncode == 130, text
     assert "Traceback" not in text and text.endswith(": error: interrupted\n"), text
