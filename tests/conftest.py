@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from hlopass.checking.corpus import corpus_root
@@ -24,3 +26,10 @@ def xla():
     if not oracle.available():
         pytest.skip(ORACLE_MISSING)
     return oracle
+
+
+def sigint_default() -> None:
+    """`preexec_fn` for a child a test interrupts: a shell starts background jobs (`nohup
+    ... &`, some CI runners) with SIGINT ignored and a child inherits that, where a user's
+    Ctrl-C reaches a foreground process with SIGINT at its default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -19,6 +19,7 @@ import pytest
 from hlopass import HloParseError, HloShapeError
 from hlopass.commands.cli import opt_main
 from hlopass.text.importer import parse_hlo
+from tests.conftest import sigint_default
 
 MARK = "⟦"
 
@@ -893,14 +894,8 @@ def test_ctrl_c_exits_130_with_one_line(command: str, tmp_path):
     path.write_text(_FOREVER)
     # run: a loop that never ends; cost: waiting on stdin that never closes
     args = [command, str(path)] if command == "run" else [command, "-"]
-
-    def interruptible() -> None:
-        # a shell starts background jobs (`nohup ... &`, some CI runners) with SIGINT
-        # ignored and a child inherits that: a user's Ctrl-C reaches a foreground process
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-
     proc = _spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                  preexec_fn=interruptible)  # fmt: skip
+                  preexec_fn=sigint_default)  # fmt: skip
     try:
         time.sleep(4)  # past the imports, into the loop / the read
         proc.send_signal(signal.SIGINT)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from hlopass.commands.output import OutputError, write_output
+from tests.conftest import sigint_default
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = textwrap.dedent("""\
@@ -298,12 +299,18 @@ def test_run_killed_mid_write(tmp_path, signum):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        preexec_fn=sigint_default,
     )
-    assert child.stdout is not None
-    assert child.stdout.readline() == b"writing\n"
-    assert any(p.name.startswith(".hlopass-") for p in tmp_path.iterdir()), "no temp file"
-    child.send_signal(signum)
-    _, err = child.communicate(timeout=60)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"writing\n"
+        assert any(p.name.startswith(".hlopass-") for p in tmp_path.iterdir()), "no temp file"
+        child.send_signal(signum)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:  # never leave the writer running
+            child.kill()
+            child.wait()
     assert child.returncode == -signum, err
     assert out.read_bytes() == b"old content"
     _no_temp_left(tmp_path)
