@@ -37,7 +37,6 @@ ALLOWED = {
 # Files not yet moved onto public helpers: the count may only go down.
 CEILING = {
     "hlopass/rewriting": 6,
-    "passes/algsimp/": 3,
     "passes/constant_folding.py": 4,
     "passes/cse.py": 9,
     "passes/dce.py": 1,

@@ -291,7 +291,7 @@ def _classes_for(classes: tuple[type, ...], opcode: str | None) -> tuple[type, .
 def operand_sources(op: HloOp) -> frozenset[str]:
     """The opcodes of the instructions defining `op`'s operands."""
     out: set[str] = set()
-    for v in op._operands:  # (iterated: the tuple itself, not the `operands` property)  # pyright: ignore[reportPrivateUsage]
+    for v in op.operands:  # (HloOp's own property: a tuple, made once per instruction)
         o = owner(v)
         if o is not None:
             out.add(o.OPCODE)

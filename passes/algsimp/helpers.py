@@ -175,17 +175,17 @@ def reducer_opcode(op: HloOp) -> str | None:
     # asked for every reduce a pattern looks at: read the (tiny) block once, no
     # `parameters()` sort or `root` asserts: three instructions and the return
     ops = op_list(comp.block)
-    returned = ops[-1]._operands if len(ops) == 4 else ()  # pyright: ignore[reportPrivateUsage]
+    returned = ops[-1].operands if len(ops) == 4 else ()
     if not returned:
         return None
-    root = owner(tuple.__getitem__(returned, 0))  # (the tuple's own indexing, in C)
+    root = owner(returned[0])
     if root is None or root.OPCODE not in REDUCER_OPCODES:
         return None
     params = [o for o in ops[:-1] if o is not root]
     if any(not is_hlo(p) or p.OPCODE != "parameter" for p in params):
         return None
     # the same values, compared by identity (xDSL hashes values in Python)
-    if {id(v) for v in root._operands} != {id(p.results[0]) for p in params}:  # pyright: ignore[reportPrivateUsage]
+    if {id(v) for v in root.operands} != {id(p.results[0]) for p in params}:
         return None
     shape = array(root.shape)
     return root.OPCODE if shape is not None and shape.rank == 0 else None
