@@ -93,3 +93,10 @@ class StridedIotaConstantToIota(Simplification):
             return None
         iota = self.new("iota", [], shape, {"iota_dimension": 0}, like=op)
         return self.new("multiply", [iota.result, self.const(k, shape).result], shape, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    SplatConstantToBroadcast, IotaConstantToIota, TupleConstantToTuple,
+    StridedIotaConstantToIota,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

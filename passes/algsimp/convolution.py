@@ -484,3 +484,19 @@ class ConvolutionScalarMultiplyReduction(Simplification):
 
 def _conv_attrs(op: HloOp) -> dict:
     return {s.name: v for s, v in op.hlo_attrs() if s.name not in ("metadata", "sharding")}
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+CONVOLUTIONS: tuple[type[Simplification], ...] = (
+    ConvolutionOfEmpty, ConvolutionToDot, ConvolutionOperandSwap, ConvolutionToMultiply,
+    ConvolutionOfPaddedInput, ConvolutionOfInteriorPaddedKernel, ConvolutionToBitcastDot,
+    ConvolutionScalarMultiplyReduction,
+)  # fmt: skip
+"""Empty convolutions, convolutions made dots or multiplies, padding folded."""
+
+ADD_MULTIPLY: tuple[type[Simplification], ...] = (ConvolutionAddMultiplyReorder,)
+"""`(conv + bias) * c` folded into the kernel (after the multiply reassociations)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*CONVOLUTIONS, *ADD_MULTIPLY)
+"""This family's rewrites, in the order they fire."""

@@ -315,3 +315,25 @@ class XorOfIdentical(Simplification):
         if a is None or b is None or a is b or shape is None or not identical(a, b):
             return None
         return self.const(False if shape.element_type == "pred" else 0, shape)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+CANCELLATIONS: tuple[type[Simplification], ...] = (
+    SubtractSelf, MultiplyZero, DivideUnsignedPowerOfTwo, RemainderUnsignedPowerOfTwo, XorSelf,
+    AddOfSubtractCancel, RemainderOfIota, SubtractOfSubtractCancel, SubtractOfAddCancel,
+    AddMinusOperand,
+)  # fmt: skip
+"""Exact integer identities: self-cancellation, zero, unsigned powers of two."""
+
+SIGNED_DIVISION: tuple[type[Simplification], ...] = (
+    DivideSignedPowerOfTwo, RemainderSignedPowerOfTwo, RemainderOfRemainder,
+    RemainderOfIotaPlusDivisor,
+)  # fmt: skip
+"""Signed powers of two and nested remainders (after broadcast sinking)."""
+
+XOR_CONSTANTS: tuple[type[Simplification], ...] = (XorZero, XorOfIdentical)
+"""Xor with zero or with an identical operand (after the broadcast sinking of xor)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*CANCELLATIONS, *SIGNED_DIVISION, *XOR_CONSTANTS)
+"""This family's rewrites, in the order they fire."""

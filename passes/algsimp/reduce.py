@@ -581,3 +581,12 @@ class ReduceOfReshapeOfKeptDims(Simplification):
         red = self.new("reduce", [x, op.operands[1]], small,
                        {"dimensions": new_dims, "to_apply": op.attr("to_apply")}, like=op)  # fmt: skip
         return self.new("reshape", [red.result], shape, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    ReduceTrivial, ReduceOfEmpty, ReduceOfScalarBroadcast, ReduceOfConcatenate,
+    ReduceOfBroadcastIdempotent, ReduceOfBatchDot, ReduceArgMinMaxOfConstantBroadcast,
+    ReduceVariadicSingle, ReduceOfBroadcastCommute, ReduceAddOfBroadcast, ReduceOfNegate,
+    ReduceMaxOfArgMaxOperand, ReduceOfReduce, ReduceOfReshapeOfKeptDims,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

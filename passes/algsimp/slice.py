@@ -365,3 +365,19 @@ class SliceOfReshape(Simplification):
         new = tuple(A.SliceDim(lo, hi, 1) for lo, hi in zip(starts, limits, strict=True))
         s = self.new("slice", [x], sx.with_dims(dims), {"slice": new}, like=op)
         return self.new("reshape", [s.result], shape, like=op)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+SLICES: tuple[type[Simplification], ...] = (
+    SliceNoop, SliceOfSlice, SliceOfScalarBroadcast, SliceOfConcatenate, SliceOfPad,
+    SliceOfReverse, SliceOfBroadcast, SliceRedundantStride, SliceOfReduceWindow,
+    SliceOfPadPaddingOnly, SliceUndoesPad, SliceOfReshape,
+)  # fmt: skip
+"""Slices of slices, broadcasts, pads, concatenates, reverses, reshapes."""
+
+OF_CONCATENATE_OPERANDS: tuple[type[Simplification], ...] = (SliceOfConcatenateOperands,)
+"""A slice inside one concatenate operand (after `dot.SliceOfDotToDotOfSlices`)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*SLICES, *OF_CONCATENATE_OPERANDS)
+"""This family's rewrites, in the order they fire."""

@@ -434,3 +434,28 @@ class DepthToSpaceAsConcatenate(Simplification):
         cat = self.new("concatenate", slices, sx.with_dims(tuple(pdims)),
                        {"dimensions": (td,)})  # fmt: skip
         return self.new("reshape", [cat.result], op.shape, like=op)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+NO_OPS: tuple[type[Simplification], ...] = (
+    ReshapeNoop, ReshapeOfReshape, ReshapeOfScalarBroadcast, TransposeIdentity,
+    TransposeOfTranspose, TransposeIsReshape,
+)  # fmt: skip
+"""No-op and nested reshapes and transposes, a transpose that is a reshape."""
+
+OF_PRODUCERS: tuple[type[Simplification], ...] = (
+    ReshapeOfIota, TransposeReshapeChainIdentity, ReshapeOfRng, TransposeOfScalarBroadcast,
+    TransposeOfBroadcast,
+)  # fmt: skip
+"""Reshapes and transposes of iotas, rngs, broadcasts and each other (after
+`dot.TransposeOfDot` and `bitcast.MoveToBitcast`)."""
+
+RESTRUCTURE: tuple[type[Simplification], ...] = (DepthToSpaceAsConcatenate, ReshapeToEmpty)
+"""Depth-to-space and empty reshapes (after `factors`' reshapes and the bitcast chains)."""
+
+HOIST: tuple[type[Simplification], ...] = (HoistTransposeOfReshape,)
+"""A transpose hoisted out of reshapes (after `dynamic_slice.ReshapeOfDynamicUpdateSlice`)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*NO_OPS, *OF_PRODUCERS, *RESTRUCTURE, *HOIST)
+"""This family's rewrites, in the order they fire."""
