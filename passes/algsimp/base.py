@@ -21,7 +21,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from hlopass.dialects.hlo import HloOp
 from hlopass.driver.worklist import note_modified
 from hlopass.ir.shape import ArrayShape, Shape
-from hlopass.passes.algsimp.helpers import is_float_op
+from hlopass.passes.algsimp.helpers import is_float_op, is_scalar_broadcast
 from hlopass.rewriting import (
     OpcodeDispatchApplier,
     RewriteContext,
@@ -159,6 +159,15 @@ class Simplification(RewritePattern):
         if not shape.dims:
             return c
         return self.new("broadcast", [c.result], shape, {"dimensions": ()})
+
+    def rebroadcast_scalar(self, op: HloOp) -> HloOp | None:
+        """`op(broadcast(s)) -> broadcast(s)` of op's shape, for an op that only moves or
+        picks its operand's elements (each is the scalar s); None when operand 0 is no
+        broadcast of a scalar."""
+        b = is_scalar_broadcast(op.operands[0])
+        if b is None:
+            return None
+        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
 
     def array_const(self, arr: np.ndarray, shape: ArrayShape) -> HloOp:
         assert self._rw is not None

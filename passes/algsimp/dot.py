@@ -346,6 +346,14 @@ def _plain_2d_dot(op: HloOp) -> bool:
     )
 
 
+def _plain_2d_contracting_dims(op: HloOp) -> tuple[int, int] | None:
+    """The (lhs, rhs) contracting dims of a `_plain_2d_dot`, None for any other dot."""
+    if not _plain_2d_dot(op):
+        return None
+    (lcd,), (rcd,) = op.attr("lhs_contracting_dims"), op.attr("rhs_contracting_dims")
+    return lcd, rcd
+
+
 class DotReorderContractingDims(Simplification):
     """`dot(reshape(transpose(a)), c) -> dot(reshape(a), reshape(transpose(reshape(c))))`
     where the reshape merges a run of dims into the one contracting dim and the transpose
@@ -447,9 +455,10 @@ class DotOfConcatenateAndConstant(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        if not _plain_2d_dot(op):
+        dims = _plain_2d_contracting_dims(op)
+        if dims is None:
             return None
-        (lcd,), (rcd,) = op.attr("lhs_contracting_dims"), op.attr("rhs_contracting_dims")
+        lcd, rcd = dims
         lhs, rhs = op.operands
         for cat_v, cd, const_v, ccd, swapped in ((lhs, lcd, rhs, rcd, False),
                                                  (rhs, rcd, lhs, lcd, True)):  # fmt: skip
@@ -494,9 +503,10 @@ class DotOfDynamicSliceOfConstant(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        if not _plain_2d_dot(op):
+        dims = _plain_2d_contracting_dims(op)
+        if dims is None:
             return None
-        (lcd,), (rcd,) = op.attr("lhs_contracting_dims"), op.attr("rhs_contracting_dims")
+        lcd, rcd = dims
         lhs, rhs = op.operands
         lhs_ds = _vector_slice_of_constant(lhs, rhs, lcd)
         if lhs_ds is None and _vector_slice_of_constant(rhs, lhs, rcd) is None:

@@ -75,10 +75,7 @@ class DynamicSliceOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = is_scalar_broadcast(op.operands[0])
-        if b is None:
-            return None
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 class DynamicUpdateSliceEmptyUpdate(Simplification):

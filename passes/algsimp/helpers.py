@@ -7,7 +7,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
@@ -342,17 +342,28 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
     for o in (a, b, add):
         block.add_op(o)
     block.add_op(new_return_op(add.results[0]))
+    name = _fresh_computation_name(ctx, module, f"add_{element_type}")
+    _insert_before_computation_of(new_computation_op(name, block), near)
+    return name
+
+
+def _fresh_computation_name(ctx: Any, module: ModuleOp, base: str) -> str:
+    """A fresh name from `base` that no computation of `module` has."""
     taken = {c.comp_name for c in computations(module)}
-    name = ctx.names.fresh(f"add_{element_type}")
+    name = ctx.names.fresh(base)
     while name in taken:
-        name = ctx.names.fresh(f"add_{element_type}")
-    comp = new_computation_op(name, block)
+        name = ctx.names.fresh(base)
+    return name
+
+
+def _insert_before_computation_of(comp: ComputationOp, near: HloOp) -> None:
+    """Insert the new computation `comp` into the module just before the computation
+    holding `near` (a reducer is declared before its users, as XLA prints them)."""
     host = near.parent_op()
     assert isinstance(host, ComputationOp)
     mblock = host.parent_block()
     assert mblock is not None
     mblock.insert_op_before(comp, host)
-    return name
 
 
 def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
@@ -369,10 +380,7 @@ def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
     if root.OPCODE != "tuple" or len(root.operands) != 1:
         return None
     copy = comp.clone()
-    taken = {c.comp_name for c in computations(module)}
-    name = ctx.names.fresh(f"{comp.comp_name}.clone")
-    while name in taken:
-        name = ctx.names.fresh(f"{comp.comp_name}.clone")
+    name = _fresh_computation_name(ctx, module, f"{comp.comp_name}.clone")
     copy.sym_name = StringAttr(name)
     ret = copy.body.block.last_op
     assert ret is not None
@@ -382,9 +390,5 @@ def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
     Rewriter.erase_op(tup)
     for o in copy.instructions:
         o.inst_name = ctx.names.fresh(o.inst_name)
-    host = op.parent_op()
-    assert isinstance(host, ComputationOp)
-    mblock = host.parent_block()
-    assert mblock is not None
-    mblock.insert_op_before(copy, host)
+    _insert_before_computation_of(copy, op)
     return name

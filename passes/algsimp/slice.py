@@ -10,7 +10,6 @@ from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
     float_sum_reducer,
-    is_scalar_broadcast,
     reducer_opcode,
     single_use,
     src,
@@ -73,10 +72,7 @@ class SliceOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = is_scalar_broadcast(op.operands[0])
-        if b is None:
-            return None
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 class SliceOfConcatenate(Simplification):

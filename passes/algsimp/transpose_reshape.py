@@ -51,14 +51,9 @@ class ReshapeOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = src(op.operands[0], "broadcast")
-        if b is None or array(value_shape(b.operands[0])) is None:
-            return None
-        if value_shape(b.operands[0]).rank != 0:  # type: ignore[attr-defined]
-            return None
         if getattr(op.shape, "num_elements", 1) == 0:
             return None  # (XLA: a reshape to no elements becomes an empty constant first)
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 class TransposeIdentity(Simplification):
@@ -140,10 +135,7 @@ class TransposeOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = src(op.operands[0], "broadcast")
-        if b is None or getattr(value_shape(b.operands[0]), "rank", None) != 0:
-            return None
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 def _bitcast_permutation(src_shape: ArrayShape, dst: ArrayShape) -> tuple[int, ...] | None:
