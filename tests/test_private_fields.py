@@ -36,7 +36,6 @@ ALLOWED = {
 
 # Files not yet moved onto public helpers: the count may only go down.
 CEILING = {
-    "passes/algsimp/": 3,
     "passes/layout/layouts.py": 1,
 }
 

@@ -28,7 +28,6 @@ HOT_PATHS = {
 TO_SPLIT = {
     ("hlopass/checking/verifier.py", "check_instruction"): 162,
     ("hlopass/commands/cli.py", "build_opt_parser"): 104,
-    ("passes/algsimp/dot.py", "rewrite"): 97,
 }
 
 

@@ -246,151 +246,78 @@ def _one_sweep(applier: OpcodeDispatchApplier, comp: ComputationOp) -> bool:
     return changed
 
 
-PATTERNS: tuple[type[Simplification], ...] = (  # the single-instruction replacements
-    identities.AddZero, reassociation.AddConstantReassociation,
-    reassociation.AddConstantChain, reassociation.SubtractConstantChain,
-    reassociation.AddFactorCommonMultiplicand,
-    identities.SubtractZero, integer.SubtractSelf,
-    identities.MultiplyOne, integer.MultiplyZero, reassociation.MultiplyNegNeg,
-    reassociation.MultiplyConstantReassociation,
-    identities.DivideOne, integer.DivideUnsignedPowerOfTwo, reassociation.DivideByConstant,
-    power.DivideBySqrt, reassociation.DivideOfDivides, reassociation.DivideOfDivide,
-    reassociation.DivideByDivide, power.ExpDivideExp, power.DivideByExp, power.DivideByPower,
-    power.ExpMultiplyExp, power.PowerOfExp, power.LogOfSqrt,
-    integer.RemainderUnsignedPowerOfTwo,
-    identities.AndTrue, identities.OrFalse, identities.AndOrSelf,
-    identities.NegateNegate, identities.NotNot,
-    power.LogOfExp, power.PowerOne, power.PowerZero, power.PowerTwo, power.PowerMinusOne,
-    minmax.MaxMinSelf, minmax.MaxOfLowest, minmax.MinOfHighest, minmax.MaxMinAbsorb,
-    minmax.ClampOfClamp,
-    compare.CompareSelf, compare.CompareUnsignedZero, compare.ComparePredicateConstant,
-    select.SelectSameBranches, select.SelectConstantPredicate, select.SelectOfNot,
-    select.SelectBooleans,
-    tuples.GetTupleElementOfTuple,
-    constants.SplatConstantToBroadcast, constants.IotaConstantToIota,
-    broadcast.BroadcastOfBroadcast, broadcast.BroadcastNoop, broadcast.BroadcastToReshape,
-    transpose_reshape.ReshapeNoop, transpose_reshape.ReshapeOfReshape,
-    transpose_reshape.ReshapeOfScalarBroadcast,
-    transpose_reshape.TransposeIdentity, transpose_reshape.TransposeOfTranspose,
-    copy_bitcast.SwapCopyBitcastCopy,  # (XLA tries it before the other copy rewrites)
-    bitcast.CopyNoop, bitcast.CopyOfCopy,
-    slice.SliceNoop, slice.SliceOfSlice,
-    concatenate.ConcatenateSingle, concatenate.ConcatenateDropEmpty,
-    concatenate.ConcatenateFlatten,
-    pad.PadNoop, pad.PadOfEmpty,
-    dynamic_slice.DynamicSliceFull, dynamic_slice.DynamicUpdateSliceFull,
-    reduce.ReduceTrivial, reduce.ReduceOfEmpty, reduce_window.ReduceWindowTrivial,
-    dot.DotOfEmpty, dot.DotOfScalars, dot.DotToMultiply,
-    dot_reorder.AssociativeReorderNestedDot,  # (before the other dot rewrites, as XLA)
-    convolution.ConvolutionOfEmpty,
-    convert.ConvertNoop, convert.ConvertRoundTrip, complex.RealOfComplex,
-    complex.ComplexOfRealImag,
-    # families added after the split (each with XLA's guards)
-    abs.AbsOfNonNegative, abs.SquareOfAbs,
-    complex.RealOfReal, complex.ImagOfReal,
-    power.PowerHalfToSqrt, power.ExpOfZero,
-    select.SelectToOrAnd,
-    minmax.MinMaxToClamp,
-    reverse.ReverseOfReverse, reverse.ReverseDegenerate, reverse.ReverseOfScalarBroadcast,
-    compare.CompareAgainstTypeBound, compare.CompareAbsLessThanZero,
-    integer.XorSelf, integer.AddOfSubtractCancel, integer.RemainderOfIota,
-    integer.SubtractOfSubtractCancel, integer.SubtractOfAddCancel, integer.AddMinusOperand,
-    slice.SliceOfScalarBroadcast, slice.SliceOfConcatenate, slice.SliceOfPad,
-    slice.SliceOfReverse,
-    dynamic_slice.DynamicSliceConstantIndices, dynamic_slice.DynamicSliceOfScalarBroadcast,
-    dynamic_slice.DynamicUpdateSliceEmptyUpdate,
-    gather_scatter.GatherOfEffectiveScalar, gather_scatter.ScatterEmptyUpdates,
-    convert.ConvertNarrowing, convert.BitcastConvertChain,
-    transpose_reshape.TransposeIsReshape,
-    concatenate.ConcatenateOfSameScalarBroadcast,
-    reduce.ReduceOfScalarBroadcast,
-    broadcast.BroadcastSinkBinary, select.SelectNestedSamePredicate, bitcast.BitcastOfBitcast,
-    bitcast.MoveToBitcast,
-    compare.CompareIotaAgainstBound, dynamic_slice.DynamicUpdateSliceOfBroadcastToPad,
-    # families completed for issue 18 (XLA's algebraic_simplifier.cc, its guards)
-    integer.DivideSignedPowerOfTwo, integer.RemainderSignedPowerOfTwo,
-    integer.RemainderOfRemainder, integer.RemainderOfIotaPlusDivisor,
-    dot.DotStrengthReduction, dot.DotOfTransposes,
-    reduce.ReduceOfConcatenate, reduce.ReduceOfBroadcastIdempotent,
-    slice.SliceOfBroadcast, slice.SliceRedundantStride, pad.PadOfScalarBroadcast,
-    select.SelectOfCompareToMinMax, select.SelectOfPredCompare, power.DivideByRsqrt,
-    convolution.ConvolutionToDot,
-    dynamic_slice.DynamicSliceOfIota, dynamic_slice.DynamicSliceTrivialIndex,
-    dynamic_slice.DynamicUpdateSliceTrivialIndex, broadcast.BroadcastDropDegenerateDims,
-    transpose_reshape.ReshapeOfIota,
-    broadcast.BroadcastSinkUnary, power.RsqrtOfReciprocal, power.RsqrtOfPowerMinusTwo,
-    dynamic_slice.DynamicSliceOfTranspose, reduce_window.ReduceWindowOfPad,
-    broadcast.BroadcastSinkBinaryWithScalar, broadcast.BroadcastSinkTernary,
-    dynamic_slice.DynamicSliceOfBroadcast, reduce.ReduceOfBatchDot,
-    reverse.ReverseOfElementwiseWithConstant, pad.PadOfBroadcast,
-    # gather/scatter, batch dots, convolution swap, collectives (issue 18, part B)
-    gather_scatter.GatherOfEmpty, gather_scatter.GatherOfPad, gather_scatter.GatherOfReshapeOfPad,
-    gather_scatter.GatherOfVerySmallVector, gather_scatter.ScatterOfWholeWindowToMap,
-    gather_scatter.AddOfScatters, gather_scatter.AddOfScatter,
-    dot.DotOfBatchTransposes, dot.TransposeOfDot, convolution.ConvolutionOperandSwap,
-    convolution.ConvolutionToMultiply,
-    collectives.AllGatherOfBroadcast, collectives.AllToAllOfBroadcast,
-    collectives.AllReduceMinMaxOfBroadcast, collectives.AllReduceSumOfBroadcast,
-    # reductions, windows, slices, powers (issue 18, part A)
-    reduce.ReduceArgMinMaxOfConstantBroadcast, reduce_window.ReduceWindowOfEmpty,
-    reduce_window.ReduceWindowOfScalar, reduce_window.ReduceWindowCumSumOfBroadcast,
-    reduce_window.ReduceWindowToReduce, slice.SliceOfReduceWindow, power.PowerThree,
-    reduce.ReduceVariadicSingle, reduce_window.ReduceWindowVariadicSingle,
-    reduce.ReduceOfBroadcastCommute, reduce.ReduceAddOfBroadcast, reduce.ReduceOfNegate,
-    slice.SliceOfPadPaddingOnly, slice.SliceUndoesPad,
-    reduce.ReduceMaxOfArgMaxOperand,
-    # XLA's algebraic_simplifier_test, cases 1-200: the rewrites the first port lacked
-    # (block A)
-    identities.AddConstantToRight, identities.SubtractConstantToAdd,
-    reassociation.DivideByConstantArray, reassociation.MultiplyOfConstantProducts,
-    reassociation.MultiplyByBroadcastOfScalarProduct,
-    reassociation.MultiplyOfBroadcastScalarChain, power.LogOfPower,
-    concatenate.ConcatenateOfOnlyEmpty, concatenate.ConcatenateOfAdjacentSlices,
-    concatenate.ConcatenateOfBroadcastToPad, maps.MapOfElementwise,
-    reduce_window.ReduceWindowTrivialPadded, reduce.ReduceOfReduce,
-    reduce.ReduceOfReshapeOfKeptDims,
-    transpose_reshape.TransposeReshapeChainIdentity,
-    select.SelectOfDynamicUpdateSlice,
-    transpose_reshape.ReshapeOfRng,
-    convolution.ConvolutionAddMultiplyReorder,
-    bitcast.ReshapeOrCopyChainToBitcast,
-    # cases 201-321 (block B)
-    factors.ReshapeOfBroadcastKeepingDims, factors.ReshapeOfIotaToIotas,
-    factors.BroadcastOfDegenerateReshape, factors.BroadcastOfIota, factors.IotaOfSizeOne,
-    pad.PadTrivialInterior, pad.PadNegativeToSlice, integer.XorZero, integer.XorOfIdentical,
-    transpose_reshape.TransposeOfScalarBroadcast, constants.TupleConstantToTuple,
-    sort.SortOfOneElementRows, concatenate.ConcatenateOfOneRowCopies,
-    dynamic_slice.DynamicSliceOfDegenerateReshape, slice.SliceOfReshape,
-    reduce_window.ReduceWindowOfConvertedPad, convolution.ConvolutionOfPaddedInput,
-    convolution.ConvolutionOfInteriorPaddedKernel, convolution.ConvolutionToBitcastDot,
-    dot.DotOperatorReorder, dot.SliceOfDotToDotOfSlices, dot.ReduceOfDotToDotOfReduces,
-    transpose_reshape.DepthToSpaceAsConcatenate,
-    # cases 322-443 (block C)
-    compare.CompareGreaterOfMaxMin, compare.CompareNeZeroOfSelectOfCompareGe,
-    compare.AndOfLessThans,
-    power.MultiplySqrtSelf, power.MultiplyRsqrtSelf, power.SqrtOfSquare,
-    reassociation.DivideByBroadcast,
-    abs.AbsOfBatchNormVariance,
-    slice.SliceOfConcatenateOperands,
-    dot.DotReorderContractingDims, dot.DotOfConcatenateAndConstant,
-    dot.DotOfDynamicSliceOfConstant, dot.DotRemoveDegenerateDims,
-    transpose_reshape.ReshapeToEmpty,
-    reduce_window.ReduceWindowEffectiveBroadcast,
-    dynamic_slice.AddOfDynamicUpdateSliceOfZeros, dynamic_slice.ReshapeOfDynamicUpdateSlice,
-    gather_scatter.GatherOfPadWithPaddedBatchDims,
-    convolution.ConvolutionScalarMultiplyReduction,
-    # cases 444-564 (block D)
-    convert.ConvertOfConstant, convert.BitcastConvertToBitcast, identities.ReducePrecisionNoop,
-    pad.PadOfBroadcastReorder, constants.StridedIotaConstantToIota,
-    dynamic_slice.DynamicSliceOfScaledIota, broadcast.BroadcastIsTranspose,
-    transpose_reshape.TransposeOfBroadcast, minmax.ClampOfPartitionId,
-    custom_call.SliceToDynamicOfPadToStatic, custom_call.LayoutConstraintToCopy,
-    minmax.MaxOfNondecreasing, select.MultiplyOfConvertedPred,
-    reverse.ReverseOfDegenerateReshape, bitcast.BitcastOfUnaryOfBitcast,
-    convert.ConvertNarrowingUnsignedDivide, transpose_reshape.HoistTransposeOfReshape,
-    gather_scatter.TransposeOfScatter, conditional.ConditionalOfConvertedPred,
-    convert.BitcastConvertOfConcatenate, dot.MoveDotParamToRhs,
-)  # fmt: skip
+PATTERNS: tuple[type[Simplification], ...] = (
+    # Each family exports its rewrites (`PATTERNS`, in the order they fire). Only the
+    # order among rewrites of one opcode matters: an instruction is offered its opcode's
+    # patterns alone, in this order, until one fires. That order is kept as the rewrites
+    # were added, and families sharing opcodes interleave in it (broadcast sinking
+    # between each elementwise family's first rewrites and its later ones, identities'
+    # constant-to-right after every other add rewrite, ...): such a family comes in
+    # groups, each after the other families' rewrites of its opcodes that fired before
+    # it (the comment says which).
+    *tuples.PATTERNS,
+    *copy_bitcast.PATTERNS,
+    *maps.PATTERNS,
+    *sort.PATTERNS,
+    *conditional.PATTERNS,
+    *identities.IDENTITY_OPERANDS,
+    *reassociation.ADD,
+    *integer.CANCELLATIONS,
+    *reassociation.MULTIPLY,  # after integer's multiply by zero and unsigned divides
+    *power.ROOTS_AND_EXPONENTS,
+    *reassociation.DIVIDES,  # after power's divide by sqrt
+    *power.DIVIDE_BY_EXP,  # after reassociation's divides of divides
+    *minmax.BOUNDS,
+    *compare.CONSTANT_RESULTS,
+    *select.PREDICATES,
+    *constants.PATTERNS,
+    *broadcast.BROADCASTS,
+    *transpose_reshape.NO_OPS,
+    *bitcast.COPIES,
+    *slice.SLICES,
+    *concatenate.PATTERNS,
+    *pad.PATTERNS,
+    *dynamic_slice.DYNAMIC_SLICES,
+    *reduce.PATTERNS,
+    *reduce_window.PATTERNS,
+    *dot.EMPTY_AND_SCALAR,
+    *dot_reorder.PATTERNS,
+    *slice.OF_CONCATENATE_OPERANDS,  # after dot's slice of a dot
+    *convolution.CONVOLUTIONS,
+    *convert.CHAINS,
+    *complex.PATTERNS,
+    *abs.NON_NEGATIVE,
+    *reverse.PATTERNS,
+    *gather_scatter.GATHERS,
+    *broadcast.SINK,  # after each family's own rewrites of the ops it sinks past
+    *abs.BATCH_NORM_VARIANCE,  # after abs sinking
+    *compare.IOTA,  # after compare sinking
+    *integer.SIGNED_DIVISION,  # after divide and remainder sinking
+    *dot.REWRITES,  # after dot_reorder
+    *power.RSQRT,  # after divide, rsqrt, sqrt and log sinking
+    *transpose_reshape.OF_PRODUCERS,  # after bitcast's copies, dot's transpose of a dot
+    *bitcast.CHAINS,  # after transpose_reshape's
+    *broadcast.SINK_WITH_SCALAR,  # after the signed divides, rsqrt, iota compares
+    *minmax.KNOWN_RANGES,  # after clamp and maximum sinking
+    *gather_scatter.COMBINING,  # after add sinking, transpose_reshape's transposes
+    *identities.CONSTANT_TO_RIGHT,  # after every other add and subtract rewrite
+    *collectives.PATTERNS,
+    *power.CUBE,  # after power sinking with a scalar
+    *reassociation.CONSTANT_ARRAYS,  # after multiply and divide sinking, power's divides
+    *convolution.ADD_MULTIPLY,  # after the multiply reassociations
+    *select.OF_DYNAMIC_UPDATE_SLICE,  # after broadcast's select sinking
+    *factors.PATTERNS,
+    *broadcast.IS_TRANSPOSE,  # after factors' broadcasts
+    *integer.XOR_CONSTANTS,  # after xor sinking with a scalar
+    *transpose_reshape.RESTRUCTURE,  # after factors' and bitcast's reshapes
+    *dynamic_slice.OF_UPDATES,  # after the other add and reshape rewrites
+    *transpose_reshape.HOIST,  # after dynamic_slice's reshape
+    *compare.COMPOUND,  # after compare and `and` sinking with a scalar
+    *power.ROOT_PRODUCTS,  # after every other multiply rewrite
+    *select.MULTIPLY_OF_PRED,  # the same
+    *convert.FOLDING,  # convert
+    *custom_call.PATTERNS,
+)
 """Every pattern, in the order the greedy applier tries them on an instruction."""
 
 __all__ = ["PATTERNS", "AlgebraicSimplifierPass", "Simplification"]

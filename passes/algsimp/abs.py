@@ -55,3 +55,15 @@ class AbsOfBatchNormVariance(Simplification):
         if call is None or call.attr("custom_call_target") != target:
             return None
         return gte.result if et(gte) == et(op) else None
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+NON_NEGATIVE: tuple[type[Simplification], ...] = (AbsOfNonNegative, SquareOfAbs)
+"""Abs of what is known non-negative, squares of abs."""
+
+BATCH_NORM_VARIANCE: tuple[type[Simplification], ...] = (AbsOfBatchNormVariance,)
+"""Abs of a batch-norm variance (after the broadcast sinking of abs)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*NON_NEGATIVE, *BATCH_NORM_VARIANCE)
+"""This family's rewrites, in the order they fire."""

@@ -21,7 +21,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from hlopass.dialects.hlo import HloOp
 from hlopass.driver.worklist import note_modified
 from hlopass.ir.shape import ArrayShape, Shape
-from hlopass.passes.algsimp.helpers import is_float_op
+from hlopass.passes.algsimp.helpers import is_float_op, is_scalar_broadcast
 from hlopass.rewriting import (
     OpcodeDispatchApplier,
     RewriteContext,
@@ -160,6 +160,15 @@ class Simplification(RewritePattern):
             return c
         return self.new("broadcast", [c.result], shape, {"dimensions": ()})
 
+    def rebroadcast_scalar(self, op: HloOp) -> HloOp | None:
+        """`op(broadcast(s)) -> broadcast(s)` of op's shape, for an op that only moves or
+        picks its operand's elements (each is the scalar s); None when operand 0 is no
+        broadcast of a scalar."""
+        b = is_scalar_broadcast(op.operands[0])
+        if b is None:
+            return None
+        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+
     def array_const(self, arr: np.ndarray, shape: ArrayShape) -> HloOp:
         assert self._rw is not None
         c = constant_from_numpy(self._rw, self.ctx, arr, shape)
@@ -291,7 +300,7 @@ def _classes_for(classes: tuple[type, ...], opcode: str | None) -> tuple[type, .
 def operand_sources(op: HloOp) -> frozenset[str]:
     """The opcodes of the instructions defining `op`'s operands."""
     out: set[str] = set()
-    for v in op._operands:  # (iterated: the tuple itself, not the `operands` property)  # pyright: ignore[reportPrivateUsage]
+    for v in op.operands:  # (HloOp's own property: a tuple, made once per instruction)
         o = owner(v)
         if o is not None:
             out.add(o.OPCODE)

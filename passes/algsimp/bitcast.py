@@ -163,3 +163,16 @@ def _plain(s: object) -> bool:
         and not s.is_dynamic
         and not (s.layout is not None and s.layout.has_extras())
     )
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+COPIES: tuple[type[Simplification], ...] = (CopyNoop, CopyOfCopy, BitcastOfBitcast, MoveToBitcast)
+"""No-op and nested copies and bitcasts, layout-preserving ops made bitcasts."""
+
+CHAINS: tuple[type[Simplification], ...] = (ReshapeOrCopyChainToBitcast, BitcastOfUnaryOfBitcast)
+"""Chains of reshapes, copies and unary ops made bitcasts (after
+`transpose_reshape.OF_PRODUCERS`)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*COPIES, *CHAINS)
+"""This family's rewrites, in the order they fire."""

@@ -270,3 +270,26 @@ class BroadcastIsTranspose(Simplification):
         for i, d in enumerate(dims):
             inverse[d] = i
         return self.new("transpose", [x], op.shape, {"dimensions": tuple(inverse)}, like=op)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+BROADCASTS: tuple[type[Simplification], ...] = (
+    BroadcastOfBroadcast, BroadcastNoop, BroadcastToReshape, BroadcastDropDegenerateDims,
+    BroadcastSinkTernary,
+)  # fmt: skip
+"""Broadcasts of broadcasts, no-op and reshape-like broadcasts; select sinking."""
+
+SINK: tuple[type[Simplification], ...] = (BroadcastSinkBinary, BroadcastSinkUnary)
+"""Elementwise ops of broadcasts made broadcasts of the op (after each family's own
+rewrite of those ops)."""
+
+SINK_WITH_SCALAR: tuple[type[Simplification], ...] = (BroadcastSinkBinaryWithScalar,)
+"""The same with one broadcast scalar operand (after the signed divisions, the rsqrt
+rewrites and the iota compares, before the constant-array reassociations)."""
+
+IS_TRANSPOSE: tuple[type[Simplification], ...] = (BroadcastIsTranspose,)
+"""A broadcast that only permutes dims made a transpose (after `factors`)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*BROADCASTS, *SINK, *SINK_WITH_SCALAR, *IS_TRANSPOSE)
+"""This family's rewrites, in the order they fire."""

@@ -128,3 +128,10 @@ class AllReduceSumOfBroadcast(Simplification):
             total = (c * np.asarray(n).astype(c.dtype)).astype(c.dtype)
         k = self.array_const(total, scalar(t))
         return self.new("broadcast", [k.result], op.shape, {"dimensions": ()}, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    AllGatherOfBroadcast, AllToAllOfBroadcast, AllReduceMinMaxOfBroadcast,
+    AllReduceSumOfBroadcast,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

@@ -235,3 +235,24 @@ def _less_than_constant(value: SSAValue) -> tuple[SSAValue, int] | None:
         if arr is not None and arr.size == 1:
             return x, int(arr.reshape(-1)[0])
     return None
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+CONSTANT_RESULTS: tuple[type[Simplification], ...] = (
+    CompareSelf, CompareUnsignedZero, ComparePredicateConstant, CompareAgainstTypeBound,
+    CompareAbsLessThanZero,
+)  # fmt: skip
+"""Compares whose result is known from their operands' types or identity."""
+
+IOTA: tuple[type[Simplification], ...] = (CompareIotaAgainstBound,)
+"""An iota compared against a bound (after the broadcast sinking of two broadcasts)."""
+
+COMPOUND: tuple[type[Simplification], ...] = (
+    CompareGreaterOfMaxMin, CompareNeZeroOfSelectOfCompareGe, AndOfLessThans,
+)  # fmt: skip
+"""Compares of max/min and selects, ands of less-thans (after the broadcast sinking
+of a scalar operand)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*CONSTANT_RESULTS, *IOTA, *COMPOUND)
+"""This family's rewrites, in the order they fire."""

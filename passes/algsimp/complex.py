@@ -52,3 +52,9 @@ class ImagOfReal(Simplification):
         if et(x) in ("c64", "c128") or shape is None:
             return None
         return self.const(0, shape)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    RealOfComplex, ComplexOfRealImag, RealOfReal, ImagOfReal,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

@@ -211,3 +211,11 @@ class ConcatenateOfOneRowCopies(Simplification):
         keep = tuple(i for i in range(s.rank) if i != k)
         row = self.new("reshape", [x], shape_array(s.element_type, [s.dims[i] for i in keep]))
         return self.new("broadcast", [row.result], shape, {"dimensions": keep}, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    ConcatenateSingle, ConcatenateDropEmpty, ConcatenateFlatten,
+    ConcatenateOfSameScalarBroadcast, ConcatenateOfOnlyEmpty, ConcatenateOfAdjacentSlices,
+    ConcatenateOfBroadcastToPad, ConcatenateOfOneRowCopies,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

@@ -27,3 +27,7 @@ class ConditionalOfConvertedPred(Simplification):
         attrs = {"true_computation": branches[1], "false_computation": branches[0]}
         return self.new("conditional", [c.operands[0], op.operands[2], op.operands[1]],
                         op.shape, attrs, like=op)  # fmt: skip
+
+
+PATTERNS: tuple[type[Simplification], ...] = (ConditionalOfConvertedPred,)
+"""This family's rewrites, in the order they fire."""

@@ -6,7 +6,7 @@ import numpy as np
 
 from hlopass.dialects.hlo import HloOp
 from hlopass.ir.attrs import ShapedLiteral
-from hlopass.ir.shape import TupleShape, is_integral
+from hlopass.ir.shape import ArrayShape, TupleShape, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
@@ -33,16 +33,26 @@ class SplatConstantToBroadcast(Simplification):
         return self.const(np.asarray(first), shape)
 
 
+def _rank1_array(op: HloOp) -> tuple[ArrayShape, np.ndarray] | None:
+    """The shape and value of a rank-1 constant of two or more elements (what may be an
+    iota, plain or strided), else None."""
+    shape = array(op.shape)
+    arr = const_array(op.result)
+    if shape is None or arr is None or shape.rank != 1 or arr.size <= 1:
+        return None
+    return shape, arr
+
+
 class IotaConstantToIota(Simplification):
     """`constant({0, 1, ..., n-1}) -> iota()` (rank-1, integer or float)."""
 
     OPCODES = ("constant",)
 
     def rewrite(self, op: HloOp):
-        shape = array(op.shape)
-        arr = const_array(op.result)
-        if shape is None or arr is None or shape.rank != 1 or arr.size <= 1:
+        found = _rank1_array(op)
+        if found is None:
             return None
+        shape, arr = found
         if not (
             is_integral(shape.element_type) or shape.element_type in ("f16", "f32", "f64", "bf16")
         ):
@@ -81,10 +91,10 @@ class StridedIotaConstantToIota(Simplification):
     OPCODES = ("constant",)
 
     def rewrite(self, op: HloOp):
-        shape = array(op.shape)
-        arr = const_array(op.result)
-        if shape is None or arr is None or shape.rank != 1 or arr.size <= 1:
+        found = _rank1_array(op)
+        if found is None:
             return None
+        shape, arr = found
         if not is_integral(shape.element_type) or shape.element_type == "pred":
             return None
         vals = [int(v) for v in arr.reshape(-1)]
@@ -93,3 +103,10 @@ class StridedIotaConstantToIota(Simplification):
             return None
         iota = self.new("iota", [], shape, {"iota_dimension": 0}, like=op)
         return self.new("multiply", [iota.result, self.const(k, shape).result], shape, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    SplatConstantToBroadcast, IotaConstantToIota, TupleConstantToTuple,
+    StridedIotaConstantToIota,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

@@ -210,3 +210,18 @@ class BitcastConvertOfConcatenate(Simplification):
             ins.append(b.operands[0])
         return self.new("concatenate", ins, op.shape,
                         {"dimensions": cat.attr("dimensions")}, like=cat)  # fmt: skip
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+CHAINS: tuple[type[Simplification], ...] = (
+    ConvertNoop, ConvertRoundTrip, ConvertNarrowing, BitcastConvertChain,
+    BitcastConvertToBitcast, BitcastConvertOfConcatenate,
+)  # fmt: skip
+"""No-op, round-trip and narrowing converts, bitcast-convert chains."""
+
+FOLDING: tuple[type[Simplification], ...] = (ConvertOfConstant, ConvertNarrowingUnsignedDivide)
+"""Converts of constants and of unsigned divides (after the broadcast sinking of convert)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*CHAINS, *FOLDING)
+"""This family's rewrites, in the order they fire."""

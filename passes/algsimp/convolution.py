@@ -238,6 +238,25 @@ def _attrs_with_window(op: HloOp, window: Window) -> dict:
     return out
 
 
+def _zero_padded_operand(op: HloOp, i: int):
+    """(the pad, window, the operand's spatial dims, its padding) when `op`, a dense
+    two-operand convolution, reads as operand `i` (0 the input, 1 the kernel) a zero pad
+    of spatial dims only, else None: the padding may then move into the window."""
+    from hlopass.rewriting import is_zero
+
+    p = src(op.operands[i], "pad")
+    window, labels = op.attr("window"), op.attr("dim_labels")
+    if p is None or window is None or labels is None or len(op.operands) != 2:
+        return None
+    if op.attr("sparsity_config") is not None or not is_zero(p.operands[1]):
+        return None
+    pads = p.attr("padding")
+    n0, n1, spatial = labels.kernel if i else labels.input  # (batch, feature or in, out)
+    if any((pads[d].low, pads[d].high, pads[d].interior) != (0, 0, 0) for d in (n0, n1)):
+        return None
+    return p, window, spatial, pads
+
+
 class ConvolutionOfPaddedInput(Simplification):
     """`convolution(pad(x, 0), k) -> convolution(x, k)` with the pad's spatial edges added to
     the window's padding and its interior as base dilation (both zeros, as the pad's; the
@@ -250,18 +269,10 @@ class ConvolutionOfPaddedInput(Simplification):
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
-        from hlopass.rewriting import is_zero
-
-        p = src(op.operands[0], "pad")
-        window, labels = op.attr("window"), op.attr("dim_labels")
-        if p is None or window is None or labels is None or len(op.operands) != 2:
+        found = _zero_padded_operand(op, 0)
+        if found is None:
             return None
-        if op.attr("sparsity_config") is not None or not is_zero(p.operands[1]):
-            return None
-        pads = p.attr("padding")
-        b, f, spatial = labels.input
-        if any((pads[d].low, pads[d].high, pads[d].interior) != (0, 0, 0) for d in (b, f)):
-            return None
+        p, window, spatial, pads = found
         dims = []
         for w, d in zip(window.dims, spatial, strict=True):
             q = pads[d]
@@ -288,20 +299,12 @@ class ConvolutionOfInteriorPaddedKernel(Simplification):
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
-        from hlopass.rewriting import is_zero
-
-        p = src(op.operands[1], "pad")
-        window, labels = op.attr("window"), op.attr("dim_labels")
-        if p is None or window is None or labels is None or len(op.operands) != 2:
+        found = _zero_padded_operand(op, 1)
+        if found is None:
             return None
-        if op.attr("sparsity_config") is not None or not is_zero(p.operands[1]):
-            return None
+        p, window, spatial, pads = found
         k = array(value_shape(p.operands[0]))
         if k is None:
-            return None
-        pads = p.attr("padding")
-        i, o, spatial = labels.kernel
-        if any((pads[d].low, pads[d].high, pads[d].interior) != (0, 0, 0) for d in (i, o)):
             return None
         dims = []
         for w, d in zip(window.dims, spatial, strict=True):
@@ -484,3 +487,19 @@ class ConvolutionScalarMultiplyReduction(Simplification):
 
 def _conv_attrs(op: HloOp) -> dict:
     return {s.name: v for s, v in op.hlo_attrs() if s.name not in ("metadata", "sharding")}
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+CONVOLUTIONS: tuple[type[Simplification], ...] = (
+    ConvolutionOfEmpty, ConvolutionToDot, ConvolutionOperandSwap, ConvolutionToMultiply,
+    ConvolutionOfPaddedInput, ConvolutionOfInteriorPaddedKernel, ConvolutionToBitcastDot,
+    ConvolutionScalarMultiplyReduction,
+)  # fmt: skip
+"""Empty convolutions, convolutions made dots or multiplies, padding folded."""
+
+ADD_MULTIPLY: tuple[type[Simplification], ...] = (ConvolutionAddMultiplyReorder,)
+"""`(conv + bias) * c` folded into the kernel (after the multiply reassociations)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*CONVOLUTIONS, *ADD_MULTIPLY)
+"""This family's rewrites, in the order they fire."""

@@ -224,3 +224,7 @@ class SwapCopyBitcastCopy(Simplification):
             copied = self.new("copy", [x], new_shape, like=op)
             return self.new("bitcast", [copied.result], so, like=op)
         return None
+
+
+PATTERNS: tuple[type[Simplification], ...] = (SwapCopyBitcastCopy,)
+"""This family's rewrites, in the order they fire."""

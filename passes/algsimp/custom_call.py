@@ -51,3 +51,7 @@ class LayoutConstraintToCopy(Simplification):
         if same_shape(value_shape(x), op.shape):
             return x
         return self.new("copy", [x], op.shape, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (SliceToDynamicOfPadToStatic, LayoutConstraintToCopy)
+"""This family's rewrites, in the order they fire."""

@@ -346,6 +346,14 @@ def _plain_2d_dot(op: HloOp) -> bool:
     )
 
 
+def _plain_2d_contracting_dims(op: HloOp) -> tuple[int, int] | None:
+    """The (lhs, rhs) contracting dims of a `_plain_2d_dot`, None for any other dot."""
+    if not _plain_2d_dot(op):
+        return None
+    (lcd,), (rcd,) = op.attr("lhs_contracting_dims"), op.attr("rhs_contracting_dims")
+    return lcd, rcd
+
+
 class DotReorderContractingDims(Simplification):
     """`dot(reshape(transpose(a)), c) -> dot(reshape(a), reshape(transpose(reshape(c))))`
     where the reshape merges a run of dims into the one contracting dim and the transpose
@@ -447,9 +455,10 @@ class DotOfConcatenateAndConstant(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        if not _plain_2d_dot(op):
+        dims = _plain_2d_contracting_dims(op)
+        if dims is None:
             return None
-        (lcd,), (rcd,) = op.attr("lhs_contracting_dims"), op.attr("rhs_contracting_dims")
+        lcd, rcd = dims
         lhs, rhs = op.operands
         for cat_v, cd, const_v, ccd, swapped in ((lhs, lcd, rhs, rcd, False),
                                                  (rhs, rcd, lhs, lcd, True)):  # fmt: skip
@@ -494,9 +503,10 @@ class DotOfDynamicSliceOfConstant(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        if not _plain_2d_dot(op):
+        dims = _plain_2d_contracting_dims(op)
+        if dims is None:
             return None
-        (lcd,), (rcd,) = op.attr("lhs_contracting_dims"), op.attr("rhs_contracting_dims")
+        lcd, rcd = dims
         lhs, rhs = op.operands
         lhs_ds = _vector_slice_of_constant(lhs, rhs, lcd)
         if lhs_ds is None and _vector_slice_of_constant(rhs, lhs, rcd) is None:
@@ -659,8 +669,6 @@ class DotOperatorReorder(Simplification):
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
-        from hlopass.rewriting import is_zero
-
         if self.opts.is_layout_sensitive or op.attr("sparsity") or feeds_unreduced_sharding(op):
             return None
         lhs, rhs = op.operands
@@ -677,64 +685,11 @@ class DotOperatorReorder(Simplification):
         if shape is None or sf is None or st is None or sf.is_dynamic or st.is_dynamic:
             return None
         (lb, lc), (rb, rc) = _dims(op, "lhs"), _dims(op, "rhs")
-        fc, tc = (lc, rc) if left else (rc, lc)
-        fwd, back = dict(zip(fc, tc, strict=True)), dict(zip(tc, fc, strict=True))
-        t = shape.element_type
+        planned = self._plan(f, sf, st, *((lc, rc) if left else (rc, lc)))
+        if planned is None:
+            return None
+        plan, multiplier, new_fc, new_tc = planned
         x = f.operands[0]
-        new_fc, new_tc = list(fc), list(tc)
-        multiplier = 1.0
-        if f.OPCODE == "reverse":
-            ratio = sf.num_elements / max(st.num_elements, 1)
-            if ratio < self.opts.associative_reordering_threshold:
-                return None
-            moved = [fwd[d] for d in f.attr("dimensions") if d in fwd]
-            kept = [d for d in f.attr("dimensions") if d not in fwd]
-            if not moved:
-                return None
-            plan = ("reverse", moved, kept)
-        elif f.OPCODE == "pad":
-            if not is_zero(f.operands[1]):
-                return None  # (XLA does not check: dropping padding of another value is wrong)
-            pads = list(f.attr("padding"))
-            cut = []
-            for d, n in enumerate(st.dims):
-                q = pads[back[d]] if d in back else None
-                if q is not None and (q.low > 0 or q.high > 0 or q.interior > 0):
-                    if q.low < 0 or q.high < 0:
-                        return None
-                    cut.append(A.SliceDim(q.low, n - q.high, q.interior + 1))
-                    pads[back[d]] = type(q)(0, 0, 0)
-                else:
-                    cut.append(A.SliceDim(0, n, 1))
-            if all(c == A.SliceDim(0, n, 1) for c, n in zip(cut, st.dims, strict=True)):
-                return None
-            if any(q.low < 0 or q.high < 0 for q in pads):
-                return None
-            stays = any(q.low or q.high or q.interior for q in pads)
-            multiplier = 2.0 if stays else 1.0
-            plan = ("pad", cut, pads if stays else None)
-        else:
-            bdims = tuple(f.attr("dimensions") or ())
-            where = {d: k for k, d in enumerate(bdims)}
-            sums = [to_d for from_d, to_d in zip(fc, tc, strict=True) if from_d not in where]
-            if not sums:
-                return None
-            keep_from = [d for d in range(sf.rank) if not (d in fwd and d not in where)]
-            new_fc, new_tc = [], []
-            for from_d, to_d in zip(fc, tc, strict=True):
-                if from_d in where:
-                    new_fc.append(keep_from.index(from_d))
-                    new_tc.append(to_d - sum(1 for s in sums if s < to_d))
-            sx = array(value_shape(x))
-            if sx is None:
-                return None
-            small_dims = tuple(sf.dims[d] for d in keep_from)
-            nbd = tuple(keep_from.index(d) for d in bdims)
-            # x itself only when the broadcast left is the identity (XLA compares shapes
-            # only, which would also take a transposing broadcast for one)
-            stays = small_dims != sx.dims or nbd != tuple(range(len(nbd)))
-            multiplier = 2.0 if stays else 1.0
-            plan = ("broadcast", sums, (keep_from, small_dims, bdims, stays))
         # the dims of the new dot, and its flops against the old one's
         nf_shape = self._from_shape(plan, sf, x)
         nt_shape = self._to_shape(plan, st)
@@ -751,10 +706,87 @@ class DotOperatorReorder(Simplification):
         reorder = old / max(new, 1) > multiplier * self.opts.associative_reordering_threshold
         if not reorder and plan[0] != "reverse":
             return None
-        nf, nt = self._build(plan, f, x, to, sf, st, t)
+        nf, nt = self._build(plan, f, x, to, sf, st, shape.element_type)
         attrs = _dot_attrs(op, lhs_contracting_dims=nlc, rhs_contracting_dims=nrc)
         a, b = (nf, nt) if left else (nt, nf)
         return self.new("dot", [a, b], op.shape, attrs, like=op)
+
+    def _plan(self, f: HloOp, sf: ArrayShape, st: ArrayShape, fc, tc):
+        """What moves from `f` (contracting `fc` against the other side's `tc`) to the other
+        side: (plan, the flops multiplier the threshold is scaled by, the new contracting
+        dims of both sides), or None when nothing can move."""
+        if f.OPCODE == "reverse":
+            return self._plan_reverse(f, sf, st, fc, tc)
+        if f.OPCODE == "pad":
+            return self._plan_pad(f, st, fc, tc)
+        return self._plan_broadcast(f, sf, fc, tc)
+
+    def _plan_reverse(self, f: HloOp, sf: ArrayShape, st: ArrayShape, fc, tc):
+        """The reversed contracted dims move as a reverse of the other side (only when `f`'s
+        side has the threshold times the other's elements)."""
+        ratio = sf.num_elements / max(st.num_elements, 1)
+        if ratio < self.opts.associative_reordering_threshold:
+            return None
+        fwd = dict(zip(fc, tc, strict=True))
+        moved = [fwd[d] for d in f.attr("dimensions") if d in fwd]
+        kept = [d for d in f.attr("dimensions") if d not in fwd]
+        if not moved:
+            return None
+        return ("reverse", moved, kept), 1.0, list(fc), list(tc)
+
+    @staticmethod
+    def _plan_pad(f: HloOp, st: ArrayShape, fc, tc):
+        """A zero pad's padding of contracted dims moves as a slice of the other side; the
+        rest stays (twice the threshold then)."""
+        from hlopass.rewriting import is_zero
+
+        if not is_zero(f.operands[1]):
+            return None  # (XLA does not check: dropping padding of another value is wrong)
+        back = dict(zip(tc, fc, strict=True))
+        pads = list(f.attr("padding"))
+        cut = []
+        for d, n in enumerate(st.dims):
+            q = pads[back[d]] if d in back else None
+            if q is not None and (q.low > 0 or q.high > 0 or q.interior > 0):
+                if q.low < 0 or q.high < 0:
+                    return None
+                cut.append(A.SliceDim(q.low, n - q.high, q.interior + 1))
+                pads[back[d]] = type(q)(0, 0, 0)
+            else:
+                cut.append(A.SliceDim(0, n, 1))
+        if all(c == A.SliceDim(0, n, 1) for c, n in zip(cut, st.dims, strict=True)):
+            return None
+        if any(q.low < 0 or q.high < 0 for q in pads):
+            return None
+        stays = any(q.low or q.high or q.interior for q in pads)
+        return ("pad", cut, pads if stays else None), 2.0 if stays else 1.0, list(fc), list(tc)
+
+    @staticmethod
+    def _plan_broadcast(f: HloOp, sf: ArrayShape, fc, tc):
+        """The contracted dims a broadcast adds move as a sum (`reduce`) of the other side;
+        what stays of the broadcast, if anything, is twice the threshold."""
+        fwd = dict(zip(fc, tc, strict=True))
+        bdims = tuple(f.attr("dimensions") or ())
+        where = {d: k for k, d in enumerate(bdims)}
+        sums = [to_d for from_d, to_d in zip(fc, tc, strict=True) if from_d not in where]
+        if not sums:
+            return None
+        keep_from = [d for d in range(sf.rank) if not (d in fwd and d not in where)]
+        new_fc, new_tc = [], []
+        for from_d, to_d in zip(fc, tc, strict=True):
+            if from_d in where:
+                new_fc.append(keep_from.index(from_d))
+                new_tc.append(to_d - sum(1 for s in sums if s < to_d))
+        sx = array(value_shape(f.operands[0]))
+        if sx is None:
+            return None
+        small_dims = tuple(sf.dims[d] for d in keep_from)
+        nbd = tuple(keep_from.index(d) for d in bdims)
+        # x itself only when the broadcast left is the identity (XLA compares shapes
+        # only, which would also take a transposing broadcast for one)
+        stays = small_dims != sx.dims or nbd != tuple(range(len(nbd)))
+        plan = ("broadcast", sums, (keep_from, small_dims, bdims, stays))
+        return plan, 2.0 if stays else 1.0, new_fc, new_tc
 
     @staticmethod
     def _from_shape(plan, sf: ArrayShape, x) -> ArrayShape:
@@ -927,3 +959,23 @@ class ReduceOfDotToDotOfReduces(Simplification):
         nb = self.new("reduce", [b, init], srb, {"dimensions": tuple(rb_), "to_apply": reducer})
         attrs = _dot_attrs(d, lhs_contracting_dims=nlc, rhs_contracting_dims=nrc)
         return self.new("dot", [na.result, nb.result], op.shape, attrs, like=d)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+EMPTY_AND_SCALAR: tuple[type[Simplification], ...] = (
+    DotOfEmpty, DotOfScalars, DotToMultiply, TransposeOfDot, SliceOfDotToDotOfSlices,
+    ReduceOfDotToDotOfReduces,
+)  # fmt: skip
+"""Empty and scalar dots, outer products, and ops of a dot moved onto its operands
+(before `dot_reorder`)."""
+
+REWRITES: tuple[type[Simplification], ...] = (
+    DotStrengthReduction, DotOfTransposes, DotOfBatchTransposes, DotOperatorReorder,
+    DotReorderContractingDims, DotOfConcatenateAndConstant, DotOfDynamicSliceOfConstant,
+    DotRemoveDegenerateDims, MoveDotParamToRhs,
+)  # fmt: skip
+"""Strength reduction, transposes, reordering and degenerate dims (after `dot_reorder`)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*EMPTY_AND_SCALAR, *REWRITES)
+"""This family's rewrites, in the order they fire."""

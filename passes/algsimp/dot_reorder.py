@@ -276,3 +276,7 @@ def _permutation(op, inner, left, inner_shapes, ni_d, ni_shapes, no_d, no_shapes
             return None
         perm.append(j)
     return perm if sorted(perm) == list(range(len(perm))) else None
+
+
+PATTERNS: tuple[type[Simplification], ...] = (AssociativeReorderNestedDot,)
+"""This family's rewrites, in the order they fire."""

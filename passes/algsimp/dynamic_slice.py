@@ -75,10 +75,7 @@ class DynamicSliceOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = is_scalar_broadcast(op.operands[0])
-        if b is None:
-            return None
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 class DynamicUpdateSliceEmptyUpdate(Simplification):
@@ -406,3 +403,23 @@ class ReshapeOfDynamicUpdateSlice(Simplification):
         ru = self.new("reshape", [u], su.with_dims(tuple(new_u)), like=op)
         return self.new("dynamic-update-slice", [ra.result, ru.result, *new_idx], shape,
                         like=dus)  # fmt: skip
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+DYNAMIC_SLICES: tuple[type[Simplification], ...] = (
+    DynamicSliceFull, DynamicUpdateSliceFull, DynamicSliceConstantIndices,
+    DynamicSliceOfScalarBroadcast, DynamicUpdateSliceEmptyUpdate,
+    DynamicUpdateSliceOfBroadcastToPad, DynamicSliceOfIota, DynamicSliceTrivialIndex,
+    DynamicUpdateSliceTrivialIndex, DynamicSliceOfTranspose, DynamicSliceOfBroadcast,
+    DynamicSliceOfDegenerateReshape, DynamicSliceOfScaledIota,
+)  # fmt: skip
+"""Full, constant-index and trivial dynamic slices and updates, of iotas and broadcasts."""
+
+OF_UPDATES: tuple[type[Simplification], ...] = (
+    AddOfDynamicUpdateSliceOfZeros, ReshapeOfDynamicUpdateSlice,
+)  # fmt: skip
+"""Adds and reshapes of dynamic-update-slices (after the add and reshape families)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*DYNAMIC_SLICES, *OF_UPDATES)
+"""This family's rewrites, in the order they fire."""

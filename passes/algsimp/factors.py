@@ -160,3 +160,10 @@ class IotaOfSizeOne(Simplification):
 def only_size_one_changes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     """A reshape from `a` to `b` only inserts or deletes size-1 dims."""
     return [n for n in a if n != 1] == [n for n in b if n != 1]
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    ReshapeOfBroadcastKeepingDims, ReshapeOfIotaToIotas, BroadcastOfDegenerateReshape,
+    BroadcastOfIota, IotaOfSizeOne,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

@@ -496,3 +496,19 @@ class GatherOfPadWithPaddedBatchDims(Simplification):
         g = self.new("gather", [x, i], shape.with_dims(tuple(dims)), attrs, like=op)
         return self.new("pad", [g.result, pad.operands[1]], shape,
                         {"padding": tuple(out_pad)}, like=op)  # fmt: skip
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+GATHERS: tuple[type[Simplification], ...] = (
+    GatherOfEffectiveScalar, ScatterEmptyUpdates, GatherOfEmpty, GatherOfPad,
+    GatherOfReshapeOfPad, GatherOfVerySmallVector, ScatterOfWholeWindowToMap,
+    GatherOfPadWithPaddedBatchDims,
+)  # fmt: skip
+"""Empty, scalar, padded and small gathers; empty and whole-window scatters."""
+
+COMBINING: tuple[type[Simplification], ...] = (AddOfScatters, AddOfScatter, TransposeOfScatter)
+"""Adds of scatters and transposes of a scatter (after the add and transpose families)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*GATHERS, *COMBINING)
+"""This family's rewrites, in the order they fire."""

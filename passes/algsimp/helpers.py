@@ -7,7 +7,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, op_list
@@ -175,17 +175,17 @@ def reducer_opcode(op: HloOp) -> str | None:
     # asked for every reduce a pattern looks at: read the (tiny) block once, no
     # `parameters()` sort or `root` asserts: three instructions and the return
     ops = op_list(comp.block)
-    returned = ops[-1]._operands if len(ops) == 4 else ()  # pyright: ignore[reportPrivateUsage]
+    returned = ops[-1].operands if len(ops) == 4 else ()
     if not returned:
         return None
-    root = owner(tuple.__getitem__(returned, 0))  # (the tuple's own indexing, in C)
+    root = owner(returned[0])
     if root is None or root.OPCODE not in REDUCER_OPCODES:
         return None
     params = [o for o in ops[:-1] if o is not root]
     if any(not is_hlo(p) or p.OPCODE != "parameter" for p in params):
         return None
     # the same values, compared by identity (xDSL hashes values in Python)
-    if {id(v) for v in root._operands} != {id(p.results[0]) for p in params}:  # pyright: ignore[reportPrivateUsage]
+    if {id(v) for v in root.operands} != {id(p.results[0]) for p in params}:
         return None
     shape = array(root.shape)
     return root.OPCODE if shape is not None and shape.rank == 0 else None
@@ -342,17 +342,28 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
     for o in (a, b, add):
         block.add_op(o)
     block.add_op(new_return_op(add.results[0]))
+    name = _fresh_computation_name(ctx, module, f"add_{element_type}")
+    _insert_before_computation_of(new_computation_op(name, block), near)
+    return name
+
+
+def _fresh_computation_name(ctx: Any, module: ModuleOp, base: str) -> str:
+    """A fresh name from `base` that no computation of `module` has."""
     taken = {c.comp_name for c in computations(module)}
-    name = ctx.names.fresh(f"add_{element_type}")
+    name = ctx.names.fresh(base)
     while name in taken:
-        name = ctx.names.fresh(f"add_{element_type}")
-    comp = new_computation_op(name, block)
+        name = ctx.names.fresh(base)
+    return name
+
+
+def _insert_before_computation_of(comp: ComputationOp, near: HloOp) -> None:
+    """Insert the new computation `comp` into the module just before the computation
+    holding `near` (a reducer is declared before its users, as XLA prints them)."""
     host = near.parent_op()
     assert isinstance(host, ComputationOp)
     mblock = host.parent_block()
     assert mblock is not None
     mblock.insert_op_before(comp, host)
-    return name
 
 
 def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
@@ -369,10 +380,7 @@ def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
     if root.OPCODE != "tuple" or len(root.operands) != 1:
         return None
     copy = comp.clone()
-    taken = {c.comp_name for c in computations(module)}
-    name = ctx.names.fresh(f"{comp.comp_name}.clone")
-    while name in taken:
-        name = ctx.names.fresh(f"{comp.comp_name}.clone")
+    name = _fresh_computation_name(ctx, module, f"{comp.comp_name}.clone")
     copy.sym_name = StringAttr(name)
     ret = copy.body.block.last_op
     assert ret is not None
@@ -382,9 +390,5 @@ def untupled_reducer(ctx: Any, op: HloOp) -> str | None:
     Rewriter.erase_op(tup)
     for o in copy.instructions:
         o.inst_name = ctx.names.fresh(o.inst_name)
-    host = op.parent_op()
-    assert isinstance(host, ComputationOp)
-    mblock = host.parent_block()
-    assert mblock is not None
-    mblock.insert_op_before(copy, host)
+    _insert_before_computation_of(copy, op)
     return name

@@ -188,3 +188,19 @@ class ReducePrecisionNoop(Simplification):
 
 _FLOAT_WIDTHS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
 """(exponent bits, explicit mantissa bits) of the float types a reduce-precision takes."""
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+IDENTITY_OPERANDS: tuple[type[Simplification], ...] = (
+    AddZero, SubtractZero, MultiplyOne, DivideOne, AndTrue, OrFalse, AndOrSelf, NegateNegate,
+    NotNot, ReducePrecisionNoop,
+)  # fmt: skip
+"""An operand that is the op's identity element (or the op undone by itself)."""
+
+CONSTANT_TO_RIGHT: tuple[type[Simplification], ...] = (AddConstantToRight, SubtractConstantToAdd)
+"""A constant moved to the right of an add, a subtract of one made an add (after every
+other family's rewrites of add and subtract, which see the operands as written)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*IDENTITY_OPERANDS, *CONSTANT_TO_RIGHT)
+"""This family's rewrites, in the order they fire."""

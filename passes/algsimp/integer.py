@@ -49,6 +49,16 @@ class MultiplyZero(Simplification):
         return None
 
 
+def _unsigned_power_of_two(op: HloOp) -> tuple[ArrayShape, int] | None:
+    """(op's shape, k) for `op(x, 2^k)` over unsigned integers (2^k a splat constant), else
+    None: the divide and remainder of such an x are a shift and a mask."""
+    shape = array(op.shape)
+    if shape is None or not shape.element_type.startswith("u"):
+        return None
+    k = power_of_two_exponent(splat_value(op.operands[1]))
+    return None if k is None else (shape, k)
+
+
 class DivideUnsignedPowerOfTwo(Simplification):
     """`divide(x, 2^k) -> shift-right-logical(x, k)` (unsigned integers)."""
 
@@ -56,13 +66,11 @@ class DivideUnsignedPowerOfTwo(Simplification):
     OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
-        x, c = op.operands
-        shape = array(op.shape)
-        if shape is None or not shape.element_type.startswith("u"):
+        found = _unsigned_power_of_two(op)
+        if found is None:
             return None
-        k = power_of_two_exponent(splat_value(c))
-        if k is None:
-            return None
+        shape, k = found
+        x = op.operands[0]
         return self.new("shift-right-logical", [x, self.const(k, shape).result], shape, like=op)
 
 
@@ -73,14 +81,11 @@ class RemainderUnsignedPowerOfTwo(Simplification):
     OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
-        x, c = op.operands
-        shape = array(op.shape)
-        if shape is None or not shape.element_type.startswith("u"):
+        found = _unsigned_power_of_two(op)
+        if found is None:
             return None
-        v = splat_value(c)
-        k = power_of_two_exponent(v)
-        if k is None:
-            return None
+        shape, k = found
+        x = op.operands[0]
         return self.new("and", [x, self.const((1 << k) - 1, shape).result], shape, like=op)
 
 
@@ -315,3 +320,25 @@ class XorOfIdentical(Simplification):
         if a is None or b is None or a is b or shape is None or not identical(a, b):
             return None
         return self.const(False if shape.element_type == "pred" else 0, shape)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+CANCELLATIONS: tuple[type[Simplification], ...] = (
+    SubtractSelf, MultiplyZero, DivideUnsignedPowerOfTwo, RemainderUnsignedPowerOfTwo, XorSelf,
+    AddOfSubtractCancel, RemainderOfIota, SubtractOfSubtractCancel, SubtractOfAddCancel,
+    AddMinusOperand,
+)  # fmt: skip
+"""Exact integer identities: self-cancellation, zero, unsigned powers of two."""
+
+SIGNED_DIVISION: tuple[type[Simplification], ...] = (
+    DivideSignedPowerOfTwo, RemainderSignedPowerOfTwo, RemainderOfRemainder,
+    RemainderOfIotaPlusDivisor,
+)  # fmt: skip
+"""Signed powers of two and nested remainders (after broadcast sinking)."""
+
+XOR_CONSTANTS: tuple[type[Simplification], ...] = (XorZero, XorOfIdentical)
+"""Xor with zero or with an identical operand (after the broadcast sinking of xor)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*CANCELLATIONS, *SIGNED_DIVISION, *XOR_CONSTANTS)
+"""This family's rewrites, in the order they fire."""

@@ -47,3 +47,7 @@ class MapOfElementwise(Simplification):
             args.append(op.operands[p.attr("number", 0)])
         attrs = {s.name: val for s, val in root.hlo_attrs() if s.name not in _KEPT_ATTRS}
         return self.new(root.OPCODE, args, shape, attrs, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (MapOfElementwise,)
+"""This family's rewrites, in the order they fire."""

@@ -186,3 +186,17 @@ class MaxOfNondecreasing(Simplification):
             return None
         m = self.new("maximum", [a, b], sa, like=op)
         return self.new(lhs.OPCODE, [m.result], op.shape, like=op)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+BOUNDS: tuple[type[Simplification], ...] = (
+    MaxMinSelf, MaxOfLowest, MinOfHighest, MaxMinAbsorb, ClampOfClamp, MinMaxToClamp,
+)  # fmt: skip
+"""Maximum/minimum of itself, of the lowest/highest value, nested clamps."""
+
+KNOWN_RANGES: tuple[type[Simplification], ...] = (ClampOfPartitionId, MaxOfNondecreasing)
+"""Clamps and maxima decided by a known range (after broadcast sinking)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*BOUNDS, *KNOWN_RANGES)
+"""This family's rewrites, in the order they fire."""

@@ -143,3 +143,10 @@ class PadOfBroadcastReorder(Simplification):
                      shape.with_dims(tuple(shape.dims[d] for d in padded)),
                      {"padding": tuple(pads[d] for d in padded)}, like=op)  # fmt: skip
         return self.new("broadcast", [p.result], shape, {"dimensions": tuple(padded)}, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    PadNoop, PadOfEmpty, PadOfScalarBroadcast, PadOfBroadcast, PadTrivialInterior,
+    PadNegativeToSlice, PadOfBroadcastReorder,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

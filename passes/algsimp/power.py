@@ -358,3 +358,35 @@ class LogOfPower(Simplification):
         zero = self.const(0, shape)
         return self.new("select", [is_zero_b.result, zero.result, nonzero.result], shape,
                         like=op)  # fmt: skip
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+ROOTS_AND_EXPONENTS: tuple[type[Simplification], ...] = (
+    DivideBySqrt, ExpMultiplyExp, PowerOfExp, LogOfSqrt, LogOfExp, PowerOne, PowerZero,
+    PowerTwo, PowerMinusOne, PowerHalfToSqrt, ExpOfZero,
+)  # fmt: skip
+"""Exponents, logs, square roots and the small powers."""
+
+DIVIDE_BY_EXP: tuple[type[Simplification], ...] = (ExpDivideExp, DivideByExp, DivideByPower)
+"""Divides by exps and powers (after `reassociation.DIVIDES`)."""
+
+RSQRT: tuple[type[Simplification], ...] = (
+    DivideByRsqrt, RsqrtOfReciprocal, RsqrtOfPowerMinusTwo, LogOfPower, SqrtOfSquare,
+)  # fmt: skip
+"""Reciprocal square roots, log of a power, sqrt of a square (after broadcast sinking)."""
+
+CUBE: tuple[type[Simplification], ...] = (PowerThree,)
+"""`pow(x, 3)` (after the broadcast sinking of a scalar exponent)."""
+
+ROOT_PRODUCTS: tuple[type[Simplification], ...] = (MultiplySqrtSelf, MultiplyRsqrtSelf)
+"""`sqrt(x) * sqrt(x)`, `rsqrt(x) * rsqrt(x)` (after every other multiply rewrite)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    *ROOTS_AND_EXPONENTS,
+    *DIVIDE_BY_EXP,
+    *RSQRT,
+    *CUBE,
+    *ROOT_PRODUCTS,
+)
+"""This family's rewrites, in the order they fire."""

@@ -438,3 +438,31 @@ class MultiplyOfBroadcastScalarChain(Simplification):
         if pair is None or not pair[2]:
             return None
         return self.new("multiply", [a, _merged(self, "multiply", pair, op)], op.shape, like=op)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+ADD: tuple[type[Simplification], ...] = (
+    AddConstantReassociation, AddConstantChain, SubtractConstantChain,
+    AddFactorCommonMultiplicand,
+)  # fmt: skip
+"""Constant merging and factoring of adds (before `integer`'s add cancellations)."""
+
+MULTIPLY: tuple[type[Simplification], ...] = (
+    MultiplyNegNeg, MultiplyConstantReassociation, DivideByConstant,
+)  # fmt: skip
+"""Negations and constants of multiplies, and a divide by a constant made a multiply
+(after `integer.MultiplyZero` and the power-of-two divides)."""
+
+DIVIDES: tuple[type[Simplification], ...] = (DivideOfDivides, DivideOfDivide, DivideByDivide)
+"""Divides of divides (after `power.DivideBySqrt`, before the other divides of exps)."""
+
+CONSTANT_ARRAYS: tuple[type[Simplification], ...] = (
+    DivideByConstantArray, MultiplyOfConstantProducts, MultiplyByBroadcastOfScalarProduct,
+    MultiplyOfBroadcastScalarChain, DivideByBroadcast,
+)  # fmt: skip
+"""Constant arrays and broadcasts of scalars gathered (after broadcast sinking and the
+later power and integer rewrites of multiply and divide)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*ADD, *MULTIPLY, *DIVIDES, *CONSTANT_ARRAYS)
+"""This family's rewrites, in the order they fire."""

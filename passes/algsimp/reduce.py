@@ -7,7 +7,7 @@ from typing import Any
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
-from hlopass.ir.shape import TupleShape, is_float
+from hlopass.ir.shape import ArrayShape, TupleShape, is_float
 from hlopass.ir.shape import array as shape_array
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.factors import unmodified_dims
@@ -32,6 +32,21 @@ from hlopass.rewriting import (
     owner,
     value_shape,
 )
+
+
+def _reduce_of(op: HloOp, opcode: str) -> tuple[HloOp, str | None, ArrayShape] | None:
+    """(the `opcode` instruction a one-input reduce reads, its reducer's opcode or None,
+    the result's shape) when the result is an array, else None. The operand is checked
+    before the reducer is read: most reduces read no such operand."""
+    if len(op.operands) != 2:
+        return None
+    inner = src(op.operands[0], opcode)
+    if inner is None:
+        return None
+    shape = array(op.shape)
+    if shape is None:
+        return None
+    return inner, reducer_opcode(op), shape
 
 
 class ReduceTrivial(Simplification):
@@ -130,14 +145,11 @@ class ReduceOfConcatenate(Simplification):
     OPERAND_FROM = frozenset({"concatenate"})
 
     def rewrite(self, op: HloOp):
-        if len(op.operands) != 2:
+        found = _reduce_of(op, "concatenate")
+        if found is None:
             return None
-        cat = src(op.operands[0], "concatenate")
-        if cat is None:  # the cheap guard first
-            return None
-        kind = reducer_opcode(op)
-        shape = array(op.shape)
-        if kind is None or shape is None or len(cat.operands) < 2:
+        cat, kind, shape = found
+        if kind is None or len(cat.operands) < 2:
             return None
         dims = tuple(op.attr("dimensions") or ())
         float_sum = kind in ("add", "multiply") and is_float(shape.element_type)
@@ -169,14 +181,11 @@ class ReduceOfBroadcastIdempotent(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        if len(op.operands) != 2:
+        found = _reduce_of(op, "broadcast")
+        if found is None:
             return None
-        b = src(op.operands[0], "broadcast")
-        if b is None:  # the cheap guard first
-            return None
-        kind = reducer_opcode(op)
-        shape = array(op.shape)
-        if kind not in _IDEMPOTENT or shape is None:
+        b, kind, shape = found
+        if kind not in _IDEMPOTENT:
             return None
         x = b.operands[0]
         sx, sb = array(value_shape(x)), array(value_shape(op.operands[0]))
@@ -376,8 +385,11 @@ class ReduceOfBroadcastCommute(Simplification):
     LAYOUT_CHANGING = True
 
     def rewrite(self, op: HloOp):
-        b, shape = src(op.operands[0], "broadcast"), array(op.shape)
-        if b is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) is None:
+        found = _reduce_of(op, "broadcast")
+        if found is None:
+            return None
+        b, kind, shape = found
+        if kind is None:
             return None
         if float_sum_reducer(op) and not self.opts.floats_are_real:
             return None
@@ -410,8 +422,11 @@ class ReduceAddOfBroadcast(Simplification):
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
-        b, shape = src(op.operands[0], "broadcast"), array(op.shape)
-        if b is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) != "add":
+        found = _reduce_of(op, "broadcast")
+        if found is None:
+            return None
+        b, kind, shape = found
+        if kind != "add":
             return None
         if self.opts.is_layout_sensitive:
             return None  # (as XLA: it does not run this with fixed layouts)
@@ -445,8 +460,11 @@ class ReduceOfNegate(Simplification):
     FLOAT_UNSAFE = True
 
     def rewrite(self, op: HloOp):
-        n, shape = src(op.operands[0], "negate"), array(op.shape)
-        if n is None or shape is None or len(op.operands) != 2 or reducer_opcode(op) != "add":
+        found = _reduce_of(op, "negate")
+        if found is None:
+            return None
+        n, kind, shape = found
+        if kind != "add":
             return None
         if self.opts.is_layout_sensitive:
             return None  # (as XLA: it does not run this with fixed layouts)
@@ -581,3 +599,12 @@ class ReduceOfReshapeOfKeptDims(Simplification):
         red = self.new("reduce", [x, op.operands[1]], small,
                        {"dimensions": new_dims, "to_apply": op.attr("to_apply")}, like=op)  # fmt: skip
         return self.new("reshape", [red.result], shape, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    ReduceTrivial, ReduceOfEmpty, ReduceOfScalarBroadcast, ReduceOfConcatenate,
+    ReduceOfBroadcastIdempotent, ReduceOfBatchDot, ReduceArgMinMaxOfConstantBroadcast,
+    ReduceVariadicSingle, ReduceOfBroadcastCommute, ReduceAddOfBroadcast, ReduceOfNegate,
+    ReduceMaxOfArgMaxOperand, ReduceOfReduce, ReduceOfReshapeOfKeptDims,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

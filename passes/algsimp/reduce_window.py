@@ -478,3 +478,11 @@ class ReduceWindowEffectiveBroadcast(Simplification):
         if len(kept) != sx.rank:
             inner = self.new("reshape", [x], sx.with_dims(tuple(sx.dims[d] for d in kept))).result
         return self.new("broadcast", [inner], shape, {"dimensions": tuple(kept)}, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    ReduceWindowTrivial, ReduceWindowOfPad, ReduceWindowOfEmpty, ReduceWindowOfScalar,
+    ReduceWindowCumSumOfBroadcast, ReduceWindowToReduce, ReduceWindowVariadicSingle,
+    ReduceWindowTrivialPadded, ReduceWindowOfConvertedPad, ReduceWindowEffectiveBroadcast,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

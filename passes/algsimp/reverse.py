@@ -126,3 +126,10 @@ class ReverseOfDegenerateReshape(Simplification):
         if dims:
             v = self.new("reverse", [x], sx, {"dimensions": tuple(sorted(dims))}, like=op).result  # type: ignore[arg-type]
         return self.new("reshape", [v], op.shape, like=r)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    ReverseOfReverse, ReverseDegenerate, ReverseOfScalarBroadcast,
+    ReverseOfElementwiseWithConstant, ReverseOfDegenerateReshape,
+)  # fmt: skip
+"""This family's rewrites, in the order they fire."""

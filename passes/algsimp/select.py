@@ -224,3 +224,25 @@ class SelectOfDynamicUpdateSlice(Simplification):
             sel = self.new("select", [pred, *branches], sx, like=op)
             return self.new("dynamic-update-slice", [xs, sel.result, *idx], op.shape, like=op)
         return None
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+PREDICATES: tuple[type[Simplification], ...] = (
+    SelectSameBranches, SelectConstantPredicate, SelectOfNot, SelectBooleans, SelectToOrAnd,
+    SelectNestedSamePredicate, SelectOfCompareToMinMax, SelectOfPredCompare,
+)  # fmt: skip
+"""Selects decided or simplified by their predicate or branches."""
+
+OF_DYNAMIC_UPDATE_SLICE: tuple[type[Simplification], ...] = (SelectOfDynamicUpdateSlice,)
+"""A select of a dynamic-update-slice (after the broadcast sinking of select)."""
+
+MULTIPLY_OF_PRED: tuple[type[Simplification], ...] = (MultiplyOfConvertedPred,)
+"""A multiply by a converted pred made a select (after every other multiply rewrite)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (
+    *PREDICATES,
+    *OF_DYNAMIC_UPDATE_SLICE,
+    *MULTIPLY_OF_PRED,
+)
+"""This family's rewrites, in the order they fire."""

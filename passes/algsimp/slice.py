@@ -10,7 +10,6 @@ from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     array,
     float_sum_reducer,
-    is_scalar_broadcast,
     reducer_opcode,
     single_use,
     src,
@@ -73,10 +72,7 @@ class SliceOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = is_scalar_broadcast(op.operands[0])
-        if b is None:
-            return None
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 class SliceOfConcatenate(Simplification):
@@ -365,3 +361,19 @@ class SliceOfReshape(Simplification):
         new = tuple(A.SliceDim(lo, hi, 1) for lo, hi in zip(starts, limits, strict=True))
         s = self.new("slice", [x], sx.with_dims(dims), {"slice": new}, like=op)
         return self.new("reshape", [s.result], shape, like=op)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+SLICES: tuple[type[Simplification], ...] = (
+    SliceNoop, SliceOfSlice, SliceOfScalarBroadcast, SliceOfConcatenate, SliceOfPad,
+    SliceOfReverse, SliceOfBroadcast, SliceRedundantStride, SliceOfReduceWindow,
+    SliceOfPadPaddingOnly, SliceUndoesPad, SliceOfReshape,
+)  # fmt: skip
+"""Slices of slices, broadcasts, pads, concatenates, reverses, reshapes."""
+
+OF_CONCATENATE_OPERANDS: tuple[type[Simplification], ...] = (SliceOfConcatenateOperands,)
+"""A slice inside one concatenate operand (after `dot.SliceOfDotToDotOfSlices`)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*SLICES, *OF_CONCATENATE_OPERANDS)
+"""This family's rewrites, in the order they fire."""

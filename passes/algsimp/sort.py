@@ -24,3 +24,7 @@ class SortOfOneElementRows(Simplification):
         if len(op.operands) == 1:
             return op.operands[0]
         return self.new("tuple", list(op.operands), op.shape, like=op)
+
+
+PATTERNS: tuple[type[Simplification], ...] = (SortOfOneElementRows,)
+"""This family's rewrites, in the order they fire."""

@@ -51,14 +51,9 @@ class ReshapeOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = src(op.operands[0], "broadcast")
-        if b is None or array(value_shape(b.operands[0])) is None:
-            return None
-        if value_shape(b.operands[0]).rank != 0:  # type: ignore[attr-defined]
-            return None
         if getattr(op.shape, "num_elements", 1) == 0:
             return None  # (XLA: a reshape to no elements becomes an empty constant first)
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 class TransposeIdentity(Simplification):
@@ -140,10 +135,7 @@ class TransposeOfScalarBroadcast(Simplification):
     OPERAND_FROM = frozenset({"broadcast"})
 
     def rewrite(self, op: HloOp):
-        b = src(op.operands[0], "broadcast")
-        if b is None or getattr(value_shape(b.operands[0]), "rank", None) != 0:
-            return None
-        return self.new("broadcast", [b.operands[0]], op.shape, {"dimensions": ()}, like=op)
+        return self.rebroadcast_scalar(op)
 
 
 def _bitcast_permutation(src_shape: ArrayShape, dst: ArrayShape) -> tuple[int, ...] | None:
@@ -434,3 +426,28 @@ class DepthToSpaceAsConcatenate(Simplification):
         cat = self.new("concatenate", slices, sx.with_dims(tuple(pdims)),
                        {"dimensions": (td,)})  # fmt: skip
         return self.new("reshape", [cat.result], op.shape, like=op)
+
+
+# The family's rewrites in groups, each in the order its rewrites fire: `algsimp.PATTERNS`
+# runs each group where it falls among the other families' rewrites of the same opcodes.
+NO_OPS: tuple[type[Simplification], ...] = (
+    ReshapeNoop, ReshapeOfReshape, ReshapeOfScalarBroadcast, TransposeIdentity,
+    TransposeOfTranspose, TransposeIsReshape,
+)  # fmt: skip
+"""No-op and nested reshapes and transposes, a transpose that is a reshape."""
+
+OF_PRODUCERS: tuple[type[Simplification], ...] = (
+    ReshapeOfIota, TransposeReshapeChainIdentity, ReshapeOfRng, TransposeOfScalarBroadcast,
+    TransposeOfBroadcast,
+)  # fmt: skip
+"""Reshapes and transposes of iotas, rngs, broadcasts and each other (after
+`dot.TransposeOfDot` and `bitcast.MoveToBitcast`)."""
+
+RESTRUCTURE: tuple[type[Simplification], ...] = (DepthToSpaceAsConcatenate, ReshapeToEmpty)
+"""Depth-to-space and empty reshapes (after `factors`' reshapes and the bitcast chains)."""
+
+HOIST: tuple[type[Simplification], ...] = (HoistTransposeOfReshape,)
+"""A transpose hoisted out of reshapes (after `dynamic_slice.ReshapeOfDynamicUpdateSlice`)."""
+
+PATTERNS: tuple[type[Simplification], ...] = (*NO_OPS, *OF_PRODUCERS, *RESTRUCTURE, *HOIST)
+"""This family's rewrites, in the order they fire."""

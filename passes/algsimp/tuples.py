@@ -19,3 +19,7 @@ class GetTupleElementOfTuple(Simplification):
         if t is None:
             return None
         return t.operands[op.attr("index")]
+
+
+PATTERNS: tuple[type[Simplification], ...] = (GetTupleElementOfTuple,)
+"""This family's rewrites, in the order they fire."""
