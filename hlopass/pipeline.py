@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
+from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
@@ -409,16 +410,16 @@ def run_pipeline_from_cli(module: ModuleOp, args: Namespace, runner: Runner | No
     runner.run(parse_pass_pipeline(args.passes), module)
 
 
-def run_pass(module: ModuleOp, what: str | HloModulePass, **options: Any) -> bool:
+def run_pass(module: ModuleOp, what: str | ModulePass, **options: Any) -> bool:
     """Run one pass (a pipeline string such as `"algsimp{float-unsafe=true}"`, or a pass
     object, an xDSL `ModulePass` included) on `module` in place; True when it changed.
     No xDSL `Context` needed; `options` are `Runner`'s (`verify_each=True`, ...)."""
     if isinstance(what, str):
         return run_pipeline(module, what, **options)
-    from hlopass.plugins import as_hlo_pass
+    if not isinstance(what, HloModulePass):  # a plain xDSL pass: the same options, change
+        from hlopass.plugins import as_hlo_pass  # reported by text
 
-    cls = as_hlo_pass(type(what))
-    if cls is not type(what):  # a plain xDSL pass: the same options, change reported by text
+        cls = as_hlo_pass(type(what))
         fields = dataclasses.fields(what) if dataclasses.is_dataclass(what) else ()
         what = cls(**{f.name: getattr(what, f.name) for f in fields})
     return Runner(**options).run([what], module)

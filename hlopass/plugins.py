@@ -29,13 +29,16 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from hlopass.driver.crash import crash_site, describe, format_traceback, traceback_wanted
+
+if TYPE_CHECKING:  # (imported where used: hlopass.rewriting imports the pass machinery)
+    from hlopass.rewriting import HloModulePass
 from hlopass.errors import HloError
 
 ENTRY_POINT_GROUP = "hlopass.passes"
@@ -48,7 +51,9 @@ class PluginError(HloError):
 P = TypeVar("P", bound=type[ModulePass])
 
 
-def register_pass(cls: P | None = None, *, name: str | None = None, replace: bool = False) -> Any:
+def register_pass(
+    cls: type[ModulePass] | None = None, *, name: str | None = None, replace: bool = False
+) -> Any:
     """Make the pass class `cls` known by `name` (default: `cls.name`).
 
     Usable as a call (`register_pass(MyPass)`) or a decorator (`@register_pass`,
@@ -103,7 +108,7 @@ def _loaded(loader: Callable[[], type]) -> type | None:
 # --- plain xDSL passes keep XLA's `run -> changed` contract ----------------------------------
 
 
-def as_hlo_pass(cls: type[ModulePass]) -> type[ModulePass]:
+def as_hlo_pass(cls: type[ModulePass]) -> type[HloModulePass]:
     """`cls` itself for an `HloModulePass`; else a subclass whose `run` reports change."""
     from hlopass.rewriting import HloModulePass
 
@@ -113,12 +118,16 @@ def as_hlo_pass(cls: type[ModulePass]) -> type[ModulePass]:
     if wrapped is None:
         body = {"__doc__": cls.__doc__, "__module__": cls.__module__, "run": _run_by_text,
                 "xdsl_class": cls}  # fmt: skip
-        wrapped = dataclass(frozen=True)(type(cls.__name__, (cls, HloModulePass), body))
+        # Plain types to pyright: statically `cls` may be ModulePass itself, which cannot
+        # precede its own subclass HloModulePass; at run time it is a strict subclass.
+        bases = cast("tuple[type, ...]", (cls, HloModulePass))
+        cls_type = type(cls.__name__, bases, body)
+        wrapped = cast("type[HloModulePass]", dataclass(frozen=True)(cls_type))
         _XDSL_WRAPPERS[cls] = wrapped
     return wrapped
 
 
-_XDSL_WRAPPERS: dict[type, type] = {}
+_XDSL_WRAPPERS: dict[type, type[HloModulePass]] = {}
 
 
 def _run_by_text(self: Any, ctx: Context, module: ModuleOp, trace: Any = None) -> bool:

@@ -53,6 +53,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from xdsl.ir import Operation
 
 from hlopass.checking.error_bound_collectives import (
     COLLECTIVES,
@@ -228,53 +229,13 @@ class _Analysis:
                 raise NoBound(f"no error rule for custom-call {op.inst_name}")
             return _sorted_errors(op, [_errors(o) for o in operands], v)
         u = unit_roundoff(np.asarray(v).dtype) if not isinstance(v, tuple) else 0.0
-        av = _f64(v) if not isinstance(v, tuple) else None
+        if not isinstance(v, tuple) and not any(isinstance(o, tuple) for o in operands):
+            # one array from arrays: the elementwise rules, on errors and values that all exist
+            es, xs = [o.e for o in operands], [_f64(x) for x in vals]
+            e = _elementwise_error(op, es, xs, _f64(v), u, v)
+            if e is not None:
+                return e
         errs = [o.e if isinstance(o, _Val) else None for o in operands]
-        xs = [_f64(x) if not isinstance(x, tuple) else None for x in vals]
-        if opcode in ("add", "subtract"):
-            d = errs[0] + errs[1]
-            # FMA: XLA may fuse `a*b + c` into one rounding, dropping the product's rounding
-            fma = sum(u * np.abs(x) for x, o in zip(xs, op.operands, strict=True)
-                      if _is_product(o))  # fmt: skip
-            # with an FMA the two sides round different exact sums: one ulp apart more
-            return d + fma + _rounding(d + fma, u, av)
-        if opcode == "multiply":
-            a, b = np.abs(xs[0]), np.abs(xs[1])
-            d = b * errs[0] + a * errs[1] + errs[0] * errs[1]
-            return d + _rounding(d, u, av)
-        if opcode == "divide":
-            d = (errs[0] + np.abs(av) * errs[1]) / np.abs(xs[1])
-            return d + _rounding(d, u, av)
-        if opcode in ("maximum", "minimum"):
-            return np.maximum(errs[0], errs[1])
-        if opcode == "clamp":
-            return np.maximum(np.maximum(errs[0], errs[1]), errs[2])
-        if opcode in _EXACT_FN:
-            return errs[0] if opcode in ("negate", "abs") else np.zeros(np.shape(v))
-        if opcode == "remainder":
-            d = errs[0] + np.abs(np.trunc(xs[0] / xs[1])) * errs[1]
-            return d + _rounding(d, u, av)
-        if opcode == "power":
-            a, b = xs
-            d = np.abs(b * av / a) * errs[0] + np.abs(av * np.log(np.abs(a))) * errs[1]
-            return d + 2 * K_FN * u * np.abs(av)
-        if opcode == "atan2":  # atan2(y, x): d/dy = x / r^2, d/dx = -y / r^2
-            y, x = xs
-            r2 = x * x + y * y
-            dy = np.abs(x) / r2 * (errs[0] + 2 * K_FN * u * np.abs(y))
-            dx = np.abs(y) / r2 * (errs[1] + 2 * K_FN * u * np.abs(x))
-            return dy + dx + 2 * K_FN * u * np.abs(av)
-        if opcode == "complex":  # |D| of re + i im is at most D(re) + D(im)
-            return errs[0] + errs[1]
-        if opcode == "fft":
-            return _fft_error(op, xs[0], errs[0], v, u)
-        if opcode in _DERIVATIVE:
-            # each side may evaluate f with K_FN ulps of error in its argument and result
-            deriv = _DERIVATIVE[opcode](xs[0], av)
-            return deriv * (errs[0] + 2 * K_FN * u * np.abs(xs[0])) + 2 * K_FN * u * np.abs(av)
-        if opcode == "convert":
-            d = errs[0] if errs[0] is not None else np.zeros(np.shape(v))
-            return d + _rounding(d, u, av)
         if opcode in ("dot", "convolution"):
             return self._sum_of_products(op, vals, errs, u)
         if opcode in ("reduce", "reduce-window"):
@@ -345,6 +306,8 @@ class _Analysis:
         kinds = []
         for i, value in enumerate(root.operands):
             f = value.owner
+            if not isinstance(f, Operation):  # a parameter of the combiner's block
+                return None
             opcode = getattr(f, "opcode", None)
             if opcode not in ("add", "multiply", "maximum", "minimum"):
                 return None
@@ -439,6 +402,59 @@ def _single_reduce(kind: str, op: HloOp, x: Any, init: Any, ex: Any, einit: Any,
     return np.sum(ex, axis=dims) + einit + 2 * gamma * magnitude
 
 
+def _elementwise_error(
+    op: HloOp, errs: list[np.ndarray], xs: list[np.ndarray], av: np.ndarray, u: float, v: Any
+) -> np.ndarray | None:
+    """The bound of an elementwise op's array result (module docstring), or None where the
+    opcode has no elementwise rule."""
+    opcode = op.opcode
+    if opcode in ("add", "subtract"):
+        d = errs[0] + errs[1]
+        # FMA: XLA may fuse `a*b + c` into one rounding, dropping the product's rounding
+        fma = sum(u * np.abs(x) for x, o in zip(xs, op.operands, strict=True)
+                  if _is_product(o))  # fmt: skip
+        # with an FMA the two sides round different exact sums: one ulp apart more
+        return d + fma + _rounding(d + fma, u, av)
+    if opcode == "multiply":
+        a, b = np.abs(xs[0]), np.abs(xs[1])
+        d = b * errs[0] + a * errs[1] + errs[0] * errs[1]
+        return d + _rounding(d, u, av)
+    if opcode == "divide":
+        d = (errs[0] + np.abs(av) * errs[1]) / np.abs(xs[1])
+        return d + _rounding(d, u, av)
+    if opcode in ("maximum", "minimum"):
+        return np.maximum(errs[0], errs[1])
+    if opcode == "clamp":
+        return np.maximum(np.maximum(errs[0], errs[1]), errs[2])
+    if opcode in _EXACT_FN:
+        return errs[0] if opcode in ("negate", "abs") else np.zeros(np.shape(v))
+    if opcode == "remainder":
+        d = errs[0] + np.abs(np.trunc(xs[0] / xs[1])) * errs[1]
+        return d + _rounding(d, u, av)
+    if opcode == "power":
+        a, b = xs
+        d = np.abs(b * av / a) * errs[0] + np.abs(av * np.log(np.abs(a))) * errs[1]
+        return d + 2 * K_FN * u * np.abs(av)
+    if opcode == "atan2":  # atan2(y, x): d/dy = x / r^2, d/dx = -y / r^2
+        y, x = xs
+        r2 = x * x + y * y
+        dy = np.abs(x) / r2 * (errs[0] + 2 * K_FN * u * np.abs(y))
+        dx = np.abs(y) / r2 * (errs[1] + 2 * K_FN * u * np.abs(x))
+        return dy + dx + 2 * K_FN * u * np.abs(av)
+    if opcode == "complex":  # |D| of re + i im is at most D(re) + D(im)
+        return errs[0] + errs[1]
+    if opcode == "fft":
+        return _fft_error(op, xs[0], errs[0], v, u)
+    if opcode in _DERIVATIVE:
+        # each side may evaluate f with K_FN ulps of error in its argument and result
+        deriv = _DERIVATIVE[opcode](xs[0], av)
+        return deriv * (errs[0] + 2 * K_FN * u * np.abs(xs[0])) + 2 * K_FN * u * np.abs(av)
+    if opcode == "convert":
+        d = errs[0] if errs[0] is not None else np.zeros(np.shape(v))
+        return d + _rounding(d, u, av)
+    return None
+
+
 def _fft_error(op: HloOp, x: np.ndarray, dx: np.ndarray, v: Any, u: float) -> np.ndarray:
     """An FFT of length N (over the last axes) computes each output through log2 N stages
     of complex multiply-adds on partial sums no larger than sum|x|: each side is within
@@ -481,7 +497,7 @@ def _is_product(value: Any) -> bool:
     """A multiply's result, maybe through ops that only move data: XLA fuses across them and
     may contract the multiply with the add that consumes it."""
     owner = getattr(value, "owner", None)
-    while getattr(owner, "opcode", None) in _SHAPE_ONLY:
+    while owner is not None and getattr(owner, "opcode", None) in _SHAPE_ONLY:
         owner = getattr(owner.operands[0], "owner", None)
     return getattr(owner, "opcode", None) == "multiply"
 

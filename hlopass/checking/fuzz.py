@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hlopass.dialects.opcodes import OPCODES
@@ -63,7 +63,12 @@ def _tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
-def _replace_match(text: str, pattern: re.Pattern[str], rng: random.Random, choices) -> str | None:
+def _replace_match(
+    text: str,
+    pattern: re.Pattern[str],
+    rng: random.Random,
+    choices: Callable[[str], str] | Sequence[str],
+) -> str | None:
     found = list(pattern.finditer(text))
     if not found:
         return None
@@ -127,7 +132,7 @@ def _apply(kind: str, text: str, rng: random.Random) -> str | None:
     return None
 
 
-def _layout_variant(rng: random.Random):
+def _layout_variant(rng: random.Random) -> Callable[[str], str]:
     def variant(layout: str) -> str:
         body = layout[1:-1]
         dims = [d for d in body.split(":")[0].split(",") if d]

@@ -36,6 +36,8 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
+from io import RawIOBase
+from typing import BinaryIO
 
 from hlopass.errors import HloError
 
@@ -91,13 +93,13 @@ def _write_stdout(data: Data) -> None:
     buffer.flush()
 
 
-def _write_all(stream: object, data: bytes) -> None:
+def _write_all(stream: BinaryIO | RawIOBase, data: bytes) -> None:
     """Write all of `data`. Under PYTHONUNBUFFERED (or `python -u`) `sys.stdout.buffer` is the
     raw file, whose `write` may take only part of a large chunk (a pipe whose reader left, a
     signal); text-mode `print` drops the rest without a word."""
     view = memoryview(data)
     while view:
-        n = stream.write(view)  # type: ignore[attr-defined]
+        n = stream.write(view)
         if n is None:  # a non-blocking descriptor that is full
             import select
 

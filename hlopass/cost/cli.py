@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from hlopass.commands.clirun import OneLineArgumentParser, guard, whole_number
 from hlopass.cost.devices import DEVICES, device_name
+
+if TYPE_CHECKING:  # the command imports the cost model only once it runs
+    from xdsl.dialects.builtin import ModuleOp
+
+    from hlopass.cost.model import Estimate
 
 
 def device_arg(name: str) -> str:
@@ -33,9 +39,9 @@ def _topology(text: str) -> str:
 DEVICE_HELP = f"GPU to model: {', '.join(DEVICES)} (or an alias: h100, a100; default h100_sxm)"
 
 
-def _estimate_file(path: str, device: str, with_module: bool = False, topology: str = "auto"):
-    """The estimate of one HLO file (HLO text or xDSL IR), with the module when asked; an
-    `HloError` naming the file when it cannot be read, parsed or priced."""
+def _estimate_file(path: str, device: str, topology: str = "auto") -> tuple[ModuleOp, Estimate]:
+    """The module of one HLO file (HLO text or xDSL IR) and its estimate; an `HloError`
+    naming the file when it cannot be read, parsed or priced."""
     import hlopass.cost
     from hlopass.commands.cli import parse_input, read_input
     from hlopass.commands.clirun import error_line
@@ -45,7 +51,7 @@ def _estimate_file(path: str, device: str, with_module: bool = False, topology: 
     module = parse_input(read_input(path), name)
     try:
         est = hlopass.cost.estimate(module, device, topology)
-        return (module, est) if with_module else est
+        return module, est
     except HloError as e:
         raise HloError(error_line(e, name)) from None
 
@@ -73,8 +79,7 @@ def cost_main(argv: list[str] | None = None) -> int:
 def _cost(args: argparse.Namespace) -> int:
     from hlopass.cost import xla_cost
 
-    module, est = _estimate_file(args.file, args.device, with_module=True,
-                                 topology=args.topology)  # fmt: skip
+    module, est = _estimate_file(args.file, args.device, topology=args.topology)
     kernels = est.sorted(args.sort) if args.sort else list(est.kernels)
     if args.top is not None:
         kernels = kernels[: max(args.top, 0)]
@@ -114,7 +119,7 @@ def rank_main(argv: list[str] | None = None) -> int:
 def _rank(args: argparse.Namespace) -> int:
     results = []
     for f in args.files:
-        results.append((f, _estimate_file(f, args.device).time_us))
+        results.append((f, _estimate_file(f, args.device)[1].time_us))
     results.sort(key=lambda r: r[1])
     if args.json:
         print(json.dumps({"device": args.device,

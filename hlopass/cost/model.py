@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import hlopass.cost.gemm as gemm
 from hlopass.cost.collectives import price_row as price_collective
@@ -52,8 +52,10 @@ from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.cost.gpu_flops import FlopCounter
 from hlopass.cost.kernel_analysis import Read, analyze
 from hlopass.cost.layouts import conv_transpose_bytes, op_reshape_is_bitcast
+from hlopass.cost.topology import Topology
 from hlopass.cost.work import DEFAULT_ALU, GEMM_TILE, OPCODE_WORK, gemm_tiles
 from hlopass.ir.attrs import backend_config as _backend_config
+from hlopass.ir.shape import ArrayShape
 from hlopass.kernel_structure.shapes import (
     elements,
     first_array,
@@ -239,7 +241,7 @@ class KernelAnalyzer:
         self.comps = comps
         self.inner_cache: dict[str, KernelWork] = {}
         self.counter = FlopCounter(comps)
-        self.topology = None  # a topology.Topology: collectives priced on its links
+        self.topology: Topology | None = None  # collectives priced on its links
 
     def inner_work(self, ops: list[Any], w: KernelWork, scale: float = 1.0) -> None:
         """Flops and ALU work of instructions executed inside one kernel: an opcode's own
@@ -341,7 +343,7 @@ def kernel_work(op: Any, comps: dict[str, Any], analyzer: KernelAnalyzer | None 
     """Work of the kernel one instruction launches (fusion, custom-call or plain op), with
     the launch grid XLA would use on `dev` (default H100 SXM)."""
     an = analyzer or KernelAnalyzer(comps)
-    opc = op.opcode
+    opc: str = op.opcode
     if opc == "fusion":
         comp = comps[op.attr("calls")]
         instrs = list(comp.instructions)
@@ -381,18 +383,20 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
         prec = str(g.get("precision_config", {}).get("operand_precision", "")).lower()
         w.tensor_precision = "highest" if "highest" in prec else "default"
         if sh and out0 is not None:
-            width = math.prod(sh[0].dims[d] for d in contracting) if contracting else 1
+            lhs = cast(ArrayShape, sh[0])  # a cuBLAS call multiplies arrays
+            width = math.prod(lhs.dims[d] for d in contracting) if contracting else 1
             w.tensor_flops = w.flops = 2.0 * out0.num_elements * width
-            w.tensor_dtype = sh[0].element_type
+            w.tensor_dtype = lhs.element_type
             w.gemm_tiles = gemm_tiles(out0, 0)
             w.gemm_shape = gemm.dims(out0, width)
         w.bytes_written = shape_size(out0) if out0 is not None else 0
     elif "cudnn" in target and "conv" in target.lower():
         w.kind = "conv"
         if len(sh) >= 2 and out0 is not None and op.attr("dim_labels") is not None:
-            f = conv_flops(op, sh[0], sh[1], out0)
+            lhs, rhs = cast("list[ArrayShape]", sh)[:2]  # a cuDNN convolution of arrays
+            f = conv_flops(op, lhs, rhs, out0)
             w.tensor_flops = w.flops = float(f)
-            w.tensor_dtype = sh[0].element_type
+            w.tensor_dtype = lhs.element_type
             w.gemm_tiles = math.ceil(out0.num_elements / GEMM_TILE**2)
         w.bytes_written = shape_size(out0) if out0 is not None else 0
     else:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hlopass.cost.counts import (
     Work,
@@ -51,6 +51,7 @@ from hlopass.cost.gemm import dims as gemm_dims
 from hlopass.ir.shape import ArrayShape, Shape, TupleShape
 from hlopass.kernel_structure.emitter import WARP
 from hlopass.kernel_structure.shapes import (
+    array_operand_shapes,
     elements,
     elements_recursive,
     first_array,
@@ -159,10 +160,11 @@ def _ragged_dot_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int
         return _dot_hlo(a, op, w, shapes, out_size)
     # XLA HandleRaggedDot: the result with dimension i deleted for each i <
     # len(rhs_group_dims) (the leading dims, whichever the group dims are)
-    dims = list(first_array(op.shape).dims)
+    dims = list(cast(ArrayShape, first_array(op.shape)).dims)  # a ragged dot gives an array
     for i in range(len(op.attr("rhs_group_dims"))):
         del dims[i]
-    width = math.prod(shapes[0].dims[d] for d in op.attr("lhs_contracting_dims") or ())
+    lhs = cast(ArrayShape, shapes[0])  # dot operands are arrays (verifier)
+    width = math.prod(lhs.dims[d] for d in op.attr("lhs_contracting_dims") or ())
     w.flops = 2 * math.prod(dims) * width
     return w
 
@@ -173,19 +175,20 @@ def _dot_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
 
 
 def _dot_tensor(op: Any) -> float:
-    sh = operand_shapes(op)
+    sh = array_operand_shapes(op)
     contracting = op.attr("lhs_contracting_dims") or ()
     width = math.prod(sh[0].dims[d] for d in contracting) if contracting else 1
     return 2.0 * elements(op.shape) * width
 
 
 def _conv_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
-    w.flops = conv_flops(op, shapes[0], shapes[1], op.shape)  # type: ignore[arg-type]
+    lhs, rhs = cast("list[ArrayShape]", shapes)[:2]  # convolution operands are arrays (verifier)
+    w.flops = conv_flops(op, lhs, rhs, op.shape)
     return w
 
 
 def _conv_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
-    sh = operand_shapes(op)
+    sh = array_operand_shapes(op)
     shape = op.shape
     f = conv_flops(op, sh[0], sh[1], shape) * scale
     w.flops += f
@@ -195,7 +198,7 @@ def _conv_kernel(an: Any, op: Any, w: Any, scale: float) -> None:
 
 
 def _conv_tensor(op: Any) -> float:
-    sh = operand_shapes(op)
+    sh = array_operand_shapes(op)
     return float(conv_flops(op, sh[0], sh[1], op.shape))
 
 
@@ -385,16 +388,16 @@ def _outfeed_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -
 
 
 def _triangular_solve_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
-    lhs, rhs = shapes[0], shapes[1]
+    lhs, rhs = cast("list[ArrayShape]", shapes)[:2]  # triangular-solve takes two arrays
     w.bytes_accessed = out_size + shape_size(lhs) / 2 + shape_size(rhs)
-    w.flops = 2 * lhs.dims[-1] * elements(rhs)  # type: ignore[attr-defined]
+    w.flops = 2 * lhs.dims[-1] * elements(rhs)
     return w
 
 
 def _cholesky_hlo(a: Any, op: Any, w: Work, shapes: list[Shape], out_size: int) -> Work:
-    m = shapes[0]
+    m = cast(ArrayShape, shapes[0])  # cholesky takes one array
     w.bytes_accessed = shape_size(m)
-    w.flops = m.dims[-1] * elements(m) // 3  # type: ignore[attr-defined]
+    w.flops = m.dims[-1] * elements(m) // 3
     return w
 
 

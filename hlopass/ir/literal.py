@@ -6,7 +6,7 @@ import math
 import re
 import struct
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import ml_dtypes
 import numpy as np
@@ -323,6 +323,7 @@ _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
 
 def _parse_float_token(tok: str, element_type: str) -> np.generic:
+    # `a[()]` of a 0-d array is a scalar; numpy's stubs type it as an array, hence the casts
     m = _NAN_PAYLOAD.fullmatch(tok)
     dtype = np.dtype(_DTYPES[element_type])  # type: ignore[arg-type]
     if m:
@@ -332,11 +333,13 @@ def _parse_float_token(tok: str, element_type: str) -> np.generic:
         bits = (((1 << exp_bits) - 1) << info.nmant) | int(m.group(2), 16)
         if m.group(1):
             bits |= 1 << (nbits - 1)
-        return np.array(bits, dtype=np.dtype(f"u{dtype.itemsize}")).view(dtype)[()]
+        return cast(
+            np.generic, np.array(bits, dtype=np.dtype(f"u{dtype.itemsize}")).view(dtype)[()]
+        )
     if tok in ("-nan",):
-        return np.array(-np.float64("nan")).astype(dtype)[()]
+        return cast(np.generic, np.array(-np.float64("nan")).astype(dtype)[()])
     # `-0` is -0.0 here (XLA reads +0: see _convert_tokens)
-    return narrowing.narrow(np.array(float(tok)), dtype)[()]
+    return cast(np.generic, narrowing.narrow(np.array(float(tok)), dtype)[()])
 
 
 class LiteralSyntaxError(ValueError):

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from hlopass.ir.shape import ELEMENT_BITS, ArrayShape
-from hlopass.kernel_structure.shapes import operand_shapes, transpose_is_bitcast, transpose_orders
+from hlopass.kernel_structure.shapes import (
+    array_operand_shapes,
+    operand_shapes,
+    transpose_is_bitcast,
+    transpose_orders,
+)
 
 WARP = 32
 
@@ -169,7 +174,7 @@ def transpose_tiling(op: Any, size_rule: bool = False) -> TransposeTiling | None
     if orders is None:
         return None
     out_order, in_order = orders
-    src = operand_shapes(op)[0]
+    src = array_operand_shapes(op)[0]  # an array: transpose_orders gave orders
     if not out_order or out_order == in_order:
         return None
     pos = {d: i for i, d in enumerate(in_order)}

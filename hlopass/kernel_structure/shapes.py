@@ -50,6 +50,12 @@ def operand_shapes(op: Any) -> list[Shape]:
     return [v.type.data for v in op.operands]
 
 
+def array_operand_shapes(op: Any) -> list[ArrayShape]:
+    """`operand_shapes` of an op whose operands are all arrays (dot, convolution: the verifier
+    rejects a tuple there), typed as such."""
+    return [v.type.data for v in op.operands]
+
+
 def users(op: Any) -> list[Any]:
     return [u.operation for u in op.result.uses]
 

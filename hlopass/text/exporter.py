@@ -530,8 +530,9 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
     props = p0.properties  # type: ignore[union-attr]
     n0 = props["name"].data  # type: ignore[attr-defined]
     k0 = props["number"].data  # type: ignore[attr-defined]
-    t0 = r0._type  # pyright: ignore[reportPrivateUsage]
-    rt = res._type  # pyright: ignore[reportPrivateUsage]
+    # (Any: `_hlo_text` and `_hlo_text_nl`, cached on a type, are fields xDSL does not declare)
+    t0: Any = r0._type  # pyright: ignore[reportPrivateUsage]
+    rt: Any = res._type  # pyright: ignore[reportPrivateUsage]
     try:  # (the types' cached texts, usually there: see `_type_text`)
         tt0 = t0._hlo_text
         tt = rt._hlo_text
@@ -561,7 +562,7 @@ def _tiny_text(comp: ComputationOp, cname: str, pct: str, program_shape: bool) -
         props = p1.properties
         n1 = props["name"].data  # type: ignore[attr-defined]
         k1 = props["number"].data  # type: ignore[attr-defined]
-        t1 = r1._type  # pyright: ignore[reportPrivateUsage]
+        t1: Any = r1._type  # pyright: ignore[reportPrivateUsage]
         try:
             tt1 = t1._hlo_text
         except AttributeError:
@@ -887,18 +888,18 @@ class _Printer:
                     op = op._next_op  # pyright: ignore[reportPrivateUsage]
                     continue
             n += 1
-            props = op.properties
-            name = props["name"].data  # type: ignore[attr-defined]
+            props: dict[str, Any] = op.properties
+            name = props["name"].data
             add_name(name)  # (no `pct + name` string per instruction: the f-strings add it)
             res = op.results[0]  # (an instruction has one; `Results` indexes in C)
             add_val(res)
             res._pi = n  # type: ignore[attr-defined]
-            t = res._type  # pyright: ignore[reportPrivateUsage]
+            t: Any = res._type  # pyright: ignore[reportPrivateUsage]  # (Any: see `_hlo_text`)
             try:
                 tt = t._hlo_text  # cached by `_type_text`
             except AttributeError:
                 tt = _type_text(t)
-            operands = op._operands  # pyright: ignore[reportPrivateUsage]
+            operands: Any = op._operands  # pyright: ignore[reportPrivateUsage]  # (values carry `_pi`)
             no = len(operands)
             nprops = len(props)  # less those printed as the operand (number, value)
             if no > general:
@@ -953,7 +954,7 @@ class _Printer:
             else:
                 add_kids(())
                 if cls is _PARAMETER:
-                    number = props["number"].data  # type: ignore[attr-defined]
+                    number = props["number"].data
                     text = f"{pct}{name} = {tt} parameter({number})"
                     nprops -= 1
                     if want_params:
@@ -968,7 +969,7 @@ class _Printer:
                     va = props["value"]
                     lt = getattr(va, "_hlo_literal", None)
                     if lt is None:  # (a literal's array is read-only: see `Literal`)
-                        v = va.data  # type: ignore[attr-defined]
+                        v = va.data
                         lt = format_literal(v.literal, v.shape)
                         set_field(va, "_hlo_literal", lt)
                     text = f"{pct}{name} = {tt} constant({lt})"
@@ -994,7 +995,7 @@ class _Printer:
                     ref = props[extras]  # type: ignore[index]
                     if called is None:
                         called = sc.called = []
-                    called.append([ref.root_reference.data])  # type: ignore[attr-defined]
+                    called.append([ref.root_reference.data])
                 elif extras:
                     self._scan_extras(sc, n, op, cls, props)  # type: ignore[arg-type]
                     called = sc.called or None  # type: ignore[assignment]  # (a list, if it started one)

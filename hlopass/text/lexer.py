@@ -9,6 +9,7 @@ straight from the source.
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
 from hlopass.errors import HloParseError
 
@@ -164,6 +165,6 @@ class Lexer:
         col = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
         return line, col
 
-    def error_at(self, offset: int, message: str) -> None:
+    def error_at(self, offset: int, message: str) -> NoReturn:
         line, col = self.line_col(offset)
         raise HloParseError(message, self.filename, line, col)

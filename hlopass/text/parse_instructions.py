@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from contextlib import suppress
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from xdsl.dialects.builtin import StringAttr, UnitAttr
 from xdsl.ir import Block, SSAValue
@@ -811,7 +811,8 @@ class InstructionParser(ValueParser):
                 self.sugar_thread = attrs.pop("async_execution_thread")  # the shorthand
             sharding = attrs.get("sharding")
             if sharding is not None and shape.is_tuple and not sharding.text.startswith("{{"):
-                attrs["sharding"] = A.Raw(single_tuple_sharding(sharding.text, shape))
+                tuple_shape = cast(TupleShape, shape)  # is_tuple: only TupleShape sets it
+                attrs["sharding"] = A.Raw(single_tuple_sharding(sharding.text, tuple_shape))
         if opcode == "call" or opcode == "fusion":
             callee = attrs.get("to_apply" if opcode == "call" else "calls")
             self.check_call(name, callee, operands, start, opcode == "fusion")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from hlopass.dialects.hlo import (
     ShapeType,
@@ -238,7 +238,7 @@ class ValueParser:
 
     # --- token helpers ------------------------------------------------------------------
 
-    def error(self, message: str, offset: int | None = None) -> None:
+    def error(self, message: str, offset: int | None = None) -> NoReturn:
         if offset is None:
             offset = self.lx.peek()[2]
         self.lx.error_at(offset, message)

@@ -74,9 +74,8 @@ class CopyOperandIfLayoutsDiffer(RewritePattern):
             self.done += 1
             rewriter.handle_operation_modification(op)
             label = op.inst_name if isinstance(op, HloOp) else "ROOT"
-            self.ctx.trace and self.ctx.trace(
-                type(self).__name__, f"{label} operand {i} -> {need.text()}"
-            )
+            if self.ctx.trace:
+                self.ctx.trace(type(self).__name__, f"{label} operand {i} -> {need.text()}")
 
     def converted(self, v: SSAValue, need: Shape, before: Operation) -> SSAValue:
         if isinstance(need, TupleShape):

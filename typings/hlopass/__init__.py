@@ -1,0 +1,1 @@
+../../hlopass/__init__.py

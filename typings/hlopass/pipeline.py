@@ -1,0 +1,1 @@
+../../hlopass/pipeline.py

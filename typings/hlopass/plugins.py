@@ -1,0 +1,1 @@
+../../hlopass/plugins.py
