@@ -185,7 +185,9 @@ class RemoveUnusedFusionOutput(RewritePattern):
             new_shape = shape.elements[used[0]]
             kept = root.operands[used[0]]
             root.result.replace_all_uses_with(kept)
-            inner = PatternRewriter(kept.owner)
+            kept_op = kept.owner
+            assert isinstance(kept_op, Operation)  # (computations take no block arguments)
+            inner = PatternRewriter(kept_op)
         else:
             new_shape = TupleShape(tuple(shape.elements[i] for i in used))
             new_root = create_op("tuple", [root.operands[i] for i in used], new_shape,

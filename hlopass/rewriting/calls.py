@@ -82,7 +82,9 @@ class CallIndex:
         if any(_callees(op) for op in touched if op not in was_calling):
             return CallIndex(comp)  # a new call: its place in the order needs the walk
         pinners = [op for op in self.pinners if op.parent is block and op not in touched]
-        pinners += [op for op in touched if "control-predecessors" in op.properties]  # type: ignore[misc]
+        # (a computation's block holds only instructions: the isinstance only narrows)
+        pinners += [op for op in touched
+                    if "control-predecessors" in op.properties and isinstance(op, HloOp)]  # fmt: skip
         index = CallIndex.__new__(CallIndex)
         index._set(comp, calls, pinners)
         return index

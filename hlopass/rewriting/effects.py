@@ -38,7 +38,7 @@ def is_removable(op: Operation) -> bool:
     module = module_of(op)
     if module is None:
         return True
-    memo = module.__dict__.setdefault(_EFFECTS, {})
+    memo = vars(module).setdefault(_EFFECTS, {})
     return not calls_side_effect(op, _ModuleComps(module), memo=memo)
 
 
@@ -76,8 +76,10 @@ def set_control_predecessor_names(module: ModuleOp, names: frozenset[str]) -> No
 def forget_effects(module: ModuleOp) -> None:
     """Drop the module's cached side-effect answers and control-predecessor names (a pass
     ended, or a new run starts, and either may have edited it)."""
-    module.__dict__.pop(_PINNED, None)
-    module.__dict__.pop(_EFFECTS, None)
+    # (`vars`: the instance's dict, typed as one; pyright takes `__dict__` for a class's)
+    cache = vars(module)
+    cache.pop(_PINNED, None)
+    cache.pop(_EFFECTS, None)
 
 
 def is_control_predecessor(op: HloOp) -> bool:

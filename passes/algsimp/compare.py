@@ -97,9 +97,12 @@ class CompareAgainstTypeBound(Simplification):
             t = et(x)
             if not is_integral(t):
                 return None
-            if splat_is(c, lowest(t)) and d in ("GE", "LT"):
+            low, high = lowest(t), highest(t)
+            if low is None or high is None:
+                return None  # (never: an integral type has both bounds)
+            if splat_is(c, low) and d in ("GE", "LT"):
                 return self.const(d == "GE", shape)
-            if splat_is(c, highest(t)) and d in ("LE", "GT"):
+            if splat_is(c, high) and d in ("LE", "GT"):
                 return self.const(d == "LE", shape)
         return None
 

@@ -351,9 +351,10 @@ class ConvolutionToBitcastDot(Simplification):
         if any(w.stride != 1 or w.pad_low or w.pad_high or w.lhs_dilation != 1
                for w in window.dims):  # fmt: skip
             return None
-        if sx.layout is None or sk.layout is None or shape.layout is None:
+        lx, lk, lo = sx.layout, sk.layout, shape.layout
+        if lx is None or lk is None or lo is None:
             return None
-        xm, km, om = (s.layout.minor_to_major for s in (sx, sk, shape))
+        xm, km, om = lx.minor_to_major, lk.minor_to_major, lo.minor_to_major
         if sx.layout != shape.layout or xm[0] != f_in or om[0] != f_out:
             return None
         if km.index(k_in) < km.index(k_out):
@@ -468,7 +469,9 @@ class ConvolutionScalarMultiplyReduction(Simplification):
             a, b = o.operands
             for x, c in ((a, b), (b, a)):
                 bc = src(c, "broadcast")
-                k = const_array(bc.operands[0]) if bc is not None else None
+                if bc is None:
+                    continue
+                k = const_array(bc.operands[0])
                 if k is not None and k.size == 1 and not bc.attr("dimensions"):
                     factors.append(float(k.reshape(-1)[0]))
                     return self._stripped(x, factors)

@@ -205,7 +205,7 @@ class SwapCopyBitcastCopy(Simplification):
         sx, sc, sb, so = shapes
         assert isinstance(sx, ArrayShape) and isinstance(sc, ArrayShape)
         assert isinstance(sb, ArrayShape) and isinstance(so, ArrayShape)
-        if len({s.element_type for s in shapes}) != 1 or sc.num_elements == 0:
+        if len({s.element_type for s in (sx, sc, sb, so)}) != 1 or sc.num_elements == 0:
             return None
         o_map = bitcast_dim_map(sb, sc)
         if o_map is None or not tiling_kept(sb, sc, o_map):

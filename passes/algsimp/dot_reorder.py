@@ -34,7 +34,8 @@ class DotDims:
 
     @staticmethod
     def of(op: HloOp) -> DotDims:
-        return DotDims(*(list(op.attr(k) or ()) for k in _DIM_KEYS))
+        dims: list[list[int]] = [list(op.attr(k) or ()) for k in _DIM_KEYS]
+        return DotDims(*dims)
 
     def batch(self, lhs: int, rhs: int) -> None:
         self.lb.append(lhs)

@@ -51,7 +51,7 @@ def is_float_op(op: HloOp) -> bool:
     floatish = _FLOATISH
     if getattr(op.shape, "element_type", None) in floatish:
         return True
-    return any(getattr(v.type.data, "element_type", None) in floatish for v in op.operands)
+    return any(getattr(value_shape(v), "element_type", None) in floatish for v in op.operands)
 
 
 def src(value: SSAValue, opcode: str) -> HloOp | None:

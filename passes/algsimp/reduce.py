@@ -393,8 +393,8 @@ class ReduceOfBroadcastCommute(Simplification):
             return None
         if float_sum_reducer(op) and not self.opts.floats_are_real:
             return None
-        bdims = tuple(b.attr("dimensions") or ())
-        dims = tuple(op.attr("dimensions") or ())
+        bdims: tuple[int, ...] = tuple(b.attr("dimensions") or ())
+        dims: tuple[int, ...] = tuple(op.attr("dimensions") or ())
         if not dims or any(d not in bdims for d in dims):
             return None
         if list(bdims) != sorted(bdims) and set(dims) != set(bdims):
@@ -431,8 +431,8 @@ class ReduceAddOfBroadcast(Simplification):
         if self.opts.is_layout_sensitive:
             return None  # (as XLA: it does not run this with fixed layouts)
         sb = array(value_shape(op.operands[0]))
-        bdims = tuple(b.attr("dimensions") or ())
-        dims = tuple(op.attr("dimensions") or ())
+        bdims: tuple[int, ...] = tuple(b.attr("dimensions") or ())
+        dims: tuple[int, ...] = tuple(op.attr("dimensions") or ())
         if sb is None or not dims or list(bdims) != sorted(bdims) or set(dims) & set(bdims):
             return None
         if shape.element_type == "pred" or sb.is_dynamic:
