@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, cast
 
 from xdsl.ir import Operation, OpResult
 from xdsl.utils.exceptions import VerifyException
@@ -20,9 +20,21 @@ if TYPE_CHECKING:
     from hlopass.dialects.hlo import ComputationOp, HloOp
 
 _Attr = Callable[[str], Any]
-_Rule = Callable[[str, str, Shape, list[Shape], _Attr], None]
-"""A shape rule: (opcode, instruction name, result shape, operand shapes, attribute
-reader) -> None, raising `VerifyException`."""
+
+
+class _Inst(NamedTuple):
+    """One instruction as a shape rule sees it: plain values, `attr(name)` giving an
+    attribute's Python value (the importer checks an instruction before its op exists)."""
+
+    opcode: str
+    name: str
+    shape: Shape
+    operands: list[Shape]
+    attr: _Attr
+
+
+_Rule = Callable[[_Inst], None]
+"""A shape rule: raises `VerifyException`, naming the instruction, where it is broken."""
 
 # Elementwise binary ops whose operands and result share one element type.
 _SAME_TYPE_BINARY = frozenset({
@@ -102,106 +114,106 @@ def _listed(shapes: list[Shape]) -> str:
     return " and ".join(filter(None, (", ".join(texts[:-1]), texts[-1])))
 
 
-def _what(opcode: str, operands: list[Shape], attr: _Attr) -> str:
+def _what(inst: _Inst) -> str:
     """The instruction in a mismatch message: `dot of f32[4,8] and f32[8,3]`."""
+    opcode, operands = inst.opcode, inst.operands
     if opcode == "pad":  # (its pad value aside)
         operands = operands[:1]
     elif opcode == "reduce":  # the inputs, without their init values
-        dims = ",".join(map(str, attr("dimensions") or ()))
+        dims = ",".join(map(str, inst.attr("dimensions") or ()))
         return f"reduce of {_listed(operands[: len(operands) // 2])} over dimensions={{{dims}}}"
     return f"{opcode} of {_listed(operands)}" if operands else opcode
 
 
-def _inferred(gate: Callable[[Shape, list[Shape], _Attr], bool], types: bool) -> _Rule:
+def _expect(inst: _Inst) -> Shape:
+    """The result shape inference gives; what it refuses is the instruction's error."""
+    try:
+        return infer_shape(inst.opcode, inst.operands, _Reads(inst.attr))
+    except CannotInfer as e:
+        raise VerifyException(f"{inst.name}: {e}") from None
+
+
+def _mismatch(inst: _Inst, want: Shape, dims_only: bool = False) -> VerifyException:
+    gives = f"dimensions {list(want.dims)}" if dims_only else want.text(False)  # type: ignore[union-attr]
+    return VerifyException(
+        f"{inst.name}: {_what(inst)} gives {gives}, not {inst.shape.text(False)}"
+    )
+
+
+def _inferred(gate: Callable[[_Inst], bool], types: bool) -> _Rule:
     """The rule of an opcode shape inference covers: where `gate` holds (the sizes can be
     checked), the result is the inferred shape, in its dimensions and (with `types`) its
-    element types; an operand that shape inference refuses is the instruction's error.
-    Without `types` the result's element type is the instruction's to choose (dot's and
-    convolution's preferred element type) or, as before, not checked."""
+    element types. Without `types` the result's element type is the instruction's to
+    choose (dot's and convolution's preferred element type) or, as before, not checked."""
 
-    def rule(opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr) -> None:
-        if not gate(shape, operands, attr):
+    def rule(inst: _Inst) -> None:
+        if not gate(inst):
             return
-        try:
-            want = infer_shape(opcode, operands, _Reads(attr))
-        except CannotInfer as e:
-            raise VerifyException(f"{name}: {e}") from None
-        if _differs(want, shape, types):
-            gives = want.text(False)
-            if not types and isinstance(want, ArrayShape) and isinstance(shape, ArrayShape):
-                gives = f"dimensions {list(want.dims)}"
-            what = _what(opcode, operands, attr)
-            raise VerifyException(f"{name}: {what} gives {gives}, not {shape.text(False)}")
+        want = _expect(inst)
+        if _differs(want, inst.shape, types):
+            arrays = isinstance(want, ArrayShape) and isinstance(inst.shape, ArrayShape)
+            raise _mismatch(inst, want, dims_only=not types and arrays)
 
     return rule
 
 
-def _all_bounded(shape: Shape, operands: list[Shape], attr: _Attr) -> bool:
-    return _bounded(shape, *operands)
+def _all_bounded(inst: _Inst) -> bool:
+    return _bounded(inst.shape, *inst.operands)
 
 
-def _two_bounded(shape: Shape, operands: list[Shape], attr: _Attr) -> bool:
+def _two_bounded(inst: _Inst) -> bool:
     """dot and convolution: their sizes are those of the result and the two operands."""
-    return _bounded(shape, *operands[:2])
+    return _bounded(inst.shape, *inst.operands[:2])
 
 
-def _all_static(shape: Shape, operands: list[Shape], attr: _Attr) -> bool:
-    return _static(shape, *operands)
+def _all_static(inst: _Inst) -> bool:
+    return _static(inst.shape, *inst.operands)
 
 
-def _always(shape: Shape, operands: list[Shape], attr: _Attr) -> bool:
+def _always(inst: _Inst) -> bool:
     return True
 
 
-def _reduce_gate(shape: Shape, operands: list[Shape], attr: _Attr) -> bool:
+def _reduce_gate(inst: _Inst) -> bool:
     """Operands that do not pair inputs with init values are refused whatever their sizes;
     a reduce of several inputs has a tuple result, whose elements are compared one by one."""
+    operands = inst.operands
     if len(operands) % 2 or not operands:
         return True
-    return _bounded(*operands) and (len(operands) > 2 or _bounded(shape))
+    return _bounded(*operands) and (len(operands) > 2 or _bounded(inst.shape))
 
 
-def _concatenate_gate(shape: Shape, operands: list[Shape], attr: _Attr) -> bool:
+def _concatenate_gate(inst: _Inst) -> bool:
     """A concatenate names one dimension, whatever the sizes of its operands."""
-    return len(attr("dimensions") or ()) != 1 or (bool(operands) and _bounded(shape, *operands))
+    if len(inst.attr("dimensions") or ()) != 1:
+        return True
+    return bool(inst.operands) and _bounded(inst.shape, *inst.operands)
 
 
-def _check_get_tuple_element(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_get_tuple_element(inst: _Inst) -> None:
     """The element's shape, its layout aside (XLA's `ShapeUtil::Compatible`)."""
-    try:
-        want = infer_shape(opcode, operands, _Reads(attr))
-    except CannotInfer as e:
-        raise VerifyException(f"{name}: {e}") from None
-    if not want.compatible(shape):
-        raise VerifyException(
-            f"{name}: get-tuple-element of {operands[0].text(False)} gives "
-            f"{want.text(False)}, not {shape.text(False)}"
-        )
+    want = _expect(inst)
+    if not want.compatible(inst.shape):
+        raise _mismatch(inst, want)
 
 
-def _check_tuple(opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr) -> None:
+def _check_tuple(inst: _Inst) -> None:
     """A tuple of as many elements as operands (their layouts, and their shapes as passes
     leave them, are not compared)."""
-    want = infer_shape(opcode, operands, _Reads(attr))
-    assert isinstance(want, TupleShape)
-    if not isinstance(shape, TupleShape) or len(shape.elements) != len(want.elements):
-        raise VerifyException(
-            f"{name}: tuple of {len(operands)} operand(s) gives {want.text(False)}, not "
-            f"{shape.text(False)}"
-        )
+    want = _expect(inst)
+    shape = inst.shape
+    if not isinstance(shape, TupleShape) or len(shape.elements) != len(want.elements):  # type: ignore[union-attr]
+        raise _mismatch(inst, want)
 
 
 # --- rules of the verifier's own ----------------------------------------------------------
 
 
-def _check_elementwise(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_elementwise(inst: _Inst) -> None:
     """The operands have the result's dimensions; binary arithmetic keeps the element type
     (floats of other precisions aside where mixed precision is allowed); compare gives
     pred. (Faster than shape inference, on the ops most frequent by far.)"""
+    opcode, name, shape, operands, _ = inst
     # `s is shape` (the common case: shapes are shared through the importer's caches)
     # short-cuts the comparisons but not the order of the checks.
     for s in operands:
@@ -229,12 +241,11 @@ def _check_elementwise(
         raise VerifyException(f"{name}: compare gives pred, not {shape.text(False)}")
 
 
-def _check_broadcast(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_broadcast(inst: _Inst) -> None:
     """Each operand dimension maps to a result dimension of its size (or is 1). (XLA's
     parser infers another shape from `dimensions`, the sizes of new leading dimensions:
     shape inference does not give the shape the verifier checks.)"""
+    _, name, shape, operands, attr = inst
     if not _static(shape, *operands):
         return
     (o,) = operands
@@ -256,9 +267,9 @@ def _check_broadcast(
             )
 
 
-def _check_reshape(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_reshape(inst: _Inst) -> None:
+    """The number of elements is kept."""
+    _, name, shape, operands, _ = inst
     if _static(shape, *operands) and operands[0].num_elements != shape.num_elements:  # type: ignore[union-attr]
         raise VerifyException(
             f"{name}: reshape of {operands[0].text(False)} to {shape.text(False)} changes the "
@@ -266,9 +277,10 @@ def _check_reshape(
         )
 
 
-def _check_slice(opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr) -> None:
+def _check_slice(inst: _Inst) -> None:
     """XLA's InferSliceShape: one in-bounds range per dimension, each giving
     `ceil((limit - start) / stride)` elements."""
+    _, name, shape, operands, attr = inst
     if not _static(shape, *operands):
         return
     (o,) = operands
@@ -303,11 +315,10 @@ def _check_start_indices(name: str, opcode: str, operand: ArrayShape, indices: l
         )
 
 
-def _check_dynamic_slice(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_dynamic_slice(inst: _Inst) -> None:
     """XLA's InferDynamicSliceShape: the operand, its start indices, and a result of
     `dynamic_slice_sizes` each within the operand."""
+    _, name, shape, operands, attr = inst
     if not operands or not _bounded(shape, *operands):
         return
     o = operands[0]
@@ -324,11 +335,10 @@ def _check_dynamic_slice(
         )
 
 
-def _check_dynamic_update_slice(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_dynamic_update_slice(inst: _Inst) -> None:
     """XLA's InferDynamicUpdateSliceShape: operand, an update of the same rank that fits
     in it, start indices; the result has the operand's dimensions."""
+    _, name, shape, operands, _ = inst
     if len(operands) < 2:
         raise VerifyException(
             f"{name}: dynamic-update-slice takes an operand, an update and start indices"
@@ -346,22 +356,19 @@ def _check_dynamic_update_slice(
         )
 
 
-def _check_all_to_all(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_all_to_all(inst: _Inst) -> None:
     """XLA's parser: an array all-to-all names its one split dimension, if any."""
-    dims = attr("dimensions")
+    dims = inst.attr("dimensions")
     if dims is not None and len(dims) != 1:
         raise VerifyException(
-            f"{name}: all-to-all takes one split dimension, got dimensions="
+            f"{inst.name}: all-to-all takes one split dimension, got dimensions="
             f"{{{','.join(map(str, dims))}}}"
         )
 
 
-def _check_dynamic_reshape(
-    opcode: str, name: str, shape: Shape, operands: list[Shape], attr: _Attr
-) -> None:
+def _check_dynamic_reshape(inst: _Inst) -> None:
     """One size operand per result dimension (XLA's parser aborts otherwise)."""
+    _, name, shape, operands, _ = inst
     if isinstance(shape, ArrayShape) and len(operands) != 1 + shape.rank:
         raise VerifyException(
             f"{name}: dynamic-reshape to {shape.text(False)} takes the operand and "
@@ -408,11 +415,13 @@ def verify_instruction(op: HloOp) -> None:
     if rule is None:
         return
     rule(
-        op.OPCODE,
-        op.properties["name"].data,  # type: ignore[attr-defined]
-        op.results[0].type.data,  # type: ignore[attr-defined]
-        [v.type.data for v in op.operands],  # type: ignore[attr-defined]
-        op.attr,
+        _Inst(
+            op.OPCODE,
+            op.properties["name"].data,  # type: ignore[attr-defined]
+            op.results[0].type.data,  # type: ignore[attr-defined]
+            [v.type.data for v in op.operands],  # type: ignore[attr-defined]
+            op.attr,
+        )
     )
 
 
@@ -427,7 +436,7 @@ def check_instruction(
     attribute's Python value. Raises `VerifyException` naming the instruction `name`."""
     rule = _RULES.get(opcode)
     if rule is not None:
-        rule(opcode, name, shape, operand_shapes, attr)
+        rule(_Inst(opcode, name, shape, operand_shapes, attr))
 
 
 def verify_module(
