@@ -33,6 +33,11 @@ class _Inst(NamedTuple):
     attr: _Attr
 
 
+# (`_Inst(...)` goes through a Python-level `__new__`: twice as slow, on every op verified)
+_new_inst: Callable[[type[_Inst], tuple[str, str, Shape, list[Shape], _Attr]], _Inst] = (
+    tuple.__new__
+)  # type: ignore[assignment]
+
 _Rule = Callable[[_Inst], None]
 """A shape rule: raises `VerifyException`, naming the instruction, where it is broken."""
 
@@ -79,6 +84,15 @@ class _Reads(Mapping[str, Any]):
         if value is None:
             raise KeyError(key)
         return value
+
+    # (`get` and `in` without `Mapping`'s KeyError round trip: shape inference asks for
+    # attributes an instruction mostly does not have, such as dot's batch dimensions)
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._attr(key)
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._attr(key) is not None
 
     def __iter__(self) -> Iterator[str]:
         return iter(())  # (no rule lists the attributes: it asks for those it reads)
@@ -427,15 +441,10 @@ def verify_instruction(op: HloOp) -> None:
     rule = _RULES.get(op.OPCODE)
     if rule is None:
         return
-    rule(
-        _Inst(
-            op.OPCODE,
-            op.properties["name"].data,  # type: ignore[attr-defined]
-            op.results[0].type.data,  # type: ignore[attr-defined]
-            [v.type.data for v in op.operands],  # type: ignore[attr-defined]
-            op.attr,
-        )
-    )
+    name = op.properties["name"].data  # type: ignore[attr-defined]
+    shape = op.results[0].type.data  # type: ignore[attr-defined]
+    operands = [v.type.data for v in op.operands]  # type: ignore[attr-defined]
+    rule(_new_inst(_Inst, (op.OPCODE, name, shape, operands, op.attr)))
 
 
 def check_instruction(
@@ -449,7 +458,7 @@ def check_instruction(
     attribute's Python value. Raises `VerifyException` naming the instruction `name`."""
     rule = _RULES.get(opcode)
     if rule is not None:
-        rule(_Inst(opcode, name, shape, operand_shapes, attr))
+        rule(_new_inst(_Inst, (opcode, name, shape, operand_shapes, attr)))
 
 
 def verify_module(
