@@ -268,20 +268,34 @@ def _check_elementwise(inst: _Inst) -> None:
         raise VerifyException(f"{name}: compare gives pred, not {shape.text(False)}")
 
 
+def _one_per_dimension(
+    inst: _Inst, key: str, noun: str
+) -> tuple[ArrayShape, ArrayShape, Any] | None:
+    """The operand, the result and attribute `key` of a broadcast or a slice whose sizes
+    can be checked (None otherwise), the attribute holding one entry per operand dimension."""
+    _, name, shape, operands, attr = inst
+    if not _static(shape, *operands):
+        return None
+    (o,) = operands
+    assert isinstance(o, ArrayShape)
+    entries = attr(key)
+    if len(entries) != o.rank:
+        raise VerifyException(
+            f"{name}: {inst.opcode} has {len(entries)} {noun} but the operand {o.text(False)} "
+            f"has rank {o.rank}"
+        )
+    return o, shape, entries
+
+
 def _check_broadcast(inst: _Inst) -> None:
     """Each operand dimension maps to a result dimension of its size (or is 1). (XLA's
     parser infers another shape from `dimensions`, the sizes of new leading dimensions:
     shape inference does not give the shape the verifier checks.)"""
-    _, name, shape, operands, attr = inst
-    if not _static(shape, *operands):
+    name = inst.name
+    checkable = _one_per_dimension(inst, "dimensions", "dimensions")
+    if checkable is None:
         return
-    (o,) = operands
-    dims = attr("dimensions")
-    if len(dims) != o.rank:  # type: ignore[union-attr]
-        raise VerifyException(
-            f"{name}: broadcast dimensions={{{','.join(map(str, dims))}}} has {len(dims)} "
-            f"entries but the operand {o.text(False)} has rank {o.rank}"  # type: ignore[union-attr]
-        )
+    o, shape, dims = checkable
     for i, d in enumerate(dims):
         if not 0 <= d < shape.rank:
             raise VerifyException(
@@ -307,15 +321,11 @@ def _check_reshape(inst: _Inst) -> None:
 def _check_slice(inst: _Inst) -> None:
     """XLA's InferSliceShape: one in-bounds range per dimension, each giving
     `ceil((limit - start) / stride)` elements."""
-    _, name, shape, operands, attr = inst
-    if not _static(shape, *operands):
+    name = inst.name
+    checkable = _one_per_dimension(inst, "slice", "ranges")
+    if checkable is None:
         return
-    (o,) = operands
-    ranges = attr("slice")
-    if len(ranges) != o.rank:  # type: ignore[union-attr]
-        raise VerifyException(
-            f"{name}: slice has {len(ranges)} ranges but the operand has rank {o.rank}"  # type: ignore[union-attr]
-        )
+    o, shape, ranges = checkable
     want = []
     for i, r in enumerate(ranges):
         if not (0 <= r.start <= r.limit <= o.dims[i] and r.stride > 0):  # type: ignore[union-attr]
