@@ -36,7 +36,7 @@ CASES = {
     ),
     "transpose": (
         ["f32[4,4]"], "f32[4,4] transpose(p0), dimensions={1,0}",
-        "f32[4,4] transpose(p0), dimensions={1,1}", "is not a permutation", "",
+        "f32[4,4] transpose(p0), dimensions={1,1}", "are not a permutation", "",
     ),
     "slice": (
         ["f32[8]"], "f32[4] slice(p0), slice={[0:4]}",
@@ -58,7 +58,8 @@ CASES = {
     ),
     "concatenate": (
         ["f32[4,2]", "f32[4,2]"], "f32[4,4] concatenate(p0, p1), dimensions={1}",
-        "f32[4,4] concatenate(p0, p1), dimensions={0}", "cannot concatenate", "",
+        "f32[4,4] concatenate(p0, p1), dimensions={0}",
+        "concatenate of f32[4,2] and f32[4,2] gives dimensions [8, 2], not f32[4,4]", "",
     ),
     "dynamic-slice": (
         ["f32[8]", "s32[]"], "f32[4] dynamic-slice(p0, p1), dynamic_slice_sizes={4}",

@@ -26,7 +26,6 @@ HOT_PATHS = {
 
 # (file, unit) -> lines today: still to split (not hot paths); a ceiling that may only go down
 TO_SPLIT = {
-    ("hlopass/checking/verifier.py", "check_instruction"): 162,
     ("hlopass/commands/cli.py", "build_opt_parser"): 104,
 }
 

@@ -67,7 +67,7 @@ RULES = {
     ),
     "concatenate_bounded_operand": (
         _m(["f32[2]", "f32[4]", "f32[<=1]"], "f32[9] concatenate(p0, p1, p2), dimensions={0}"),
-        "have 7 along dimension 0",
+        "concatenate of f32[2], f32[4] and f32[<=1] gives dimensions [7], not f32[9]",
         _m(["f32[2]", "f32[4]", "f32[3]"], "f32[9] concatenate(p0, p1, p2), dimensions={0}"),
     ),
     "convolution_result": (

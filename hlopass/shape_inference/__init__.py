@@ -12,7 +12,7 @@ sort, scatter, ...; the default layout for ops that build new dimensions).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hlopass.ir.shape import Shape
@@ -41,7 +41,7 @@ NEEDS_SHAPE: dict[str, str] = {
 def infer_shape(
     opcode: str,
     operands: list[Shape],
-    attrs: dict[str, Any],
+    attrs: Mapping[str, Any],
     callee_root: Callable[[str], Shape | None] | None = None,
 ) -> Shape:
     """The result shape XLA infers for `opcode` on `operands` with `attrs` (attribute

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from hlopass.ir.shape import ArrayShape, Layout, Shape, TupleShape, default_layout
+from hlopass.ir.shape import ArrayShape, Layout, Shape, TupleShape, default_layout, is_float
+
+MIXED_PRECISION: ContextVar[bool] = ContextVar("allow_mixed_precision", default=False)
+"""XLA's `HloVerifier(allow_mixed_precision=true)`: the operands and the result of an
+elementwise op may be floats of different precisions (`minimum(f16, f32) -> f32`)."""
+
+
+@contextmanager
+def allow_mixed_precision(allow: bool = True) -> Iterator[None]:
+    """Verify (and infer shapes) as XLA's verifier with `allow_mixed_precision` does."""
+    token = MIXED_PRECISION.set(allow)
+    try:
+        yield
+    finally:
+        MIXED_PRECISION.reset(token)
+
+
+def mixed_floats(*element_types: str) -> bool:
+    """Floats of several precisions, allowed where mixed precision is (XLA ignores the
+    precision of floating-point types then, not of integers or complex)."""
+    return MIXED_PRECISION.get() and all(is_float(t) for t in element_types)
 
 
 class CannotInfer(ValueError):
@@ -17,7 +39,8 @@ class CannotInfer(ValueError):
 class Ctx:
     opcode: str
     operands: list[Shape]
-    attrs: dict[str, Any]
+    # (the importer's dict, or the verifier's view of an op's attributes)
+    attrs: Mapping[str, Any]
     callee_root: Callable[[str], Shape | None] | None
 
     def array(self, i: int) -> ArrayShape:

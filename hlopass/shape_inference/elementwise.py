@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hlopass.ir.shape import ArrayShape, Shape
-from hlopass.shape_inference.common import CannotInfer, Ctx, like
+from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, Shape
+from hlopass.shape_inference.common import CannotInfer, Ctx, like, mixed_floats
 
 _REAL_OF = {"c64": "f32", "c128": "f64"}
 _COMPLEX_OF = {"f32": "c64", "f64": "c128"}
@@ -51,9 +51,6 @@ def _binary(ctx: Ctx) -> Shape:
     a, b = ctx.array(0), ctx.array(1)
     _same_dims(ctx, a, b)
     if a.element_type != b.element_type:
-        from hlopass.checking.verifier import mixed_floats
-        from hlopass.ir.shape import ELEMENT_BITS
-
         if mixed_floats(a.element_type, b.element_type):  # the higher precision
             return a if ELEMENT_BITS[a.element_type] >= ELEMENT_BITS[b.element_type] else b
         raise CannotInfer(

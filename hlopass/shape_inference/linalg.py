@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, Shape, TupleShape
-from hlopass.shape_inference.common import CannotInfer, Ctx, check_dims, fresh
+from hlopass.shape_inference.common import CannotInfer, Ctx, fresh
 
 _COMPLEX = {"f32": "c64", "f64": "c128"}
 _REAL = {v: k for k, v in _COMPLEX.items()}
@@ -25,20 +25,28 @@ def higher_precision(a: str, b: str) -> str:
 
 
 def _dot_dims(ctx: Ctx, lhs: ArrayShape, rhs: ArrayShape, skip_rhs: set[int]) -> list[int]:
+    """XLA's InferDotOpShape: batch and contracting dimensions in range, distinct, paired
+    with equal sizes; the result is batch, then lhs free, then rhs free dimensions."""
+    op = ctx.opcode
     lb = tuple(ctx.attr("lhs_batch_dims", ()))
     rb = tuple(ctx.attr("rhs_batch_dims", ()))
     lc = tuple(ctx.attr("lhs_contracting_dims", ()))
     rc = tuple(ctx.attr("rhs_contracting_dims", ()))
-    check_dims(ctx, lb + lc, lhs.rank, "lhs dimension")
-    check_dims(ctx, rb + rc, rhs.rank, "rhs dimension")
-    if len(lb) != len(rb) or len(lc) != len(rc):
-        raise CannotInfer("dot needs as many lhs as rhs batch and contracting dimensions")
-    for x, y in (*zip(lb, rb, strict=True), *zip(lc, rc, strict=True)):
-        if lhs.dims[x] != rhs.dims[y]:
-            raise CannotInfer(
-                f"dot dimension {x} of {lhs.text(False)} does not match dimension {y} of "
-                f"{rhs.text(False)}"
-            )
+    for side, s, used in (("lhs", lhs, lb + lc), ("rhs", rhs, rb + rc)):
+        for d in used:
+            if not 0 <= d < s.rank:
+                raise CannotInfer(f"{op} {side} dimension {d} is out of range for {s.text(False)}")
+        if len(set(used)) != len(used):
+            raise CannotInfer(f"{op} {side} batch and contracting dimensions repeat")
+    for kind, a, b in (("batch", lb, rb), ("contracting", lc, rc)):
+        if len(a) != len(b):
+            raise CannotInfer(f"{op} has {len(a)} lhs but {len(b)} rhs {kind} dimensions")
+        for x, y in zip(a, b, strict=True):
+            if lhs.dims[x] != rhs.dims[y]:
+                raise CannotInfer(
+                    f"{op} {kind} dimension {x} of {lhs.text(False)} and {y} of "
+                    f"{rhs.text(False)} differ in size"
+                )
     dims = [lhs.dims[d] for d in lb]
     dims += [d for i, d in enumerate(lhs.dims) if i not in lb and i not in lc]
     dims += [d for i, d in enumerate(rhs.dims) if i not in rb and i not in rc and i not in skip_rhs]
@@ -69,48 +77,57 @@ def _ragged_dot(ctx: Ctx) -> Shape:
 
 
 def _convolution(ctx: Ctx) -> Shape:
+    """XLA's InferConvolveShape: feature counts agree (with the group counts), the window
+    matches the kernel, and each output spatial size is that of the strided windows over
+    the dilated, padded input."""
     lhs, rhs = ctx.array(0), ctx.array(1)
     labels = ctx.attr("dim_labels")
     if labels is None:
         raise CannotInfer("convolution needs dim_labels=")
-    ib, if_, isp = labels.input
-    ko, kf = labels.kernel[1], labels.kernel[0]
-    ksp = labels.kernel[2]
-    ob, of, osp = labels.output
-    if not (len(isp) == len(ksp) == len(osp)) or lhs.rank != rhs.rank or lhs.rank != 2 + len(isp):
-        raise CannotInfer("convolution operands and dim_labels disagree in rank")
+    if "?" in str(labels):
+        raise CannotInfer(f"convolution dim_labels={labels} leave a dimension unknown")
+    (ib, if_, isp), (kf, ko, ksp), (ob, of, osp) = labels.input, labels.kernel, labels.output
+    if not (len(isp) == len(ksp) == len(osp)) or not (lhs.rank == rhs.rank == len(isp) + 2):
+        raise CannotInfer(
+            f"convolution dim_labels={labels} need rank {len(isp) + 2}, operands are "
+            f"{lhs.text(False)} and {rhs.text(False)}"
+        )
+    window = ctx.attr("window")
+    wdims = window.dims if window is not None else ()
+    if len(wdims) != len(isp):
+        raise CannotInfer(f"window has {len(wdims)} dimensions, the convolution {len(isp)}")
     fgc = ctx.attr("feature_group_count", 1)
     bgc = ctx.attr("batch_group_count", 1)
-    if lhs.dims[if_] != rhs.dims[kf] * fgc:
+    if fgc < 1 or bgc < 1 or lhs.dims[if_] != rhs.dims[kf] * fgc or lhs.dims[ib] % bgc:
         raise CannotInfer(
-            f"convolution input features ({lhs.dims[if_]}) must be kernel input features "
-            f"({rhs.dims[kf]}) times feature_group_count ({fgc})"
+            f"convolution input {lhs.text(False)} and kernel {rhs.text(False)} disagree in "
+            f"features (feature_group_count={fgc}, batch_group_count={bgc})"
         )
     if fgc > 1 and bgc > 1:
         raise CannotInfer(
             f"batch_group_count {bgc} and feature_group_count {fgc} cannot both exceed 1"
         )
-    if bgc < 1 or lhs.dims[ib] % bgc:
-        raise CannotInfer(f"batch_group_count {bgc} does not divide the batch {lhs.dims[ib]}")
-    window = ctx.attr("window")
-    wdims = window.dims if window is not None else ()
-    if wdims and len(wdims) != len(isp):
-        raise CannotInfer("convolution window and dim_labels disagree in rank")
     out = [0] * lhs.rank
     out[ob] = lhs.dims[ib] // bgc
     out[of] = rhs.dims[ko]
-    for i, (a, k) in enumerate(zip(isp, ksp, strict=True)):
-        d, size = lhs.dims[a], rhs.dims[k]
-        if wdims:
-            w = wdims[i]
-            if w.size != size:
-                raise CannotInfer(f"window size {w.size} differs from kernel size {size}")
-            stride, lo, hi, ld, rd = w.stride, w.pad_low, w.pad_high, w.lhs_dilation, w.rhs_dilation
-        else:
-            stride, lo, hi, ld, rd = 1, 0, 0, 1, 1
-        padded = lo + hi + ((d - 1) * ld + 1 if d else 0)
-        span = (size - 1) * rd + 1 if size else 0
-        out[osp[i]] = 0 if padded < span else (padded - span) // stride + 1
+    for i, w in enumerate(wdims):
+        d, size = lhs.dims[isp[i]], rhs.dims[ksp[i]]
+        # XLA's rule is equality: each window size is the kernel's spatial size (a window
+        # smaller or larger than the kernel is refused, whatever the stride and dilation)
+        if w.size != size:
+            raise CannotInfer(
+                f"window size {w.size} in spatial dimension {i} differs from the kernel's "
+                f"size {size} there (kernel {rhs.text(False)}, window "
+                f"size={'x'.join(str(x.size) for x in wdims)})"
+            )
+        if w.stride < 1 or w.lhs_dilation < 1 or w.rhs_dilation < 1:
+            raise CannotInfer(
+                f"window dimension {i} has stride {w.stride}, lhs_dilate {w.lhs_dilation}, "
+                f"rhs_dilate {w.rhs_dilation}: each must be at least 1"
+            )
+        padded = w.pad_low + w.pad_high + ((d - 1) * w.lhs_dilation + 1 if d else 0)
+        span = (size - 1) * w.rhs_dilation + 1 if size else 0
+        out[osp[i]] = 0 if padded < span else (padded - span) // w.stride + 1
     return fresh(higher_precision(lhs.element_type, rhs.element_type), out)
 
 

@@ -22,7 +22,7 @@ def _halves(ctx: Ctx) -> tuple[list[ArrayShape], list[ArrayShape]]:
             )
     for v in inits:
         if v.rank:
-            raise CannotInfer(f"{ctx.opcode} init values must be scalars, got {v.text(False)}")
+            raise CannotInfer(f"{ctx.opcode} init value {v.text(False)} is not a scalar")
     return inputs, inits
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hlopass.ir.shape import ArrayShape, Layout, Shape
+from hlopass.ir.shape import ArrayShape, Layout, Shape, is_float
 from hlopass.shape_inference.common import CannotInfer, Ctx, check_dims, fresh, tuple_of
+from hlopass.shape_inference.linalg import higher_precision
 
 
 def _broadcast(ctx: Ctx) -> Shape:
@@ -70,27 +71,37 @@ def _pad(ctx: Ctx) -> Shape:
 
 
 def _concatenate(ctx: Ctx) -> Shape:
-    (dim,) = ctx.ints("dimensions") or (None,)
+    dims = ctx.ints("dimensions")
+    if len(dims) != 1:
+        raise CannotInfer(f"concatenate takes exactly one dimension, got {len(dims)}")
+    (dim,) = dims
     arrays = [ctx.array(i) for i in range(len(ctx.operands))]
     if not arrays:
         raise CannotInfer("concatenate needs operands")
     first = arrays[0]
-    if dim is None or not 0 <= dim < first.rank:
+    if not 0 <= dim < first.rank:
         raise CannotInfer(f"concatenate dimension {dim} out of range for rank {first.rank}")
     total = 0
+    et = first.element_type
     for a in arrays:
-        if a.rank != first.rank or a.element_type != first.element_type:
+        # XLA's InferConcatOpShape ignores the precision of floats (the result has the
+        # highest one)
+        if a.rank != first.rank or (
+            a.element_type != first.element_type
+            and not (is_float(a.element_type) and is_float(first.element_type))
+        ):
             raise CannotInfer(f"cannot concatenate {first.text(False)} and {a.text(False)}")
         for i, (x, y) in enumerate(zip(a.dims, first.dims, strict=True)):
             if i != dim and x != y:
                 raise CannotInfer(
-                    f"concatenate operands differ in dimension {i}: "
-                    f"{first.text(False)} and {a.text(False)}"
+                    f"cannot concatenate {first.text(False)} and {a.text(False)} along "
+                    f"dimension {dim}: they differ in dimension {i}"
                 )
         total += a.dims[dim]
-    dims = list(first.dims)
-    dims[dim] = total
-    return fresh(first.element_type, dims)
+        et = higher_precision(et, a.element_type)
+    out = list(first.dims)
+    out[dim] = total
+    return fresh(et, out)
 
 
 def _gather(ctx: Ctx) -> Shape:
