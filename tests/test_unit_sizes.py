@@ -30,7 +30,6 @@ TO_SPLIT = {
     ("hlopass/checking/verifier.py", "check_instruction"): 162,
     ("hlopass/text/parse_normalize.py", "renumber_stack_frames"): 117,
     ("hlopass/text/importer.py", "parse"): 113,
-    ("hlopass/commands/cli.py", "build_opt_parser"): 104,
     ("passes/algsimp/dot.py", "rewrite"): 97,
     ("hlopass/text/parse_instructions.py", "async_sugar"): 86,
 }
