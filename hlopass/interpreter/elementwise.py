@@ -184,12 +184,12 @@ def _signed(x: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _safe_divisor(a, b, signed, lo):
-    """(b == 0, INT_MIN / -1 where signed, `b` with 1 at both): XLA defines the result
+    """(b == 0, INT_MIN / -1 (never unsigned), `b` with 1 at both): XLA defines the result
     there itself, and numpy would warn on x / 0 and overflow on INT_MIN / -1."""
     zero = b == 0
     safe_b = np.where(zero, 1, b)
     if not signed:
-        return zero, None, safe_b
+        return zero, np.False_, safe_b
     overflow = (a == lo) & (b == -1)
     return zero, overflow, np.where(overflow, 1, safe_b)
 
