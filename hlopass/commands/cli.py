@@ -124,6 +124,15 @@ def build_opt_parser() -> argparse.ArgumentParser:
         prog="hlopass-opt",
         description="Parse HLO text, run passes over it, and print it back (HLO or xDSL IR).",
     )
+    _add_io_options(p)
+    _add_pipeline_options(p)
+    _add_info_options(p)
+    _add_debug_options(p)
+    return p
+
+
+def _add_io_options(p: argparse.ArgumentParser) -> None:
+    """What is read and how it is written."""
     p.add_argument(
         "input", nargs="?", default="-", help="HLO or StableHLO (.mlir) file ('-' for stdin)"
     )
@@ -145,6 +154,10 @@ def build_opt_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="treat '// -----' lines as separators of independent modules",
     )
+
+
+def _add_pipeline_options(p: argparse.ArgumentParser) -> None:
+    """The passes and how strictly the module is checked around them."""
     p.add_argument("-p", "--passes", default="", help="pass pipeline, e.g. 'dce,cse'")
     p.add_argument(
         "--verify-each",
@@ -163,6 +176,10 @@ def build_opt_parser() -> argparse.ArgumentParser:
         help="accept elementwise ops on floats of different precisions (minimum(f16, f32)), "
         "as XLA's verifier with allow_mixed_precision",
     )
+
+
+def _add_info_options(p: argparse.ArgumentParser) -> None:
+    """Listing passes, plug-ins and what a run reports about itself."""
     p.add_argument("--list-passes", action="store_true", help="list passes and exit")
     p.add_argument(
         "--help-pass",
@@ -188,6 +205,10 @@ def build_opt_parser() -> argparse.ArgumentParser:
         help="when a pass or plug-in crashes, print the whole Python traceback before the "
         "error line (as HLOPASS_TRACEBACK=1)",
     )
+
+
+def _add_debug_options(p: argparse.ArgumentParser) -> None:
+    """Watching the passes work: the IR after them, rewrites, times and decisions."""
     p.add_argument(
         "--print-ir-after-all", action="store_true", help="print the module after every pass"
     )
@@ -222,7 +243,6 @@ def build_opt_parser() -> argparse.ArgumentParser:
         choices=("text", "json"),
         help="print every fusion decision (rule or estimated times) on stderr",
     )
-    return p
 
 
 PipelineHook = Callable[["ModuleOp", argparse.Namespace], None]

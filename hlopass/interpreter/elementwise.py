@@ -183,13 +183,21 @@ def _signed(x: np.ndarray, bits: int) -> np.ndarray:
     return v
 
 
-def _int_divide(a, b, signed, lo):
-    """Truncating division; XLA: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN."""
+def _safe_divisor(a, b, signed, lo):
+    """(b == 0, INT_MIN / -1 (never unsigned), `b` with 1 at both): XLA defines the result
+    there itself, and numpy would warn on x / 0 and overflow on INT_MIN / -1."""
     zero = b == 0
     safe_b = np.where(zero, 1, b)
+    if not signed:
+        return zero, np.False_, safe_b
+    overflow = (a == lo) & (b == -1)
+    return zero, overflow, np.where(overflow, 1, safe_b)
+
+
+def _int_divide(a, b, signed, lo):
+    """Truncating division; XLA: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN."""
+    zero, overflow, safe_b = _safe_divisor(a, b, signed, lo)
     if signed:
-        overflow = (a == lo) & (b == -1)
-        safe_b = np.where(overflow, 1, safe_b)
         # floor division never overflows here (np.abs(INT64_MIN) would); round toward zero
         q = a // safe_b
         q = q + ((a - q * safe_b != 0) & ((a < 0) != (safe_b < 0)))
@@ -200,11 +208,8 @@ def _int_divide(a, b, signed, lo):
 
 def _int_remainder(a, b, signed, lo):
     """Remainder with the dividend's sign; XLA: x % 0 = x, INT_MIN % -1 = 0."""
-    zero = b == 0
-    safe_b = np.where(zero, 1, b)
+    zero, overflow, safe_b = _safe_divisor(a, b, signed, lo)
     if signed:
-        overflow = (a == lo) & (b == -1)
-        safe_b = np.where(overflow, 1, safe_b)
         r = a % safe_b  # the divisor's sign: move it to the dividend's
         r = np.where((r != 0) & ((r < 0) != (a < 0)), r - safe_b, r)
         return np.where(zero, a, np.where(overflow, 0, r))

@@ -22,15 +22,18 @@ def acc_dtype(*dts: np.dtype) -> np.dtype:
     return np.dtype(np.int64)
 
 
+def dot_dimensions(op) -> tuple[list[int], ...]:
+    """A dot's (lhs batch, rhs batch, lhs contracting, rhs contracting) dimensions."""
+    names = ("lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims", "rhs_contracting_dims")
+    return tuple(list(op.attr(n) or ()) for n in names)
+
+
 @handler("dot")
 def _dot(interp, op, args):
     lhs, rhs = args
     out = dtype_of(op.shape)
     acc = acc_dtype(lhs.dtype, rhs.dtype, out)
-    lb = list(op.attr("lhs_batch_dims") or ())
-    rb = list(op.attr("rhs_batch_dims") or ())
-    lc = list(op.attr("lhs_contracting_dims") or ())
-    rc = list(op.attr("rhs_contracting_dims") or ())
+    lb, rb, lc, rc = dot_dimensions(op)
     lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
     batch = [lhs.shape[d] for d in lb]
@@ -257,10 +260,7 @@ def _ragged_dot(interp, op, args):
     lhs, rhs, sizes = args
     out = dtype_of(op.shape)
     acc = acc_dtype(lhs.dtype, rhs.dtype, out)
-    lb = list(op.attr("lhs_batch_dims") or ())
-    rb = list(op.attr("rhs_batch_dims") or ())
-    lc = list(op.attr("lhs_contracting_dims") or ())
-    rc = list(op.attr("rhs_contracting_dims") or ())
+    lb, rb, lc, rc = dot_dimensions(op)
     (ragged,) = op.attr("lhs_ragged_dims")
     rg = list(op.attr("rhs_group_dims") or ())
     letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFHIJKLMNOPQRSTUVWXYZ")

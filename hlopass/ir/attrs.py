@@ -168,6 +168,10 @@ class ShapedLiteral:
 _NEEDS_ESCAPE = re.compile(r"[^ !#-&(-\[\]-~]")
 
 
+# the characters CEscape writes as a backslash and one more character
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "'": "\\'", "\\": "\\\\"}
+
+
 def c_escape(s: str) -> str:
     """absl::CEscape: the escaping XLA applies to printed strings."""
     if _NEEDS_ESCAPE.search(s) is None:  # the common case, without a loop over characters
@@ -175,18 +179,9 @@ def c_escape(s: str) -> str:
     out = []
     for ch in s:
         o = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "'":
-            out.append("\\'")
-        elif ch == "\\":
-            out.append("\\\\")
+        short = _SHORT_ESCAPES.get(ch)
+        if short is not None:
+            out.append(short)
         elif o < 32 or o == 127:
             out.append(f"\\{o:03o}")
         elif 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8 (`unescape`): itself

@@ -89,27 +89,64 @@ def gpu_rounds(base: BaseKey, threshold: int, default: int,
     return [*first, (base, "gpu", default)]
 
 
-def all_reduce_base_key(op: HloOp, comps: dict[str, ComputationOp]) -> tuple | None:
-    """AllReduceCombiner's key: GetAllReduceKey, never an all-reduce in a scheduling
-    group (`_scheduling_group_id` frontend attribute)."""
-    if op.OPCODE != "all-reduce":
+@dataclass(frozen=True)
+class CombinerPass(HloModulePass):
+    """What XLA's combiners share: the byte and count thresholds (either one not above
+    zero turns the pass off) and the rounds of combining by `base_key` over every
+    non-fusion computation. A subclass names its key, its combining function and, when it
+    has a GPU variant, the GPU threshold counted as "not specified"."""
+
+    # the opcodes it combines (not pattern-based: the grammar page reads this)
+    OPCODES: ClassVar[tuple[str, ...]]
+    COMBINER: ClassVar[type[CombineInstructions]]
+    # XLA's combiners but the collective-permute one leave a module with a constrained
+    # layout of their opcode alone
+    KEEPS_CONSTRAINED_LAYOUTS: ClassVar[bool] = True
+
+    combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
+    """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
+
+    combine_threshold_count: int = DEFAULT_THRESHOLD_COUNT
+    """Combine at most this many collectives into one (XLA: 2048)."""
+
+    def base_key(self, op: HloOp, comps: dict[str, ComputationOp]) -> tuple | None:
+        """The grouping key of `op` (None: `op` is not combined)."""
+        raise NotImplementedError
+
+    def gpu_default(self) -> int | None:
+        """As XLA's GPU compiler's combiner: the threshold counted as "not specified"
+        (None: the plain combiner)."""
         return None
-    if SCHEDULING_GROUP_ID in frontend_attributes(op.attr("frontend_attributes")):
-        return None
-    return all_reduce_key(op, comps)
+
+    def skips_while_bodies(self) -> bool:
+        return False
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        if self.combine_threshold_in_bytes <= 0 or self.combine_threshold_count <= 0:
+            return False
+        if self.KEEPS_CONSTRAINED_LAYOUTS and module_has_constrained_layout(
+            module, self.OPCODES[0]
+        ):
+            return False
+        default = self.gpu_default()
+        rounds: list[tuple[BaseKey, str, int]] = [
+            (self.base_key, "", self.combine_threshold_in_bytes)
+        ]
+        if default is not None:
+            rounds = gpu_rounds(self.base_key, self.combine_threshold_in_bytes, default, module)
+        combiner = self.COMBINER(RewriteContext.of(module, trace), default is not None)
+        return run_rounds(module, trace, combiner, rounds, self.combine_threshold_count,
+                          self.skips_while_bodies())  # fmt: skip
 
 
 @dataclass(frozen=True)
-class AllReduceCombinerPass(HloModulePass):
+class AllReduceCombinerPass(CombinerPass):
     """Combine all-reduces of equal key into tuple-shaped all-reduces (XLA's
     AllReduceCombiner; `gpu=true`: GpuAllReduceCombiner)."""
 
     name: ClassVar[str] = "all-reduce-combiner"
-    # the opcodes it combines (not pattern-based: the grammar page reads this)
     OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
-
-    combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
-    """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
+    COMBINER: ClassVar[type[CombineInstructions]] = CombineAllReduces
 
     combine_threshold_count: int = DEFAULT_THRESHOLD_COUNT
     """Combine at most this many all-reduces into one (XLA: 2048)."""
@@ -122,32 +159,27 @@ class AllReduceCombinerPass(HloModulePass):
     """With `gpu=true`: the threshold counted as "not specified" (XLA's
     `kDefaultAllReduceCombineThreshold`)."""
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        if self.combine_threshold_in_bytes <= 0 or self.combine_threshold_count <= 0:
-            return False
-        if module_has_constrained_layout(module, "all-reduce"):
-            return False
-        rounds: list[tuple[BaseKey, str, int]] = [
-            (all_reduce_base_key, "", self.combine_threshold_in_bytes)
-        ]
-        if self.gpu:
-            rounds = gpu_rounds(all_reduce_base_key, self.combine_threshold_in_bytes,
-                                self.default_combine_threshold_bytes, module)  # fmt: skip
-        combiner = CombineAllReduces(RewriteContext.of(module, trace), self.gpu)
-        return run_rounds(module, trace, combiner, rounds, self.combine_threshold_count)
+    def base_key(self, op: HloOp, comps: dict[str, ComputationOp]) -> tuple | None:
+        """AllReduceCombiner's key: GetAllReduceKey, never an all-reduce in a scheduling
+        group (`_scheduling_group_id` frontend attribute)."""
+        if op.OPCODE != "all-reduce":
+            return None
+        if SCHEDULING_GROUP_ID in frontend_attributes(op.attr("frontend_attributes")):
+            return None
+        return all_reduce_key(op, comps)
+
+    def gpu_default(self) -> int | None:
+        return self.default_combine_threshold_bytes if self.gpu else None
 
 
 @dataclass(frozen=True)
-class AllGatherCombinerPass(HloModulePass):
+class AllGatherCombinerPass(CombinerPass):
     """Combine all-gathers of equal key into tuple-shaped all-gathers (XLA's
     AllGatherCombiner; `gpu=true`: GpuAllGatherCombiner)."""
 
     name: ClassVar[str] = "all-gather-combiner"
-    # the opcodes it combines (not pattern-based: the grammar page reads this)
     OPCODES: ClassVar[tuple[str, ...]] = ("all-gather",)
-
-    combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
-    """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
+    COMBINER: ClassVar[type[CombineInstructions]] = CombineAllGathers
 
     combine_threshold_count: int = DEFAULT_THRESHOLD_COUNT
     """Combine at most this many all-gathers into one (XLA: 2048)."""
@@ -169,6 +201,9 @@ class AllGatherCombinerPass(HloModulePass):
     default_combine_threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
     """With `gpu=true`: the threshold counted as "not specified"."""
 
+    def gpu_default(self) -> int | None:
+        return self.default_combine_threshold_bytes if self.gpu else None
+
     def base_key(self, op: HloOp, comps: dict[str, ComputationOp]) -> tuple | None:
         """AllGatherCombiner's key: gather dimension (if by dim), channel id presence,
         use_global_device_ids, element type (unless different ones combine), groups."""
@@ -179,33 +214,18 @@ class AllGatherCombinerPass(HloModulePass):
         return (dim, op.attr("channel_id") is not None, bool(op.attr("use_global_device_ids")),
                 et, groups_key(op))  # fmt: skip
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        if self.combine_threshold_in_bytes <= 0 or self.combine_threshold_count <= 0:
-            return False
-        if module_has_constrained_layout(module, "all-gather"):
-            return False
-        rounds: list[tuple[BaseKey, str, int]] = [
-            (self.base_key, "", self.combine_threshold_in_bytes)
-        ]
-        if self.gpu:
-            rounds = gpu_rounds(self.base_key, self.combine_threshold_in_bytes,
-                                self.default_combine_threshold_bytes, module)  # fmt: skip
-        combiner = CombineAllGathers(RewriteContext.of(module, trace), self.gpu)
-        return run_rounds(module, trace, combiner, rounds, self.combine_threshold_count,
-                          not self.combine_while_loops)  # fmt: skip
+    def skips_while_bodies(self) -> bool:
+        return not self.combine_while_loops
 
 
 @dataclass(frozen=True)
-class ReduceScatterCombinerPass(HloModulePass):
+class ReduceScatterCombinerPass(CombinerPass):
     """Combine reduce-scatters of equal key into tuple-shaped reduce-scatters (XLA's
     ReduceScatterCombiner; `gpu=true`: GpuReduceScatterCombiner)."""
 
     name: ClassVar[str] = "reduce-scatter-combiner"
-    # the opcodes it combines (not pattern-based: the grammar page reads this)
     OPCODES: ClassVar[tuple[str, ...]] = ("reduce-scatter",)
-
-    combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
-    """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
+    COMBINER: ClassVar[type[CombineInstructions]] = CombineReduceScatters
 
     combine_threshold_count: int = DEFAULT_THRESHOLD_COUNT
     """Combine at most this many reduce-scatters into one (XLA: 2048)."""
@@ -223,6 +243,9 @@ class ReduceScatterCombinerPass(HloModulePass):
     default_combine_threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
     """With `gpu=true`: the threshold counted as "not specified"."""
 
+    def skips_while_bodies(self) -> bool:
+        return not self.combine_while_loops
+
     def base_key(self, op: HloOp, comps: dict[str, ComputationOp]) -> tuple | None:
         """ReduceScatterCombiner's key: GetAllReduceKey, a recognised reduction kind, and
         the scatter dimension when combining by dimension."""
@@ -234,52 +257,28 @@ class ReduceScatterCombinerPass(HloModulePass):
         dim = int(op.attr("dimensions")[0]) if self.combine_by_dim else -1
         return (key, dim)
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        if self.combine_threshold_in_bytes <= 0 or self.combine_threshold_count <= 0:
-            return False
-        if module_has_constrained_layout(module, "reduce-scatter"):
-            return False
-        rounds: list[tuple[BaseKey, str, int]] = [
-            (self.base_key, "", self.combine_threshold_in_bytes)
-        ]
-        if self.gpu:
-            rounds = gpu_rounds(self.base_key, self.combine_threshold_in_bytes,
-                                self.default_combine_threshold_bytes, module)  # fmt: skip
-        combiner = CombineReduceScatters(RewriteContext.of(module, trace), self.gpu)
-        return run_rounds(module, trace, combiner, rounds, self.combine_threshold_count,
-                          not self.combine_while_loops)  # fmt: skip
-
-
-def collective_permute_key(op: HloOp, comps: dict[str, ComputationOp]) -> tuple | None:
-    """XLA's `GetCollectivePermuteKey`: the source-target pairs (in order), the
-    combiner_key and the (non-empty) collective_group_key frontend attributes."""
-    if op.OPCODE != "collective-permute":
-        return None
-    attrs = frontend_attributes(op.attr("frontend_attributes"))
-    pairs = tuple(tuple(int(x) for x in p) for p in (op.attr("source_target_pairs") or ()))
-    return (pairs, attrs.get(COMBINER_KEY, ""), attrs.get(COLLECTIVE_GROUP_KEY, ""))
+    def gpu_default(self) -> int | None:
+        return self.default_combine_threshold_bytes if self.gpu else None
 
 
 @dataclass(frozen=True)
-class CollectivePermuteCombinerPass(HloModulePass):
+class CollectivePermuteCombinerPass(CombinerPass):
     """Combine collective-permutes of equal source-target pairs into tuple-shaped ones
     (XLA's CollectivePermuteCombiner, which the GPU compiler runs as it is)."""
 
     name: ClassVar[str] = "collective-permute-combiner"
-    # the opcodes it combines (not pattern-based: the grammar page reads this)
     OPCODES: ClassVar[tuple[str, ...]] = ("collective-permute",)
-
-    combine_threshold_in_bytes: int = DEFAULT_THRESHOLD_BYTES
-    """Combine until the group's result bytes would pass this (XLA: 30 MiB + 7)."""
+    COMBINER: ClassVar[type[CombineInstructions]] = CombineCollectivePermutes
+    KEEPS_CONSTRAINED_LAYOUTS: ClassVar[bool] = False
 
     combine_threshold_count: int = DEFAULT_THRESHOLD_COUNT
     """Combine at most this many collective-permutes into one (XLA: 2048)."""
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        if self.combine_threshold_in_bytes <= 0 or self.combine_threshold_count <= 0:
-            return False
-        combiner = CombineCollectivePermutes(RewriteContext.of(module, trace))
-        rounds: list[tuple[BaseKey, str, int]] = [
-            (collective_permute_key, "", self.combine_threshold_in_bytes)
-        ]
-        return run_rounds(module, trace, combiner, rounds, self.combine_threshold_count)
+    def base_key(self, op: HloOp, comps: dict[str, ComputationOp]) -> tuple | None:
+        """XLA's `GetCollectivePermuteKey`: the source-target pairs (in order), the
+        combiner_key and the (non-empty) collective_group_key frontend attributes."""
+        if op.OPCODE != "collective-permute":
+            return None
+        attrs = frontend_attributes(op.attr("frontend_attributes"))
+        pairs = tuple(tuple(int(x) for x in p) for p in (op.attr("source_target_pairs") or ()))
+        return (pairs, attrs.get(COMBINER_KEY, ""), attrs.get(COLLECTIVE_GROUP_KEY, ""))

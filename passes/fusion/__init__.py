@@ -3,8 +3,9 @@
 
 Layout: `graph.py` (kernel plans of a computation), `rules.py` (XLA's refusal rules),
 `rewrites.py` (the IR rewrites, one per class), `priority.py` / `multi_output.py` /
-`horizontal.py` (the strategies that order them), `explain.py` (why each decision was taken). The cost model
-interface is `hlopass.cost.fusion_cost_model`.
+`horizontal.py` (the strategies that order them), `pass_base.py` (their device and cost
+model options), `explain.py` (why each decision was taken). The cost model interface is
+`hlopass.cost.fusion_cost_model`.
 """
 
 from hlopass.passes.fusion.explain import FusionRecord, explain_sink

@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -48,9 +47,10 @@ from hlopass.ir.attrs import SliceDim
 from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.ir.shape import ArrayShape, TupleShape, default_layout
 from hlopass.kernel_structure.emitter import is_elementwise
-from hlopass.passes.fusion.explain import FusionRecord, explain_sink
+from hlopass.passes.fusion.explain import FusionRecord
+from hlopass.passes.fusion.pass_base import PricedFusionPass
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op, run_merge_drivers
-from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, has_side_effect
+from hlopass.rewriting import RewriteContext, TraceHook, has_side_effect
 
 LOOP_SHAPE_THRESHOLD = 8192 * 8192
 """XLA: a loop-form part may write at most this many elements (else not launch-bound)."""
@@ -509,23 +509,10 @@ def horizontal_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: st
 
 
 @dataclass(frozen=True)
-class HorizontalFusionPass(HloModulePass):
+class HorizontalFusionPass(PricedFusionPass):
     """XLA's horizontal loop fusion: small independent kernels read side by side -> one."""
 
     name: ClassVar[str] = "horizontal-fusion"
 
-    device: str = "h100_sxm"
-    """GPU whose cost model prices the merged kernels."""
-
-    cost_model: str = "default"
-    """`default` or `roofline` (see priority-fusion)."""
-
-    def __post_init__(self) -> None:
-        from hlopass.cost.fusion_models import check_pricing_options
-
-        check_pricing_options(self.device, self.cost_model)
-
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        changed, records = horizontal_fusion(module, self.device, self.cost_model, trace)
-        explain_sink.emit(records)
-        return changed
+    def fuse(self, module: ModuleOp, trace: TraceHook | None) -> tuple[bool, list[FusionRecord]]:
+        return horizontal_fusion(module, self.device, self.cost_model, trace)

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -35,7 +34,7 @@ from hlopass.dialects.hlo import (
 )
 from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import INPUT_EMITTERS, EmitterFacts
-from hlopass.passes.fusion.explain import FusionRecord, explain_sink
+from hlopass.passes.fusion.explain import FusionRecord
 from hlopass.passes.fusion.multi_output_rewrites import (
     BUDGET,
     CYCLE,
@@ -69,6 +68,7 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     shape_of_loop,
     sketch_merged,
 )
+from hlopass.passes.fusion.pass_base import PricedFusionPass
 from hlopass.passes.fusion.priority import fusible_computations
 from hlopass.passes.fusion.rewrites import FusionBuilder, run_merge_drivers
 from hlopass.passes.fusion.rules import (
@@ -76,7 +76,7 @@ from hlopass.passes.fusion.rules import (
     MAX_UNNESTED_REDUCTIONS,
     SHARED_MEMORY_PER_BLOCK,
 )
-from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook
+from hlopass.rewriting import RewriteContext, TraceHook
 
 
 @dataclass
@@ -312,23 +312,10 @@ def multi_output_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: 
 
 
 @dataclass(frozen=True)
-class MultiOutputFusionPass(HloModulePass):
+class MultiOutputFusionPass(PricedFusionPass):
     """XLA's multi-output fusion: siblings and producer-consumer pairs into one kernel."""
 
     name: ClassVar[str] = "multi-output-fusion"
 
-    device: str = "h100_sxm"
-    """GPU whose cost model prices the merged kernels."""
-
-    cost_model: str = "default"
-    """`default` or `roofline` (see priority-fusion)."""
-
-    def __post_init__(self) -> None:
-        from hlopass.cost.fusion_models import check_pricing_options
-
-        check_pricing_options(self.device, self.cost_model)
-
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
-        changed, records = multi_output_fusion(module, self.device, self.cost_model, trace)
-        explain_sink.emit(records)
-        return changed
+    def fuse(self, module: ModuleOp, trace: TraceHook | None) -> tuple[bool, list[FusionRecord]]:
+        return multi_output_fusion(module, self.device, self.cost_model, trace)

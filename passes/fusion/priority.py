@@ -21,7 +21,6 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -30,9 +29,10 @@ from hlopass.cost.fusion_models import fusion_cost_model
 from hlopass.dialects.hlo import ComputationOp, HloOp, entry_computation
 from hlopass.kernel_structure.plan import Kernel
 from hlopass.passes.fusion.book import ConsumerBook
-from hlopass.passes.fusion.explain import FusionRecord, explain_sink
+from hlopass.passes.fusion.explain import FusionRecord
 from hlopass.passes.fusion.graph import FusionGraph
 from hlopass.passes.fusion.memory_guard import LiveBytes, guard_reason
+from hlopass.passes.fusion.pass_base import PricedFusionPass
 from hlopass.passes.fusion.rewrites import (
     FuseProducerIntoConsumers,
     FusionBuilder,
@@ -47,7 +47,6 @@ from hlopass.passes.fusion.rules import (
     scatter_rule,
 )
 from hlopass.rewriting import (
-    HloModulePass,
     RewriteContext,
     TraceHook,
     comps_by_name,
@@ -425,7 +424,7 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
 
 
 @dataclass(frozen=True)
-class PriorityFusionPass(HloModulePass):
+class PriorityFusionPass(PricedFusionPass):
     """XLA's priority fusion: fuse producers into all readers, best estimated gain first."""
 
     name: ClassVar[str] = "priority-fusion"
@@ -443,16 +442,10 @@ class PriorityFusionPass(HloModulePass):
     """Refuse a fusion that would lift a computation's peak of live intermediate bytes
     (hlopass.ir.memory's model, in block order) above this many bytes (-1: no limit)."""
 
-    def __post_init__(self) -> None:
-        from hlopass.cost.fusion_models import check_pricing_options
-
-        check_pricing_options(self.device, self.cost_model)
-
     def plan(self, module: ModuleOp, trace: TraceHook | None = None) -> FusionReport:
         return priority_fusion(module, self.device, self.cost_model, self.max_fusions, trace,
                                self.max_temp_bytes)  # fmt: skip
 
-    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+    def fuse(self, module: ModuleOp, trace: TraceHook | None) -> tuple[bool, list[FusionRecord]]:
         report = self.plan(module, trace)
-        explain_sink.emit(report.records)
-        return report.changed
+        return report.changed, report.records
