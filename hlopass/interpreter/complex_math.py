@@ -11,7 +11,7 @@ from hlopass.interpreter.numeric import daz
 
 
 def parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.ascontiguousarray(x.real), np.ascontiguousarray(x.imag)
+    return np.ascontiguousarray(np.real(x)), np.ascontiguousarray(np.imag(x))
 
 
 def compose(re: np.ndarray, im: np.ndarray, dt: np.dtype) -> np.ndarray:

@@ -54,7 +54,8 @@ def _custom_call(interp, op, args):
             raise unsupported(op, "backend_config holds no einsum equation")
         return builder_math.einsum(spec, args, dtype_of(op.shape))
     if target == "xla_builder.tridiagonal.TridiagonalSolver" and len(args) == 4:
-        return builder_math.tridiagonal_solve(*args, dtype_of(op.shape))
+        lower, main, upper, rhs = args
+        return builder_math.tridiagonal_solve(lower, main, upper, rhs, dtype_of(op.shape))
     if target in _MATH:
         out = dtype_of(op.shape)
         return as_dtype(daz(_MATH[target](*(daz(widen(a)) for a in args))), out)

@@ -147,8 +147,8 @@ def _unary(interp, op, args):
     if code == "abs":
         if w.dtype.kind == "c":  # XLA: NaN when a part is NaN, even if the other is inf
             f = daz(w)
-            mag = np.where(np.isnan(f.real) | np.isnan(f.imag), np.nan, np.abs(f))
-            return as_dtype(daz(mag.astype(f.real.dtype)), out)
+            mag = np.where(np.isnan(np.real(f)) | np.isnan(np.imag(f)), np.nan, np.abs(f))
+            return as_dtype(daz(mag.astype(np.real(f).dtype)), out)
         return as_dtype(np.abs(w), out)
     if code == "negate":
         return as_dtype(-w if w.dtype.kind != "b" else w, out)

@@ -161,7 +161,7 @@ def daz(x: np.ndarray) -> np.ndarray:
             return x
         return np.where(small, np.copysign(_ZERO[dt], x), x)
     if dt.kind == "c":
-        part = daz(np.ascontiguousarray(x.real)), daz(np.ascontiguousarray(x.imag))
+        part = daz(np.ascontiguousarray(np.real(x))), daz(np.ascontiguousarray(np.imag(x)))
         out = np.empty(x.shape, dt)
         out.real, out.imag = part
         return out

@@ -201,10 +201,10 @@ def fold_groups(g0: list[list[int]], g1: list[list[int]]) -> list[list[int]] | N
         for i in g:
             set_of[i] = set_id
     folded = []
-    for contributors, set_id in seen.items():
-        if any(set_of[i] != set_id for i in contributors):
+    for members, set_id in seen.items():
+        if any(set_of[i] != set_id for i in members):
             return None
-        folded.append(sorted(contributors))
+        folded.append(sorted(members))
     return sorted(folded, key=lambda g: g[0])
 
 

@@ -43,6 +43,7 @@ from hlopass.rewriting import (
     module_of,
     new_op,
     run_patterns,
+    value_shape,
 )
 
 _LEGACY = frozenset({"all-reduce", "all-gather", "collective-permute"})
@@ -140,8 +141,8 @@ class SyncToAsync(RewritePattern):
         """A computation `(param_0, ...) -> copy of op`, placed before `op`'s own."""
         params = [
             create_op(
-                "parameter", [], v.type.data, self.ctx.names.fresh(f"param_{i}"), {"number": i}
-            )  # type: ignore[attr-defined]
+                "parameter", [], value_shape(v), self.ctx.names.fresh(f"param_{i}"), {"number": i}
+            )
             for i, v in enumerate(op.operands)
         ]
         attrs = {s.name: v for s, v in op.hlo_attrs() if s.name != "control-predecessors"}

@@ -37,6 +37,10 @@ class CombineInstructions:
     gpu: bool = False
     """Merge the members' GPU backend configs (is_pipelined) into the combined one."""
 
+    def __call__(self, group: list[HloOp]) -> list[HloOp]:
+        """Combine `group` (a `CombineFn`); each subclass emits its own opcode."""
+        raise NotImplementedError
+
     def emit(self, group: list[HloOp], opcode: str, operands: list[SSAValue],
              shapes: list[Shape], attrs: dict[str, Any]) -> HloOp:  # fmt: skip
         first = group[0]

@@ -143,7 +143,7 @@ def waited_on(op: HloOp) -> frozenset[str]:
 
 
 def forget_waited_on(comp: ComputationOp) -> None:
-    comp.__dict__.pop("_combiner_waited_on", None)
+    vars(comp).pop("_combiner_waited_on", None)  # vars: the instance dict, typed as dict
 
 
 def is_pipelined(op: HloOp) -> bool:

@@ -213,11 +213,12 @@ class AllGatherToAllReduce(RewritePattern):
             return
         shape = op.shape
         outs = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
-        if not all(isinstance(s, ArrayShape) for s in outs):
-            return
+        arrays = [s for s in outs if isinstance(s, ArrayShape)]
+        if len(arrays) != len(outs):
+            return  # a nested tuple output
         dim = _dim(op)
         results = [
-            self._one(rewriter, op, x, s, dim) for x, s in zip(op.operands, outs, strict=True)
+            self._one(rewriter, op, x, s, dim) for x, s in zip(op.operands, arrays, strict=True)
         ]
         if isinstance(shape, TupleShape):
             results = [new_op(rewriter, self.ctx, "tuple", results, shape, None, op).result]

@@ -176,8 +176,9 @@ class MultiOutputDriver:
     def _merge_siblings_priced(self, a: HloOp, b: HloOp, reach: Reachability,
                                record: FusionRecord) -> HloOp | None:  # fmt: skip
         fused, plan, summary, facts = self.price_siblings(a, b)
-        record.unfused_us, record.fused_us = self.time_of(a) + self.time_of(b), fused
-        if fused > record.unfused_us:
+        unfused = self.time_of(a) + self.time_of(b)
+        record.unfused_us, record.fused_us = unfused, fused
+        if fused > unfused:
             return None
         known = (self.parts(a).merged(self.parts(b)), self.reduction(a), self.reduction(b))
         pattern = MergeSiblingFusions(self.ctx, self.builder, self.comps, reach,
@@ -196,8 +197,9 @@ class MultiOutputDriver:
     def _merge_producer_priced(self, a: HloOp, b: HloOp, reach: Reachability,
                                record: FusionRecord) -> HloOp | None:  # fmt: skip
         fused, plan = self.price_producer(a, b)
-        record.unfused_us, record.fused_us = self.time_of(a) + self.time_of(b), fused
-        if fused > record.unfused_us:
+        unfused = self.time_of(a) + self.time_of(b)
+        record.unfused_us, record.fused_us = unfused, fused
+        if fused > unfused:
             return None
         pattern = FuseProducerIntoMultiOutput(self.ctx, self.builder, self.comps, reach,
                                               consumer=b, plan=plan)  # fmt: skip
@@ -297,6 +299,7 @@ class MultiOutputDriver:
                 ):
                     changed = True
                     a = self._fused
+                    assert a is not None  # consider() returned True: it set the fusion
                     readers[i] = a
                     readers.pop(j)
                     continue

@@ -34,7 +34,7 @@ from hlopass.passes.fusion.rules import (
     instruction_fusible,
     shared_memory,
 )
-from hlopass.rewriting import RewriteContext
+from hlopass.rewriting import RewriteContext, value_shape
 
 CYCLE = "would introduce a cycle when fused"
 SLOWER = "will execute slower if fused"
@@ -194,7 +194,7 @@ def first_reduction(body: list[HloOp]) -> Any:
     """The input shape of the first unnested reduction in `body`, None if none."""
     for m in body:
         if is_unnested_reduction(m):
-            return m.operands[0].type.data
+            return value_shape(m.operands[0])
     return None
 
 
@@ -236,7 +236,7 @@ def moves_data(body: list[HloOp]) -> bool:
 
 
 def _scalar_broadcast(op: HloOp) -> bool:
-    return op.opcode == "broadcast" and is_effective_scalar(op.operands[0].type.data)
+    return op.opcode == "broadcast" and is_effective_scalar(value_shape(op.operands[0]))
 
 
 def _row_major(shape: ArrayShape) -> bool:

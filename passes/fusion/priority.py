@@ -371,6 +371,11 @@ class FusionReport:
     records: list[FusionRecord]
 
 
+def _latest(current: dict[int, HloOp], op: HloOp) -> HloOp:
+    """`op`, or the fusion that has replaced it."""
+    return current.get(id(op), op)
+
+
 def replay(steps: list[Step], builder: FusionBuilder, ctx: RewriteContext,
            current: dict[int, HloOp]) -> None:  # fmt: skip
     """Apply the planned steps to the IR with the `FuseProducerIntoConsumers` rewrite."""
@@ -415,7 +420,7 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
         for r in driver.all_records():
             op = by_name.get(r.producer)
             if op is not None:
-                kernels = [current.get(id(k.root), k.root) for k in g.containing[id(op)] if k.alive]
+                kernels = [_latest(current, k.root) for k in g.containing[id(op)] if k.alive]
                 r.kernels = [o.inst_name for o in kernels if o.parent is not None]
             records.append(r)
     if changed:

@@ -273,9 +273,15 @@ def erase_op(op: Operation) -> None:
     op.erase(safe_erase=False)
 
 
+def _instruction_of(v: SSAValue) -> HloOp:
+    o = v.owner
+    assert isinstance(o, HloOp), "a computation's values are its instructions' results"
+    return o
+
+
 def hero_names(comp: ComputationOp) -> str:
     root = comp.root
-    outs = [v.owner for v in root.operands] if root.opcode == "tuple" else [root]
+    outs = [_instruction_of(v) for v in root.operands] if root.opcode == "tuple" else [root]
     ids = {id(op) for op in comp.instructions}
     names: set[str] = set()
     for out, hero in zip(outs, heroes(outs, ids), strict=True):

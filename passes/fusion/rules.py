@@ -23,7 +23,7 @@ from hlopass.kernel_structure.emitter import (
 )
 from hlopass.kernel_structure.plan import Kernel
 from hlopass.kernel_structure.shapes import elements
-from hlopass.rewriting import calls_side_effect, is_control_predecessor
+from hlopass.rewriting import calls_side_effect, is_control_predecessor, value_shape
 
 # XLA's IsFusible: elementwise ops and these.
 FUSIBLE_OPCODES = frozenset({
@@ -109,7 +109,7 @@ def shared_memory(op: HloOp) -> int:
         from hlopass.kernel_structure.emitter import reduction_dims
 
         # one shared buffer per reduced input (a variadic reduce's inputs share a shape)
-        size = sum(_bytes_of(v.type.data) for v in op.operands[: len(op.operands) // 2])
+        size = sum(_bytes_of(value_shape(v)) for v in op.operands[: len(op.operands) // 2])
         is_row, _ = reduction_dims(op)
         # a column reduction's cache is 32 x (32 x the widest vector, 4, + 1) elements
         return 32 * size if is_row else 32 * (COLUMN_VECTOR_MAX * 32 + 1) * size
@@ -122,7 +122,7 @@ def significant_reduce(op: HloOp) -> bool:
     if op.opcode != "reduce" or not isinstance(op.shape, ArrayShape):
         return False
     out = max(1, elements(op.shape))
-    return elements(op.operands[0].type.data) // out >= SIGNIFICANT_REDUCE
+    return elements(value_shape(op.operands[0])) // out >= SIGNIFICANT_REDUCE
 
 
 def subshape_count(shape: Any) -> int:
@@ -331,7 +331,7 @@ def _reaches_non_elementwise(consumer: Kernel, value: Any, in_place_op: HloOp) -
 
 
 def _slice_matches_dus(producer_op: HloOp, dus: HloOp) -> str | None:
-    update_shape = dus.operands[1].type.data
+    update_shape = value_shape(dus.operands[1])
     rank = len(getattr(dus.shape, "dims", ()))
     if producer_op.opcode == "slice":
         if producer_op.shape != update_shape:
