@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,14 @@ class NameUniquer:
         that root with the lowest free `.N` (`add.3` may give `add`, `add.1`, ...)."""
         m = _SUFFIX.match(base)
         return claim_name(m.group(1) if m else base, self.used, self.next)
+
+    def fresh_outside(self, base: str, taken: Container[str]) -> str:
+        """`fresh(base)` until the name is not in `taken` either (a new computation's name,
+        kept apart from both instruction and computation names); every try stays taken."""
+        name = self.fresh(base)
+        while name in taken:
+            name = self.fresh(base)
+        return name
 
 
 @dataclass
