@@ -10,7 +10,7 @@ The result is a pre-fusion module again: `defuse,priority-fusion` re-plans an op
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from xdsl.context import Context
@@ -20,6 +20,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.errors import HloVerifyError
+from hlopass.ir.names import claim_name
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, comps_by_name
 
 
@@ -28,17 +29,12 @@ class UsedNames:
     """Instruction names that stay in the module (those of fused computations are free)."""
 
     used: set[str]
+    # per name: where `claim_name`'s probing resumes (`used` only grows, so the names
+    # below it stay taken and the result is the lowest free `name.N`, as probing from 1)
+    next_n: dict[str, int] = field(default_factory=dict)
 
     def keep_or_fresh(self, name: str) -> str:
-        if name not in self.used:
-            self.used.add(name)
-            return name
-        k = 1
-        while f"{name}.{k}" in self.used:
-            k += 1
-        fresh = f"{name}.{k}"
-        self.used.add(fresh)
-        return fresh
+        return claim_name(name, self.used, self.next_n)
 
 
 @dataclass

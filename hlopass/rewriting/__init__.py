@@ -6,7 +6,7 @@ module per concern; pass authors and plug-ins import them from here.
   `Scope` a run reports its changes to, and `run_patterns`.
 * `tracked`: `TrackedPass`, the base of a pass that reports in its `Scope` what it changed.
 * `context`: `NameUniquer` (fresh names in XLA's `name.N` style, unique in the module;
-  `claim_name` in any one set of names) and `RewriteContext` (what patterns of one pass
+  `claim_name`, from `hlopass.ir.names`, in any one set of names) and `RewriteContext` (what patterns of one pass
   run share: the uniquer, a trace hook).
 * `building`: `new_op`, `constant_from_numpy`, `replace_op`, `erase_dead`: building and
   replacing instructions with a `PatternRewriter`.
@@ -16,6 +16,7 @@ module per concern; pass authors and plug-ins import them from here.
 * `lookup`: per-class answers asked of every instruction (`is_hlo`, `owner`, `module_of`).
 """
 
+from hlopass.ir.names import claim_name
 from hlopass.rewriting.base import (
     HloModulePass,
     Scope,
@@ -42,7 +43,6 @@ from hlopass.rewriting.calls import (
 from hlopass.rewriting.context import (
     NameUniquer,
     RewriteContext,
-    claim_name,
     rewrite_text,
 )
 from hlopass.rewriting.effects import (

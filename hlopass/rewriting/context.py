@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import HloOp, computations, op_list
+from hlopass.ir.names import claim_name
 from hlopass.rewriting.effects import (
     control_predecessor_names,
     forget_effects,
@@ -60,21 +62,13 @@ class NameUniquer:
         m = _SUFFIX.match(base)
         return claim_name(m.group(1) if m else base, self.used, self.next)
 
-
-def claim_name(root: str, used: set[str], next_n: dict[str, int]) -> str:
-    """`root` if `used` lacks it, else `root.N` for the first N free from `next_n[root]`
-    on; taken into `used`. Probing resumes where the last claim of `root` stopped, so n
-    names of one root cost O(n) probes, not O(n^2)."""
-    if root not in used:
-        used.add(root)
-        return root
-    n = next_n.get(root, 1)
-    while f"{root}.{n}" in used:
-        n += 1
-    next_n[root] = n + 1
-    name = f"{root}.{n}"
-    used.add(name)
-    return name
+    def fresh_outside(self, base: str, taken: Container[str]) -> str:
+        """`fresh(base)` until the name is not in `taken` either (a new computation's name,
+        kept apart from both instruction and computation names); every try stays taken."""
+        name = self.fresh(base)
+        while name in taken:
+            name = self.fresh(base)
+        return name
 
 
 @dataclass

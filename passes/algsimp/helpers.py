@@ -349,11 +349,7 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
 
 def _fresh_computation_name(ctx: Any, module: ModuleOp, base: str) -> str:
     """A fresh name from `base` that no computation of `module` has."""
-    taken = {c.comp_name for c in computations(module)}
-    name = ctx.names.fresh(base)
-    while name in taken:
-        name = ctx.names.fresh(base)
-    return name
+    return ctx.names.fresh_outside(base, {c.comp_name for c in computations(module)})
 
 
 def _insert_before_computation_of(comp: ComputationOp, near: HloOp) -> None:

@@ -153,9 +153,7 @@ class SyncToAsync(RewritePattern):
             block.add_op(o)
         block.add_op(new_return_op(root.results[0]))
         taken = {c.comp_name for c in computations(self.ctx.module)}
-        name = self.ctx.names.fresh("async_computation")
-        while name in taken:
-            name = self.ctx.names.fresh("async_computation")
+        name = self.ctx.names.fresh_outside("async_computation", taken)
         host = op.parent_op()
         assert isinstance(host, ComputationOp) and host.parent_block() is not None
         host.parent_block().insert_op_before(new_computation_op(name, block), host)  # type: ignore[union-attr]

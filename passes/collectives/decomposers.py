@@ -184,9 +184,7 @@ def binary_computation(ctx: RewriteContext, near: HloOp, opcode: str, element_ty
     module = module_of(near)
     assert module is not None
     taken = {c.comp_name for c in computations(module)}
-    name = ctx.names.fresh(opcode)
-    while name in taken:
-        name = ctx.names.fresh(opcode)
+    name = ctx.names.fresh_outside(opcode, taken)
     host = near.parent_op()
     assert isinstance(host, ComputationOp) and host.parent_block() is not None
     host.parent_block().insert_op_before(new_computation_op(name, block), host)  # type: ignore[union-attr]

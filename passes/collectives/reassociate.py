@@ -26,6 +26,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import HloOp, create_op, new_computation_op, new_return_op
 from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.names import first_free
 from hlopass.ir.shape import ArrayShape, is_float, is_integral, scalar
 from hlopass.passes.collectives.all_reduce_folder import (
     GROUP_KEY,
@@ -311,9 +312,7 @@ class ReassociateAllReduce(RewritePattern):
         comp = reducer(ar)
         assert comp is not None
         taken = {c.comp_name for c in comp.parent_block().ops}  # type: ignore[union-attr]
-        name, k = f"{comp.comp_name}_reassoc_promoted", 1
-        while name in taken:
-            name, k = f"{comp.comp_name}_reassoc_promoted.{k}", k + 1
+        name = first_free(f"{comp.comp_name}_reassoc_promoted", taken)
         fresh = self.ctx.names.fresh
         x = create_op("parameter", [], scalar(et), fresh("x"), {"number": 0})
         y = create_op("parameter", [], scalar(et), fresh("y"), {"number": 1})
