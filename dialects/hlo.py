@@ -836,6 +836,14 @@ def new_result(result_type: Attribute, op: Operation) -> OpResult[Any]:
     return r
 
 
+def retype_result(op: Operation, result_type: Attribute) -> None:
+    """Give `op`'s one result another type in place, its uses kept: xDSL has no public
+    setter (`Rewriter.replace_value_with_new_type` makes a new value and moves every use,
+    which layout assignment would pay once per relaid-out instruction)."""
+    (r,) = op.results
+    r._type = result_type  # pyright: ignore[reportPrivateUsage]
+
+
 def new_return_op(root: SSAValue) -> ReturnOp:
     """`ReturnOp(root)`, built the fast way (see `new_hlo_op`)."""
     op = _new(ReturnOp)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from xdsl.ir import SSAValue
 
 from hlopass.cost.layouts import physical_offsets, reshape_is_bitcast
-from hlopass.dialects.hlo import HloOp, shape_type
+from hlopass.dialects.hlo import HloOp, retype_result, shape_type
 from hlopass.ir.shape import ArrayShape, Layout, Shape, TupleShape
 
 M2M = tuple[int, ...]
@@ -78,7 +78,7 @@ def value_shape(v: SSAValue) -> Shape:
 
 def set_shape(op: HloOp, shape: Shape) -> None:
     """Give `op`'s result a new shape (same dims, another layout) in place."""
-    op.results[0]._type = shape_type(shape)  # type: ignore[misc]  # xDSL has no setter
+    retype_result(op, shape_type(shape))
 
 
 # --- layouts that make data movement free --------------------------------------------------
