@@ -119,9 +119,9 @@ class Browser:
     def goto(self, url: str) -> None:
         self.call("Page.navigate", url=url)
 
-    def eval(self, expression: str) -> Any:
-        r = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
-                      awaitPromise=True)  # fmt: skip
+    def eval(self, expression: str, timeout: float = 120) -> Any:
+        r = self.call("Runtime.evaluate", timeout=timeout, expression=expression,
+                      returnByValue=True, awaitPromise=True)  # fmt: skip
         if "exceptionDetails" in r:
             raise RuntimeError(f"page error: {r['exceptionDetails'].get('text')}")
         return r["result"].get("value")
