@@ -41,6 +41,7 @@ from collective_programs.load import (  # noqa: E402
     ROOT,
     collective_count,
     load,
+    read_io,
 )
 
 # collectives before -> after our pipeline, counted by hand from each program
@@ -120,14 +121,7 @@ def spmd_here(tmp_path_factory):
     child = subprocess.run([sys.executable, str(ROOT / "make.py"), str(out), "--io-only"],
                            capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert child.returncode == 0, child.stderr[-3000:]
-    got = {}
-    for n in NAMES:
-        io = np.load(out / n / "io.npz")
-        n_in = sum(1 for k in io.files if k.startswith("d0_in"))
-        n_out = sum(1 for k in io.files if k.startswith("d0_out"))
-        got[n] = ([[io[f"d{r}_in{k}"] for k in range(n_in)] for r in range(DEVICES)],
-                  [[io[f"d{r}_out{k}"] for k in range(n_out)] for r in range(DEVICES)])  # fmt: skip
-    return got
+    return {n: read_io(out / n / "io.npz") for n in NAMES}
 
 
 def _same(got: list, want: list, what: str) -> None:

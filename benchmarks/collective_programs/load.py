@@ -31,17 +31,24 @@ class Program:
     xla_h100: str | None  # XLA's GPU compilation for 8 H100s, when generated
 
 
-def load(name: str) -> Program:
-    d = ROOT / name
-    io = np.load(d / "io.npz")
+def read_io(path: Path) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """Every device's inputs and outputs from an `io.npz` that `make.py` wrote."""
+    io = np.load(path)
     n_in = sum(1 for k in io.files if k.startswith("d0_in"))
     n_out = sum(1 for k in io.files if k.startswith("d0_out"))
+    return ([[io[f"d{r}_in{k}"] for k in range(n_in)] for r in range(DEVICES)],
+            [[io[f"d{r}_out{k}"] for k in range(n_out)] for r in range(DEVICES)])  # fmt: skip
+
+
+def load(name: str) -> Program:
+    d = ROOT / name
+    inputs, outputs = read_io(d / "io.npz")
     h100 = d / "xla_h100_optimized.hlo"
     return Program(
         name,
         (d / "per_device.hlo").read_text(),
-        [[io[f"d{r}_in{k}"] for k in range(n_in)] for r in range(DEVICES)],
-        [[io[f"d{r}_out{k}"] for k in range(n_out)] for r in range(DEVICES)],
+        inputs,
+        outputs,
         h100.read_text() if h100.exists() else None,
     )
 
