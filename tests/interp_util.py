@@ -13,7 +13,11 @@ from pathlib import Path
 import numpy as np
 
 import hlopass
+from hlopass.dialects.hlo import entry_computation
 from hlopass.execution.inputs import random_inputs  # noqa: F401 (the tests import it from here)
+from hlopass.interpreter.replicas import replicas_needed
+from hlopass.ir.literal import numpy_dtype
+from hlopass.text.importer import parse_hlo
 from tests.child_runner import run_batch
 from tests.error_bound import assert_within_bound, error_bounds
 
@@ -323,3 +327,48 @@ class XlaWorker:
             self._proc.wait(timeout=30)
         self._proc = None
         self._tmp.cleanup()
+
+
+# --- modules of the collective tests: a replica count, random arguments per replica ----
+
+ALL_REPLICAS = 4
+"""Replicas for modules whose groups are all `{}` and whose header names no count."""
+
+
+def with_replica_count(text: str) -> str:
+    """The module with `replica_count` in its header: the passes read it, and the run uses
+    it (groups all `{}` name every replica: run those on `ALL_REPLICAS`)."""
+    header = text[text.index("HloModule") :].splitlines()[0]
+    if "replica_count" in header:
+        return text
+    n = replicas_needed(parse_hlo(text))
+    # (a gather or scatter over `{}` fixes the count by its shapes: replicas_needed's)
+    explicit = re.search(r"replica_groups=(\{\{|\[)", text)
+    if n == 1 and not explicit and not re.search(r"(reduce-scatter|all-gather)\(", text):
+        n = ALL_REPLICAS
+    return text.replace(
+        header, re.sub(r"^(HloModule [^,\s]+)", rf"\1, replica_count={n}", header), 1
+    )
+
+
+def replica_args(module, n: int) -> list[list[np.ndarray]]:
+    """Per replica: random values, the same on every replica for parameters marked
+    `parameter_replication={true}` (the simplifier relies on that); integer offsets small."""
+    rng = np.random.default_rng(7)
+    params = entry_computation(module).parameters()
+    per: list[list[np.ndarray]] = [[] for _ in range(n)]
+    for p in params:
+        shape, same = p.shape, bool(p.attr("parameter_replication"))
+        for r in range(n):
+            if same and r:
+                per[r].append(per[0][-1].copy())
+                continue
+            dt = np.dtype(numpy_dtype(shape.element_type))
+            if dt.kind == "b":
+                a = rng.integers(0, 2, shape.dims).astype(dt)
+            elif dt.kind in "iu":
+                a = rng.integers(0, 8, shape.dims).astype(dt)
+            else:
+                a = rng.standard_normal(shape.dims).astype(dt)
+            per[r].append(a)
+    return per

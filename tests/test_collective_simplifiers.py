@@ -34,13 +34,12 @@ from hlopass.pipeline import parse_pass_pipeline
 from hlopass.text.exporter import print_hlo
 from hlopass.text.importer import parse_hlo
 from hlopass.text.xdsl_io import context
+from tests.interp_util import replica_args, with_replica_count
 
 LIT = Path(__file__).resolve().parent.parent / "lit_tests" / "passes" / "collectives"
 PASSES = ("all-reduce-folder", "all-reduce-simplifier", "all-reduce-reassociate",
           "reduce-scatter-reassociate", "reduce-scatter-creator")  # fmt: skip
 MAX_ELEMENTS = 40_000
-ALL_REPLICAS = 4
-"""Replicas for modules whose groups are all `{}` and whose header names no count."""
 
 OWN = {
     # sums in s32 wrap identically in any order: exact after the rewrite
@@ -115,22 +114,6 @@ def _runnable(text: str) -> bool:
     return sum(p.shape.num_elements for p in params) <= MAX_ELEMENTS  # type: ignore[attr-defined]
 
 
-def _with_replica_count(text: str) -> str:
-    """The module with `replica_count` in its header: the passes read it, and the run uses
-    it (groups all `{}` name every replica: run those on `ALL_REPLICAS`)."""
-    header = text[text.index("HloModule") :].splitlines()[0]
-    if "replica_count" in header:
-        return text
-    n = replicas_needed(parse_hlo(text))
-    # (a gather or scatter over `{}` fixes the count by its shapes: replicas_needed's)
-    explicit = re.search(r"replica_groups=(\{\{|\[)", text)
-    if n == 1 and not explicit and not re.search(r"(reduce-scatter|all-gather)\(", text):
-        n = ALL_REPLICAS
-    return text.replace(
-        header, re.sub(r"^(HloModule [^,\s]+)", rf"\1, replica_count={n}", header), 1
-    )
-
-
 UNRUNNABLE: dict[str, str] = {}
 """Rewritten lit modules whose input the interpreter refuses (its reason)."""
 
@@ -148,7 +131,7 @@ def _refused(text: str) -> str:
 
     module = parse_hlo(text)
     try:
-        evaluate_replicas(module, _args(module, replicas_needed(module)))
+        evaluate_replicas(module, replica_args(module, replicas_needed(module)))
     except HloError as e:
         return str(e).splitlines()[0]
     return ""
@@ -170,7 +153,7 @@ def _cases() -> list[tuple[str, str, str]]:
             body = "\n".join(ln for ln in chunk.splitlines() if not ln.startswith("//"))
             if "HloModule" not in body or not _runnable(body):
                 continue
-            text_k = _with_replica_count(body)
+            text_k = with_replica_count(body)
             outputs = [_run(spec, text_k) for spec in specs]
             for spec, output in zip(specs, outputs, strict=True):
                 # a module the pass leaves alone keeps its values trivially; an option's
@@ -185,29 +168,6 @@ def _cases() -> list[tuple[str, str, str]]:
         if name in OWN:
             cases.append((f"{name}-own", name, OWN[name]))
     return cases
-
-
-def _args(module, n: int) -> list[list[np.ndarray]]:
-    """Per replica: random values, the same on every replica for parameters marked
-    `parameter_replication={true}` (the simplifier relies on that); integer offsets small."""
-    rng = np.random.default_rng(7)
-    params = entry_computation(module).parameters()
-    per: list[list[np.ndarray]] = [[] for _ in range(n)]
-    for p in params:
-        shape, same = p.shape, bool(p.attr("parameter_replication"))
-        for r in range(n):
-            if same and r:
-                per[r].append(per[0][-1].copy())
-                continue
-            dt = np.dtype(numpy_dtype(shape.element_type))
-            if dt.kind == "b":
-                a = rng.integers(0, 2, shape.dims).astype(dt)
-            elif dt.kind in "iu":
-                a = rng.integers(0, 8, shape.dims).astype(dt)
-            else:
-                a = rng.standard_normal(shape.dims).astype(dt)
-            per[r].append(a)
-    return per
 
 
 def summation_bound(per: list[list[np.ndarray]], module) -> float:
@@ -240,7 +200,7 @@ def _executed() -> dict[str, dict]:
     for cid, spec, text in CASES:
         module = parse_hlo(text)
         n = replicas_needed(module)
-        per = _args(module, n)
+        per = replica_args(module, n)
         before = print_hlo(module)
         changed = any(p.run(context(), module) for p in parse_pass_pipeline(spec))
         module.verify()

@@ -88,7 +88,10 @@ def _all_to_all(interp, op, args):
         members = meet(id(op), group, blocks)
         out = [np.concatenate([m[i][k] for m in members], axis=d) for i in range(len(args))]
         return out[0] if len(out) == 1 else tuple(out)
-    members = meet(id(op), group, args)  # tuple form: operand j goes to member j
+    if len(args) != len(group):  # tuple form: operand j goes to member j
+        raise unsupported(op, f"the tuple form sends one operand to each member: "
+                              f"{len(args)} operands, groups of {len(group)}")  # fmt: skip
+    members = meet(id(op), group, args)
     return tuple(np.array(m[k]) for m in members)
 
 
@@ -163,15 +166,17 @@ def _collective_permute(interp, op, args):
 
 @handler("collective-permute-start")
 def _collective_permute_start(interp, op, args):
-    if len(args) != 1:
+    if op.attr("slice_sizes") is not None or any(isinstance(a, tuple) for a in args):
         raise unsupported(op, "in-place (buffer) form")
-    x = args[0]
     shape = op.shape
     if not isinstance(shape, TupleShape):  # the start's result is the permuted value itself
-        return _permute(op, x)
-    # the u32 context words XLA keeps beside the buffers (scalars)
+        return _permute(op, args[0])
+    # (operands, results[, the u32 context words XLA keeps beside the buffers]); combined:
+    # ((operands...), (each permuted alike...))
     extra = [np.zeros((), np.uint32) for _ in shape.elements[2:]]
-    return (x, _permute(op, x), *extra)
+    if len(args) > 1:
+        return (tuple(args), tuple(_permute(op, a) for a in args), *extra)
+    return (args[0], _permute(op, args[0]), *extra)
 
 
 @handler("collective-permute-done")
