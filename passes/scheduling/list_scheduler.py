@@ -2,7 +2,7 @@
 
 The scheduler walks a simulated clock of the compute stream and the communication stream
 (the model `critical_path_us` prices) and places one ready instruction at a time, in this
-order of preference:
+order of preference (parameters and constants, which cost nothing, first as they stand):
 
 1. an async collective start whose kind has fewer than `limit` collectives in flight (the
    most urgent first: the one whose done's first user comes earliest in the original order,
@@ -98,6 +98,9 @@ def _pick(ready: set[str], by_name: dict[str, Node], root: str | None, limit: in
     """The next instruction to place (the rules of the module's docstring, in order)."""
     if len(ready) > 1 and root in ready:
         ready = ready - {root}
+    leaves = [n for n in ready if by_name[n].stream == "free" and not by_name[n].deps]
+    if leaves:  # parameters and constants first, in their order: they cost nothing
+        return min(leaves, key=lambda n: index[n])
     starts = [n for n in ready if by_name[n].stream == "async"]
     free = [n for n in starts if in_flight.get(by_name[n].kind, 0) < limit]
     if free:
