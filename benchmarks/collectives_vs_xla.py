@@ -33,7 +33,8 @@ import hlopass  # noqa: E402
 import hlopass.cost  # noqa: E402
 from hlopass.pipeline import find_pass  # noqa: E402
 
-FUSION = "algsimp,cse,dce,priority-fusion"
+# the scheduler again after fusion: the step is priced on the fused module as it would run
+FUSION = "algsimp,cse,dce,priority-fusion,latency-hiding-scheduler"
 # the packing column: our pipeline with the seed's spec in place of the all-reduce combiner
 PACKING = PIPELINE.replace("all-reduce-combiner{gpu=true}", "gradient-packing{spec=auto}")
 DEVICE, TOPOLOGY = "h100_sxm", "1x8"
