@@ -65,6 +65,9 @@ class GradientPackingPass(HloModulePass):
     """`auto` ranks candidates by the step time of the module scheduled with async
     collectives (where it has compute to hide them behind), not only by the collectives'
     summed time."""
+    price_after: str = "algsimp,cse,dce,priority-fusion"
+    """The passes each candidate goes through (on a copy) before it is made async,
+    scheduled and priced: the kernels it will run, not one per instruction."""
 
     def __post_init__(self) -> None:
         if self.spec.strip() != "auto":
@@ -80,7 +83,9 @@ class GradientPackingPass(HloModulePass):
             topo = topology_for(module, self.gpus_per_host, self.device)
             stepper = None
             if self.rank_by_step and has_hideable_compute(module, self.device, topo):
-                stepper = StepPricer(module, self.device, topo, self.gpus_per_host)
+                stepper = StepPricer(
+                    module, self.device, topo, self.gpus_per_host, self.price_after
+                )
             choice = choose(comps, by_name, topo, self.max_group, stepper)
             stream = _EXPLAIN[0] if _EXPLAIN else (sys.stderr if self.explain else None)
             if stream is not None:

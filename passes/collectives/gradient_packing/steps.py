@@ -1,5 +1,5 @@
-"""The step time of a packing plan: the module packed on a copy, its collectives made
-asynchronous and scheduled as XLA GPU runs them (`async-collective-creator`, then
+"""The step time of a packing plan: the module packed on a copy (then fused, by default,
+so that its kernels are priced as they will run), its collectives made asynchronous and scheduled as XLA GPU runs them (`async-collective-creator`, then
 `latency-hiding-scheduler`), priced by the cost model's two-stream critical path
 (`Estimate.step_us`). What `spec=auto` ranks its candidates by where the gradients'
 all-reduces can hide behind compute."""
@@ -48,6 +48,7 @@ class StepPricer:
     device: str
     topo: Topology
     gpus_per_host: int
+    after: str = ""  # passes run before the async ones (fusion: kernels as they will run)
     memo: dict[tuple[Any, ...], Step] = field(default_factory=dict)
 
     def __call__(self, bands: tuple[Band, ...], max_bytes: int, max_group: int) -> Step:
@@ -63,6 +64,7 @@ class StepPricer:
         spec = (f'gradient-packing{{spec="{format_spec(bands)}" max-bytes={max_bytes} '
                 f"max-group={max_group} gpus-per-host={self.gpus_per_host} "
                 f"device={self.device}}},"
+                + (f"{self.after}," if self.after.strip() else "")
                 + ASYNC % (self.device, self.topo.name))  # fmt: skip
         Runner().run(parse_pass_pipeline(spec), trial)
         est = estimate(trial, self.device, self.topo)
