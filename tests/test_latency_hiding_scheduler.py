@@ -23,7 +23,10 @@ from tests.test_passes import LIT_PASSES
 REPLICAS = 8
 LIT = LIT_PASSES / "latency-hiding-scheduler.hlo"
 CASES = [c for c in LIT.read_text().split("\n// -----\n") if "ENTRY" in c]
-SPECS = ("latency-hiding-scheduler", "latency-hiding-scheduler{parallel-collective-overlap-limit=2}")
+SPECS = (
+    "latency-hiding-scheduler",
+    "latency-hiding-scheduler{parallel-collective-overlap-limit=2}",
+)
 
 
 def _args(text: str, seed: int) -> list[list[np.ndarray]]:
