@@ -176,3 +176,26 @@ def test_schedule_never_lengthens_the_step_of_a_dependency_order(nodes):
 
     given_order = [n.name for n in nodes]  # generated with each done after its start
     assert step(schedule(nodes, "root", 1)) <= step(given_order) + 1e-6
+
+
+def test_combined_permute_start_by_hand():
+    """The async form of a combined collective-permute (what async-collective-creator makes
+    of collective-permute-combiner's result, as in ppermute_ring): XLA:CPU refuses it
+    ("'stablehlo.async_done' op result #0 must be ranked tensor"), so by hand: with pairs
+    {0,1},{1,0} each device gets the other's two operands."""
+    from hlopass.interpreter import evaluate_replicas
+
+    text = """HloModule m, replica_count=2
+ENTRY e {
+  p = f32[4] parameter(0)
+  q = f32[3] parameter(1)
+  s = ((f32[4], f32[3]), (f32[4], f32[3])) collective-permute-start(p, q), source_target_pairs={{0,1},{1,0}}
+  ROOT d = (f32[4], f32[3]) collective-permute-done(s)
+}
+"""
+    args = [[np.arange(4, dtype=np.float32), np.arange(3, dtype=np.float32)],
+            [np.ones(4, dtype=np.float32), np.full(3, 2, np.float32)]]  # fmt: skip
+    got = evaluate_replicas(hlopass.parse_hlo(text), args)
+    want = [[args[1][0], args[1][1]], [args[0][0], args[0][1]]]
+    for g, w in zip(got, want, strict=True):
+        assert [a.tolist() for a in g] == [b.tolist() for b in w]

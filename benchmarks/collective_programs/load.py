@@ -13,11 +13,10 @@ DEVICES = 8
 NAMES = ("mlp_grads", "batch_norm", "adam_global_norm", "zero_step", "ppermute_ring",
          "moe_all_to_all", "scan_psum")  # fmt: skip
 
-# XLA GPU's asynchronous collectives (every size), then its scheduler overlapping them.
-# Not collective permutes yet: our interpreter cannot run the start of a combined
-# (multi-operand) one, so the programs' values could not be checked after it.
+# XLA GPU's asynchronous collectives (every size), then its scheduler overlapping them
 ASYNC = ("async-collective-creator{convert-all-reduce=true convert-all-gather=true "
-         "convert-reduce-scatter=true convert-all-to-all=true},latency-hiding-scheduler")  # fmt: skip
+         "convert-reduce-scatter=true convert-collective-permute=true convert-all-to-all=true},"
+         "latency-hiding-scheduler")  # fmt: skip
 # the data-parallel cleanups, then XLA GPU's combiners: the collectives still synchronous
 SYNC_PIPELINE = ("all-reduce-folder,all-reduce-simplifier,reduce-scatter-creator,"
                  "all-reduce-combiner{gpu=true},all-gather-combiner{gpu=true},"

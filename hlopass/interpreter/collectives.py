@@ -163,10 +163,15 @@ def _collective_permute(interp, op, args):
 
 @handler("collective-permute-start")
 def _collective_permute_start(interp, op, args):
+    shape = op.shape
+    if len(args) > 1 and op.attr("slice_sizes") is None and isinstance(shape, TupleShape):
+        # combined: ((operands), (operands)) as the synchronous combined permute, each
+        # operand permuted alike (`async-collective-creator` of a combiner's result)
+        extra = [np.zeros((), np.uint32) for _ in shape.elements[2:]]
+        return (tuple(args), tuple(_permute(op, a) for a in args), *extra)
     if len(args) != 1:
         raise unsupported(op, "in-place (buffer) form")
     x = args[0]
-    shape = op.shape
     if not isinstance(shape, TupleShape):  # the start's result is the permuted value itself
         return _permute(op, x)
     # the u32 context words XLA keeps beside the buffers (scalars)
