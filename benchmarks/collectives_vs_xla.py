@@ -11,7 +11,9 @@ sizes), and the estimated step time of each plan under our cost model (H100 SXM,
 (`Estimate.step_us`): an async collective overlaps the independent compute scheduled between
 its start and done; a synchronous one adds to the kernels' time.
 
-Target: our count <= XLA's on every program.
+Targets: our count <= XLA's on every program; `spec=auto`'s step never longer than with
+XLA's fixed threshold (the all-reduce combiner of `PIPELINE`) and shorter on at least one
+program, with the reason (collectives, kernels after fusion, auto's own explain line).
 
     python benchmarks/collectives_vs_xla.py [--json OUT]
 """
@@ -33,7 +35,8 @@ import hlopass  # noqa: E402
 import hlopass.cost  # noqa: E402
 from hlopass.pipeline import find_pass  # noqa: E402
 
-FUSION = "algsimp,cse,dce,priority-fusion"
+# the scheduler again after fusion: the step is priced on the fused module as it would run
+FUSION = "algsimp,cse,dce,priority-fusion,latency-hiding-scheduler"
 # the packing column: our pipeline with the seed's spec in place of the all-reduce combiner
 PACKING = PIPELINE.replace("all-reduce-combiner{gpu=true}", "gradient-packing{spec=auto}")
 DEVICE, TOPOLOGY = "h100_sxm", "1x8"
@@ -105,32 +108,79 @@ def times(module: Any) -> tuple[float, float]:
 
 
 def _ours(text: str, spec: str) -> tuple[str, tuple[float, float]]:
+    after, (coll, step), _ = _ours_with_kernels(text, spec)
+    return after, (coll, step)
+
+
+def _ours_with_kernels(text: str, spec: str) -> tuple[str, tuple[float, float], tuple[int, float]]:
+    """As `_ours`, with the fused module's kernel count and compute µs (not collectives)."""
     module = hlopass.parse_hlo(text)
     hlopass.run_pipeline(module, spec)
     after = hlopass.print_hlo(module)
     coll, _ = times(module)
     hlopass.run_pipeline(module, FUSION)
     _, step = times(module)
-    return after, (coll, step)
+    est = hlopass.cost.estimate(module, DEVICE, TOPOLOGY)
+    compute = [k for k in est.kernels if k.kind != "collective"]
+    return after, (coll, step), (len(compute), sum(k.time_us * k.count for k in compute))
 
 
 def measure(name: str, packing: bool) -> dict[str, Any]:
     prog = load(name)
     if prog.xla_h100 is None:
         raise SystemExit(f"{name}: no xla_h100_optimized.hlo; run collective_programs/make.py")
-    after, (coll, step) = _ours(prog.per_device, PIPELINE)
+    after, (coll, step), (kernels, compute) = _ours_with_kernels(prog.per_device, PIPELINE)
     xla = hlopass.parse_hlo(prog.xla_h100)
     xcoll, xstep = times(xla)
     row = {"program": name, "before": collective_count(prog.per_device),
            "ours": collective_count(after), "xla": collective_count(prog.xla_h100),
            "ours_groups": collectives(after), "xla_groups": collectives(prog.xla_h100),
            "ours_coll_us": coll, "xla_coll_us": xcoll, "ours_step_us": step,
-           "xla_step_us": xstep}  # fmt: skip
+           "xla_step_us": xstep, "ours_kernels": kernels, "ours_compute_us": compute}  # fmt: skip
     if packing:
-        packed, (pcoll, pstep) = _ours(prog.per_device, PACKING)
+        packed, (pcoll, pstep), (pk, pc), why = _packed(prog.per_device)
         row |= {"packing": collective_count(packed), "packing_coll_us": pcoll,
-                "packing_step_us": pstep}  # fmt: skip
+                "packing_step_us": pstep, "packing_reason": why, "packing_kernels": pk,
+                "packing_compute_us": pc}  # fmt: skip
     return row
+
+
+def _packed(text: str) -> tuple[str, tuple[float, float], tuple[int, float], str]:
+    """The packing column, and `spec=auto`'s reason for its choice (its explain lines)."""
+    import io
+
+    from hlopass.passes.collectives.gradient_packing import explain_to
+
+    lines = io.StringIO()
+    explain_to(lines)
+    try:
+        after, times_, kernels = _ours_with_kernels(text, PACKING)
+    finally:
+        explain_to(None)
+    reasons = [ln.strip() for ln in lines.getvalue().splitlines() if "reason:" in ln]
+    return after, times_, kernels, "; ".join(reasons)
+
+
+def auto_target(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 31's target: `spec=auto`'s step never longer than with XLA's fixed threshold
+    (our pipeline's all-reduce combiner), and shorter on at least one program; the reason
+    for each program where it is shorter (0.1%: the scheduler's tie margin)."""
+    never = [r for r in rows if r["packing_step_us"] <= r["ours_step_us"] * (1 + 1e-3)]
+    faster = [r for r in rows if r["packing_step_us"] < r["ours_step_us"] * (1 - 1e-3)]
+    out = [f"spec=auto never slower than XLA's fixed threshold: {len(never)}/{len(rows)}; "
+           f"faster on {len(faster)} programs"]  # fmt: skip
+    for r in faster:
+        out.append(f"  {r['program']}: step {r['packing_step_us']:.0f} us against "
+                   f"{r['ours_step_us']:.0f} us: collectives {r['packing']} of "
+                   f"{r['packing_coll_us']:.1f} us against {r['ours']} of {r['ours_coll_us']:.1f}"
+                   f" us; compute {r['packing_compute_us']:.1f} us in {r['packing_kernels']} "
+                   f"kernels against {r['ours_compute_us']:.1f} us in {r['ours_kernels']} "
+                   f"(after fusion); auto's {r['packing_reason'] or 'no reason printed'}")  # fmt: skip
+    for r in rows:
+        if r not in never:
+            out.append(f"  SLOWER {r['program']}: step {r['packing_step_us']:.0f} us against "
+                       f"{r['ours_step_us']:.0f} us")  # fmt: skip
+    return out
 
 
 def table(rows: list[dict[str, Any]], packing: bool) -> str:
@@ -170,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     met = sum(r["ours"] <= r["xla"] for r in rows)
     print(f"\ntarget: our count <= XLA's on every program: {met}/{len(rows)}"
           f" {'met' if met == len(rows) else 'NOT met'}")  # fmt: skip
+    if packing:
+        print("\n".join(auto_target(rows)))
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0 if met == len(rows) else 1

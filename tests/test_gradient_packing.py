@@ -389,3 +389,72 @@ def test_corpus_modules_with_all_reduces(xla):
                 ok, why = xla.accepts(hlopass.print_hlo(module))
                 assert ok, f"{m.id} after {spec}: {why}"
     assert fired >= 10, f"only {fired} corpus runs changed a module"
+
+
+_CANDIDATE = re.compile(r"  max-bytes=(\d+) max-group=(\d+): (\d+) all-reduces, ([\d.]+) us"
+                        r"(?:, step ([\d.]+) us)?")  # fmt: skip
+
+
+def _overlap_module() -> str:
+    """The 6-layer backward pass of `lit_tests/passes/collectives/gradient-packing-overlap.hlo`."""
+    from tests.test_passes import LIT_PASSES
+
+    text = (LIT_PASSES / "collectives" / "gradient-packing-overlap.hlo").read_text()
+    return text[text.index("HloModule") :]
+
+
+def _choose(text: str, by_step: bool):
+    from hlopass.passes.collectives.gradient_packing.auto import choose, topology_for
+    from hlopass.passes.collectives.gradient_packing.steps import (
+        StepPricer,
+        has_hideable_compute,
+    )
+    from hlopass.rewriting import comps_by_name
+
+    module = hlopass.parse_hlo(text)
+    by_name = comps_by_name(module)
+    topo = topology_for(module, 8, "h100_sxm")
+    stepper = None
+    if by_step and has_hideable_compute(module, "h100_sxm", topo):
+        stepper = StepPricer(module, "h100_sxm", topo, 8, "algsimp,cse,dce,priority-fusion")
+    choice = choose(list(by_name.values()), by_name, topo, 2, stepper)
+    rows = [m.groups() for m in map(_CANDIDATE.match, choice.lines) if m]
+    return choice, [(int(b), int(g), int(c), float(u), s and float(s)) for b, g, c, u, s in rows]
+
+
+def test_auto_ranks_by_step_where_compute_hides():
+    """Backward dots to hide behind: the chosen plan has the shortest scheduled step of
+    all candidates, though not the least summed collective time (one pack for all has
+    that, and is what ranking by the sum alone chooses)."""
+    choice, rows = _choose(_overlap_module(), True)
+    assert all(s is not None for *_, s in rows)
+    chosen = next(r for r in rows if (r[0], r[1]) == (choice.max_bytes, choice.max_group))
+    assert chosen[4] == min(r[4] for r in rows)  # type: ignore[type-var]
+    assert chosen[3] > min(r[3] for r in rows)
+    assert chosen[2] == 3  # three pairs of gradients
+    assert any("hides behind" in ln for ln in choice.lines)
+    summed, rows_sum = _choose(_overlap_module(), False)
+    assert all(s is None for *_, s in rows_sum)
+    least = min(rows_sum, key=lambda r: r[3])
+    assert (summed.max_bytes, summed.max_group) == (least[0], least[1]) and least[2] == 1
+
+
+def test_auto_without_compute_ranks_by_sum():
+    """Only all-reduces of parameters: nothing to hide behind, no step priced, the choice
+    is the least summed collective time (as before steps were priced)."""
+    params = "\n".join(f"  p{i} = f32[{n}] parameter({i})" for i, n in enumerate((3, 5, 7, 1000)))
+    reduces = "\n".join(
+        f"  g{i} = f32[{n}] all-reduce(p{i}), replica_groups={{}}, to_apply=add"
+        for i, n in enumerate((3, 5, 7, 1000))
+    )
+    text = (
+        "HloModule only_reduces, replica_count=8\n\nadd {\n  a = f32[] parameter(0)\n"
+        "  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n"
+        f"{params}\n{reduces}\n"
+        "  ROOT t = (f32[3], f32[5], f32[7], f32[1000]) tuple(g0, g1, g2, g3)\n}\n"
+    )
+    choice, rows = _choose(text, True)
+    assert rows and all(s is None for *_, s in rows)
+    assert not any("reason:" in ln for ln in choice.lines)
+    least = min(rows, key=lambda r: r[3])
+    assert (choice.max_bytes, choice.max_group) == (least[0], least[1])

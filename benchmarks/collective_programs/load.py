@@ -13,10 +13,16 @@ DEVICES = 8
 NAMES = ("mlp_grads", "batch_norm", "adam_global_norm", "zero_step", "ppermute_ring",
          "moe_all_to_all", "scan_psum")  # fmt: skip
 
-# our collective pipeline: the data-parallel cleanups, then XLA GPU's combiners
-PIPELINE = ("all-reduce-folder,all-reduce-simplifier,reduce-scatter-creator,"
-            "all-reduce-combiner{gpu=true},all-gather-combiner{gpu=true},"
-            "reduce-scatter-combiner{gpu=true},collective-permute-combiner")  # fmt: skip
+# XLA GPU's asynchronous collectives (every size), then its scheduler overlapping them
+ASYNC = ("async-collective-creator{convert-all-reduce=true convert-all-gather=true "
+         "convert-reduce-scatter=true convert-collective-permute=true convert-all-to-all=true},"
+         "latency-hiding-scheduler")  # fmt: skip
+# the data-parallel cleanups, then XLA GPU's combiners: the collectives still synchronous
+SYNC_PIPELINE = ("all-reduce-folder,all-reduce-simplifier,reduce-scatter-creator,"
+                 "all-reduce-combiner{gpu=true},all-gather-combiner{gpu=true},"
+                 "reduce-scatter-combiner{gpu=true},collective-permute-combiner")  # fmt: skip
+# our collective pipeline: SYNC_PIPELINE, then ASYNC
+PIPELINE = SYNC_PIPELINE + "," + ASYNC
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 _COLLECTIVE = re.compile(r" (" + "|".join(KINDS) + r")(-start)?\(")

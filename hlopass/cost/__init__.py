@@ -33,11 +33,12 @@ from hlopass.cost.model import (
     kernel_time,
     op_kernels,
 )
-from hlopass.cost.overlap import computation_steps, critical_path_us
+from hlopass.cost.overlap import Step, computation_steps, critical_path_us
 
 __all__ = [
     "DEVICES", "DeviceSpec", "Estimate", "KernelRow", "KernelWork", "Work", "XlaCostAnalysis",
-    "clear_cache", "estimate", "estimate_group", "get_device", "group_work", "rank", "xla_cost",
+    "Step", "clear_cache", "critical_path_us", "estimate", "estimate_group", "get_device",
+    "group_work", "rank", "schedule_steps", "xla_cost",
 ]  # fmt: skip
 
 
@@ -65,10 +66,24 @@ def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm",
     `topology` prices collectives on links (`collectives.py`): "1x8", "2x8", a
     `topology.Topology`, "auto" (1x8 for a module on more than one device) or None (a
     collective costs as a local copy)."""
+    dev, comp, per_op, steps = _priced(module_or_computation, device, topology)
+    kernels = [r for rows in per_op.values() for r in rows]
+    return Estimate(dev.name, kernels, critical_path_us(steps))
+
+
+def schedule_steps(computation: Any, device: str | DeviceSpec = "h100_sxm",
+                   topology: Any = "auto") -> list[Step]:  # fmt: skip
+    """One computation's instructions as the two-stream step model sees them (`overlap.Step`:
+    time, stream, operands), in its order: what a scheduler reorders to shorten
+    `critical_path_us`."""
+    return _priced(computation, device, topology)[3]
+
+
+def _priced(x: Any, device: str | DeviceSpec, topology: Any) -> tuple[Any, Any, Any, list[Step]]:
     from hlopass.dialects import hlo
 
     dev = get_device(device)
-    x = _load(module_or_computation)
+    x = _load(x)
     if isinstance(x, hlo.ComputationOp):
         module, comp = module_of(x), x
     else:
@@ -81,8 +96,7 @@ def estimate(module_or_computation: Any, device: str | DeviceSpec = "h100_sxm",
     per_op = {op.inst_name: op_kernels(op, an.comps, dev, an, 1, analysis.kernels)
               for op in comp.instructions}  # fmt: skip
     steps = computation_steps(comp, an.comps, lambda op: _rows_us(per_op[op.inst_name]))
-    kernels = [r for rows in per_op.values() for r in rows]
-    return Estimate(dev.name, kernels, critical_path_us(steps))
+    return dev, comp, per_op, steps
 
 
 def _rows_us(rows: list[KernelRow]) -> float | None:

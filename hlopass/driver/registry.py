@@ -68,6 +68,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "async-collective-creator": _lazy(
                 "hlopass.passes.collectives.async_collective_creator", "AsyncCollectiveCreatorPass"
             ),  # noqa: E501
+            "latency-hiding-scheduler": _lazy(
+                "hlopass.passes.scheduling", "LatencyHidingSchedulerPass"
+            ),
             "gradient-packing": _lazy(
                 "hlopass.passes.collectives.gradient_packing", "GradientPackingPass"
             ),

@@ -14,11 +14,20 @@ the gradients of that size, and neighbouring sizes with the same winner make one
 Then each threshold (0, and each gradient's byte size) is priced with those bands, under the
 seed's group limit and under one pack for all: the plan's packs and single gradients summed;
 the cheapest threshold and limit win (the smaller on ties).
+
+Summed, the collectives always favour one pack for all. Where the module has compute the
+all-reduces can hide behind, each candidate is also scheduled as XLA GPU runs it (`steps`:
+async collectives, latency-hiding scheduler) and priced by its step (the critical path of
+compute and communication streams): several buckets win where the first ones' transfers
+overlap the compute still running (the backward pass of earlier layers), which one
+all-reduce at the end cannot. A step shorter by less than 0.1% keeps the cheapest
+collectives' plan, so where overlap gives nothing the choice is the one above.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hlopass.cost.collectives import CollectiveShape, collective_time_us, module_devices
@@ -28,6 +37,10 @@ from hlopass.dialects.hlo import ComputationOp, HloOp
 from .groups import device_groups, split_by_host
 from .plan import plan_computation
 from .spec import Band, format_spec
+from .steps import Step
+
+# a plan's scheduled step: (bands, max-bytes, max-group) -> Step (`steps.StepPricer`)
+Stepper = Callable[[tuple[Band, ...], int, int], Step]
 
 FLAT = (Band("nccl"), Band("xring"), Band("nccl", 2), Band("xring", 2))
 HIERARCHICAL = tuple(Band(a, 1, b) for a in ("nccl", "xring") for b in ("nccl", "xring"))
@@ -113,8 +126,10 @@ class Choice:
 
 
 def choose(comps: list[ComputationOp], by_name: dict[str, ComputationOp], topo: Topology,
-           max_group: int) -> Choice:  # fmt: skip
-    """The cheapest bands, then the cheapest packing threshold with them."""
+           max_group: int, stepper: Stepper | None = None) -> Choice:  # fmt: skip
+    """The cheapest bands, then the cheapest packing threshold with them; with `stepper`
+    (a plan's scheduled step), the threshold of the shortest step where overlap makes it
+    shorter than the cheapest collectives' step."""
     pricer = Pricer(topo)
     grads = gradients_of(comps, by_name)
     spans = any(topo.hosts_spanned(list(g.groups[0])) > 1 for g in grads)
@@ -130,22 +145,75 @@ def choose(comps: list[ComputationOp], by_name: dict[str, ComputationOp], topo: 
         lines.append(f"  size {elements} elements x{len(same)}: {shown} -> {best.text()}")
     bands = _bands(best_by_size)
     lines.append(f"  bands: {format_spec(bands)}")
-    best_t, best_bytes, best_group = math.inf, 0, max_group
+    tried: list[Candidate] = []
     # the seed's group limit, and one pack for all (what XLA's combiner makes, short of its
     # byte threshold); the smaller wins ties
     for group in sorted({max_group, max(max_group, len(grads))}):
         for threshold in [0, *sorted({g.nbytes for g in grads})]:
             t, count = plan_time(comps, by_name, bands, threshold, group, pricer)
-            lines.append(
-                f"  max-bytes={threshold} max-group={group}: {count} all-reduces, {t:.2f} us"
-            )
-            if t < best_t - 1e-9:
-                best_t, best_bytes, best_group = t, threshold, group
+            step = stepper(bands, threshold, group) if stepper is not None else None
+            tried.append(Candidate(threshold, group, t, count, step))
+            shown = f", step {step.step_us:.2f} us" if step is not None else ""
+            lines.append(f"  max-bytes={threshold} max-group={group}: {count} all-reduces, "
+                         f"{t:.2f} us{shown}")  # fmt: skip
+    best = _cheapest(tried)
+    if stepper is not None:
+        best, reason = _by_step(tried, best)
+        lines.append(f"  reason: {reason}")
+    shown = f", step {best.step.step_us:.2f} us" if best.step is not None else ""
     lines.append(
-        f"  chosen: spec={format_spec(bands)} max-bytes={best_bytes} max-group={best_group}"
-        f" ({best_t:.2f} us)"
+        f"  chosen: spec={format_spec(bands)} max-bytes={best.max_bytes} "
+        f"max-group={best.max_group} ({best.us:.2f} us{shown})"
     )
-    return Choice(bands, best_bytes, best_group, lines)
+    return Choice(bands, best.max_bytes, best.max_group, lines)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One packing threshold and group limit, priced."""
+
+    max_bytes: int
+    max_group: int
+    us: float  # the collectives' summed time (`plan_time`)
+    count: int
+    step: Step | None  # the scheduled step, where ranked by it
+
+
+def _cheapest(tried: list[Candidate]) -> Candidate:
+    """The least summed collective time, the first tried (the smaller) on ties."""
+    best = tried[0]
+    for c in tried[1:]:
+        if c.us < best.us - 1e-9:
+            best = c
+    return best
+
+
+def _by_step(tried: list[Candidate], cheapest: Candidate) -> tuple[Candidate, str]:
+    """The shortest step where it beats the cheapest collectives' step by more than 0.1%
+    (ties go to fewer collectives, then to the cheaper ones), with the reason."""
+    assert cheapest.step is not None
+    base = cheapest.step.step_us
+    best = min(tried, key=lambda c: (round(c.step.step_us, 6), c.count, c.us))  # type: ignore[union-attr]
+    assert best.step is not None
+    if best.step.step_us >= base * (1 - 1e-3):
+        return cheapest, (f"overlap gives nothing over the cheapest collectives "
+                          f"({cheapest.count} all-reduces, step {base:.2f} us)")  # fmt: skip
+    why = f"{best.count} all-reduces"
+    if best.step.first is not None:
+        nbytes, transfer, hidden = best.step.first
+        why += (f": the first {_human(nbytes)} all-reduce ({transfer:.1f} us) hides behind "
+                f"{hidden:.1f} us of compute")  # fmt: skip
+    return best, (f"{why}; step {best.step.step_us:.2f} us against {base:.2f} us for "
+                  f"{cheapest.count} all-reduces of {cheapest.us:.2f} us "
+                  f"(collectives here {best.us:.2f} us)")  # fmt: skip
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} MiB"
 
 
 def _bands(best_by_size: dict[int, Band]) -> tuple[Band, ...]:

@@ -26,6 +26,7 @@ from .build import Lowering
 from .plan import plan_computation
 from .rewrites import HierarchicalAllReduce, PackRange, RingAllReduce, ShardAllReduce, topological
 from .spec import parse_spec
+from .steps import StepPricer, has_hideable_compute
 
 _EXPLAIN: list[TextIO] = []
 
@@ -60,6 +61,13 @@ class GradientPackingPass(HloModulePass):
     """The GPU whose links `auto` prices (a device name or a collective-table GPU key)."""
     explain: bool = False
     """`auto` prints every candidate and its estimate (stderr)."""
+    rank_by_step: bool = True
+    """`auto` ranks candidates by the step time of the module scheduled with async
+    collectives (where it has compute to hide them behind), not only by the collectives'
+    summed time."""
+    price_after: str = "algsimp,cse,dce,priority-fusion"
+    """The passes each candidate goes through (on a copy) before it is made async,
+    scheduled and priced: the kernels it will run, not one per instruction."""
 
     def __post_init__(self) -> None:
         if self.spec.strip() != "auto":
@@ -73,7 +81,12 @@ class GradientPackingPass(HloModulePass):
         comps = [c for c in computations(module) if c.comp_name not in fused]
         if self.spec.strip() == "auto":
             topo = topology_for(module, self.gpus_per_host, self.device)
-            choice = choose(comps, by_name, topo, self.max_group)
+            stepper = None
+            if self.rank_by_step and has_hideable_compute(module, self.device, topo):
+                stepper = StepPricer(
+                    module, self.device, topo, self.gpus_per_host, self.price_after
+                )
+            choice = choose(comps, by_name, topo, self.max_group, stepper)
             stream = _EXPLAIN[0] if _EXPLAIN else (sys.stderr if self.explain else None)
             if stream is not None:
                 print("\n".join(choice.lines), file=stream)
