@@ -60,6 +60,30 @@ def test_sm90_agreement_with_measured_table():
     assert 0.9 <= med <= 1.1
 
 
+def test_permute_splits_like_nccl_p2p():
+    # NCCL cuts a send into parts of at least one 512 KiB chunk over at most 4 channels,
+    # each here at 1/4 of the 450 GB/s line rate (112.5 GB/s): 512 KiB / 112.5e9 = 4.660 us
+    # carried by one channel up to 512 KiB, one chunk per channel up to 2 MiB, then a
+    # quarter of the copy each (4 MiB: 9.321 us); plus the 0.6 us NVLink hop
+    fit = dataclasses.replace(PURE_BW, permute_switch_us=1e9)  # never the all-channel copy
+    t = {kib: collective_time_us(CollectiveShape("collective-permute", kib * 1024, 2), H100, fit)
+         for kib in (256, 512, 1024, 2048, 4096)}  # fmt: skip
+    assert t[256] == pytest.approx(0.6 + 2.330, rel=1e-3)
+    assert t[512] == t[1024] == t[2048] == pytest.approx(0.6 + 4.660, rel=1e-3)
+    assert t[4096] == pytest.approx(0.6 + 9.321, rel=1e-3)
+
+
+def test_ll_reduction_steps_wait_on_their_adds():
+    # 1 byte over 4 GPUs, LL only (the others made slow): 3 ring steps of a 0.6 us hop;
+    # reduce-scatter's 3 steps each add reduce_step = 1 more hop: 3.6 us against 1.8 us
+    fit = dataclasses.replace(PURE_BW, ll_step=1.0, ll128_step=100.0, simple_step=100.0,
+                              reduce_step=1.0)  # fmt: skip
+    rs = collective_time_us(CollectiveShape("reduce-scatter", 1, 4), H100, fit)
+    ag = collective_time_us(CollectiveShape("all-gather", 1, 4), H100, fit)
+    assert rs == pytest.approx(3.6, abs=1e-3)
+    assert ag == pytest.approx(1.8, abs=1e-3)
+
+
 def test_ring_all_reduce_bandwidth_term():
     # 2(n-1)/n x bytes / bw: 2*7/8 * 2^30 B / 450e9 B/s = 4175.66 us
     c = CollectiveShape("all-reduce", GIB, 8)
