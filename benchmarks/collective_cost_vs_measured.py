@@ -25,8 +25,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_collectives_sm90 import DATA, agreement, load, measured, predict  # noqa: E402
-from monotone_bounds import improve_spearman, spearman_bounds, table_series  # noqa: E402
-from monotone_bounds import within_ceiling  # noqa: E402
+from monotone_bounds import (  # noqa: E402
+    improve_spearman,
+    spearman_bounds,
+    table_series,
+    within_ceiling,
+)
 
 from hlopass.cost.collectives import SM90_FIT  # noqa: E402
 from hlopass.cost.topology import interconnect  # noqa: E402
@@ -40,10 +44,14 @@ def print_monotone(rows: list[dict], meas: np.ndarray) -> None:
     _, upper = spearman_bounds(meas, series)
     found, _ = improve_spearman(meas, series)
     within = within_ceiling(meas, series)
-    print(f"{'  (monotone)':14} {len(rows):7d} {within:11.1%} {upper:8.3f} {'':10}  "
-          "most any monotone model reaches (within: exact; Spearman: upper bound)")
-    print(f"{'  (monotone)':14} {len(rows):7d} {'':11} {found:8.4f} {'':10}  "
-          "Spearman of a monotone model found (local search from isotonic ranks)")
+    print(
+        f"{'  (monotone)':14} {len(rows):7d} {within:11.1%} {upper:8.3f} {'':10}  "
+        "most any monotone model reaches (within: exact; Spearman: upper bound)"
+    )
+    print(
+        f"{'  (monotone)':14} {len(rows):7d} {'':11} {found:8.4f} {'':10}  "
+        "Spearman of a monotone model found (local search from isotonic ranks)"
+    )
 
 
 def keys() -> list[str]:

@@ -48,15 +48,17 @@ ENTRY e {
 
 
 def test_sm90_agreement_with_measured_table():
-    # issue 31 asks for 80% within 1.25x and Spearman 0.95, which is what a per-series
-    # monotone fit of the measurements themselves reaches (80.6%, 0.949: the table is
-    # noisy at small sizes); the fitted model reaches 75.5% and 0.930, pinned here so that
-    # a regression fails. The local-copy model it replaces: 0% and a median ratio of 0.08.
+    # issue 31 asks for 80% within 1.25x and Spearman 0.95. No model rising with message
+    # size passes 88.8% within 1.25x (exact, `monotone_bounds.within_ceiling`) nor Spearman
+    # 0.956 (projection bound); the best monotone ranking found reaches 0.9503, so 0.95
+    # needs the measurements' own order almost entry by entry. The fitted model reaches
+    # 80.9% and 0.934, pinned here so that a regression fails. The local-copy model it
+    # replaced: 0% and a median ratio of 0.08.
     rows = load("sm_90")
     within, rho, med = agreement(predict(rows, H100_NVLS, SM90_FIT), measured(rows))
     assert len(rows) == 330
-    assert within >= 0.75
-    assert rho >= 0.925
+    assert within >= 0.80
+    assert rho >= 0.93
     assert 0.9 <= med <= 1.1
 
 
