@@ -58,9 +58,7 @@ def test_spearman_bound_on_a_table_solved_by_hand():
     assert reached == pytest.approx(math.sqrt(3 / 5))  # A1 = A2 = B1 < B2
     assert best_monotone_spearman(HAND, HAND_SERIES) == pytest.approx(math.sqrt(3 / 5))
     strict = max(
-        spearman(p, HAND)
-        for p in itertools.permutations(range(4))
-        if p[0] < p[1] and p[2] < p[3]
+        spearman(p, HAND) for p in itertools.permutations(range(4)) if p[0] < p[1] and p[2] < p[3]
     )
     assert strict == pytest.approx(2 / 5)
 
