@@ -48,16 +48,42 @@ ENTRY e {
 
 
 def test_sm90_agreement_with_measured_table():
-    # issue 31 asks for 80% within 1.25x and Spearman 0.95, which is what a per-series
-    # monotone fit of the measurements themselves reaches (80.6%, 0.949: the table is
-    # noisy at small sizes); the fitted model reaches 75.5% and 0.930, pinned here so that
-    # a regression fails. The local-copy model it replaces: 0% and a median ratio of 0.08.
+    # issue 31 asks for 80% within 1.25x and Spearman 0.95. No model rising with message
+    # size passes 88.8% within 1.25x (exact, `monotone_bounds.within_ceiling`) nor Spearman
+    # 0.956 (projection bound); the best monotone ranking found reaches 0.9503, so 0.95
+    # needs the measurements' own order almost entry by entry. The fitted model reaches
+    # 80.9% and 0.934, pinned here so that a regression fails. The local-copy model it
+    # replaced: 0% and a median ratio of 0.08.
     rows = load("sm_90")
     within, rho, med = agreement(predict(rows, H100_NVLS, SM90_FIT), measured(rows))
     assert len(rows) == 330
-    assert within >= 0.75
-    assert rho >= 0.925
+    assert within >= 0.80
+    assert rho >= 0.93
     assert 0.9 <= med <= 1.1
+
+
+def test_permute_splits_like_nccl_p2p():
+    # NCCL cuts a send into parts of at least one 512 KiB chunk over at most 4 channels,
+    # each here at 1/4 of the 450 GB/s line rate (112.5 GB/s): 512 KiB / 112.5e9 = 4.660 us
+    # carried by one channel up to 512 KiB, one chunk per channel up to 2 MiB, then a
+    # quarter of the copy each (4 MiB: 9.321 us); plus the 0.6 us NVLink hop
+    fit = dataclasses.replace(PURE_BW, permute_switch_us=1e9)  # never the all-channel copy
+    t = {kib: collective_time_us(CollectiveShape("collective-permute", kib * 1024, 2), H100, fit)
+         for kib in (256, 512, 1024, 2048, 4096)}  # fmt: skip
+    assert t[256] == pytest.approx(0.6 + 2.330, rel=1e-3)
+    assert t[512] == t[1024] == t[2048] == pytest.approx(0.6 + 4.660, rel=1e-3)
+    assert t[4096] == pytest.approx(0.6 + 9.321, rel=1e-3)
+
+
+def test_ll_reduction_steps_wait_on_their_adds():
+    # 1 byte over 4 GPUs, LL only (the others made slow): 3 ring steps of a 0.6 us hop;
+    # reduce-scatter's 3 steps each add reduce_step = 1 more hop: 3.6 us against 1.8 us
+    fit = dataclasses.replace(PURE_BW, ll_step=1.0, ll128_step=100.0, simple_step=100.0,
+                              reduce_step=1.0)  # fmt: skip
+    rs = collective_time_us(CollectiveShape("reduce-scatter", 1, 4), H100, fit)
+    ag = collective_time_us(CollectiveShape("all-gather", 1, 4), H100, fit)
+    assert rs == pytest.approx(3.6, abs=1e-3)
+    assert ag == pytest.approx(1.8, abs=1e-3)
 
 
 def test_ring_all_reduce_bandwidth_term():

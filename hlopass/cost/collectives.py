@@ -26,8 +26,13 @@ and per NCCL protocol p (LL, LL128, Simple; NCCL picks the fastest, as XLA's
   hide: `reduce_passes` x S / n / HBM bandwidth.
 * all-to-all is direct (not a ring): its own share of the line rate, no group-size term,
   and a fitted extra fixed cost (NCCL runs it as n-1 grouped send/recv pairs);
-  collective-permute is a point-to-point copy: a few channels for small copies, all of them
-  past a fitted fixed cost for large ones (XLA's table shows the switch near 128 MiB).
+  collective-permute is a point-to-point copy split as NCCL splits a send (`enqueue.cc`):
+  parts of at least one 512 KiB chunk over at most 4 channels (p2pnChannels 32 / 8 ranks),
+  so one channel carries all of a copy up to 512 KiB, one chunk up to 2 MiB, a quarter
+  beyond; all channels past a fitted fixed cost for large copies (XLA's table shows the
+  switch near 128 MiB).
+* under LL a ring step that reduces (reduce-scatter's n-1 steps, all-reduce's first n-1)
+  waits on its flags, adds and stores before the next hop: `reduce_step` more hops each.
 
 The fitted constants (`SM90_FIT`) come from `benchmarks/fit_collectives_sm90.py`, on XLA's
 measured 8xH100 table (sm_90) only; other GPUs reuse them with their own link bandwidths.
@@ -44,6 +49,12 @@ from hlopass.cost.topology import Interconnect, Topology
 LL_MAX_BANDWIDTH = 141e9  # XLA kLowLatencyMaxBandwidths (Hopper, Blackwell), bytes/s
 LL_EFFICIENCY = 0.5  # 8-byte stores carrying 4 bytes of data and a 4-byte flag
 LL128_EFFICIENCY = 120 / 128  # 128-byte lines carrying 120 bytes of data
+
+# NCCL's point-to-point split (enqueue.cc, calcP2pChunkSize / calcP2pChannelCount): a send
+# is cut into parts of at least one chunk (NCCL_P2P_NVL_CHUNKSIZE, 512 KiB over NVLink), over
+# at most p2pnChannels / nRanks channels (32 / 8 on an 8-GPU host): the part a channel carries
+P2P_CHUNK_BYTES = 512 * 1024
+P2P_MIN_CHANNELS = 4
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -68,14 +79,16 @@ class CollectiveFit:
     nvls_efficiency: float  # in-switch all-reduce (NVLS): its share of the line rate
     non_mutual_factor: float  # small-copy rate of a permute whose devices send and receive
     # with different peers (XLA's kIntraPartitionTwoWayHasNonMutual), relative to the others
+    reduce_step: float = 0.0  # extra latency, in hops, of an LL ring step that adds what it
+    # receives before forwarding it (reduce-scatter's n-1 steps, all-reduce's first n-1)
 
     def as_tuple(self) -> tuple[float, ...]:
         return tuple(getattr(self, f) for f in self.__dataclass_fields__)
 
 
 # printed by `python benchmarks/fit_collectives_sm90.py` (sm_90 entries only)
-SM90_FIT = CollectiveFit(11.25, 3.366, 8.588, 34.739, 0.869, 0.778, 13.215, 13.148, 0.217, 0.734,
-                         365.326, 0.693, 3.549, 0.48, 0.658)  # fmt: skip
+SM90_FIT = CollectiveFit(11.251, 3.313, 8.451, 23.693, 0.9, 0.822, 13.218, 11.344, 0.229, 0.736,
+                         365.594, 0.686, 2.806, 0.353, 0.67, 0.612)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -120,17 +133,23 @@ def permute_time(c: CollectiveShape, links: Interconnect, fit: CollectiveFit) ->
     small_eff = fit.permute_small_efficiency
     if c.pattern == "non_mutual":
         small_eff *= fit.non_mutual_factor
-    small = c.nbytes / (bw * small_eff) * 1e6
+    # each channel moves one part at `small_eff / P2P_MIN_CHANNELS` of the line rate: one
+    # part up to a chunk, then parts of a chunk on more channels, then a quarter on each
+    part = max(min(c.nbytes, P2P_CHUNK_BYTES), c.nbytes / P2P_MIN_CHANNELS)
+    small = part / (bw * small_eff / P2P_MIN_CHANNELS) * 1e6
     large = fit.permute_switch_us + c.nbytes / (bw * fit.permute_large_efficiency) * 1e6
     return links.nvlink_latency_us + min(small, large)
 
 
-def protocol_times(steps: int, wire: float, hop_us: float, bw: float,
-                   fit: CollectiveFit) -> dict[str, float]:  # fmt: skip
-    """µs per protocol for `steps` hops of `hop_us` and `wire` bytes at `bw` bytes/s."""
+def protocol_times(steps: int, wire: float, hop_us: float, bw: float, fit: CollectiveFit,
+                   adds: int = 0) -> dict[str, float]:  # fmt: skip
+    """µs per protocol for `steps` hops of `hop_us` and `wire` bytes at `bw` bytes/s, `adds`
+    of the steps adding what they receive: under LL each such step's threads wait on the
+    flags, add and store before the next hop (`reduce_step` more hops); LL128 and Simple move
+    whole lines or buffers, their adds overlapping the copies."""
     ll_bw = min(bw * LL_EFFICIENCY, LL_MAX_BANDWIDTH)
     return {
-        "LL": steps * hop_us * fit.ll_step + wire / ll_bw * 1e6,
+        "LL": (steps + adds * fit.reduce_step) * hop_us * fit.ll_step + wire / ll_bw * 1e6,
         "LL128": steps * hop_us * fit.ll128_step + wire / (bw * LL128_EFFICIENCY) * 1e6,
         "Simple": steps * hop_us * fit.simple_step + wire / bw * 1e6,
     }
@@ -138,8 +157,10 @@ def protocol_times(steps: int, wire: float, hop_us: float, bw: float,
 
 def ring_time(c: CollectiveShape, links: Interconnect, fit: CollectiveFit) -> float:
     steps, per_byte = ring_terms(c.kind, c.group_size)
+    adds = c.group_size - 1 if c.kind in ("all-reduce", "reduce-scatter") else 0
     hop = links.nic_latency_us if c.hosts > 1 else links.nvlink_latency_us
-    times = protocol_times(steps, per_byte * c.nbytes, hop, link_bandwidth(c, links, fit), fit)
+    bw = link_bandwidth(c, links, fit)
+    times = protocol_times(steps, per_byte * c.nbytes, hop, bw, fit, adds)
     return min(times.values())
 
 
