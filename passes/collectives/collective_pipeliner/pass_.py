@@ -1,0 +1,192 @@
+"""`collective-pipeliner`: a collective in a while body whose value is stored into a
+loop-carried buffer by a dynamic-update-slice at an index that follows the induction
+variable is pushed to the next iteration, where it overlaps that iteration's computation
+(XLA's `CollectivePipeliner`, direction `forward`).
+
+The first iteration is peeled before the loop without the collective: it stores the
+collective's operand. Each iteration of the loop then reads back what the previous one
+stored (at the index it carried in an added tuple element), applies the collective and the
+formatting ops between it and the store, stores the result, and stores its own operand;
+after the loop the last stored operand gets the collective. The same instructions run on
+the same values in the same order per element, so outputs are bit-identical.
+
+Guards (XLA's): a static trip count above 1 with an integer induction variable from a
+constant (`i < N`, `<=`, `>`, `>=`, step a constant); the body's parameter and the while
+feed only get-tuple-elements; the collective has one operand, one user (unless
+`pipeline-use-tree`), no control dependencies, and reaches exactly one
+dynamic-update-slice through XLA's formatting ops; that store has one user, the root
+(level 0), one non-constant index, the others 0, the index computed from tuple element 0
+and constants by add/subtract/multiply/select/compare (XLA seeds its range analysis with
+element 0 only), into a buffer read once from the parameter and used by this store only;
+unless `process-different-sized-ops`, the stored value has the collective operand's shape
+and no scalar dependency. Stricter than XLA: the body and condition have one caller each
+(XLA clones them); token sinks (`send`-like stores) and the `reuse_pipelined_op_buffer`
+and `acceptable_formatting` callbacks are not offered (XLA's defaults: always, any).
+Not implemented, refused with one line: `backward`, `forward-sink`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.pattern_rewriter import PatternRewriter
+
+from hlopass.dialects.hlo import ComputationOp, HloOp, computations
+from hlopass.passes.collectives.all_reduce_folder import ChannelIds, unique_users
+from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, comps_by_name
+
+from .analysis import analyse, parameter
+from .forward import Cloner, Forward
+from .forward_match import INSERTED, Matcher, Move
+
+DIRECTIONS = ("forward", "backward", "forward-sink")
+IMPLEMENTED = ("forward",)
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
+               "all-to-all")  # fmt: skip
+
+
+def _callers(module: ModuleOp) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for comp in computations(module):
+        for inst in comp.instructions:
+            for name in inst.callees():
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class CollectivePipelinerPass(HloModulePass):
+    """Push collectives stored into loop-carried buffers to the next loop iteration."""
+
+    name: ClassVar[str] = "collective-pipeliner"
+    OPCODES: ClassVar[tuple[str, ...]] = ("while", *COLLECTIVES)
+
+    level_to_operate_on: int = 0
+    """XLA's `level_to_operate_on`: 0 pipelines stores feeding the body's root; k > 0 the
+    stores whose index a previous run (with `last-run=false`) marked with level k."""
+    max_pipelining_per_loop: int = 0
+    """XLA's `max_pipelining_per_loop`: stop collecting a loop's collectives once this many
+    are found (checked after each one, as XLA does: 0 and 1 both move one)."""
+    last_run: bool = True
+    """XLA's `last_run`: false marks each moved collective and carried index with the
+    `InsertedByPreviousStep` custom-call for a later run at the next level; true removes
+    every such mark."""
+    pipeline_use_tree: bool = False
+    """XLA's `pipeline_use_tree`: the collective may have several users and elementwise
+    ops may sit between it and the store."""
+    process_different_sized_ops: bool = False
+    """XLA's `process_different_sized_ops`: the stored value may differ in shape from the
+    collective's operand (which then travels in a tuple element of its own)."""
+    pipelining_direction: str = "forward"
+    """XLA's `pipelining_direction`: forward, backward or forward-sink (only forward is
+    implemented; the others are refused)."""
+    op_kind: str = "all-reduce"
+    """XLA's `should_process` callback, as the opcodes it accepts (comma-separated, e.g.
+    `all-reduce,reduce-scatter`): a collective is considered when its opcode is listed."""
+
+    def __post_init__(self) -> None:
+        if self.pipelining_direction not in DIRECTIONS:
+            raise ValueError(f"pipelining-direction must be one of {', '.join(DIRECTIONS)}, "
+                             f"got {self.pipelining_direction!r}")  # fmt: skip
+        if self.pipelining_direction not in IMPLEMENTED:
+            raise ValueError(f"pipelining-direction={self.pipelining_direction} is not "
+                             "implemented (only forward is)")  # fmt: skip
+        bad = [k for k in self.kinds() if k not in COLLECTIVES]
+        if bad or not self.kinds():
+            raise ValueError(f"op-kind must list collectives ({', '.join(COLLECTIVES)}), "
+                             f"got {self.op_kind!r}")  # fmt: skip
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k.strip() for k in self.op_kind.split(",") if k.strip())
+
+    def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
+        rctx = RewriteContext.of(module, trace)
+        kinds = self.kinds()
+        matcher = Matcher(self.level_to_operate_on, self.pipeline_use_tree,
+                          self.process_different_sized_ops, lambda op: op.opcode in kinds)  # fmt: skip
+        ids = ChannelIds.of(module)
+        changed = False
+        for comp in list(computations(module)):
+            for op in [o for o in comp.instructions if o.opcode == "while"]:
+                changed |= self._loop(op, module, matcher, rctx, ids)
+        if self.last_run:
+            changed |= _strip_marks(module)
+        return changed
+
+    def _loop(self, op: HloOp, module: ModuleOp, matcher: Matcher, rctx: RewriteContext,
+              ids: ChannelIds) -> bool:  # fmt: skip
+        comps = comps_by_name(module)
+        body, cond = comps.get(op.attr("body") or ""), comps.get(op.attr("condition") or "")
+        if body is None or cond is None:
+            return False
+        if not any(matcher.should_process(i) for i in body.instructions):
+            return False
+        loop = analyse(op, cond, body)
+        if loop is None or loop.count <= 1:
+            rctx.note(self, op, "kept: no static trip count above 1")
+            return False
+        callers = _callers(module)
+        if callers.get(body.comp_name) != 1 or callers.get(cond.comp_name) != 1:
+            rctx.note(self, op, "kept: body or condition has other callers")
+            return False
+        moves = self._moves(op, body, matcher)
+        if not moves or parameter(cond) is None:
+            return False
+        Forward(Cloner(rctx, PatternRewriter(op), ids), self.last_run,
+                self.level_to_operate_on).apply(op, body, cond, moves)  # fmt: skip
+        for m in moves:
+            rctx.note(self, op, f"pipelined {m.collective.inst_name} forward "
+                      f"(store at tuple index {m.output})")  # fmt: skip
+        return True
+
+    def _moves(self, op: HloOp, body: ComputationOp, matcher: Matcher) -> list[Move]:
+        """XLA's `CollectCollectivesToMove` (forward)."""
+        param = parameter(body)
+        if param is None:
+            return []
+        if any(not isinstance(u, HloOp) or u.opcode != "get-tuple-element"
+               for v in (param.result, op.result) for u in unique_users(v)):  # fmt: skip
+            return []
+        gte_count: dict[int, int] = {}
+        for u in unique_users(param.result):
+            gte_count[u.attr("index")] = gte_count.get(u.attr("index"), 0) + 1  # type: ignore[union-attr]
+        order = {o: k for k, o in enumerate(body.instructions)}
+        moves: list[Move] = []
+        for inst in list(body.instructions):
+            if not matcher.should_process(inst):
+                continue
+            m = matcher.supported(inst, body, gte_count, order)
+            if m is None:
+                continue
+            same = next((x for x in moves if x.dus is m.dus), None)
+            if same is not None:
+                # XLA's `MergeIntoExistingCollectivesForward`: one store, one move
+                if inst not in same.formatting:
+                    extra = [f for f in [inst, *m.formatting] if f not in same.formatting]
+                    same.formatting = sorted(same.formatting + extra, key=order.__getitem__)
+                    same.chain |= {inst} | m.chain
+                continue
+            moves.append(m)
+            if len(moves) >= self.max_pipelining_per_loop:
+                break
+        return moves
+
+
+def _strip_marks(module: ModuleOp) -> bool:
+    """XLA's last-run cleanup: every `InsertedByPreviousStep` custom-call by its operand."""
+    marks = [o for c in computations(module) for o in c.instructions
+             if o.opcode == "custom-call" and o.attr("custom_call_target") == INSERTED]  # fmt: skip
+    for o in marks:
+        level = o.operands[1] if len(o.operands) > 1 else None
+        o.result.replace_all_uses_with(o.operands[0])
+        o.detach()
+        o.erase()
+        if level is not None and level.owner is not None and not level.uses:
+            lv = level.owner
+            if isinstance(lv, HloOp) and lv.opcode == "constant":
+                lv.detach()
+                lv.erase()
+    return bool(marks)
