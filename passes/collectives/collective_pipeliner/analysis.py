@@ -16,7 +16,6 @@ INDEX_TYPES = frozenset(("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"))
 """XLA's `IsSupportedLoopIndexType`."""
 
 _MIRROR = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE"}
-_RANGE_OPS = frozenset(("add", "subtract", "multiply", "select", "compare"))
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,30 @@ def scalar_int(value: SSAValue) -> int | None:
     if arr is None or arr.shape != () or arr.dtype.kind not in "iu":
         return None
     return int(arr)
+
+
+_FOLD = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
+         "multiply": lambda a, b: a * b}  # fmt: skip
+
+
+def folded_int(value: SSAValue, depth: int = 16) -> int | None:
+    """An integer scalar computed from constants (through add, subtract, multiply and
+    get-tuple-element of a tuple): the loop's start as XLA's loop parser evaluates it."""
+    op = owner(value)
+    if op is None or depth == 0:
+        return None
+    if op.opcode == "constant":
+        return scalar_int(value)
+    if op.opcode == "get-tuple-element":
+        src = owner(op.operands[0])
+        if src is None or src.opcode != "tuple":
+            return None
+        return folded_int(src.operands[op.attr("index")], depth - 1)
+    fold = _FOLD.get(op.opcode)
+    if fold is None:
+        return None
+    a, b = (folded_int(v, depth - 1) for v in op.operands)
+    return None if a is None or b is None else fold(a, b)
 
 
 def parameter(comp: ComputationOp) -> HloOp | None:
@@ -103,7 +126,7 @@ def analyse(op: HloOp, cond: ComputationOp, body: ComputationOp) -> Loop | None:
     index, direction, bound = parsed
     if index >= len(init.operands):
         return None
-    start, step = scalar_int(init.operands[index]), _step(body, index)
+    start, step = folded_int(init.operands[index]), _step(body, index)
     shape = body.root.operands[index].type.data  # type: ignore[attr-defined]
     if start is None or not step or not isinstance(shape, ArrayShape):
         return None
@@ -113,27 +136,58 @@ def analyse(op: HloOp, cond: ComputationOp, body: ComputationOp) -> Loop | None:
     return None if count is None else Loop(index, start, step, count)
 
 
-def follows_induction(value: SSAValue) -> bool:
-    """XLA's `CheckIndexIsMonotonic`: the index is computed from constants and
-    `get-tuple-element(param), index=0` (the only element XLA seeds with the induction
-    range) by add, subtract, multiply, select and compare, and uses that element."""
-    stack, seen, uses_var = [value], set(), False
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        op = owner(v)
-        if op is None:
-            return False
-        if op.opcode == "constant":
-            continue
-        if op.opcode == "get-tuple-element":
-            if gte_index(v) != 0:
-                return False
-            uses_var = True
-            continue
-        if op.opcode not in _RANGE_OPS:
-            return False
-        stack.extend(op.operands)
-    return uses_var
+@dataclass(frozen=True)
+class Range:
+    """An interval of index values; `linear` when it moves with the induction variable."""
+
+    lo: int
+    hi: int
+    linear: bool = True
+
+
+_COMPARE = {
+    "LT": lambda a, b: True if a.hi < b.lo else False if a.lo >= b.hi else None,
+    "LE": lambda a, b: True if a.hi <= b.lo else False if a.lo > b.hi else None,
+    "GT": lambda a, b: True if a.lo > b.hi else False if a.hi <= b.lo else None,
+    "GE": lambda a, b: True if a.lo >= b.hi else False if a.hi < b.lo else None,
+}
+
+
+def index_range(value: SSAValue, loop: Loop) -> Range | None:
+    """XLA's `RecursivelyIdentifyRange` as the pipeliner seeds it: element 0 of the loop
+    tuple ranges over the induction values, constants are points, add and subtract combine
+    intervals, a select whose compare is decided over the ranges is its chosen side;
+    anything else has no range."""
+    op = owner(value)
+    if op is None:
+        return None
+    if op.opcode == "constant":
+        c = scalar_int(value)
+        return None if c is None else Range(c, c)
+    if op.opcode == "get-tuple-element":
+        if gte_index(value) != 0:
+            return None
+        last = loop.start + (loop.count - 1) * loop.step
+        return Range(min(loop.start, last), max(loop.start, last))
+    if op.opcode in ("add", "subtract"):
+        a, b = (index_range(v, loop) for v in op.operands)
+        if a is None or b is None:
+            return None
+        if op.opcode == "add":
+            return Range(a.lo + b.lo, a.hi + b.hi, a.linear and b.linear)
+        return Range(a.lo - b.hi, a.hi - b.lo, a.linear and b.linear)
+    if op.opcode == "select":
+        pred = owner(op.operands[0])
+        if pred is None or pred.opcode != "compare":
+            return None
+        a, b = (index_range(v, loop) for v in pred.operands)
+        decide = _COMPARE.get(str(pred.attr("direction")))
+        taken = None if a is None or b is None or decide is None else decide(a, b)
+        return None if taken is None else index_range(op.operands[1 if taken else 2], loop)
+    return None
+
+
+def is_monotonic(value: SSAValue, loop: Loop) -> bool:
+    """XLA's `CheckIndexIsMonotonic`: a bounded, linear range."""
+    r = index_range(value, loop)
+    return r is not None and r.linear

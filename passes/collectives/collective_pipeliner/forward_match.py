@@ -15,7 +15,7 @@ from hlopass.ir.shape import ArrayShape
 from hlopass.passes.collectives.all_reduce_folder import has_control_deps, unique_users
 from hlopass.rewriting import has_side_effect, is_hlo, owner
 
-from .analysis import follows_induction, gte_index, parameter, scalar_int
+from .analysis import Loop, gte_index, is_monotonic, parameter, scalar_int
 
 INSERTED = "InsertedByPreviousStep"
 """XLA's `kInsertedByPreviousStep`: the custom-call marking a value a previous run made."""
@@ -42,6 +42,8 @@ class Move:
     sliced: int
     output: int
     carried: list[SSAValue] = field(default_factory=list)
+    reuse: bool = True
+    """XLA's `reuse_pipelined_op_buffer` for this collective."""
     index: SSAValue = field(init=False)
     """The store's index at the sliced dimension (kept: the rewrite erases the store)."""
 
@@ -53,7 +55,8 @@ class Move:
         """XLA's `moves_requiring_special_output`: the stored value's shape is not the
         collective operand's, so the operand travels in a tuple element of its own."""
         stored = self.formatting[-1] if self.formatting else self.collective
-        return stored.shape != self.collective.operands[0].type.data  # type: ignore[attr-defined]
+        want = self.collective.operands[0].type.data  # type: ignore[attr-defined]
+        return not self.reuse or stored.shape != want
 
 
 def custom_call_level(v: SSAValue) -> int | None:
@@ -216,8 +219,8 @@ class Matcher:
     different_sized: bool
     should_process: Callable[[HloOp], bool]
 
-    def supported(self, instr: HloOp, body: ComputationOp, gte_count: dict[int, int],
-                  order: dict[HloOp, int]) -> Move | None:  # fmt: skip
+    def supported(self, instr: HloOp, body: ComputationOp, loop: Loop,
+                  gte_count: dict[int, int], order: dict[HloOp, int]) -> Move | None:  # fmt: skip
         """XLA's `IsSupportedDynamicUpdateSlice` (forward) on the store
         `store_into_slice` finds: the move, or None."""
         found = store_into_slice(instr, body, self.level, self.use_tree)
@@ -237,7 +240,7 @@ class Matcher:
             if any(_elements(v.type.data) == 1 for v in deps):  # type: ignore[attr-defined]
                 return None
         buffer = dus.operands[0]
-        if self.level == 0 and not self._level0(buffer, dus, sliced, body, gte_count):
+        if self.level == 0 and not self._level0(buffer, dus, sliced, body, loop, gte_count):
             return None
         out = output_index(dus, body.root)
         if out is None:
@@ -245,7 +248,7 @@ class Matcher:
         return Move(instr, formatting, chain, dus, sliced, out, carried_values(instr, formatting))
 
     @staticmethod
-    def _level0(buffer: SSAValue, dus: HloOp, sliced: int, body: ComputationOp,
+    def _level0(buffer: SSAValue, dus: HloOp, sliced: int, body: ComputationOp, loop: Loop,
                 gte_count: dict[int, int]) -> bool:  # fmt: skip
         index = gte_index(buffer)
         param = parameter(body)
@@ -256,4 +259,4 @@ class Matcher:
         # XLA's `CheckParameterUsageIsCompatible`: the buffer feeds only this store
         if any(u is not dus for u in unique_users(buffer)):
             return False
-        return follows_induction(dus.operands[2 + sliced])
+        return is_monotonic(dus.operands[2 + sliced], loop)

@@ -15,9 +15,9 @@ constant (`i < N`, `<=`, `>`, `>=`, step a constant); the body's parameter and t
 feed only get-tuple-elements; the collective has one operand, one user (unless
 `pipeline-use-tree`), no control dependencies, and reaches exactly one
 dynamic-update-slice through XLA's formatting ops; that store has one user, the root
-(level 0), one non-constant index, the others 0, the index computed from tuple element 0
-and constants by add/subtract/multiply/select/compare (XLA seeds its range analysis with
-element 0 only), into a buffer read once from the parameter and used by this store only;
+(level 0), one non-constant index, the others 0, the index's range known and linear (XLA's range
+analysis, seeded with tuple element 0 only: constants, add, subtract, and a select whose
+compare the ranges decide), into a buffer read once from the parameter and used by this store only;
 unless `process-different-sized-ops`, the stored value has the collective operand's shape
 and no scalar dependency. Stricter than XLA: the body and condition have one caller each
 (XLA clones them); token sinks (`send`-like stores) and the `reuse_pipelined_op_buffer`
@@ -38,7 +38,7 @@ from hlopass.dialects.hlo import ComputationOp, HloOp, computations
 from hlopass.passes.collectives.all_reduce_folder import ChannelIds, unique_users
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, comps_by_name
 
-from .analysis import analyse, parameter
+from .analysis import Loop, analyse, parameter
 from .forward import Cloner, Forward
 from .forward_match import INSERTED, Matcher, Move
 
@@ -80,6 +80,10 @@ class CollectivePipelinerPass(HloModulePass):
     process_different_sized_ops: bool = False
     """XLA's `process_different_sized_ops`: the stored value may differ in shape from the
     collective's operand (which then travels in a tuple element of its own)."""
+    reuse_pipelined_op_buffer: bool = True
+    """XLA's `reuse_pipelined_op_buffer` callback, for every collective: false carries each
+    collective's operand in a tuple element of its own even when the stored value has
+    its shape."""
     pipelining_direction: str = "forward"
     """XLA's `pipelining_direction`: forward, backward or forward-sink (only forward is
     implemented; the others are refused)."""
@@ -132,7 +136,7 @@ class CollectivePipelinerPass(HloModulePass):
         if callers.get(body.comp_name) != 1 or callers.get(cond.comp_name) != 1:
             rctx.note(self, op, "kept: body or condition has other callers")
             return False
-        moves = self._moves(op, body, matcher)
+        moves = self._moves(op, body, loop, matcher)
         if not moves or parameter(cond) is None:
             return False
         Forward(Cloner(rctx, PatternRewriter(op), ids), self.last_run,
@@ -142,7 +146,7 @@ class CollectivePipelinerPass(HloModulePass):
                       f"(store at tuple index {m.output})")  # fmt: skip
         return True
 
-    def _moves(self, op: HloOp, body: ComputationOp, matcher: Matcher) -> list[Move]:
+    def _moves(self, op: HloOp, body: ComputationOp, loop: Loop, matcher: Matcher) -> list[Move]:
         """XLA's `CollectCollectivesToMove` (forward)."""
         param = parameter(body)
         if param is None:
@@ -158,7 +162,7 @@ class CollectivePipelinerPass(HloModulePass):
         for inst in list(body.instructions):
             if not matcher.should_process(inst):
                 continue
-            m = matcher.supported(inst, body, gte_count, order)
+            m = matcher.supported(inst, body, loop, gte_count, order)
             if m is None:
                 continue
             same = next((x for x in moves if x.dus is m.dus), None)
@@ -169,6 +173,7 @@ class CollectivePipelinerPass(HloModulePass):
                     same.formatting = sorted(same.formatting + extra, key=order.__getitem__)
                     same.chain |= {inst} | m.chain
                 continue
+            m.reuse = self.reuse_pipelined_op_buffer
             moves.append(m)
             if len(moves) >= self.max_pipelining_per_loop:
                 break
