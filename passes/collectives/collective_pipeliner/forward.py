@@ -143,9 +143,10 @@ class Forward:
             assert isinstance(want, ArrayShape)
             data = self.cl.op("dynamic-slice", [data, *starts], want, before,
                               {"dynamic_slice_sizes": want.dims})  # fmt: skip
+        # the collective reads the slice; its formatting ops read carried values, even
+        # where one of them is the collective's own operand (from the previous iteration)
+        done = self.cl.clone(m.collective, {m.collective.operands[0]: data}, before).result
         mapping = dict(carried)
-        mapping[m.collective.operands[0]] = data
-        done = self.cl.clone(m.collective, mapping, before).result
         if not self.last_run:
             done = self.cl.marked(done, self.level, before)
         mapping[m.collective.result] = done
