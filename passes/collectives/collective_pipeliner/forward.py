@@ -209,11 +209,14 @@ class Forward:
             return self.cl.op("get-tuple-element", [op.result], el[k], after, {"index": k})
 
         carried = {v: gte(pos[id(v)]) for m in moves for v in m.carried}
+        results: dict[int, SSAValue] = {}
         for m in moves:
             stacked = gte(m.output)
             data = gte(spos[id(m)]) if m.special else stacked
-            done = self._process(m, stacked, data, gte(pos[id(m.index)]), carried, after)
-            for u in users:
-                if isinstance(u, HloOp) and u.attr("index") == m.output:
-                    u.result.replace_all_uses_with(done)
-                    self.cl.rewriter.erase(u)
+            results[m.output] = self._process(m, stacked, data, gte(pos[id(m.index)]),
+                                              carried, after)  # fmt: skip
+        # (only now: `after` may be one of the replaced get-tuple-elements)
+        for u in users:
+            if isinstance(u, HloOp) and u.attr("index") in results:
+                u.result.replace_all_uses_with(results[u.attr("index")])
+                self.cl.rewriter.erase(u)
