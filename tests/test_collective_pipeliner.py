@@ -31,6 +31,7 @@ import pytest
 from hlopass.dialects.hlo import entry_computation
 from hlopass.interpreter import evaluate_replicas
 from hlopass.ir.literal import numpy_dtype
+from hlopass.ir.shape import ArrayShape
 from hlopass.pipeline import parse_pass_pipeline
 from hlopass.text.exporter import print_hlo
 from hlopass.text.importer import parse_hlo
@@ -131,8 +132,10 @@ OWN = {
     # the same counting down from 3 (`i > -1`, step -1)
     "own_counting_down": (_own("own_counting_down", 3, -1, -1, "GT"), TREE),
     # at most one collective per loop (XLA checks the limit after adding one)
-    "own_one_per_loop": (_own("own_one_per_loop", 0, 4, 1, "LT"),
-                         "max-pipelining-per-loop=1 pipeline-use-tree=true"),  # fmt: skip
+    "own_one_per_loop": (
+        _own("own_one_per_loop", 0, 4, 1, "LT"),
+        "max-pipelining-per-loop=1 pipeline-use-tree=true",
+    ),  # fmt: skip
     # without pipeline-use-tree the multiply after the f32 all-reduce is no formatting op:
     # only the s32 one moves (one carried index)
     "own_no_tree": (_own("own_no_tree", 0, 4, 1, "LT"), BASE),
@@ -158,6 +161,7 @@ def arguments(module) -> list[list[np.ndarray]]:
     per: list[list[np.ndarray]] = [[] for _ in range(REPLICAS)]
     for p in entry_computation(module).parameters():
         shape = p.shape
+        assert isinstance(shape, ArrayShape)
         dt = np.dtype(numpy_dtype(shape.element_type))
         for r in range(REPLICAS):
             if dt.kind in "iu":
