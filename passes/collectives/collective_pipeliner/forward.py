@@ -6,7 +6,7 @@ value gets its collective."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
@@ -19,10 +19,22 @@ from hlopass.passes.collectives.all_reduce_folder import ChannelIds, unique_user
 from hlopass.rewriting import RewriteContext, constant_from_numpy, erase_dead, new_op, owner
 
 from .forward_match import INSERTED, Move
+from .send_recv import update_validation
 
 
 def _shape(v: SSAValue) -> Shape:
     return v.type.data  # type: ignore[attr-defined]
+
+
+def copy_control(src: HloOp, dst: HloOp | None, names: dict[str, str] | None) -> None:
+    """`dst` waits for what `src` waits for (renamed through `names` when given, those
+    not in it dropped): XLA's `UpdateControlDependencies` for a rebuilt tuple."""
+    waits = src.attr("control-predecessors")
+    if not waits or dst is None:
+        return
+    kept = tuple(w if names is None else names[w] for w in waits
+                 if names is None or w in names)  # fmt: skip
+    dst.set_attr("control-predecessors", kept or None)
 
 
 @dataclass
@@ -33,11 +45,21 @@ class Cloner:
     rewriter: PatternRewriter
     ids: ChannelIds
 
-    def clone(self, op: HloOp, mapping: dict[SSAValue, SSAValue], before: Operation) -> HloOp:
+    def clone(self, op: HloOp, mapping: dict[SSAValue, SSAValue], before: Operation,
+              names: dict[str, str] | None = None) -> HloOp:  # fmt: skip
         """`op` on mapped operands, inserted before `before` (XLA's
-        `UpdateInstructionChannelId`: a collective with a channel gets a new one)."""
+        `UpdateInstructionChannelId`: a collective with a channel gets a new one). Control
+        predecessors follow XLA's `UpdateControlDependencies`: those cloned into the same
+        computation (`names`, original name to clone name, filled here) are kept, renamed;
+        the others are dropped."""
         new = op.clone(value_mapper=dict(mapping))
         new.inst_name = self.ctx.names.fresh(op.inst_name)
+        waits = op.attr("control-predecessors")
+        if waits:
+            kept = tuple(names[w] for w in waits if names is not None and w in names)
+            new.set_attr("control-predecessors", kept or None)
+        if names is not None:
+            names[op.inst_name] = new.inst_name
         if op.opcode not in ("send", "recv", "send-done", "recv-done") and op.attr("channel_id"):
             new.set_attr("channel_id", self.ids.take())
         self.rewriter.insert(new, InsertPoint.before(before))
@@ -68,6 +90,9 @@ class Forward:
     cl: Cloner
     last_run: bool
     level: int
+    trip_count: int
+    names: dict[str, str] = field(default_factory=dict)
+    """Body instruction name -> its clone in the peeled iteration."""
 
     def apply(self, op: HloOp, body: ComputationOp, cond: ComputationOp,
               moves: list[Move]) -> None:  # fmt: skip
@@ -89,6 +114,7 @@ class Forward:
                               TupleShape(op.shape.elements + tuple(_shape(v) for v in extra)),
                               op)  # fmt: skip
         state = _shape(new_init)
+        copy_control(root, owner(new_init), self.names)
         erase_dead(self.cl.rewriter, [v for v in peeled.values() if v.owner is not init])
         op.operands[0] = new_init
         if not unique_users(init.result):
@@ -107,6 +133,7 @@ class Forward:
         """Clone the body before `op` on the init tuple, the moved collectives and their
         formatting chains left out: XLA's peeled first iteration."""
         mapping: dict[SSAValue, SSAValue] = {}
+        names = self.names
         skip = {c for m in moves for c in m.chain}
         by_collective = {m.collective: m for m in moves}
         by_dus = {m.dus: m for m in moves}
@@ -125,9 +152,11 @@ class Forward:
             elif inst in by_dus:
                 m = by_dus[inst]
                 mapping[inst.operands[1]] = mapping[m.collective.operands[0]]
-                self.cl.clone(inst, mapping, op)
+                self.cl.clone(inst, mapping, op, names)
             else:
-                self.cl.clone(inst, mapping, op)
+                update_validation(self.cl.clone(inst, mapping, op, names), True, "forward",
+                                  self.trip_count)  # fmt: skip
+                update_validation(inst, False, "forward", self.trip_count)
         return mapping
 
     def _process(self, m: Move, stacked: SSAValue, data: SSAValue, idx: SSAValue,
@@ -187,6 +216,7 @@ class Forward:
         ret = root.next_op
         assert isinstance(ret, ReturnOp)
         tup = self.cl.op("tuple", list(root.operands) + extra, state, ret)
+        copy_control(root, owner(tup), None)
         ret.operands[0] = tup
         self.cl.rewriter.erase(root)
         erase_dead(self.cl.rewriter, dead)

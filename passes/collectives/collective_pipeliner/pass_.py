@@ -39,11 +39,13 @@ from hlopass.passes.collectives.all_reduce_folder import ChannelIds, unique_user
 from hlopass.rewriting import HloModulePass, RewriteContext, TraceHook, comps_by_name
 
 from .analysis import Loop, analyse, parameter
+from .backward import Backward
+from .backward_match import backward_chains
 from .forward import Cloner, Forward
 from .forward_match import INSERTED, Matcher, Move
 
 DIRECTIONS = ("forward", "backward", "forward-sink")
-IMPLEMENTED = ("forward",)
+IMPLEMENTED = ("forward", "backward")
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
                "all-to-all")  # fmt: skip
 
@@ -85,8 +87,11 @@ class CollectivePipelinerPass(HloModulePass):
     collective's operand in a tuple element of its own even when the stored value has
     its shape."""
     pipelining_direction: str = "forward"
-    """XLA's `pipelining_direction`: forward, backward or forward-sink (only forward is
-    implemented; the others are refused)."""
+    """XLA's `pipelining_direction`: forward, backward or forward-sink (refused: not
+    implemented)."""
+    should_allow_control_dependencies: bool = False
+    """XLA's `should_allow_control_dependencies` (backward): a collective with control
+    dependencies may move; they are dropped from its clones."""
     op_kind: str = "all-reduce"
     """XLA's `should_process` callback, as the opcodes it accepts (comma-separated, e.g.
     `all-reduce,reduce-scatter`): a collective is considered when its opcode is listed."""
@@ -97,7 +102,7 @@ class CollectivePipelinerPass(HloModulePass):
                              f"got {self.pipelining_direction!r}")  # fmt: skip
         if self.pipelining_direction not in IMPLEMENTED:
             raise ValueError(f"pipelining-direction={self.pipelining_direction} is not "
-                             "implemented (only forward is)")  # fmt: skip
+                             "implemented (forward and backward are)")  # fmt: skip
         bad = [k for k in self.kinds() if k not in COLLECTIVES]
         if bad or not self.kinds():
             raise ValueError(f"op-kind must list collectives ({', '.join(COLLECTIVES)}), "
@@ -136,11 +141,25 @@ class CollectivePipelinerPass(HloModulePass):
         if callers.get(body.comp_name) != 1 or callers.get(cond.comp_name) != 1:
             rctx.note(self, op, "kept: body or condition has other callers")
             return False
-        moves = self._moves(op, body, loop, matcher)
-        if not moves or parameter(cond) is None:
+        if parameter(cond) is None or not _only_gtes(op, body):
             return False
-        Forward(Cloner(rctx, PatternRewriter(op), ids), self.last_run,
-                self.level_to_operate_on).apply(op, body, cond, moves)  # fmt: skip
+        cloner = Cloner(rctx, PatternRewriter(op), ids)
+        if self.pipelining_direction == "backward":
+            chains = backward_chains(body, loop.index, matcher.should_process,
+                                     self.max_pipelining_per_loop,
+                                     self.should_allow_control_dependencies)  # fmt: skip
+            if not chains:
+                return False
+            Backward(cloner, loop).apply(op, body, cond, chains)
+            for c in chains:
+                rctx.note(self, op, f"pipelined {c.collective.inst_name} backward")
+            return True
+        moves = self._moves(op, body, loop, matcher)
+        if not moves:
+            return False
+        Forward(cloner, self.last_run, self.level_to_operate_on, loop.count).apply(
+            op, body, cond, moves
+        )
         for m in moves:
             rctx.note(self, op, f"pipelined {m.collective.inst_name} forward "
                       f"(store at tuple index {m.output})")  # fmt: skip
@@ -149,11 +168,7 @@ class CollectivePipelinerPass(HloModulePass):
     def _moves(self, op: HloOp, body: ComputationOp, loop: Loop, matcher: Matcher) -> list[Move]:
         """XLA's `CollectCollectivesToMove` (forward)."""
         param = parameter(body)
-        if param is None:
-            return []
-        if any(not isinstance(u, HloOp) or u.opcode != "get-tuple-element"
-               for v in (param.result, op.result) for u in unique_users(v)):  # fmt: skip
-            return []
+        assert param is not None
         gte_count: dict[int, int] = {}
         for u in unique_users(param.result):
             gte_count[u.attr("index")] = gte_count.get(u.attr("index"), 0) + 1  # type: ignore[union-attr]
@@ -178,6 +193,16 @@ class CollectivePipelinerPass(HloModulePass):
             if len(moves) >= self.max_pipelining_per_loop:
                 break
         return moves
+
+
+def _only_gtes(op: HloOp, body: ComputationOp) -> bool:
+    """XLA's guard: the body's parameter and the while feed only get-tuple-elements (an
+    escaping tuple would not see the values moved to other iterations)."""
+    param = parameter(body)
+    if param is None:
+        return False
+    return all(isinstance(u, HloOp) and u.opcode == "get-tuple-element"
+               for v in (param.result, op.result) for u in unique_users(v))  # fmt: skip
 
 
 def _strip_marks(module: ModuleOp) -> bool:
