@@ -13,8 +13,10 @@ they are compared within a bound (`near`).
 Left out of the runs (checked by the lit file only): `TransformNegativeIndexIterationToZero`
 with `last-run=false` and the level-1 cases (`PushAgOver`,
 `NoPushAgOverBecauseDifferentSize`), whose modules hold XLA's `InsertedByPreviousStep`
-custom-call, which XLA-CPU cannot run; they run here with `last-run=true` where the input
-has none.
+custom-call, which XLA-CPU cannot run (the first runs here with `last-run=true`); the
+collective-permute cases, whose permutes name 8 partitions (XLA-CPU is driven with
+replicas only, the interpreter has one partition per replica); and
+`NotTransformAllGatherWithRecvInChainBackwards` (send / recv run on neither).
 """
 
 from __future__ import annotations
@@ -41,7 +43,19 @@ ROOT = Path(__file__).resolve().parent.parent
 LIT = ROOT / "lit_tests" / "passes" / "collectives" / "collective-pipeliner.hlo"
 SCAN_PSUM = ROOT / "benchmarks" / "collective_programs" / "scan_psum" / "per_device.hlo"
 REPLICAS = 8
+"""XLA's tests run on 4 replicas x 2 partitions; their forward modules' groups span 8
+devices, the backward ones' all-gathers (no channel: one group of all replicas) 4."""
+FOUR = {"TransformIncrementIndexByOneBackwards", "TransformIncrementIndexByOneStartFromOneBackwards",
+        "TransformIncrementIndexByOneBackwardsModifyOut",
+        "TransformIncrementIndexByOneBackwardsPlusForward"}  # fmt: skip
+
+
+def replicas(name: str) -> int:
+    return 4 if name in FOUR else REPLICAS
+
+
 BASE = "max-pipelining-per-loop=1000 process-different-sized-ops=true"
+BWD = "max-pipelining-per-loop=1000 pipelining-direction=backward op-kind=all-gather"
 RUN = {
     # lit case (XLA test name) -> the options of its RUN line
     "TransformIncrementIndexByOne": BASE,
@@ -57,9 +71,20 @@ RUN = {
     "TransformIncrementByTwoFormatTranspose": BASE,
     "MultiUsesElementwise": BASE + " pipeline-use-tree=true",
     "MultiUsesElementwiseSortFormattingOps": BASE + " pipeline-use-tree=true",
+    "TransformIncrementIndexByOneBackwards": BWD,
+    "TransformIncrementIndexByOneStartFromOneBackwards": BWD,
+    "TransformIncrementIndexByOneBackwardsModifyOut": BWD,
+    "TransformIncrementIndexByOneBackwardsPlusForward": (
+        f"collective-pipeliner{{{BWD} last-run=false process-different-sized-ops=true}},"
+        f"collective-pipeliner{{{BASE}}}"
+    ),
 }
 TREE = BASE + " pipeline-use-tree=true"
-UNCHANGED = {"NoTransformCantProveIndexDoesntWrap", "EscapedInputNoTransform"}
+UNCHANGED = {
+    "NoTransformCantProveIndexDoesntWrap",
+    "EscapedInputNoTransform",
+    "TransformIncrementIndexByOneBackwardsModifyOut",
+}
 
 _LOOP = """
 sum_f {
@@ -118,8 +143,45 @@ ENTRY main {
 """
 
 
-def _own(name: str, start: int, bound: int, step: int, direction: str) -> str:
-    text = _LOOP.replace("START", str(start)).replace("BOUND", str(bound))
+_BACKWARD = """
+cond {
+  p = (s32[], f32[8,2], f32[4,2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(BOUND)
+  ROOT c = pred[] compare(i, n), direction=DIR
+}
+body {
+  p = (s32[], f32[8,2], f32[4,2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  w = f32[8,2] get-tuple-element(p), index=1
+  acc = f32[4,2] get-tuple-element(p), index=2
+  one = s32[] constant(1)
+  k = s32[] subtract(i, one)
+  zero = s32[] constant(0)
+  ds = f32[1,2] dynamic-slice(w, k, zero), dynamic_slice_sizes={1,2}
+  ng = f32[1,2] negate(ds)
+  ag = f32[4,2] all-gather(ng), channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, dimensions={0}
+  fk = f32[] convert(k)
+  fb = f32[4,2] broadcast(fk), dimensions={}
+  m = f32[4,2] multiply(ag, fb)
+  acc2 = f32[4,2] add(acc, m)
+  step = s32[] constant(STEP)
+  i2 = s32[] add(i, step)
+  ROOT t = (s32[], f32[8,2], f32[4,2]) tuple(i2, w, acc2)
+}
+ENTRY main {
+  start = s32[] constant(START)
+  w = f32[8,2] parameter(0)
+  acc = f32[4,2] parameter(1)
+  t = (s32[], f32[8,2], f32[4,2]) tuple(start, w, acc)
+  l = (s32[], f32[8,2], f32[4,2]) while(t), condition=cond, body=body
+  ROOT a = f32[4,2] get-tuple-element(l), index=2
+}
+"""
+
+
+def _own(name: str, start: int, bound: int, step: int, direction: str, loop: str = _LOOP) -> str:
+    text = loop.replace("START", str(start)).replace("BOUND", str(bound))
     text = text.replace("STEP", str(step)).replace("DIR", direction)
     return f"HloModule {name}, replica_count={REPLICAS}\n" + text
 
@@ -139,6 +201,11 @@ OWN = {
     # without pipeline-use-tree the multiply after the f32 all-reduce is no formatting op:
     # only the s32 one moves (one carried index)
     "own_no_tree": (_own("own_no_tree", 0, 4, 1, "LT"), BASE),
+    # backward: an all-gather (groups of four) of a slice of an invariant element at i - 1
+    # (the scalar k is also read outside the chain), i = 1, 3, 5, 7
+    "own_backward": (_own("own_backward", 1, 9, 2, "LT", _BACKWARD), BWD),
+    # the same counting down, i = 8, 6, 4, 2
+    "own_backward_down": (_own("own_backward_down", 8, 0, -2, "GT", _BACKWARD), BWD),
 }
 
 
@@ -150,20 +217,21 @@ def lit_modules() -> dict[str, str]:
         body = "\n".join(ln for ln in chunk.splitlines() if not ln.startswith("//"))
         if name is None or "HloModule" not in body:
             continue
-        out[name.group(1)] = re.sub(r"^(HloModule [^,\s]+)", rf"\1, replica_count={REPLICAS}",
+        n = replicas(name.group(1))
+        out[name.group(1)] = re.sub(r"^(HloModule [^,\s]+)", rf"\1, replica_count={n}",
                                     body.strip(), count=1, flags=re.M)  # fmt: skip
     return out
 
 
-def arguments(module) -> list[list[np.ndarray]]:
-    """Per replica: random values of each entry parameter (small integers for s32)."""
+def arguments(module, n: int) -> list[list[np.ndarray]]:
+    """Per replica (`n`): random values of each entry parameter (small integers for s32)."""
     rng = np.random.default_rng(5)
-    per: list[list[np.ndarray]] = [[] for _ in range(REPLICAS)]
+    per: list[list[np.ndarray]] = [[] for _ in range(n)]
     for p in entry_computation(module).parameters():
         shape = p.shape
         assert isinstance(shape, ArrayShape)
         dt = np.dtype(numpy_dtype(shape.element_type))
-        for r in range(REPLICAS):
+        for r in range(n):
             if dt.kind in "iu":
                 per[r].append(rng.integers(-100, 100, shape.dims).astype(dt))
             else:
@@ -172,8 +240,13 @@ def arguments(module) -> list[list[np.ndarray]]:
 
 
 def run_pass(text: str, options: str) -> tuple[bool, str]:
+    """Run `collective-pipeliner{options}` (or, when `options` names passes, that
+    pipeline) on `text`."""
     module = parse_hlo(text)
-    passes = parse_pass_pipeline(f"collective-pipeliner{{{options}}}")
+    pipeline = (
+        options if options.startswith("collective-") else f"collective-pipeliner{{{options}}}"
+    )
+    passes = parse_pass_pipeline(pipeline)
     changed = any(p.run(context(), module) for p in passes)
     module.verify()
     return changed, print_hlo(module)
@@ -192,7 +265,7 @@ def executed() -> dict[str, dict]:
     jobs = []
     for name, text, options in CASES:
         module = parse_hlo(text)
-        per = arguments(module)
+        per = arguments(module, replicas(name))
         before = print_hlo(module)
         changed, after = run_pass(before, options)
         out[name] = {"changed": changed, "before": before, "after": after,
@@ -240,7 +313,7 @@ def near(got, want, what: str) -> None:
                 continue
             g64, w64 = g.astype(np.float64), w.astype(np.float64)
             eps = float(ml_dtypes.finfo(g.dtype).eps)
-            bound = 8 * REPLICAS * eps * float(np.abs(w64).max(initial=0.0))
+            bound = 8 * len(got) * eps * float(np.abs(w64).max(initial=0.0))
             err = float(np.abs(g64 - w64).max(initial=0.0))
             assert err <= bound, f"{what}: replica {r} output {i}: off by {err} > {bound}"
 
