@@ -41,7 +41,6 @@ class Move:
     dus: HloOp
     sliced: int
     output: int
-    carried: list[SSAValue] = field(default_factory=list)
     reuse: bool = True
     """XLA's `reuse_pipelined_op_buffer` for this collective."""
     index: SSAValue = field(init=False)
@@ -49,6 +48,11 @@ class Move:
 
     def __post_init__(self) -> None:
         self.index = self.dus.operands[2 + self.sliced]
+
+    @property
+    def carried(self) -> list[SSAValue]:
+        """The values its formatting ops read from outside them (after merges too)."""
+        return carried_values(self.collective, self.formatting)
 
     @property
     def special(self) -> bool:
@@ -245,7 +249,7 @@ class Matcher:
         out = output_index(dus, body.root)
         if out is None:
             return None
-        return Move(instr, formatting, chain, dus, sliced, out, carried_values(instr, formatting))
+        return Move(instr, formatting, chain, dus, sliced, out)
 
     @staticmethod
     def _level0(buffer: SSAValue, dus: HloOp, sliced: int, body: ComputationOp, loop: Loop,
