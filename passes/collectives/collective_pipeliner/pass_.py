@@ -92,9 +92,10 @@ class CollectivePipelinerPass(HloModulePass):
     should_allow_control_dependencies: bool = False
     """XLA's `should_allow_control_dependencies` (backward): a collective with control
     dependencies may move; they are dropped from its clones."""
-    op_kind: str = "all-reduce"
-    """XLA's `should_process` callback, as the opcodes it accepts (comma-separated, e.g.
-    `all-reduce,reduce-scatter`): a collective is considered when its opcode is listed."""
+    op_kind: tuple[str, ...] = ("all-reduce",)
+    """XLA's `should_process` callback (a C++ predicate XLA's users pass), as the opcodes
+    it accepts, e.g. `op-kind=all-reduce,reduce-scatter`: a collective is considered when
+    its opcode is listed."""
 
     def __post_init__(self) -> None:
         if self.pipelining_direction not in DIRECTIONS:
@@ -103,17 +104,14 @@ class CollectivePipelinerPass(HloModulePass):
         if self.pipelining_direction not in IMPLEMENTED:
             raise ValueError(f"pipelining-direction={self.pipelining_direction} is not "
                              "implemented (forward and backward are)")  # fmt: skip
-        bad = [k for k in self.kinds() if k not in COLLECTIVES]
-        if bad or not self.kinds():
+        bad = [k for k in self.op_kind if k not in COLLECTIVES]
+        if bad or not self.op_kind:
             raise ValueError(f"op-kind must list collectives ({', '.join(COLLECTIVES)}), "
-                             f"got {self.op_kind!r}")  # fmt: skip
-
-    def kinds(self) -> tuple[str, ...]:
-        return tuple(k.strip() for k in self.op_kind.split(",") if k.strip())
+                             f"got {','.join(self.op_kind)!r}")  # fmt: skip
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        kinds = self.kinds()
+        kinds = self.op_kind
         matcher = Matcher(self.level_to_operate_on, self.pipeline_use_tree,
                           self.process_different_sized_ops, lambda op: op.opcode in kinds)  # fmt: skip
         ids = ChannelIds.of(module)
