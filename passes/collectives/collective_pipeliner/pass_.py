@@ -1,28 +1,39 @@
-"""`collective-pipeliner`: a collective in a while body whose value is stored into a
-loop-carried buffer by a dynamic-update-slice at an index that follows the induction
-variable is pushed to the next iteration, where it overlaps that iteration's computation
-(XLA's `CollectivePipeliner`, direction `forward`).
+"""`collective-pipeliner` (XLA's `CollectivePipeliner`): collectives of a while body move
+to a neighbouring iteration, where they overlap that iteration's computation.
 
-The first iteration is peeled before the loop without the collective: it stores the
-collective's operand. Each iteration of the loop then reads back what the previous one
-stored (at the index it carried in an added tuple element), applies the collective and the
-formatting ops between it and the store, stores the result, and stores its own operand;
-after the loop the last stored operand gets the collective. The same instructions run on
-the same values in the same order per element, so outputs are bit-identical.
+`forward`: a collective whose value is stored into a loop-carried buffer by a
+dynamic-update-slice at an index that follows the induction variable runs one iteration
+later. The first iteration is peeled before the loop without the collective: it stores the
+collective's operand. Each iteration then reads back what the previous one stored (at the
+index it carried in an added tuple element), applies the collective and the formatting ops
+between it and the store, stores the result, and stores its own operand; after the loop
+the last stored operand gets the collective (`forward.py`).
+
+`backward`: a collective computed (through its operand chain) from the induction variable
+and loop-invariant tuple elements only runs one iteration earlier: before the loop for
+iteration 0, at the end of each iteration for the next one (at an index carried in a new
+last element); the loop runs one iteration less and its last iteration is peeled after it
+(`backward.py`). In both, every value is computed by the same instructions from the same
+values: outputs are bit-identical.
 
 Guards (XLA's): a static trip count above 1 with an integer induction variable from a
 constant (`i < N`, `<=`, `>`, `>=`, step a constant); the body's parameter and the while
-feed only get-tuple-elements; the collective has one operand, one user (unless
-`pipeline-use-tree`), no control dependencies, and reaches exactly one
+feed only get-tuple-elements. Forward (`forward_match.py`): the collective has one operand,
+one user (unless `pipeline-use-tree`), no control dependencies, and reaches exactly one
 dynamic-update-slice through XLA's formatting ops; that store has one user, the root
-(level 0), one non-constant index, the others 0, the index's range known and linear (XLA's range
-analysis, seeded with tuple element 0 only: constants, add, subtract, and a select whose
-compare the ranges decide), into a buffer read once from the parameter and used by this store only;
-unless `process-different-sized-ops`, the stored value has the collective operand's shape
-and no scalar dependency. Stricter than XLA: the body and condition have one caller each
-(XLA clones them); token sinks (`send`-like stores) and the `reuse_pipelined_op_buffer`
-and `acceptable_formatting` callbacks are not offered (XLA's defaults: always, any).
-Not implemented, refused with one line: `backward`, `forward-sink`.
+(level 0; at level k its index is marked level k), one non-constant index, the others 0,
+the index's range known and linear (XLA's range analysis, seeded with tuple element 0
+only: constants, add, subtract, and a select whose compare the ranges decide), into a
+buffer read once from the parameter and used by this store only; unless
+`process-different-sized-ops`, the stored value has the collective operand's shape and no
+scalar dependency. Backward (`backward_match.py`): no control dependencies (unless
+`should-allow-control-dependencies`), a chain reading no other changing element and no
+recv-done, whose instructions used outside it are invariant elements or scalars.
+Stricter than XLA: the body and condition have one caller each and the body holds no
+while or conditional (XLA clones those computations for its copies); token
+sinks (`send`-like stores) are not matched; of XLA's callbacks only `should_process`
+(`op-kind`) and `reuse_pipelined_op_buffer` (a constant) are offered, the others at the
+defaults XLA's tests use. Not implemented, refused with one line: `forward-sink`.
 """
 
 from __future__ import annotations
@@ -91,7 +102,8 @@ class CollectivePipelinerPass(HloModulePass):
     implemented)."""
     should_allow_control_dependencies: bool = False
     """XLA's `should_allow_control_dependencies` (backward): a collective with control
-    dependencies may move; they are dropped from its clones."""
+    dependencies may move; its clones keep only the edges to instructions cloned with
+    them (XLA's `UpdateControlDependencies`)."""
     op_kind: tuple[str, ...] = ("all-reduce",)
     """XLA's `should_process` callback (a C++ predicate XLA's users pass), as the opcodes
     it accepts, e.g. `op-kind=all-reduce,reduce-scatter`: a collective is considered when
@@ -138,6 +150,10 @@ class CollectivePipelinerPass(HloModulePass):
         callers = _callers(module)
         if callers.get(body.comp_name) != 1 or callers.get(cond.comp_name) != 1:
             rctx.note(self, op, "kept: body or condition has other callers")
+            return False
+        if any(i.opcode in ("while", "conditional") for i in body.instructions):
+            # the peeled copies would share the inner loop's computations (XLA clones them)
+            rctx.note(self, op, "kept: the body holds a while or conditional")
             return False
         if parameter(cond) is None or not _only_gtes(op, body):
             return False
