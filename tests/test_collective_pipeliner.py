@@ -377,3 +377,48 @@ def test_scan_psum_is_left_alone() -> None:
         passes = parse_pass_pipeline(pipeline)
         changed = [p.run(context(), module) for p in passes]
         assert not changed[-1], pipeline
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("pipelining-direction=forward-sink", "forward-sink is not implemented"),
+        ("pipelining-direction=sideways", "must be one of forward, backward, forward-sink"),
+        ("op-kind=all-reduce,add", "op-kind must list collectives"),
+    ],
+)
+def test_refused_options_name_themselves(options: str, message: str) -> None:
+    """What is not implemented is refused when the pipeline is read, in one line."""
+    with pytest.raises(Exception, match=message) as err:
+        parse_pass_pipeline(f"collective-pipeliner{{{options}}}")
+    assert "\n" not in str(err.value)
+
+
+def test_a_body_holding_a_loop_is_left_alone() -> None:
+    """`own_two_stores` with an inner while in its body: the peeled copies would share the
+    inner loop's computations, so the loop is left alone (XLA clones them)."""
+    text, options = OWN["own_two_stores"]
+    inner = """
+inner_cond {
+  q = (s32[]) parameter(0)
+  j = s32[] get-tuple-element(q), index=0
+  two = s32[] constant(2)
+  ROOT lt = pred[] compare(j, two), direction=LT
+}
+inner_body {
+  q = (s32[]) parameter(0)
+  j = s32[] get-tuple-element(q), index=0
+  one = s32[] constant(1)
+  j2 = s32[] add(j, one)
+  ROOT t = (s32[]) tuple(j2)
+}
+"""
+    text = text.replace("\ncond {", inner + "\ncond {", 1)
+    text = text.replace(
+        "  w2 = f32[6] multiply(w, w)\n",
+        "  it = (s32[]) tuple(zero)\n  iw = (s32[]) while(it), condition=inner_cond,"
+        " body=inner_body\n  w2 = f32[6] multiply(w, w)\n",
+    )
+    assert run_pass(OWN["own_two_stores"][0], options)[0]
+    changed, _ = run_pass(text, options)
+    assert not changed
