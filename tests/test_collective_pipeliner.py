@@ -72,6 +72,7 @@ RUN = {
     "MultiUsesElementwise": BASE + " pipeline-use-tree=true",
     "MultiUsesElementwiseSortFormattingOps": BASE + " pipeline-use-tree=true",
     "ElementWiseUser": BASE + " pipeline-use-tree=true",
+    "AllGatherAsFormattingOp": BASE,
     "MultiUsesElementwiseMerge": BASE + " pipeline-use-tree=true",
     "MultiUsesElementwiseFeedTwo": BASE + " pipeline-use-tree=true",
     "MultiUsesElementwiseFeedTwoWithReduce": BASE + " pipeline-use-tree=true",
