@@ -101,6 +101,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "reduce-scatter-creator": _lazy(
                 "hlopass.passes.collectives.reduce_scatter_creator", "ReduceScatterCreatorPass"
             ),  # noqa: E501
+            "collective-pipeliner": _lazy(
+                "hlopass.passes.collectives.collective_pipeliner", "CollectivePipelinerPass"
+            ),
             "while-loop-all-reduce-code-motion": _lazy(
                 "hlopass.passes.collectives.while_loop_all_reduce_code_motion",
                 "WhileLoopAllReduceCodeMotionPass",
