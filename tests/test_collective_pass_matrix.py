@@ -63,6 +63,9 @@ SPECS: dict[str, bool] = {
     "collective-permute-decomposer": True,  # send/recv pairs move the data
     "reduce-scatter-creator": True,  # the same sums, each device keeping its slice
     ASYNC_ALL: True,
+    ASYNC_ALL + ",latency-hiding-scheduler": True,  # only the order changes
+    "collective-pipeliner": True,  # moves each iteration's collective, same sums
+    "collective-pipeliner{pipelining-direction=backward op-kind=all-gather}": True,
     "all-reduce-folder": False,  # nested group sums as one sum
     "all-reduce-simplifier": False,  # n x v for a sum of n equal values
     "all-reduce-reassociate": False,  # ar(a) + ar(b) as ar(a + b)
@@ -91,6 +94,10 @@ XLA_CANNOT_RUN: dict[str, tuple[str, ...]] = {
     "collective-permute-combiner": ("requires a single operand",),
     "all-reduce-combiner,all-reduce-contiguous": ("layout minor_to_major field contains",),
     ASYNC_ALL: ("is not supported in StableHLO", "expected async done to have exactly one"),
+    ASYNC_ALL + ",latency-hiding-scheduler": (
+        "is not supported in StableHLO",
+        "expected async done to have exactly one",
+    ),
 }
 
 # (module, pipeline) -> XLA:CPU's failure on that output alone
@@ -99,12 +106,22 @@ XLA_FAILS_ON = {
     ("parser/AllReduceAllReduce", "all-reduce-combiner"): "does not have a layout",
     # packed s4 in an async all-gather: XLA:CPU aborts
     ("xla_tests/service__gpu__tests__sub_byte_collectives.hlo#0", ASYNC_ALL): "XLA aborted",
+    (
+        "xla_tests/service__gpu__tests__sub_byte_collectives.hlo#0",
+        ASYNC_ALL + ",latency-hiding-scheduler",
+    ): "XLA aborted",
 }
 
 # (module, pipeline): XLA:CPU's run of the output is not reproducible: its async form of a
 # packed s4 all-gather gave other values than the synchronous one in one run and the same
 # in the next (the #0 case aborts in malloc): only our interpreter holds these
-XLA_UNRELIABLE_ON = {("xla_tests/service__gpu__tests__sub_byte_collectives.hlo#1", ASYNC_ALL)}
+XLA_UNRELIABLE_ON = {
+    ("xla_tests/service__gpu__tests__sub_byte_collectives.hlo#1", ASYNC_ALL),
+    (
+        "xla_tests/service__gpu__tests__sub_byte_collectives.hlo#1",
+        ASYNC_ALL + ",latency-hiding-scheduler",
+    ),
+}
 
 # modules XLA:CPU cannot run before any pass: only our interpreter holds them
 XLA_CANNOT_RUN_INPUT = {
@@ -297,6 +314,10 @@ NEVER_FIRES = {
     "reduce-scatter-creator",  # no dynamic-slice of an all-reduce by the device's id
     "while-loop-all-reduce-code-motion",  # scan_psum's psum sits in a called computation
     "collective-permute-decomposer",  # no permute of a cycle-free chain: XLA's guard
+    # no loop stores a collective's result with a dynamic-update-slice by its induction
+    # variable (scan_psum adds its psums to accumulators): tests/test_collective_pipeliner.py
+    "collective-pipeliner",
+    "collective-pipeliner{pipelining-direction=backward op-kind=all-gather}",
 }
 
 
