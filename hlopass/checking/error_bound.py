@@ -62,6 +62,7 @@ from hlopass.checking.error_bound_collectives import (
 )
 from hlopass.dialects.hlo import HloOp, entry_computation
 from hlopass.interpreter.core import Interpreter, coerce
+from hlopass.interpreter.plan import dead_after
 
 SAFETY = 2.0
 F32_U = 2.0**-24
@@ -161,17 +162,23 @@ def _exact(v: Any) -> Any:
 class _Analysis:
     def __init__(self, module: Any):
         self.interp = Interpreter(module)
+        self._dead: dict[int, dict[int, list[Any]]] = {}
 
     def call(self, comp: Any, args: Sequence[Any]) -> Any:
         if isinstance(comp, str):
             comp = self.interp.comp(comp)
         ops, root = self.interp.schedule(comp)
+        dead = self._dead.get(id(comp))
+        if dead is None:
+            dead = self._dead[id(comp)] = dead_after(ops, root)
         env: dict[Any, Any] = {}
-        for op in ops:
+        for k, op in enumerate(ops):
             if op.opcode == "parameter":
                 env[op.result] = args[op.attr("number")]
             else:
                 env[op.result] = self.eval(op, [env[v] for v in op.operands])
+            for v in dead.get(k, ()):  # past its last reader: values and bounds of big
+                del env[v]  # modules would otherwise all stay alive until the end
         return env[root.result]
 
     def eval(self, op: HloOp, operands: list[Any]) -> Any:
