@@ -11,7 +11,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 DEVICES = 8
 NAMES = ("mlp_grads", "batch_norm", "adam_global_norm", "zero_step", "ppermute_ring",
-         "moe_all_to_all", "scan_psum")  # fmt: skip
+         "moe_all_to_all", "scan_psum", "large_grads")  # fmt: skip
 
 # our collective pipeline: the data-parallel cleanups, then XLA GPU's combiners
 PIPELINE = ("all-reduce-folder,all-reduce-simplifier,reduce-scatter-creator,"

@@ -176,18 +176,20 @@ LARGE_LAYERS, LARGE_WIDTH, LARGE_BATCH = 4, 2048, 512
 LARGE_LR = np.float32(0.25)  # the update moves each weight by about a tenth of its size
 
 
-def _hashed_uniform(seed: Any, rows: Any, cols: int) -> Any:
-    """[len(rows), cols] f32 uniform in [-0.5, 0.5) from murmur3's 32-bit finalizer of
-    (row id * cols + column) ^ seed: integer ops only, so every implementation builds
-    the same bits, and a full-rank matrix where a function of an outer product of two
-    vectors would be numerically of rank 2 or 3."""
+def _hashed_uniform(seed: Any, rows: Any, cols: int, scale: float) -> Any:
+    """[len(rows), cols] f32 uniform in [-scale/2, scale/2) from murmur3's 32-bit finalizer
+    of (row id * cols + column) ^ seed: integer ops, then exact f32 ops and one rounding
+    (no multiply feeding an add that XLA could contract into an FMA), so every
+    implementation builds the same bits, and a full-rank matrix where a function of an
+    outer product of two vectors would be numerically of rank 2 or 3."""
     u32 = jnp.uint32
     h = rows[:, None] * u32(cols) + lax.broadcasted_iota(u32, (rows.shape[0], cols), 1)
     h = h ^ (seed * u32(0x9E3779B1))
     for shift, mul in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
         h = (h ^ (h >> shift)) * u32(mul)
     h = h ^ (h >> 16)
-    return (h >> 8).astype(jnp.float32) * np.float32(2.0**-24) - np.float32(0.5)
+    centered = (h >> 8).astype(jnp.float32) - np.float32(2.0**23)  # integers: exact
+    return centered * np.float32(scale * 2.0**-24)
 
 
 def large_grads(rng: np.random.Generator) -> Program:
@@ -200,7 +202,7 @@ def large_grads(rng: np.random.Generator) -> Program:
     seeds = rng.integers(1, 2**31, n + 1).astype(np.uint32)  # one per layer, one for x
     rows = np.arange(DEVICES * LARGE_BATCH, dtype=np.uint32)  # each device its batch rows
     # uniform entries of variance 1/width: activations keep their scale through the layers
-    scale = np.float32(np.sqrt(12.0 / width))
+    scale = float(np.sqrt(12.0 / width))
 
     def loss(ws, x):
         h = x
@@ -210,8 +212,8 @@ def large_grads(rng: np.random.Generator) -> Program:
 
     def step(seeds, rows):
         ids = lax.iota(jnp.uint32, width)
-        ws = [_hashed_uniform(seeds[i], ids, width) * scale for i in range(n)]
-        x = _hashed_uniform(seeds[n], rows, width) * np.float32(2.0)
+        ws = [_hashed_uniform(seeds[i], ids, width, scale) for i in range(n)]
+        x = _hashed_uniform(seeds[n], rows, width, 2.0)
         value, g = jax.value_and_grad(loss)(ws, x)
         g = [lax.pmean(t, AXIS) for t in g]
         new = [w - LARGE_LR * t for w, t in zip(ws, g, strict=True)]
