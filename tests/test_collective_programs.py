@@ -81,8 +81,13 @@ BIT_EXACT_WITH_XLA = {"ppermute_ring"}
 # grows through 8 dot + tanh layers (mlp_grads, median bound 4.9e3 x |value|), the
 # E[x^2] - E[x]^2 cancellations and rsqrt of 3 batch-norm layers (batch_norm, median 7.9 x)
 # and Adam's division by sqrt(v) + eps (adam_global_norm, median 0.095 x), where the
-# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. Their check catches only gross errors;
-# the others' bounds are below 1% of the value on most elements, which the test holds.
+# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. large_grads' bound is no check at all:
+# each 2048-wide dot of mixed-sign values multiplies it by about |W|'s norm (~40) where the
+# true error grows by W's (~2), through 4 layers forward and back, so the median bound is
+# 3.7e8 x |value| on the last layer's statistics up to 3.3e19 x on the first's (6.7e4 x
+# on the loss), where the measured relative differences are 5e-7 (median) and 1.1e-2 (max,
+# a column sum that cancels). Their check catches only gross errors; the others' bounds
+# are below 1% of the value on most elements, which the test holds.
 LOOSE_BOUND = {"mlp_grads", "batch_norm", "adam_global_norm", "large_grads"}
 
 
