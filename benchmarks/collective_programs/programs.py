@@ -170,8 +170,10 @@ def scan_psum(rng: np.random.Generator) -> Program:
 
 # large_grads: square layers of WIDTH^2 f32 (16 MiB each; 4 of them, 64 MiB, above XLA
 # GPU's 30 MiB all-reduce combine threshold) and a per-device batch whose backward dots
-# per layer (4 * BATCH * WIDTH^2 flops, 8.6 GFLOP) take about as long on an H100 as one
-# layer's 16 MiB all-reduce over 8 of them
+# per layer (4 * BATCH * WIDTH^2 flops, 8.6 GFLOP) take a third of one layer's all-reduce
+# on 8 H100s under our cost model (49 us vs 133 us): overlap can hide the whole backward.
+# Every time the tests spend here grows with the layers x WIDTH^2 x 8 devices of values
+# (our interpreter and the error bound's float64 run), the dots with BATCH as well.
 LARGE_LAYERS, LARGE_WIDTH, LARGE_BATCH = 4, 2048, 512
 LARGE_LR = np.float32(0.25)  # the update moves each weight by about a tenth of its size
 
