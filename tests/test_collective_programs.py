@@ -58,6 +58,9 @@ EXPECTED_COUNTS = {
     "ppermute_ring": (9, 8),  # 7 ring steps each need the last; the two halo sends combine
     "moe_all_to_all": (2, 2),  # the return all-to-all needs the first: nothing to combine
     "scan_psum": (2, 1),  # the two psums inside the loop body combine
+    # 4 pmeans of 16 MiB weight gradients: two together (32 MiB) pass XLA GPU's 30 MiB
+    # combine threshold, so none combine
+    "large_grads": (4, 4),
 }
 
 # combined collectives XLA:CPU's execution path (through StableHLO) cannot compile
@@ -81,9 +84,14 @@ BIT_EXACT_WITH_XLA = {"ppermute_ring"}
 # grows through 8 dot + tanh layers (mlp_grads, median bound 4.9e3 x |value|), the
 # E[x^2] - E[x]^2 cancellations and rsqrt of 3 batch-norm layers (batch_norm, median 7.9 x)
 # and Adam's division by sqrt(v) + eps (adam_global_norm, median 0.095 x), where the
-# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. Their check catches only gross errors;
-# the others' bounds are below 1% of the value on most elements, which the test holds.
-LOOSE_BOUND = {"mlp_grads", "batch_norm", "adam_global_norm"}
+# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. large_grads' bound is no check at all:
+# each 2048-wide dot of mixed-sign values multiplies it by about |W|'s norm (~40) where the
+# true error grows by W's (~2), through 4 layers forward and back, so the median bound is
+# 3.7e8 x |value| on the last layer's statistics up to 3.3e19 x on the first's (6.7e4 x
+# on the loss), where the measured relative differences are 5e-7 (median) and 1.1e-2 (max,
+# a column sum that cancels). Their check catches only gross errors; the others' bounds
+# are below 1% of the value on most elements, which the test holds.
+LOOSE_BOUND = {"mlp_grads", "batch_norm", "adam_global_norm", "large_grads"}
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +141,23 @@ def spmd_here(tmp_path_factory):
     return {n: read_io(out / n / "io.npz") for n in NAMES}
 
 
+@pytest.fixture(scope="module")
+def ours_before(runs):
+    """Our interpreter's every-device outputs on each program's per-device module, run
+    once for the two tests that hold them (large_grads takes seconds per run)."""
+    from hlopass.interpreter import evaluate_replicas
+
+    cache: dict[str, list] = {}
+
+    def get(name: str) -> list:
+        if name not in cache:
+            prog = runs[name][0]
+            cache[name] = evaluate_replicas(hlopass.parse_hlo(prog.per_device), prog.inputs)
+        return cache[name]
+
+    return get
+
+
 def _same(got: list, want: list, what: str) -> None:
     assert len(got) == len(want), what
     for r, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -161,13 +186,12 @@ def test_xla_runs_the_per_device_module_as_jax_ran_the_spmd_one(name, runs, spmd
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_pipeline_keeps_every_device_outputs(name, runs):
+def test_pipeline_keeps_every_device_outputs(name, runs, ours_before):
     from hlopass.interpreter import evaluate_replicas
 
     prog, after, _, xla_after, baseline = runs[name]
-    ours_before = evaluate_replicas(hlopass.parse_hlo(prog.per_device), prog.inputs)
     ours_after = evaluate_replicas(hlopass.parse_hlo(after), prog.inputs)
-    _same(ours_after, ours_before, "ours after vs before")
+    _same(ours_after, ours_before(name), "ours after vs before")
     refusal = XLA_REFUSES_AFTER.get(name)
     if refusal is None:
         assert "outputs" in xla_after and "outputs" in baseline, (xla_after, baseline)
@@ -177,17 +201,16 @@ def test_pipeline_keeps_every_device_outputs(name, runs):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_interpreter_matches_xla(name, runs):
+def test_interpreter_matches_xla(name, runs, ours_before):
     """Bit for bit where the program only moves data and adds in group order; elsewhere
     (library functions, dots whose summation order XLA:CPU picks per host) every device's
     outputs within the bound `error_bounds_devices` derives, the interpreter's values being
     the bounded run's own."""
     from hlopass.checking.error_bound import assert_within_bound, error_bounds_devices
-    from hlopass.interpreter import evaluate_replicas
 
     prog, _, xla_before, _, _ = runs[name]
     module = hlopass.parse_hlo(prog.per_device)
-    ours = evaluate_replicas(module, prog.inputs)
+    ours = ours_before(name)
     if name in BIT_EXACT_WITH_XLA:
         _same(ours, xla_before["outputs"], "ours vs XLA:CPU")
         return

@@ -11,7 +11,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 DEVICES = 8
 NAMES = ("mlp_grads", "batch_norm", "adam_global_norm", "zero_step", "ppermute_ring",
-         "moe_all_to_all", "scan_psum")  # fmt: skip
+         "moe_all_to_all", "scan_psum", "large_grads")  # fmt: skip
 
 # XLA GPU's asynchronous collectives (every size), then its scheduler overlapping them
 ASYNC = ("async-collective-creator{convert-all-reduce=true convert-all-gather=true "

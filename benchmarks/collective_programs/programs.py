@@ -168,6 +168,63 @@ def scan_psum(rng: np.random.Generator) -> Program:
     return step, (w, b, xs), (P(), P(), P(AXIS)), (P(), P())
 
 
+# large_grads: square layers of WIDTH^2 f32 (16 MiB each; 4 of them, 64 MiB, above XLA
+# GPU's 30 MiB all-reduce combine threshold) and a per-device batch whose backward dots
+# per layer (4 * BATCH * WIDTH^2 flops, 8.6 GFLOP) take a third of one layer's all-reduce
+# on 8 H100s under our cost model (49 us vs 133 us): overlap can hide the whole backward.
+# Every time the tests spend here grows with the layers x WIDTH^2 x 8 devices of values
+# (our interpreter and the error bound's float64 run), the dots with BATCH as well.
+LARGE_LAYERS, LARGE_WIDTH, LARGE_BATCH = 4, 2048, 512
+LARGE_LR = np.float32(0.25)  # the update moves each weight by about a tenth of its size
+
+
+def _hashed_uniform(seed: Any, rows: Any, cols: int, scale: float) -> Any:
+    """[len(rows), cols] f32 uniform in [-scale/2, scale/2) from murmur3's 32-bit finalizer
+    of (row id * cols + column) ^ seed: integer ops, then exact f32 ops and one rounding
+    (no multiply feeding an add that XLA could contract into an FMA), so every
+    implementation builds the same bits, and a full-rank matrix where a function of an
+    outer product of two vectors would be numerically of rank 2 or 3."""
+    u32 = jnp.uint32
+    h = rows[:, None] * u32(cols) + lax.broadcasted_iota(u32, (rows.shape[0], cols), 1)
+    h = h ^ (seed * u32(0x9E3779B1))
+    for shift, mul in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = (h ^ (h >> shift)) * u32(mul)
+    h = h ^ (h >> 16)
+    centered = (h >> 8).astype(jnp.float32) - np.float32(2.0**23)  # integers: exact
+    return centered * np.float32(scale * 2.0**-24)
+
+
+def large_grads(rng: np.random.Generator) -> Program:
+    """(h) MLP training step with MiB-scale gradients: 4 tanh layers of 2048 x 2048 on a
+    per-device batch of 512, each weight gradient `pmean`ed, SGD update. The weights and
+    the batch are hashed inside the step from seeds and row ids, and the outputs are the
+    per-column sums and sums of squares of each updated weight and the local loss, so the
+    inputs and outputs stay small while every gradient all-reduce reaches an output."""
+    n, width = LARGE_LAYERS, LARGE_WIDTH
+    seeds = rng.integers(1, 2**31, n + 1).astype(np.uint32)  # one per layer, one for x
+    rows = np.arange(DEVICES * LARGE_BATCH, dtype=np.uint32)  # each device its batch rows
+    # uniform entries of variance 1/width: activations keep their scale through the layers
+    scale = float(np.sqrt(12.0 / width))
+
+    def loss(ws, x):
+        h = x
+        for w in ws[:-1]:
+            h = jnp.tanh(h @ w)
+        return jnp.mean(jnp.sum((h @ ws[-1] - x) ** 2, axis=1))
+
+    def step(seeds, rows):
+        ids = lax.iota(jnp.uint32, width)
+        ws = [_hashed_uniform(seeds[i], ids, width, scale) for i in range(n)]
+        x = _hashed_uniform(seeds[n], rows, width, 2.0)
+        value, g = jax.value_and_grad(loss)(ws, x)
+        g = [lax.pmean(t, AXIS) for t in g]
+        new = [w - LARGE_LR * t for w, t in zip(ws, g, strict=True)]
+        stats = [jnp.stack([jnp.sum(w, 0), jnp.sum(w * w, 0)]) for w in new]
+        return stats, value.reshape(1)
+
+    return step, (seeds, rows), (P(), P(AXIS)), ([P()] * n, P(AXIS))
+
+
 PROGRAMS: dict[str, Callable[[np.random.Generator], Program]] = {
     "mlp_grads": mlp_grads,
     "batch_norm": batch_norm,
@@ -176,4 +233,5 @@ PROGRAMS: dict[str, Callable[[np.random.Generator], Program]] = {
     "ppermute_ring": ppermute_ring,
     "moe_all_to_all": moe_all_to_all,
     "scan_psum": scan_psum,
+    "large_grads": large_grads,
 }

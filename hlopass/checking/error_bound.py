@@ -62,6 +62,8 @@ from hlopass.checking.error_bound_collectives import (
 )
 from hlopass.dialects.hlo import HloOp, entry_computation
 from hlopass.interpreter.core import Interpreter, coerce
+from hlopass.interpreter.linalg import dot_dimensions
+from hlopass.interpreter.plan import dead_after
 
 SAFETY = 2.0
 F32_U = 2.0**-24
@@ -92,6 +94,7 @@ _DERIVATIVE = {
     "sinh": lambda x, v: np.cosh(x),
     "cosh": lambda x, v: np.abs(np.sinh(x)),
 }
+_ROUNDED_ONCE = frozenset({"add", "subtract", "multiply", "divide", "convert"})
 _EXACT_FN = frozenset({"negate", "abs", "sign", "floor", "ceil", "round-nearest-even",
                        "round-nearest-afz", "is-finite"})  # fmt: skip
 
@@ -161,17 +164,23 @@ def _exact(v: Any) -> Any:
 class _Analysis:
     def __init__(self, module: Any):
         self.interp = Interpreter(module)
+        self._dead: dict[int, dict[int, list[Any]]] = {}
 
     def call(self, comp: Any, args: Sequence[Any]) -> Any:
         if isinstance(comp, str):
             comp = self.interp.comp(comp)
         ops, root = self.interp.schedule(comp)
+        dead = self._dead.get(id(comp))
+        if dead is None:
+            dead = self._dead[id(comp)] = dead_after(ops, root)
         env: dict[Any, Any] = {}
-        for op in ops:
+        for k, op in enumerate(ops):
             if op.opcode == "parameter":
                 env[op.result] = args[op.attr("number")]
             else:
                 env[op.result] = self.eval(op, [env[v] for v in op.operands])
+            for v in dead.get(k, ()):  # past its last reader: values and bounds of big
+                del env[v]  # modules would otherwise all stay alive until the end
         return env[root.result]
 
     def eval(self, op: HloOp, operands: list[Any]) -> Any:
@@ -229,6 +238,8 @@ class _Analysis:
                 raise NoBound(f"no error rule for custom-call {op.inst_name}")
             return _sorted_errors(op, [_errors(o) for o in operands], v)
         u = unit_roundoff(np.asarray(v).dtype) if not isinstance(v, tuple) else 0.0
+        if _rounded_from_exact(op, operands):
+            return np.zeros(np.shape(v))
         if not isinstance(v, tuple) and not any(isinstance(o, tuple) for o in operands):
             # one array from arrays: the elementwise rules, on errors and values that all exist
             es, xs = [o.e for o in operands], [_f64(x) for x in vals]
@@ -258,10 +269,18 @@ class _Analysis:
         ea, eb = (np.asarray(e).astype(a.dtype if i == 0 else b.dtype) for i, e in enumerate(errs))
         ev = lambda x, y: _f64(self.interp.eval(op, [x, y]))  # noqa: E731
         magnitude = ev(abs_a, abs_b)
-        n = ev(np.ones_like(a), np.ones_like(b))  # products per output element
+        if op.opcode == "dot":  # products per output element: the contracting dims' size
+            n = float(math.prod(a.shape[d] for d in dot_dimensions(op)[2]))
+        else:
+            n = ev(np.ones_like(a), np.ones_like(b))
         acc = min(u, F32_U)  # narrow operands are multiplied and summed in f32, rounded once
         gamma = n * acc / np.maximum(1 - n * acc, 0.5)
-        return ev(ea, abs_b + eb) + ev(abs_a, eb) + 2 * (gamma + u) * magnitude
+        bound = 2 * (gamma + u) * magnitude
+        if np.any(ea):  # an exact operand (0 everywhere) adds nothing: skip its pass
+            bound = bound + ev(ea, abs_b + eb)
+        if np.any(eb):
+            bound = bound + ev(abs_a, eb)
+        return bound
 
     def _scatter(self, op: HloOp, vals: list[Any], errs: list[Any], u: float) -> Any:
         """scatter / select-and-scatter combining with add: the errors and magnitudes
@@ -491,6 +510,17 @@ def _exact_where_not_float(v: Any, e: Any) -> Any:
     if isinstance(v, tuple):
         return tuple(_exact_where_not_float(a, b) for a, b in zip(v, e, strict=True))
     return e if is_float(v) else np.zeros(np.shape(v))
+
+
+def _rounded_from_exact(op: HloOp, operands: list[Any]) -> bool:
+    """A correctly rounded op whose operands are all exact (no FMA contraction possible):
+    its rules give 0 everywhere, known here without their float64 passes over the arrays
+    (weights hashed from integers stay exact through their scaling)."""
+    if op.opcode not in _ROUNDED_ONCE:
+        return False
+    if op.opcode in ("add", "subtract") and any(_is_product(o) for o in op.operands):
+        return False
+    return all(isinstance(o, _Val) and not np.any(o.e) for o in operands)
 
 
 def _is_product(value: Any) -> bool:

@@ -21,6 +21,7 @@ from hlopass.interpreter.groups import participants, peers
 from hlopass.interpreter.replicas import (
     device_id,
     meet,
+    meet_folded,
     partition_id,
     replica_id,
 )
@@ -51,9 +52,17 @@ def _reduce(interp, op, contributions: list[np.ndarray]) -> np.ndarray:
     return np.asarray(acc).astype(contributions[0].dtype)
 
 
+def _reduced(interp, op, args) -> list[np.ndarray]:
+    """Each operand reduced over this device's group, once per group (`meet_folded`)."""
+
+    def fold(members):
+        return [_reduce(interp, op, [m[i] for m in members]) for i in range(len(args))]
+
+    return meet_folded(id(op), participants(op), args, fold)
+
+
 def _all_reduce(interp, op, args):
-    _, members = _gathered(op, args)
-    out = [_reduce(interp, op, [m[i] for m in members]) for i in range(len(args))]
+    out = _reduced(interp, op, args)
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -70,11 +79,10 @@ def _all_gather(interp, op, args):
 
 
 def _reduce_scatter(interp, op, args):
-    group, members = _gathered(op, args)
+    group = participants(op)
     d, k = _dim(op), group.index(device_id())
     out = []
-    for i in range(len(args)):
-        total = _reduce(interp, op, [m[i] for m in members])
+    for total in _reduced(interp, op, args):
         out.append(np.array_split(total, len(group), axis=d)[k].copy())
     return out[0] if len(out) == 1 else tuple(out)
 

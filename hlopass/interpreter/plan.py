@@ -120,6 +120,7 @@ def build_plan(
     flushed: dict[Any, str] = {}  # value -> the name of its flushed copy (for flushing steps)
     ns: dict[str, Any] = {"_daz": _daz if flush else daz, "_np": np, "_asarray": np.asarray}
     lines = ["def run(args):"]
+    dead = dead_after(ops, root)
 
     def bind(obj: Any) -> str:
         key = f"_k{len(ns)}"
@@ -169,11 +170,30 @@ def build_plan(
             step = _Step(f"{bind(fn)}({bind(interp)}, {bind(op)}, [{', '.join(args)}])")
         clean[res] = _clean_of(op, step, [clean.get(v, False) for v in op.operands])
         lines.append(f"    {name} = {step.code}")
+        # a value's last reader ran: drop it (and its flushed copy), or a module of large
+        # arrays keeps every intermediate alive until it returns
+        gone = [n for v in dead.get(k, ()) for n in (names[v], flushed.get(v)) if n]
+        if gone:
+            lines.append(f"    del {', '.join(gone)}")
     lines.append(f"    return {names[root.result]}")
     exec(compile("\n".join(lines), f"<plan of {comp.comp_name}>", "exec"), ns)  # noqa: S102
     run = ns["run"]
     run.clean_out = clean[root.result]
     return run
+
+
+def dead_after(ops: Sequence[Any], root: Any) -> dict[int, list[Any]]:
+    """Per instruction index, the values (results of `ops`, not the root's) whose last
+    reader it is."""
+    last: dict[Any, int] = {}
+    for k, op in enumerate(ops):
+        for v in op.operands:
+            last[v] = k
+    dead: dict[int, list[Any]] = {}
+    for v, k in last.items():
+        if v is not root.result:
+            dead.setdefault(k, []).append(v)
+    return dead
 
 
 def _clean_of(op: Any, step: _Step, operands: list[Clean]) -> Clean:

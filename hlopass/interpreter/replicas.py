@@ -35,6 +35,8 @@ class _Meeting:
     barrier: threading.Barrier
     slots: dict[int, Any] = field(default_factory=dict)
     left: int = 0
+    folded: list[Any] = field(default_factory=list)  # meet_folded's result, once computed
+    fold_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass
@@ -119,9 +121,22 @@ def _occurrence(key: tuple) -> int:
 def meet(site: Any, participants: Sequence[int], value: Any) -> list[Any]:
     """Every participant's `value`, in the order of `participants` (device ids, this
     device's among them), once all of them have reached the same `site`."""
+    return _meet(site, participants, value, None)
+
+
+def meet_folded(
+    site: Any, participants: Sequence[int], value: Any, fold: Callable[[list[Any]], Any]
+) -> Any:
+    """`fold` of what `meet` returns, computed by the first participant to get there and
+    handed to every one (the same object): a group's reduction is the same on each of its
+    members, so 8 devices reduce 16 MiB once, not 8 times."""
+    return _meet(site, participants, value, fold)
+
+
+def _meet(site: Any, participants: Sequence[int], value: Any, fold: Any) -> Any:
     world = _world()
     if world is None or len(participants) == 1:
-        return [value]
+        return [value] if fold is None else fold([value])
     who = tuple(participants)
     key = (site, who, _occurrence((site, who)))
     with world.lock:
@@ -141,7 +156,12 @@ def meet(site: Any, participants: Sequence[int], value: Any) -> list[Any]:
         m.left += 1
         if m.left == len(who):
             del world.meetings[key]
-    return everything
+    if fold is None:
+        return everything
+    with m.fold_lock:  # a fold that raises leaves it to the next one, which raises too
+        if not m.folded:
+            m.folded.append(fold(everything))
+    return m.folded[0]
 
 
 def post(channel: int, target: int, value: Any) -> None:
