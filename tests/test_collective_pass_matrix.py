@@ -136,6 +136,10 @@ XLA_CANNOT_RUN_INPUT = {
     "parser/CombinedCollectivePermuteStartAndDone": "op result #0 must be ranked tensor",
 }  # fmt: skip
 
+# programs too heavy for a run per pass (large_grads: 16 s of CPU per interpreter run, 64 MiB
+# of weights on each of 8 devices): tests/test_collective_programs.py holds their pipeline
+HEAVY = {"large_grads"}
+
 MAX_ELEMENTS = 40_000
 MAX_DEVICES = 8
 _COLLECTIVE = re.compile(r" (all-reduce|all-gather|reduce-scatter|collective-permute|"
@@ -166,7 +170,7 @@ def _left_out(text: str) -> str:
 @cache
 def _modules() -> tuple[dict[str, tuple[str, list[list[np.ndarray]]]], dict[str, str]]:
     """name -> (text, arguments per device), and the corpus modules left out with why."""
-    out = {f"program/{n}": (load(n).per_device, load(n).inputs) for n in NAMES}
+    out = {f"program/{n}": (load(n).per_device, load(n).inputs) for n in NAMES if n not in HEAVY}
     left: dict[str, str] = {}
     root = corpus_root()
     for m in modules(root) if root is not None else []:
@@ -327,7 +331,9 @@ def test_left_out_modules_are_the_known_ones() -> None:
     assert kinds <= {"partitions", "tuple parameter", "size", "devices", "interpreter", "parse"}, (
         left
     )
-    assert len(_modules()[0]) - len(NAMES) >= 30, "fewer corpus modules run than expected"
+    assert len(_modules()[0]) - len(set(NAMES) - HEAVY) >= 30, (
+        "fewer corpus modules run than expected"
+    )
 
 
 _COMBINED_START = """HloModule combined_start, replica_count=4

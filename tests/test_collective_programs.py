@@ -84,14 +84,19 @@ BIT_EXACT_WITH_XLA = {"ppermute_ring"}
 # grows through 8 dot + tanh layers (mlp_grads, median bound 4.9e3 x |value|), the
 # E[x^2] - E[x]^2 cancellations and rsqrt of 3 batch-norm layers (batch_norm, median 7.9 x)
 # and Adam's division by sqrt(v) + eps (adam_global_norm, median 0.095 x), where the
-# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. large_grads' bound is no check at all:
-# each 2048-wide dot of mixed-sign values multiplies it by about |W|'s norm (~40) where the
+# measured differences are 1.5e-8, 2.0e-6, 1.7e-6. Their check catches only gross errors;
+# the others' bounds are below 1% of the value on most elements, which the test holds.
+LOOSE_BOUND = {"mlp_grads", "batch_norm", "adam_global_norm"}
+
+# programs held to XLA:CPU through the other tests only (jax's SPMD run against XLA:CPU's
+# per-device one, bit for bit; our pipeline's output against its input in our interpreter
+# and in XLA:CPU, bit for bit), not through a derived bound. large_grads' bound is no
+# check at all: each 2048-wide dot of mixed-sign values multiplies it by about |W|'s norm (~40) where the
 # true error grows by W's (~2), through 4 layers forward and back, so the median bound is
 # 3.7e8 x |value| on the last layer's statistics up to 3.3e19 x on the first's (6.7e4 x
 # on the loss), where the measured relative differences are 5e-7 (median) and 1.1e-2 (max,
-# a column sum that cancels). Their check catches only gross errors; the others' bounds
-# are below 1% of the value on most elements, which the test holds.
-LOOSE_BOUND = {"mlp_grads", "batch_norm", "adam_global_norm", "large_grads"}
+# a column sum that cancels), and deriving it takes ~95 s of CPU.
+NO_USEFUL_BOUND = {"large_grads"}
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +205,7 @@ def test_pipeline_keeps_every_device_outputs(name, runs, ours_before):
         assert refusal in str(xla_after.get("error")), xla_after
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in NO_USEFUL_BOUND])
 def test_interpreter_matches_xla(name, runs, ours_before):
     """Bit for bit where the program only moves data and adds in group order; elsewhere
     (library functions, dots whose summation order XLA:CPU picks per host) every device's

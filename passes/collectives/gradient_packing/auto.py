@@ -111,6 +111,11 @@ def _gradient(op: HloOp) -> Gradient:
     return Gradient(shape.num_elements, shape.byte_size(), tuple(tuple(g) for g in groups))  # type: ignore[attr-defined]
 
 
+BUCKET_LIMIT = 8
+"""The most gradients per pack `auto` tries as a bucket size where it ranks by the step
+(each candidate is a scheduled copy of the module to price)."""
+
+
 @dataclass
 class Choice:
     """What `auto` chose, and the lines `explain` prints."""
@@ -146,16 +151,28 @@ def choose(comps: list[ComputationOp], by_name: dict[str, ComputationOp], topo: 
     bands = _bands(best_by_size)
     lines.append(f"  bands: {format_spec(bands)}")
     tried: list[Candidate] = []
+
+    def attempt(threshold: int, group: int) -> None:
+        t, count = plan_time(comps, by_name, bands, threshold, group, pricer)
+        step = stepper(bands, threshold, group) if stepper is not None else None
+        tried.append(Candidate(threshold, group, t, count, step))
+        shown = f", step {step.step_us:.2f} us" if step is not None else ""
+        lines.append(f"  max-bytes={threshold} max-group={group}: {count} all-reduces, "
+                     f"{t:.2f} us{shown}")  # fmt: skip
+
     # the seed's group limit, and one pack for all (what XLA's combiner makes, short of its
     # byte threshold); the smaller wins ties
-    for group in sorted({max_group, max(max_group, len(grads))}):
-        for threshold in [0, *sorted({g.nbytes for g in grads})]:
-            t, count = plan_time(comps, by_name, bands, threshold, group, pricer)
-            step = stepper(bands, threshold, group) if stepper is not None else None
-            tried.append(Candidate(threshold, group, t, count, step))
-            shown = f", step {step.step_us:.2f} us" if step is not None else ""
-            lines.append(f"  max-bytes={threshold} max-group={group}: {count} all-reduces, "
-                         f"{t:.2f} us{shown}")  # fmt: skip
+    groups = sorted({max_group, max(max_group, len(grads))})
+    sizes = sorted({g.nbytes for g in grads})
+    for group in groups:
+        for threshold in [0, *sizes]:
+            attempt(threshold, group)
+    if stepper is not None:
+        # buckets (PyTorch DDP's): every gradient packable, fewer per pack, so the first
+        # packs can go while the backward pass still computes the later gradients
+        for group in range(2, min(len(grads), BUCKET_LIMIT + 1)):
+            if group not in groups:
+                attempt(sizes[-1], group)
     best = _cheapest(tried)
     if stepper is not None:
         best, reason = _by_step(tried, best)
