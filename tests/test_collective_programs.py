@@ -255,6 +255,21 @@ def test_auto_is_never_slower_than_xlas_threshold(name):
     assert not any("SLOWER" in ln for ln in lines), lines
 
 
+def test_auto_buckets_large_gradients_to_hide_them():
+    """The second half of the target: on large_grads (four 16 MiB gradients, more than
+    XLA's 30 MiB threshold holds two of) auto packs the first three computed into one
+    all-reduce that runs while the first layer's backward dots do, and the last alone:
+    fewer collectives than XLA's threshold leaves (4) and a shorter modelled step than
+    both that and one pack for all, for the reason the benchmark prints."""
+    import collectives_vs_xla as bench
+
+    row = bench.measure("large_grads", packing=True)
+    assert (row["ours"], row["packing"]) == (4, 2), row
+    assert row["packing_step_us"] < row["ours_step_us"] * (1 - 1e-3), row
+    text = "\n".join(bench.auto_target([row]))
+    assert "faster on 1 program" in text and "hides behind" in text, text
+
+
 def test_benchmark_reads_bytes_of_async_and_tuple_collectives():
     """zero_step's combined reduce-scatter returns the 1/8 shards of f32[2048], [512],
     [4096], [256]: 864 floats, 3456 bytes = 3.4 KiB; its all-gather the whole 6912 floats,
