@@ -36,11 +36,11 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     comps_by_name,
-    const_array,
     constant_from_numpy,
     has_side_effect,
     is_control_predecessor,
     owner,
+    scalar_int,
 )
 
 TRIP_COUNT_THRESHOLD = 64
@@ -65,13 +65,6 @@ class Trip:
     count: int
 
 
-def _scalar_int(value: SSAValue) -> int | None:
-    arr = const_array(value)
-    if arr is None or arr.shape != () or arr.dtype.kind not in "iu":
-        return None
-    return int(arr)
-
-
 def _gte_of_param(value: SSAValue) -> int | None:
     """The tuple index when `value` is `get-tuple-element(parameter(0))`."""
     op = owner(value)
@@ -90,7 +83,7 @@ def _condition_bound(cond: ComputationOp) -> tuple[int, int] | None:
     for idx_side, mirrored in ((lhs, False), (rhs, True)):
         extra = _EXTRA.get((str(root.attr("direction")), mirrored))
         index = _gte_of_param(idx_side)
-        bound = _scalar_int(rhs if not mirrored else lhs)
+        bound = scalar_int(rhs if not mirrored else lhs)
         if extra is not None and index is not None and bound is not None:
             return index, bound + extra
     return None
@@ -105,7 +98,7 @@ def _increments_by_one(body: ComputationOp, index: int) -> bool:
     if nxt is None or nxt.opcode != "add":
         return False
     a, b = nxt.operands
-    return any(_gte_of_param(x) == index and _scalar_int(y) == 1 for x, y in ((a, b), (b, a)))
+    return any(_gte_of_param(x) == index and scalar_int(y) == 1 for x, y in ((a, b), (b, a)))
 
 
 def trip_count(op: HloOp, comps: dict[str, ComputationOp]) -> Trip | str:
@@ -132,7 +125,7 @@ def trip_count(op: HloOp, comps: dict[str, ComputationOp]) -> Trip | str:
     if bound is None:
         return "Cannot unroll while loop: the condition is not `i < N` on a constant N"
     index, end = bound
-    start = _scalar_int(init.operands[index]) if index < len(init.operands) else None
+    start = scalar_int(init.operands[index]) if index < len(init.operands) else None
     if start is None or not _increments_by_one(body, index):
         return "Cannot unroll while loop: no induction variable from a constant, step 1"
     count = max(0, end - start)

@@ -78,6 +78,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
                 [
                     "owner",
                     "const_array",
+                    "scalar_int",
                     "splat_value",
                     "is_zero",
                     "is_one",

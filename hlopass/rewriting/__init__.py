@@ -10,7 +10,8 @@ module per concern; pass authors and plug-ins import them from here.
   run share: the uniquer, a trace hook).
 * `building`: `new_op`, `constant_from_numpy`, `replace_op`, `erase_dead`: building and
   replacing instructions with a `PatternRewriter`.
-* `matching`: `OpcodeDispatchApplier`, and `const_array`, `splat_value`, `is_zero`, `is_one`.
+* `matching`: `OpcodeDispatchApplier`, and `const_array`, `scalar_int`, `splat_value`, `is_zero`,
+  `is_one`.
 * `effects`: side effects, randomness, control predecessors (what may not be removed).
 * `calls`: `CallIndex` and the module-wide questions about who calls which computation.
 * `lookup`: per-class answers asked of every instruction (`is_hlo`, `owner`, `module_of`).
@@ -73,6 +74,7 @@ from hlopass.rewriting.matching import (
     is_root,
     is_zero,
     same_shape,
+    scalar_int,
     splat_value,
     value_shape,
 )
@@ -112,6 +114,7 @@ __all__ = [
     "computation_named",
     "run_patterns",
     "const_array",
+    "scalar_int",
     "splat_value",
     "is_zero",
     "is_one",

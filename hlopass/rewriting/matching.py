@@ -78,6 +78,14 @@ def const_array(value: SSAValue) -> np.ndarray | None:
     return None if lit is None else lit.literal.array
 
 
+def scalar_int(value: SSAValue) -> int | None:
+    """The value of an integer scalar constant (a loop bound, a step), else None."""
+    arr = const_array(value)
+    if arr is None or arr.shape != () or arr.dtype.kind not in "iu":
+        return None
+    return int(arr)
+
+
 def splat_value(value: SSAValue) -> Any:
     """The single element value of a splat constant or `broadcast(scalar constant)`, else None."""
     o = owner(value)

@@ -10,7 +10,7 @@ from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp
 from hlopass.ir.shape import ArrayShape
-from hlopass.rewriting import const_array, owner
+from hlopass.rewriting import owner, scalar_int
 
 INDEX_TYPES = frozenset(("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"))
 """XLA's `IsSupportedLoopIndexType`."""
@@ -26,14 +26,6 @@ class Loop:
     start: int
     step: int
     count: int
-
-
-def scalar_int(value: SSAValue) -> int | None:
-    """The value of an integer scalar constant, else None."""
-    arr = const_array(value)
-    if arr is None or arr.shape != () or arr.dtype.kind not in "iu":
-        return None
-    return int(arr)
 
 
 _FOLD = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
