@@ -73,7 +73,7 @@ def _multi_output_fusions(module):
 
 
 def test_every_case_is_collected() -> None:
-    assert len(CASES) == 42
+    assert len(CASES) == 46
     assert len(set(IDS)) == len(IDS)
 
 

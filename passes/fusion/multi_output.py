@@ -68,6 +68,7 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     shape_of_loop,
     sketch_merged,
 )
+from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
 from hlopass.passes.fusion.pass_base import PricedFusionPass
 from hlopass.passes.fusion.priority import fusible_computations
 from hlopass.passes.fusion.rewrites import FusionBuilder, run_merge_drivers
@@ -76,7 +77,7 @@ from hlopass.passes.fusion.rules import (
     MAX_UNNESTED_REDUCTIONS,
     SHARED_MEMORY_PER_BLOCK,
 )
-from hlopass.rewriting import RewriteContext, TraceHook
+from hlopass.rewriting import RewriteContext, TraceHook, value_shape
 
 
 @dataclass
@@ -106,6 +107,7 @@ class MultiOutputDriver:
         )
         self.kinds = PerKernel(lambda op: self.facts(op).emitter())
         self.reduction = PerKernel(lambda op: first_reduction(kernel_body(op, comps)))
+        self.tiled = PerKernel(lambda op: transpose_hero(self.facts(op).transposes))
         self.parts = PerKernel(lambda op: Part.of(op, comps))
         self.summaries = PerKernel(lambda op: self.model.sibling_summary(
             kernel_body(op, comps), kernel_outputs(op, comps), key_of(op)))  # fmt: skip
@@ -115,12 +117,14 @@ class MultiOutputDriver:
 
     def refusal(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> str | None:
         comps = self.comps
-        if not mof_root_eligible(b, comps, self.kinds) or not mof_root_eligible(
-            a, comps, self.kinds
-        ):
+        if not self.eligible(b) or not self.eligible(a):
             return NOT_ROOT
         if sibling and a.opcode != "fusion" and b.opcode != "fusion":
             return "no fusion among the siblings"
+        why = heroes_refusal(self.tiled(a), self.tiled(b), self.kinds(a) == "reduction",
+                             self.kinds(b) == "reduction", sibling)  # fmt: skip
+        if why is not None:
+            return why
         la, lb = self.loop_shape(a), self.loop_shape(b)
         if not loops_compatible(la, lb, reshape_ok=False):
             # a reduction beside a loop over a reshape (bitcast) of its input, as XLA's
@@ -215,7 +219,11 @@ class MultiOutputDriver:
         summary = self.summaries(a).rekeyed(ka).merged(self.summaries(b).rekeyed(kb))
         facts = self.facts(a).rekeyed(ka).merged(self.facts(b).rekeyed(kb))
         emitter = facts.emitter()
-        plan = SiblingPlan(operands, "kInput" if emitter in INPUT_EMITTERS else "kLoop")
+        # XLA ChooseFusionKind: kInput when either kernel is input fusible (a tiled
+        # transpose hero is, by XLA's size rule, also where the cost model's is not)
+        tiled = self.tiled(a) is not None or self.tiled(b) is not None
+        kind = "kInput" if emitter in INPUT_EMITTERS or tiled else "kLoop"
+        plan = SiblingPlan(operands, kind)
         return self.model.sibling_time_us(summary, facts), plan, summary, facts
 
     def price_producer(self, a: HloOp, b: HloOp) -> tuple[float, MergePlan]:
@@ -238,7 +246,7 @@ class MultiOutputDriver:
             readers = [u.operation for u in value_owner.result.uses]
             readers = [r for r in dict.fromkeys(readers)
                        if isinstance(r, HloOp) and r.parent is not None
-                       and mof_root_eligible(r, comps, self.kinds)]  # fmt: skip
+                       and self.eligible(r)]  # fmt: skip
             if len(readers) >= 2:
                 # XLA's order: multi-output fusions, then fusions, then instructions
                 readers.sort(key=lambda r: (-fusion_priority(r), reach.pos[id(r)]))
@@ -249,7 +257,7 @@ class MultiOutputDriver:
                 continue
             if p.opcode == "constant":
                 continue
-            if not mof_root_eligible(p, comps, self.kinds):
+            if not self.eligible(p):
                 continue
             readers = [r for r in readers_through_elements(p) if isinstance(r, HloOp)]
             if len(readers) < 2:
@@ -282,7 +290,13 @@ class MultiOutputDriver:
         return changed
 
     def loop_shape(self, op: HloOp) -> Any:
+        hero = self.tiled(op)
+        if hero is not None:  # XLA: a tiled transpose loops over its input
+            return value_shape(hero.operands[0])
         return shape_of_loop(self.kinds(op), self.reduction(op), self.facts(op).outputs[0])
+
+    def eligible(self, op: HloOp) -> bool:
+        return mof_root_eligible(op, self.comps, self.kinds, self.tiled)
 
     def _merge_group(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
         changed = False

@@ -244,11 +244,15 @@ def _row_major(shape: ArrayShape) -> bool:
     return order == sorted(order)
 
 
-def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None) -> bool:
+def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None,
+                      tiled: Any = None) -> bool:  # fmt: skip
     """XLA IsFusibleAsMultiOutputFusionRoot: loop or input (reduction) fusions, and
     elementwise instructions or reductions XLA's reduction emitter takes (a variadic one
-    only inside a fusion); no scatter or transpose heroes, no kCustom. `kinds`: a cache
-    of fusions' emitter kinds (`KindCache`)."""
+    only inside a fusion); kernels whose hero is a tiled transpose (`mof_heroes`); no
+    scatter heroes, no kCustom. `kinds`: a cache of fusions' emitter kinds (`KindCache`);
+    `tiled`: op -> its tiled-transpose hero or None (`mof_heroes.transpose_hero`)."""
+    if tiled is not None and op.opcode in ("fusion", "transpose") and tiled(op) is not None:
+        return op.opcode == "transpose" or op.attr("kind") in ("kLoop", "kInput")
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
             return False
