@@ -186,6 +186,13 @@ def kernel_outputs(op: HloOp, comps: dict[str, ComputationOp]) -> list[Any]:
     return [op]
 
 
+def multi_output(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
+    """A fusion whose outputs are its root tuple's elements (a variadic reduce root is one
+    tuple-shaped output: its readers keep their indices, into an element of the new
+    fusion)."""
+    return op.opcode == "fusion" and comps[op.attr("calls")].root.opcode == "tuple"
+
+
 def kernel_body(op: HloOp, comps: dict[str, ComputationOp]) -> list[HloOp]:
     return list(comps[op.attr("calls")].instructions) if op.opcode == "fusion" else [op]
 
@@ -256,8 +263,11 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
             return False
+        root_opcode = comps[op.attr("calls")].root.opcode
+        # XLA IsNestableVariadicReduction: a variadic reduce root only in a kInput fusion
+        variadic_ok = root_opcode == "reduce" and op.attr("kind") == "kInput"
         if isinstance(op.shape, TupleShape) and (
-            comps[op.attr("calls")].root.opcode != "tuple"
+            (root_opcode != "tuple" and not variadic_ok)
             or any(
                 not (isinstance(u.operation, HloOp) and u.operation.opcode == "get-tuple-element")
                 for u in op.result.uses
@@ -596,6 +606,8 @@ class MultiOutputMerge(RewritePattern):
         """Siblings: b's body joins a's fused computation in place (moved when b's
         computation is b's alone, else copied), so a growing fusion is never copied;
         `operands`: the merged fusion's, a's first (`merged_operands`)."""
+        # before a's computation becomes the merged one (its root then is a tuple)
+        multi = (multi_output(a, self.comps), multi_output(b, self.comps))
         comp = self._own(a)
         block = comp.body.block
         ret = block.last_op
@@ -616,7 +628,8 @@ class MultiOutputMerge(RewritePattern):
                         self.builder.fresh_inst("tuple"))  # fmt: skip
         block.insert_op_before(tup, ret)
         ret.operands = [tup.result]
-        return self._replace(a, b, operands, tup.shape, kind, comp, counts, comp.comp_name)
+        return self._replace(a, b, operands, tup.shape, kind, comp, counts, comp.comp_name,
+                             multi=multi)  # fmt: skip
 
     def _binder(self, bound: dict[int, SSAValue], block: Block, ret: Operation) -> Any:
         """v -> the fused computation's parameter for outer value v, a new parameter (numbered
@@ -699,11 +712,16 @@ class MultiOutputMerge(RewritePattern):
 
     def _replace(self, a: HloOp, b: HloOp, operands: list[SSAValue], shape: Any, kind: str,
                  comp: ComputationOp, counts: list[int], keep: str | None,
-                 consumer_first: bool = False) -> HloOp:  # fmt: skip
+                 consumer_first: bool = False,
+                 multi: tuple[bool, bool] | None = None) -> HloOp:  # fmt: skip
         """A fusion of `comp` replaces a and b (placed where both may be: readers of the
         earlier one that come before the later one move after it); a's and b's readers
         read its elements (`counts`: a's and b's numbers of outputs; b's come first with
-        `consumer_first`). `keep`: a computation of a's that is now the new fusion's."""
+        `consumer_first`). `keep`: a computation of a's that is now the new fusion's.
+        `multi`: whether a and b are multi-output fusions (their readers are re-indexed),
+        when a's computation has already been changed."""
+        if multi is None:
+            multi = (multi_output(a, self.comps), multi_output(b, self.comps))
         fusion = create_op("fusion", operands, shape, self.builder.fresh_inst("fusion"),
                            {"kind": kind, "calls": comp.comp_name})  # fmt: skip
         pos = self.reach.pos
@@ -715,9 +733,9 @@ class MultiOutputMerge(RewritePattern):
         self._move_after(fusion, earlier, later)
         gtes: list[HloOp] = []
         offset = 0
-        pairs = list(zip((a, b), counts, strict=True))
-        for old, n in reversed(pairs) if consumer_first else pairs:
-            if isinstance(old.shape, TupleShape):
+        pairs = list(zip((a, b), counts, multi, strict=True))
+        for old, n, is_multi in reversed(pairs) if consumer_first else pairs:
+            if is_multi:
                 for use in list(old.result.uses):
                     u = use.operation
                     assert isinstance(u, HloOp) and u.opcode == "get-tuple-element"
