@@ -74,7 +74,7 @@ def _multi_output_fusions(module):
 
 
 def test_every_case_is_collected() -> None:
-    assert len(CASES) == 47
+    assert len(CASES) == 48
     assert len(set(IDS)) == len(IDS)
 
 

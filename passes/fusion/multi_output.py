@@ -55,6 +55,7 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     fusion_priority,
     is_effective_scalar,
     kernel_body,
+    in_place_refusal,
     kernel_outputs,
     key_of,
     key_to_operand,
@@ -140,7 +141,7 @@ class MultiOutputDriver:
             for v in b.operands:
                 if output_index(a, v) is None and v is not a.result and reach.reaches(a, v.owner):
                     return CYCLE
-        return None
+        return in_place_refusal(a, b, comps, sibling)
 
     def budget(self, sketch: MergeSketch) -> str | None:
         if sketch.operands + sketch.outputs + 1 > MAX_OPERANDS_AND_OUTPUTS:

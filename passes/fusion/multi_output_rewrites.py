@@ -279,13 +279,33 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
             if kinds is not None
             else emitter_kind(kernel_body(op, comps), kernel_outputs(op, comps))
         )
-        return kind in ("loop", "reduction")
+        # XLA IsLoopFusion: a kLoop fusion is a root whatever its emitter (an in-place
+        # dynamic-update-slice one too; `in_place_refusal` keeps XLA's limits on those)
+        return kind in ("loop", "reduction") or (kind == "in_place_dus" and op.attr("kind") == "kLoop")
     return (
         (is_elementwise(op) or is_unnested_reduction(op))
         and not isinstance(op.shape, TupleShape)
         and instruction_fusible(op, comps)
         and bool(op.operands)
     )
+
+
+def in_place_refusal(a: HloOp, b: HloOp, comps: dict[str, ComputationOp], sibling: bool) -> str | None:
+    """XLA's limits on in-place dynamic-update-slice kernels: never siblings (LegalToFuse:
+    the emitter takes one DUS root only), and a producer only when its update is not made
+    in place in one of its parameters (IsProducerMultiOutputFusible: "In-place operations
+    are present"; as XLA, a DUS chained on another DUS is not followed to the parameter)."""
+    if sibling:
+        if any(x.opcode == "fusion" and comps[x.attr("calls")].root.opcode == "dynamic-update-slice"
+               for x in (a, b)):  # fmt: skip
+            return "can't fuse multiple DUSs"
+        return None
+    for out in kernel_outputs(a, comps):
+        if out.opcode in ("dynamic-update-slice", "scatter") and (
+            out.operands[0].owner.opcode == "parameter" or a.opcode != "fusion"
+        ):
+            return "In-place operations are present"
+    return None
 
 
 def is_effective_scalar(shape: Any) -> bool:
