@@ -8,8 +8,9 @@ Two rewrites (`rewrites.py` style, one per class):
   computing p and c and exporting both.
 
 Guards (XLA's reasons): both kernels fusible as multi-output roots (loop or reduction
-fusions, elementwise ops; at least one a fusion for siblings), the same loop shape
-(a reduction's is its input's), no path between siblings / from the producer to another
+fusions, tiled-transpose heroes, elementwise ops; at least one a fusion for siblings),
+compatible heroes (`mof_heroes`), the same loop shape (a reduction's or a tiled
+transpose's is its input's), XLA's limits on in-place DUS kernels, no path between siblings / from the producer to another
 operand of the consumer ("would introduce a cycle", answered by `Reachability`, ancestor
 bitsets updated on each merge), the fusion budget (96 operands and outputs, 8 unnested
 reductions, shared memory), and the cost model: refused when the merged kernel is not
@@ -35,6 +36,7 @@ from hlopass.dialects.hlo import (
 from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import INPUT_EMITTERS, EmitterFacts
 from hlopass.passes.fusion.explain import FusionRecord
+from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
 from hlopass.passes.fusion.multi_output_rewrites import (
     BUDGET,
     CYCLE,
@@ -53,9 +55,9 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     disjoint_slices,
     first_reduction,
     fusion_priority,
+    in_place_refusal,
     is_effective_scalar,
     kernel_body,
-    in_place_refusal,
     kernel_outputs,
     key_of,
     key_to_operand,
@@ -69,7 +71,6 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     shape_of_loop,
     sketch_merged,
 )
-from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
 from hlopass.passes.fusion.pass_base import PricedFusionPass
 from hlopass.passes.fusion.priority import fusible_computations
 from hlopass.passes.fusion.rewrites import FusionBuilder, run_merge_drivers
@@ -236,7 +237,6 @@ class MultiOutputDriver:
     def run(self) -> bool:
         changed = False
         reach = Reachability(self.comp)
-        comps = self.comps
         # siblings: kernels reading a common value (XLA: never a constant's readers, nor
         # an effective scalar's: reading it once saves nothing)
         for value_owner in list(self.comp.instructions):

@@ -258,8 +258,9 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
     only inside a fusion); kernels whose hero is a tiled transpose (`mof_heroes`); no
     scatter heroes, no kCustom. `kinds`: a cache of fusions' emitter kinds (`KindCache`);
     `tiled`: op -> its tiled-transpose hero or None (`mof_heroes.transpose_hero`)."""
-    if tiled is not None and op.opcode in ("fusion", "transpose") and tiled(op) is not None:
-        return op.opcode == "transpose" or op.attr("kind") in ("kLoop", "kInput")
+    has_tiled = tiled is not None and op.opcode in ("fusion", "transpose") and tiled(op) is not None
+    if op.opcode == "transpose":
+        return has_tiled and instruction_fusible(op, comps)
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
             return False
@@ -274,6 +275,8 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
             )
         ):
             return False  # only multi-output fusions read through get-tuple-element
+        if has_tiled:
+            return True
         kind = (
             kinds(op)
             if kinds is not None
@@ -281,7 +284,9 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
         )
         # XLA IsLoopFusion: a kLoop fusion is a root whatever its emitter (an in-place
         # dynamic-update-slice one too; `in_place_refusal` keeps XLA's limits on those)
-        return kind in ("loop", "reduction") or (kind == "in_place_dus" and op.attr("kind") == "kLoop")
+        return kind in ("loop", "reduction") or (
+            kind == "in_place_dus" and op.attr("kind") == "kLoop"
+        )
     return (
         (is_elementwise(op) or is_unnested_reduction(op))
         and not isinstance(op.shape, TupleShape)
@@ -290,7 +295,9 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
     )
 
 
-def in_place_refusal(a: HloOp, b: HloOp, comps: dict[str, ComputationOp], sibling: bool) -> str | None:
+def in_place_refusal(
+    a: HloOp, b: HloOp, comps: dict[str, ComputationOp], sibling: bool
+) -> str | None:
     """XLA's limits on in-place dynamic-update-slice kernels: never siblings (LegalToFuse:
     the emitter takes one DUS root only), and a producer only when its update is not made
     in place in one of its parameters (IsProducerMultiOutputFusible: "In-place operations
