@@ -31,9 +31,10 @@ PORT = (
 )
 PIPELINE = "multi-output-fusion{device=a6000}"
 """XLA's fixture: MultiOutputFusion on TestGpuDeviceInfo::RTXA6000DeviceInfo()."""
-MAX_ELEMENTS = 300_000
+MAX_ELEMENTS = 1_000_000
 """Value checks skip modules with a larger array (interpreter time: several of XLA's cases
-read f32[128,512,28,28]); their structure is still checked."""
+read f32[128,512,28,28]); their structure is still checked. InputVariadicReductionFusions'
+f32[3,1024,300] is under it."""
 
 
 def _cases() -> list[tuple[str, str, dict[str, str]]]:
@@ -73,7 +74,7 @@ def _multi_output_fusions(module):
 
 
 def test_every_case_is_collected() -> None:
-    assert len(CASES) == 42
+    assert len(CASES) == 48
     assert len(set(IDS)) == len(IDS)
 
 

@@ -8,8 +8,9 @@ Two rewrites (`rewrites.py` style, one per class):
   computing p and c and exporting both.
 
 Guards (XLA's reasons): both kernels fusible as multi-output roots (loop or reduction
-fusions, elementwise ops; at least one a fusion for siblings), the same loop shape
-(a reduction's is its input's), no path between siblings / from the producer to another
+fusions, tiled-transpose heroes, elementwise ops; at least one a fusion for siblings),
+compatible heroes (`mof_heroes`), the same loop shape (a reduction's or a tiled
+transpose's is its input's), XLA's limits on in-place DUS kernels, no path between siblings / from the producer to another
 operand of the consumer ("would introduce a cycle", answered by `Reachability`, ancestor
 bitsets updated on each merge), the fusion budget (96 operands and outputs, 8 unnested
 reductions, shared memory), and the cost model: refused when the merged kernel is not
@@ -35,6 +36,7 @@ from hlopass.dialects.hlo import (
 from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import INPUT_EMITTERS, EmitterFacts
 from hlopass.passes.fusion.explain import FusionRecord
+from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
 from hlopass.passes.fusion.multi_output_rewrites import (
     BUDGET,
     CYCLE,
@@ -53,6 +55,7 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     disjoint_slices,
     first_reduction,
     fusion_priority,
+    in_place_refusal,
     is_effective_scalar,
     kernel_body,
     kernel_outputs,
@@ -76,7 +79,7 @@ from hlopass.passes.fusion.rules import (
     MAX_UNNESTED_REDUCTIONS,
     SHARED_MEMORY_PER_BLOCK,
 )
-from hlopass.rewriting import RewriteContext, TraceHook
+from hlopass.rewriting import RewriteContext, TraceHook, value_shape
 
 
 @dataclass
@@ -106,6 +109,7 @@ class MultiOutputDriver:
         )
         self.kinds = PerKernel(lambda op: self.facts(op).emitter())
         self.reduction = PerKernel(lambda op: first_reduction(kernel_body(op, comps)))
+        self.tiled = PerKernel(lambda op: transpose_hero(self.facts(op).transposes))
         self.parts = PerKernel(lambda op: Part.of(op, comps))
         self.summaries = PerKernel(lambda op: self.model.sibling_summary(
             kernel_body(op, comps), kernel_outputs(op, comps), key_of(op)))  # fmt: skip
@@ -115,12 +119,14 @@ class MultiOutputDriver:
 
     def refusal(self, a: HloOp, b: HloOp, reach: Reachability, sibling: bool) -> str | None:
         comps = self.comps
-        if not mof_root_eligible(b, comps, self.kinds) or not mof_root_eligible(
-            a, comps, self.kinds
-        ):
+        if not self.eligible(b) or not self.eligible(a):
             return NOT_ROOT
         if sibling and a.opcode != "fusion" and b.opcode != "fusion":
             return "no fusion among the siblings"
+        why = heroes_refusal(self.tiled(a), self.tiled(b), self.kinds(a) == "reduction",
+                             self.kinds(b) == "reduction", sibling)  # fmt: skip
+        if why is not None:
+            return why
         la, lb = self.loop_shape(a), self.loop_shape(b)
         if not loops_compatible(la, lb, reshape_ok=False):
             # a reduction beside a loop over a reshape (bitcast) of its input, as XLA's
@@ -136,7 +142,7 @@ class MultiOutputDriver:
             for v in b.operands:
                 if output_index(a, v) is None and v is not a.result and reach.reaches(a, v.owner):
                     return CYCLE
-        return None
+        return in_place_refusal(a, b, comps, sibling)
 
     def budget(self, sketch: MergeSketch) -> str | None:
         if sketch.operands + sketch.outputs + 1 > MAX_OPERANDS_AND_OUTPUTS:
@@ -215,7 +221,11 @@ class MultiOutputDriver:
         summary = self.summaries(a).rekeyed(ka).merged(self.summaries(b).rekeyed(kb))
         facts = self.facts(a).rekeyed(ka).merged(self.facts(b).rekeyed(kb))
         emitter = facts.emitter()
-        plan = SiblingPlan(operands, "kInput" if emitter in INPUT_EMITTERS else "kLoop")
+        # XLA ChooseFusionKind: kInput when either kernel is input fusible (a tiled
+        # transpose hero is, by XLA's size rule, also where the cost model's is not)
+        tiled = self.tiled(a) is not None or self.tiled(b) is not None
+        kind = "kInput" if emitter in INPUT_EMITTERS or tiled else "kLoop"
+        plan = SiblingPlan(operands, kind)
         return self.model.sibling_time_us(summary, facts), plan, summary, facts
 
     def price_producer(self, a: HloOp, b: HloOp) -> tuple[float, MergePlan]:
@@ -227,7 +237,6 @@ class MultiOutputDriver:
     def run(self) -> bool:
         changed = False
         reach = Reachability(self.comp)
-        comps = self.comps
         # siblings: kernels reading a common value (XLA: never a constant's readers, nor
         # an effective scalar's: reading it once saves nothing)
         for value_owner in list(self.comp.instructions):
@@ -238,7 +247,7 @@ class MultiOutputDriver:
             readers = [u.operation for u in value_owner.result.uses]
             readers = [r for r in dict.fromkeys(readers)
                        if isinstance(r, HloOp) and r.parent is not None
-                       and mof_root_eligible(r, comps, self.kinds)]  # fmt: skip
+                       and self.eligible(r)]  # fmt: skip
             if len(readers) >= 2:
                 # XLA's order: multi-output fusions, then fusions, then instructions
                 readers.sort(key=lambda r: (-fusion_priority(r), reach.pos[id(r)]))
@@ -249,7 +258,7 @@ class MultiOutputDriver:
                 continue
             if p.opcode == "constant":
                 continue
-            if not mof_root_eligible(p, comps, self.kinds):
+            if not self.eligible(p):
                 continue
             readers = [r for r in readers_through_elements(p) if isinstance(r, HloOp)]
             if len(readers) < 2:
@@ -282,7 +291,13 @@ class MultiOutputDriver:
         return changed
 
     def loop_shape(self, op: HloOp) -> Any:
+        hero = self.tiled(op)
+        if hero is not None:  # XLA: a tiled transpose loops over its input
+            return value_shape(hero.operands[0])
         return shape_of_loop(self.kinds(op), self.reduction(op), self.facts(op).outputs[0])
+
+    def eligible(self, op: HloOp) -> bool:
+        return mof_root_eligible(op, self.comps, self.kinds, self.tiled)
 
     def _merge_group(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
         changed = False

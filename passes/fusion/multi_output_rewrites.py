@@ -186,6 +186,13 @@ def kernel_outputs(op: HloOp, comps: dict[str, ComputationOp]) -> list[Any]:
     return [op]
 
 
+def multi_output(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
+    """A fusion whose outputs are its root tuple's elements (a variadic reduce root is one
+    tuple-shaped output: its readers keep their indices, into an element of the new
+    fusion)."""
+    return op.opcode == "fusion" and comps[op.attr("calls")].root.opcode == "tuple"
+
+
 def kernel_body(op: HloOp, comps: dict[str, ComputationOp]) -> list[HloOp]:
     return list(comps[op.attr("calls")].instructions) if op.opcode == "fusion" else [op]
 
@@ -244,34 +251,68 @@ def _row_major(shape: ArrayShape) -> bool:
     return order == sorted(order)
 
 
-def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None) -> bool:
+def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = None,
+                      tiled: Any = None) -> bool:  # fmt: skip
     """XLA IsFusibleAsMultiOutputFusionRoot: loop or input (reduction) fusions, and
     elementwise instructions or reductions XLA's reduction emitter takes (a variadic one
-    only inside a fusion); no scatter or transpose heroes, no kCustom. `kinds`: a cache
-    of fusions' emitter kinds (`KindCache`)."""
+    only inside a fusion); kernels whose hero is a tiled transpose (`mof_heroes`); no
+    scatter heroes, no kCustom. `kinds`: a cache of fusions' emitter kinds (`KindCache`);
+    `tiled`: op -> its tiled-transpose hero or None (`mof_heroes.transpose_hero`)."""
+    has_tiled = tiled is not None and op.opcode in ("fusion", "transpose") and tiled(op) is not None
+    if op.opcode == "transpose":
+        return has_tiled and instruction_fusible(op, comps)
     if op.opcode == "fusion":
         if op.attr("kind") not in ("kLoop", "kInput"):
             return False
+        root_opcode = comps[op.attr("calls")].root.opcode
+        # XLA IsNestableVariadicReduction: a variadic reduce root only in a kInput fusion
+        variadic_ok = root_opcode == "reduce" and op.attr("kind") == "kInput"
         if isinstance(op.shape, TupleShape) and (
-            comps[op.attr("calls")].root.opcode != "tuple"
+            (root_opcode != "tuple" and not variadic_ok)
             or any(
                 not (isinstance(u.operation, HloOp) and u.operation.opcode == "get-tuple-element")
                 for u in op.result.uses
             )
         ):
             return False  # only multi-output fusions read through get-tuple-element
+        if has_tiled:
+            return True
         kind = (
             kinds(op)
             if kinds is not None
             else emitter_kind(kernel_body(op, comps), kernel_outputs(op, comps))
         )
-        return kind in ("loop", "reduction")
+        # XLA IsLoopFusion: a kLoop fusion is a root whatever its emitter (an in-place
+        # dynamic-update-slice one too; `in_place_refusal` keeps XLA's limits on those)
+        return kind in ("loop", "reduction") or (
+            kind == "in_place_dus" and op.attr("kind") == "kLoop"
+        )
     return (
         (is_elementwise(op) or is_unnested_reduction(op))
         and not isinstance(op.shape, TupleShape)
         and instruction_fusible(op, comps)
         and bool(op.operands)
     )
+
+
+def in_place_refusal(
+    a: HloOp, b: HloOp, comps: dict[str, ComputationOp], sibling: bool
+) -> str | None:
+    """XLA's limits on in-place dynamic-update-slice kernels: never siblings (LegalToFuse:
+    the emitter takes one DUS root only), and a producer only when its update is not made
+    in place in one of its parameters (IsProducerMultiOutputFusible: "In-place operations
+    are present"; as XLA, a DUS chained on another DUS is not followed to the parameter)."""
+    if sibling:
+        if any(x.opcode == "fusion" and comps[x.attr("calls")].root.opcode == "dynamic-update-slice"
+               for x in (a, b)):  # fmt: skip
+            return "can't fuse multiple DUSs"
+        return None
+    for out in kernel_outputs(a, comps):
+        if out.opcode in ("dynamic-update-slice", "scatter") and (
+            out.operands[0].owner.opcode == "parameter" or a.opcode != "fusion"
+        ):
+            return "In-place operations are present"
+    return None
 
 
 def is_effective_scalar(shape: Any) -> bool:
@@ -592,6 +633,8 @@ class MultiOutputMerge(RewritePattern):
         """Siblings: b's body joins a's fused computation in place (moved when b's
         computation is b's alone, else copied), so a growing fusion is never copied;
         `operands`: the merged fusion's, a's first (`merged_operands`)."""
+        # before a's computation becomes the merged one (its root then is a tuple)
+        multi = (multi_output(a, self.comps), multi_output(b, self.comps))
         comp = self._own(a)
         block = comp.body.block
         ret = block.last_op
@@ -612,7 +655,8 @@ class MultiOutputMerge(RewritePattern):
                         self.builder.fresh_inst("tuple"))  # fmt: skip
         block.insert_op_before(tup, ret)
         ret.operands = [tup.result]
-        return self._replace(a, b, operands, tup.shape, kind, comp, counts, comp.comp_name)
+        return self._replace(a, b, operands, tup.shape, kind, comp, counts, comp.comp_name,
+                             multi=multi)  # fmt: skip
 
     def _binder(self, bound: dict[int, SSAValue], block: Block, ret: Operation) -> Any:
         """v -> the fused computation's parameter for outer value v, a new parameter (numbered
@@ -695,11 +739,16 @@ class MultiOutputMerge(RewritePattern):
 
     def _replace(self, a: HloOp, b: HloOp, operands: list[SSAValue], shape: Any, kind: str,
                  comp: ComputationOp, counts: list[int], keep: str | None,
-                 consumer_first: bool = False) -> HloOp:  # fmt: skip
+                 consumer_first: bool = False,
+                 multi: tuple[bool, bool] | None = None) -> HloOp:  # fmt: skip
         """A fusion of `comp` replaces a and b (placed where both may be: readers of the
         earlier one that come before the later one move after it); a's and b's readers
         read its elements (`counts`: a's and b's numbers of outputs; b's come first with
-        `consumer_first`). `keep`: a computation of a's that is now the new fusion's."""
+        `consumer_first`). `keep`: a computation of a's that is now the new fusion's.
+        `multi`: whether a and b are multi-output fusions (their readers are re-indexed),
+        when a's computation has already been changed."""
+        if multi is None:
+            multi = (multi_output(a, self.comps), multi_output(b, self.comps))
         fusion = create_op("fusion", operands, shape, self.builder.fresh_inst("fusion"),
                            {"kind": kind, "calls": comp.comp_name})  # fmt: skip
         pos = self.reach.pos
@@ -711,9 +760,9 @@ class MultiOutputMerge(RewritePattern):
         self._move_after(fusion, earlier, later)
         gtes: list[HloOp] = []
         offset = 0
-        pairs = list(zip((a, b), counts, strict=True))
-        for old, n in reversed(pairs) if consumer_first else pairs:
-            if isinstance(old.shape, TupleShape):
+        pairs = list(zip((a, b), counts, multi, strict=True))
+        for old, n, is_multi in reversed(pairs) if consumer_first else pairs:
+            if is_multi:
                 for use in list(old.result.uses):
                     u = use.operation
                     assert isinstance(u, HloOp) and u.opcode == "get-tuple-element"
