@@ -136,6 +136,7 @@ class FusionSpace(SearchSpace):
     _opened: list[_Opened] = field(default_factory=list, init=False, repr=False)
     _cache: PlanCache = field(default_factory=PlanCache, init=False, repr=False)
     _inner: dict[str, FusionCostModel] = field(default_factory=dict, init=False, repr=False)
+    _steps: dict[Decisions, tuple[Any, ...]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._base = self.module.clone()
@@ -183,8 +184,16 @@ class FusionSpace(SearchSpace):
         # a kernel's price is kept by what it holds and writes (`CachedModel`): a plan that
         # differs from the last in one decision prices only the kernels that decision changed
         by_model = {name: sum(models[name].time_us(k) for k in kernels) for name in MODELS}
+        self._steps[decisions] = tuple(
+            (id(st.producer), *map(id, st.consumers)) for d in drivers for st in d.steps
+        )
         return Priced(decisions, by_model[self.cost_model], by_model,
                       _choices(drivers, decisions), len(kernels))  # fmt: skip
+
+    def plan_key(self, decisions: Decisions) -> Any:
+        """A priced plan's fusion steps (instructions of the space's own copy, by id): a
+        build replays exactly these, so plans with the same steps build the same module."""
+        return self._steps.get(decisions, decisions)
 
     def build(self, decisions: Decisions) -> ModuleOp:
         module = self.module.clone()

@@ -34,7 +34,9 @@ class FusionGraph:
         twin = copy.copy(self)  # the instructions and their positions are shared: never changed
         copies = {id(k): k.copy() for k in self.kernel.values()}  # every kernel is rooted here
         twin.kernel = {key: copies[id(k)] for key, k in self.kernel.items()}
-        twin.containing = {key: [copies[id(k)] for k in lst] for key, lst in self.containing.items()}
+        twin.containing = {
+            key: [copies[id(k)] for k in lst] for key, lst in self.containing.items()
+        }
         return twin
 
     def is_root(self, op: HloOp) -> bool:
