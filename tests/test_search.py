@@ -203,7 +203,10 @@ def test_prices_kept_across_plans_change_no_plan():
     assert len(plans) > 5
     for p in plans:
         assert _priced(FusionSpace(m), p.decisions) == (
-            p.time_us, p.by_model, [(c.decision, c.score) for c in p.choices], p.kernels
+            p.time_us,
+            p.by_model,
+            [(c.decision, c.score) for c in p.choices],
+            p.kernels,
         ), sorted(p.decisions)
 
 

@@ -183,7 +183,9 @@ class FusionSpace(SearchSpace):
         ]
         # a kernel's price is kept by what it holds and writes (`CachedModel`): a plan that
         # differs from the last in one decision prices only the kernels that decision changed
-        by_model = {name: sum(models[name].time_us(k) for k in kernels) for name in MODELS}
+        by_model: dict[str, float] = {
+            name: sum(models[name].time_us(k) for k in kernels) for name in MODELS
+        }
         self._steps[decisions] = tuple(
             (id(st.producer), *map(id, st.consumers)) for d in drivers for st in d.steps
         )
