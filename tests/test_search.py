@@ -186,3 +186,62 @@ def test_every_flag_has_help():
     parser = build_parser()
     for action in parser._actions:
         assert action.help, action.option_strings or action.dest
+
+
+def _priced(space: FusionSpace, decisions: Decisions) -> tuple:
+    p = space.price(decisions)
+    return p.time_us, p.by_model, [(c.decision, c.score) for c in p.choices], p.kernels
+
+
+def test_prices_kept_across_plans_change_no_plan():
+    """One space prices every plan of a beam run from answers kept by kernel structure and a
+    copy of its seeded graph; a fresh space per plan (nothing kept) must price each the
+    same, to the last bit, with the same choices."""
+    m = _module(LOG_SOFTMAX)
+    shared = FusionSpace(m)
+    plans = STRATEGIES["beam"](shared, Budget(30))
+    assert len(plans) > 5
+    for p in plans:
+        assert _priced(FusionSpace(m), p.decisions) == (
+            p.time_us,
+            p.by_model,
+            [(c.decision, c.score) for c in p.choices],
+            p.kernels,
+        ), sorted(p.decisions)
+
+
+def test_plans_with_the_same_steps_share_a_key():
+    m = _module(LOG_SOFTMAX)
+    space = FusionSpace(m)
+    plans = STRATEGIES["beam"](space, Budget(30))
+    by_key: dict = {}
+    for p in plans:
+        by_key.setdefault(space.plan_key(p.decisions), []).append(p)
+    assert len(by_key) > 1
+    for same in by_key.values():  # the same steps: the same kernels, so the same prices
+        assert len({(p.time_us, p.kernels) for p in same}) == 1
+
+
+class OneModuleSpace(FusionSpace):
+    """Claims that every plan builds the greedy module: the search builds it once."""
+
+    builds = 0
+
+    def plan_key(self, decisions: Decisions):
+        return frozenset()
+
+    def build(self, decisions: Decisions):
+        OneModuleSpace.builds += 1
+        return super().build(decisions)
+
+
+def test_plans_building_the_same_module_are_built_once():
+    OneModuleSpace.builds = 0
+    r = search(_module(LOG_SOFTMAX), "priority-fusion,multi-output-fusion", budget=10, top=2,
+               finalists=3, space=OneModuleSpace)  # fmt: skip
+    assert OneModuleSpace.builds == 1
+    assert len(r.plans) == 3 and r.dropped == 0
+    assert {p.time_us for p in r.plans} == {r.greedy.time_us}
+    assert len({id(p.module) for p in r.plans}) == 3  # each plan owns its copy
+    texts = {hlopass.print_hlo(p.module) for p in r.plans}
+    assert len(texts) == 1

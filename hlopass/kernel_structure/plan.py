@@ -39,6 +39,12 @@ class Kernel:
     def root(self) -> Any:
         return self.outputs[0]
 
+    def copy(self) -> Kernel:
+        """The same instructions as a kernel of its own (what the copy absorbs later does not
+        reach this one)."""
+        return Kernel(list(self.outputs), list(self.members), self.position, set(self.ids),
+                      self.version, self.alive)  # fmt: skip
+
     def merged(self, other: Kernel) -> list[Any]:
         """Members of `self` and `other` together, in block order (no duplicates)."""
         extra = [m for m in other.members if id(m) not in self.ids]

@@ -6,13 +6,15 @@ plan and the `finalists` with the best plan prices are then built, run through t
 the pipeline, checked (the interpreter must give the prefix module's outputs on random
 inputs; a plan that fails is dropped and counted, the greedy plan failing is an error) and
 priced whole with `hlopass.cost.estimate`; the `top` fastest are reported. The greedy plan
-is always among them, so the best plan reported is never slower than greedy.
+is always among them, so the best plan reported is never slower than greedy. Finalists that
+build the same module (`SearchSpace.plan_key`: the fusion space's same fusion steps) are
+built, checked and estimated once.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +22,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.errors import HloError
 from hlopass.search.fusion_space import MODELS, FusionSpace
-from hlopass.search.space import Budget, SearchSpace
+from hlopass.search.space import Budget, Priced, SearchSpace
 from hlopass.search.strategies import STRATEGIES
 
 
@@ -93,7 +95,6 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     docstring); `budget` plans priced at most; the `finalists` best by plan price are built
     and priced whole besides greedy, and the `top` best of them reported.
     `space(module, device, cost_model, max_temp_bytes)` makes the space searched."""
-    import hlopass.cost
     from hlopass.pipeline import Runner
 
     if strategy not in STRATEGIES:
@@ -112,18 +113,10 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     root, *others = priced
     others.sort(key=lambda p: (p.time_us, sorted(p.decisions)))
     inputs, unchecked = _inputs(base, seed) if check else (None, "not asked")
-    built: list[Plan] = []
-    dropped = 0
+    finals = _Finals(plans, suffix, base, inputs, dev)
     for p in [root, *others[: max(top, finalists)]]:
-        m = plans.build(p.decisions)
-        Runner().run(suffix, m)
-        if inputs is not None and not _keeps_values(base, m, inputs):
-            if p is root:  # the pipeline's own plan: nothing to compare the others with
-                raise SearchError("error: the greedy plan does not keep the module's values")
-            dropped += 1
-            continue
-        est = hlopass.cost.estimate(m, dev)
-        built.append(Plan(sorted(p.decisions), est.time_us, dict(p.by_model), m, est.rows()))
+        finals.add(p, is_root=p is root)
+    built, dropped = finals.built, finals.dropped
     greedy = built[0]
     built.sort(key=lambda b: (b.time_us, b is not greedy))
     shown = {id(b) for b in [b for b in built if b is not greedy][:top]}
@@ -132,11 +125,59 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     return SearchResult(greedy, built, len(priced), dropped, seconds, unchecked)
 
 
+@dataclass
+class _Finals:
+    """The finalists built, run through the rest of the pipeline, checked and estimated;
+    plans the space says build the same module (`plan_key`) are built once."""
+
+    space: SearchSpace
+    suffix: list[Any]
+    base: ModuleOp
+    inputs: list[Any] | None
+    device: str
+    built: list[Plan] = field(default_factory=list)
+    dropped: int = 0
+    done: dict[Hashable, Plan | None] = field(default_factory=dict)
+    """What each plan key's first build gave (None: dropped by the check)."""
+
+    def add(self, p: Priced, is_root: bool) -> None:
+        import hlopass.cost
+        from hlopass.pipeline import Runner
+
+        key = self.space.plan_key(p.decisions)
+        if key in self.done:
+            first = self.done[key]
+            if first is None:
+                self.dropped += 1
+            else:  # the same module: its check and estimate hold, a copy of its own
+                self.built.append(Plan(sorted(p.decisions), first.time_us, dict(p.by_model),
+                                       first.module.clone(), [dict(r) for r in first.kernels]))  # fmt: skip
+            return
+        m = self.space.build(p.decisions)
+        Runner().run(self.suffix, m)
+        if self.inputs is not None and not _keeps_values(self.base, m, self.inputs):
+            if is_root:  # the pipeline's own plan: nothing to compare the others with
+                raise SearchError("error: the greedy plan does not keep the module's values")
+            self.dropped += 1
+            self.done[key] = None
+            return
+        est = hlopass.cost.estimate(m, self.device)
+        plan = Plan(sorted(p.decisions), est.time_us, dict(p.by_model), m, est.rows())
+        self.built.append(plan)
+        self.done[key] = plan
+
+
 def _inputs(module: ModuleOp, seed: int) -> tuple[list[Any] | None, str | None]:
     """Random inputs for the equivalence check, or (None, why) when `module` cannot run."""
     import hlopass
     from hlopass.execution.inputs import random_inputs
+    from hlopass.interpreter import elided_constant, elided_message
 
+    # the run would refuse an elided constant anyway, after the inputs were drawn (seed
+    # 001's 68 parameters: 3.7 s of its search)
+    found = elided_constant(module)
+    if found is not None:
+        return None, elided_message(*found)
     try:
         args = random_inputs(module, seed)
         hlopass.evaluate(module, *args)

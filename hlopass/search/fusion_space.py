@@ -9,8 +9,10 @@ flipped fusion can open (or close) later ones: that is how a plan beats the gree
 Everything is reused from `hlopass.passes.fusion` (graph, rules, cost model, the driver and
 the rewrite); `PlanDriver` only overrides the producer priority. Plans are priced on the
 kernel plan, nothing built: fused computations are opened once, and each plan replays the
-queue on fresh `Kernel`s with fresh model caches (kernel ids of an earlier plan may be
-reused by Python, so caches are never shared between plans).
+queue on fresh `Kernel`s. The passes' own caches are keyed by kernel id (an earlier plan's
+ids may be reused by Python), so they are fresh per plan; what they would compute is kept
+across plans by the kernels' structure instead (`plan_cache.py`): a plan re-prices only the
+kernels and pairs its decisions changed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hlopass.passes.fusion.graph import FusionGraph
 from hlopass.passes.fusion.priority import (
     Fuel,
     PriorityFusionDriver,
+    Step,
     fusible_computations,
     open_existing_fusions,
     replay,
@@ -34,6 +37,7 @@ from hlopass.passes.fusion.priority import (
 from hlopass.passes.fusion.rewrites import FusionBuilder, settle
 from hlopass.passes.fusion.rules import Rules, is_bitcast_kernel
 from hlopass.rewriting import RewriteContext, comps_by_name
+from hlopass.search.plan_cache import CachedModel, CachedRules, PlanCache, PlanKeys, candidate
 from hlopass.search.space import Choice, Decisions, Priced, SearchSpace
 
 KEPT_BY_PLAN = "kept by the search plan"
@@ -63,6 +67,13 @@ class PlanDriver(PriorityFusionDriver):
     """Producers left unfused."""
     force: frozenset[str] = frozenset()
     """Producers fused although the model priced the fusion slower."""
+    cache: PlanCache | None = None
+    """Answers kept across the plans of one space (None: none kept)."""
+
+    def candidate(self, op: HloOp) -> bool:  # type: ignore[override]
+        if self.cache is None:
+            return PriorityFusionDriver.candidate(op)
+        return candidate(self.cache, op, PriorityFusionDriver.candidate)
 
     def priority(self, k: Any) -> float | None:
         prio = super().priority(k)
@@ -84,6 +95,18 @@ class _Opened:
     comp: ComputationOp
     seeds: list[tuple[HloOp, list[HloOp]]]
     comps: dict[str, ComputationOp]
+    seeded: tuple[FusionGraph, list[Step]] | None = None
+    """The graph with the seeds fused, and the steps that rebuild them: made once, each plan
+    starts from a copy (merging the seeds again was a third of a plan's time on seed 001)."""
+
+    def start(self, rules: Rules, model: FusionCostModel) -> tuple[FusionGraph, list[Step]]:
+        """A copy of the seeded graph, and its steps."""
+        if self.seeded is None:
+            d = PriorityFusionDriver(FusionGraph(self.comp), rules, model, Fuel(-1))
+            d.seed(self.seeds)
+            self.seeded = (d.graph, d.steps)
+        graph, steps = self.seeded
+        return graph.copy(), list(steps)
 
 
 def _open(module: ModuleOp) -> list[_Opened]:
@@ -111,54 +134,68 @@ class FusionSpace(SearchSpace):
     max_temp_bytes: int = -1
     name = "fusion"
     _opened: list[_Opened] = field(default_factory=list, init=False, repr=False)
-    _prices: dict[tuple[str, frozenset[int], tuple[int, ...]], float] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    _cache: PlanCache = field(default_factory=PlanCache, init=False, repr=False)
+    _inner: dict[str, FusionCostModel] = field(default_factory=dict, init=False, repr=False)
+    _steps: dict[Decisions, tuple[Any, ...]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._base = self.module.clone()
         self._opened = _open(self._base)
+        # the models that price what the cache has not seen, kept across plans (the default
+        # model's analysis of the module is made once) and cleared of kernel ids per plan
+        for name in {*MODELS, self.cost_model}:
+            self._inner[name] = fusion_cost_model(name, self.device)
 
-    def _drive(self, opened: list[_Opened], decisions: Decisions,
-               model: FusionCostModel) -> list[PlanDriver]:  # fmt: skip
+    def _drive(self, opened: list[_Opened], decisions: Decisions, model: FusionCostModel,
+               keys: PlanKeys | None = None) -> list[PlanDriver]:  # fmt: skip
         keep, force = _split(decisions)
         fuel = Fuel(-1)
         drivers = []
         for o in opened:
-            rules = Rules(model, o.comps, {id(o.comp.root)})
-            d = PlanDriver(FusionGraph(o.comp), rules, model, fuel,
-                           max_temp_bytes=self.max_temp_bytes, keep=keep, force=force)  # fmt: skip
-            d.seed(o.seeds)
+            roots = {id(o.comp.root)}
+            rules = (Rules(model, o.comps, roots) if keys is None
+                     else CachedRules(model, o.comps, roots, keys))  # fmt: skip
+            # a build seeds its own copy; so does a plan under the live-bytes guard (the
+            # guard's ranges are seeded along)
+            fresh = keys is None or self.max_temp_bytes >= 0
+            graph, steps = (FusionGraph(o.comp), []) if fresh else o.start(rules, model)
+            d = PlanDriver(graph, rules, model, fuel, steps=steps,
+                           max_temp_bytes=self.max_temp_bytes, keep=keep, force=force,
+                           cache=None if keys is None else keys.cache)  # fmt: skip
+            if fresh:
+                d.seed(o.seeds)
             d.run()
             drivers.append(d)
         return drivers
 
     def price(self, decisions: Decisions) -> Priced:
-        model = fusion_cost_model(self.cost_model, self.device)
-        drivers = self._drive(self._opened, decisions, model)
+        keys = self._cache.plan()
+        models = {}
+        for name, inner in self._inner.items():
+            inner.clear()
+            models[name] = CachedModel(inner, keys)
+        drivers = self._drive(self._opened, decisions, models[self.cost_model], keys)
         kernels = [
             k
             for d in drivers
             for k in d.graph.kernel.values()
             if k.alive and k.root.opcode not in _NOT_KERNELS and not is_bitcast_kernel(k)
         ]
-        by_model = {}
-        for name in MODELS:
-            m = model if name == self.cost_model else fusion_cost_model(name, self.device)
-            by_model[name] = sum(self._kernel_us(name, m, k) for k in kernels)
+        # a kernel's price is kept by what it holds and writes (`CachedModel`): a plan that
+        # differs from the last in one decision prices only the kernels that decision changed
+        by_model: dict[str, float] = {
+            name: sum(models[name].time_us(k) for k in kernels) for name in MODELS
+        }
+        self._steps[decisions] = tuple(
+            (id(st.producer), *map(id, st.consumers)) for d in drivers for st in d.steps
+        )
         return Priced(decisions, by_model[self.cost_model], by_model,
                       _choices(drivers, decisions), len(kernels))  # fmt: skip
 
-    def _kernel_us(self, name: str, model: FusionCostModel, k: Any) -> float:
-        """A kernel's price, kept across plans by what it holds and writes: a plan that
-        differs from the last in one decision prices only the kernels that decision changed
-        (the instructions are the space's own copy, alive as long as it is, so their ids
-        are never reused)."""
-        key = (name, frozenset(k.ids), tuple(id(o) for o in k.outputs))
-        t = self._prices.get(key)
-        if t is None:
-            t = self._prices[key] = model.time_us(k)
-        return t
+    def plan_key(self, decisions: Decisions) -> Any:
+        """A priced plan's fusion steps (instructions of the space's own copy, by id): a
+        build replays exactly these, so plans with the same steps build the same module."""
+        return self._steps.get(decisions, decisions)
 
     def build(self, decisions: Decisions) -> ModuleOp:
         module = self.module.clone()

@@ -7,6 +7,7 @@ of a space, so a researcher can swap either side.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,11 @@ class SearchSpace(ABC):
     @abstractmethod
     def build(self, decisions: Decisions) -> Any:
         """The plan with `decisions` applied to a fresh copy of the module (a ModuleOp)."""
+
+    def plan_key(self, decisions: Decisions) -> Hashable:
+        """Equal for two priced plans that build the same module (the search builds,
+        checks and estimates such plans once); by default every plan is its own."""
+        return decisions
 
 
 @dataclass

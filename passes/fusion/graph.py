@@ -6,6 +6,7 @@ cost model on the original instructions; the rewrites build the fusions afterwar
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, ReturnOp
@@ -26,6 +27,17 @@ class FusionGraph:
         }
         """Live kernels holding each instruction."""
         self.root = comp.root
+
+    def copy(self) -> FusionGraph:
+        """The same plan with kernels of its own: planning on the copy leaves this one as it
+        is (a search replays many plans from one seeded graph)."""
+        twin = copy.copy(self)  # the instructions and their positions are shared: never changed
+        copies = {id(k): k.copy() for k in self.kernel.values()}  # every kernel is rooted here
+        twin.kernel = {key: copies[id(k)] for key, k in self.kernel.items()}
+        twin.containing = {
+            key: [copies[id(k)] for k in lst] for key, lst in self.containing.items()
+        }
+        return twin
 
     def is_root(self, op: HloOp) -> bool:
         return op is self.root or any(isinstance(u.operation, ReturnOp) for u in op.result.uses)
