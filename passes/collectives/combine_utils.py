@@ -17,7 +17,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
-from hlopass.ir.shape import ArrayShape, Shape
+from hlopass.ir.shape import ArrayShape
 from hlopass.rewriting import call_instructions, fusion_computations, hlo_ops, owner
 
 # re-exported: the combiners and the schedulers take them from here
