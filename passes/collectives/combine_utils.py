@@ -1,9 +1,9 @@
 """What XLA's collective combiners share (`collective_combiner_utils.h`, `all_reduce_key.cc`).
 
-`combine_by_key` is XLA's `CombineInstructionsByKey`: instructions with equal keys are
-gathered, in post order, into groups no larger than the byte and count thresholds, a group
-ending where the next member would depend on an earlier one; each group of two or more is
-handed to the combining function. The rest are the pieces of the key (replica groups,
+`combine_by_key` (`combine_scan`'s, taken from here) is XLA's `CombineInstructionsByKey`:
+instructions with equal keys are gathered, in post order, into groups no larger than the
+byte and count thresholds, a group ending where the next member would depend on an earlier
+one; each group of two or more is handed to the combining function. The rest are the pieces of the key (replica groups,
 reduction kind, frontend attributes, pipelining) and the computations a combiner visits;
 the combined instruction's attributes are `combine_merge`'s.
 """
