@@ -13,17 +13,26 @@ near 4 quadratic. Medians of `--runs` processes.
     python benchmarks/collective_scale.py [--runs N] [--only SUBSTRING] [--passes P1,P2]
                                           [--doublings K]   # x2^K instead of x2
 
-Measured 2026-12-03 (2 shared cores at load ~8: CPU seconds still wander by 30%): every
-combiner takes 4-35 µs per instruction (the 2-4k-instruction Llama 70B / 405B modules,
-~0.06-0.09 s, are mostly fixed cost; Llama 8B and Mixtral, 32-44k instructions, 4-14 µs).
-The reduce-scatter and permute combiners stay near x1.3-1.7 on the doubled modules. The
-all-reduce and all-gather combiners take x2.0-2.4, and on Mixtral 2x8 doubled twice
-all-reduce-combiner{gpu=true} takes 0.58 / 1.26 / 3.52 s for x1 / x2 / x4: superlinear on
-this construction. Why: `combine_utils.combine_by_key` carries reachability along the post
-order from a group's first member to where the group stops, and the copies are independent
-collectives of the same key far apart in that order, so both the number of groups and
-their spans grow with the module (the instructions the scans walk: 57k / 215k / 525k).
-Still open: a reachability that does not walk each group's whole span.
+Measured 2026-12-03, one run each (2 shared cores, CPU seconds wander by 20-30%), after
+`combine_scan` searched reachability forward from a group's members instead of along its
+span. x1 / x2 / x4 CPU seconds; the instructions grow x1.69 / x3.08 (Mixtral 2x8: 43.7k /
+74.1k / 134.8k) and x1.70 / x3.09 (Llama 3.1 8B 2x8: 31.9k / 54.1k / 98.6k):
+
+    pass                               Mixtral 2x8          Llama 8B 2x8
+    all-reduce-combiner                0.50 / 1.26 / 2.48   0.35 / 0.76 / 1.53
+    all-reduce-combiner{gpu=true}      0.52 / 1.17 / 2.69   0.35 / 0.73 / 1.50
+    all-gather-combiner                0.42 / 0.81 / 1.66   0.30 / 0.58 / 1.08
+    all-gather-combiner{gpu=true}      0.43 / 0.83 / 1.75   0.32 / 0.58 / 1.07
+    reduce-scatter-combiner            0.16 / 0.25 / 0.35   0.12 / 0.17 / 0.27
+    reduce-scatter-combiner{gpu=true}  0.20 / 0.25 / 0.35   0.12 / 0.17 / 0.26
+    collective-permute-combiner        0.13 / 0.18 / 0.25   0.09 / 0.13 / 0.18
+
+Before, all-reduce-combiner{gpu=true} on Mixtral took 0.58 / 1.26 / 3.52 s (x6.1 at x4:
+each scan carried reachability along its whole span, 525k instructions walked at x4).
+Now the x4 ratios are x2.2-2.6 for reduce-scatter and permute, x2.8-4.8 for all-gather
+and all-reduce: still above the instruction ratio, because the members' descendants
+inside a group's span are most of the span on these modules (184k instructions reached
+at x4 for all-reduce-combiner): a group's reachability is still found per group.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What XLA's collective combiners share (`collective_combiner_utils.h`, `all_reduce_key.cc`).
 
-`combine_by_key` is XLA's `CombineInstructionsByKey`: instructions with equal keys are
-gathered, in post order, into groups no larger than the byte and count thresholds, a group
-ending where the next member would depend on an earlier one; each group of two or more is
-handed to the combining function. The rest are the pieces of the key (replica groups,
+`combine_by_key` (`combine_scan`'s, taken from here) is XLA's `CombineInstructionsByKey`:
+instructions with equal keys are gathered, in post order, into groups no larger than the
+byte and count thresholds, a group ending where the next member would depend on an earlier
+one; each group of two or more is handed to the combining function. The rest are the pieces of the key (replica groups,
 reduction kind, frontend attributes, pipelining) and the computations a combiner visits;
 the combined instruction's attributes are `combine_merge`'s.
 """
@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Hashable
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations
-from hlopass.ir.shape import ArrayShape, Shape
+from hlopass.ir.shape import ArrayShape
 from hlopass.rewriting import call_instructions, fusion_computations, hlo_ops, owner
-from hlopass.text.exporter import instruction_post_order
+
+# re-exported: the combiners and the schedulers take them from here
+from .combine_scan import CombineFn as CombineFn
+from .combine_scan import KeyFn as KeyFn
+from .combine_scan import combine_by_key as combine_by_key
+from .combine_scan import reorder_block as reorder_block
 
 DEFAULT_THRESHOLD_BYTES = 30 * 1024 * 1024 + 7
 """XLA's `kDefaultAllReduceCombineThreshold` (and the all-gather, reduce-scatter and
@@ -179,133 +183,6 @@ def gpu_extra_key(op: HloOp, only_special: bool) -> str | None:
         if value is not None and (value or name == COMBINER_KEY):
             extra += f" frontend_attribute={len(name)}:{name}{len(value)}:{value}"
     return extra
-
-
-def array_bytes(shape: Shape) -> int:
-    return shape.byte_size() if isinstance(shape, ArrayShape) else 0
-
-
-KeyFn = Callable[[HloOp], Hashable | None]
-CombineFn = Callable[[list[HloOp]], list[HloOp]]
-"""Combines a group; returns the instructions it created, each after its operands."""
-
-
-def combine_by_key(comp: ComputationOp, key_fn: KeyFn, combine: CombineFn,
-                   threshold_bytes: int, threshold_count: int) -> bool:  # fmt: skip
-    """XLA's `CombineInstructionsByKey` on one computation; whether anything combined.
-
-    XLA rebuilds the post order and the reachability map after every group (quadratic in
-    a long computation); here the post order is taken once and patched where a group
-    combined (`_spliced`), each scan starts where the last one began (nothing keyed lies
-    before it) and stops after the last instruction of its key: linear in practice. The
-    block ends in that order (XLA prints in post order too)."""
-    keys: dict[HloOp, Hashable] = {}
-    for op in comp.instructions:
-        k = key_fn(op)
-        if k is not None:
-            keys[op] = k
-    if len(keys) < 2:
-        return False
-    left: dict[Hashable, int] = {}
-    for k in keys.values():
-        left[k] = left.get(k, 0) + 1
-    order = instruction_post_order(comp)
-    start = 0
-    changed = False
-    while keys:
-        scan = _Scan(keys, left, threshold_bytes, threshold_count)
-        scan.run(order, start)
-        start = scan.first
-        if len(scan.group) > 1:
-            order = _spliced(order, scan, combine(scan.group))
-            changed = True
-    if changed:
-        reorder_block(comp, order)
-    return changed
-
-
-class _Scan:
-    """One pass of XLA's loop over the post order: the group of the first keyed
-    instruction. Taken instructions, and those that can never join (several operands, too
-    large), leave `keys`. Reachability from the group is carried along the post order
-    (operands and control predecessors come first), one look per instruction."""
-
-    def __init__(self, keys: dict[HloOp, Hashable], left: dict[Hashable, int],
-                 threshold_bytes: int, threshold_count: int) -> None:  # fmt: skip
-        self.keys, self.left = keys, left
-        self.threshold_bytes, self.threshold_count = threshold_bytes, threshold_count
-        self.group: list[HloOp] = []
-        self.first = 0
-        """Index of the first keyed instruction seen."""
-        self.last = 0
-        """Index of the last instruction taken."""
-        self.reached: set[HloOp] = set()
-
-    def _drop(self, op: HloOp) -> None:
-        self.left[self.keys.pop(op)] -= 1
-
-    def run(self, order: list[HloOp], start: int) -> None:
-        keys, reached, group = self.keys, self.reached, self.group
-        reached_names: set[str] = set()
-        key: Hashable = None
-        ahead = 0  # instructions of `key` not yet passed
-        total = 0
-        for i in range(start, len(order)):
-            op = order[i]
-            hit = bool(reached) and (
-                any(owner(v) in reached for v in op.operands)
-                or any(p in reached_names for p in (op.attr("control-predecessors") or ()))
-            )
-            if hit:
-                reached.add(op)
-                reached_names.add(op.inst_name)
-            k = keys.get(op)
-            if k is None:
-                continue
-            if not group:
-                if key is None:
-                    self.first = i
-                key, ahead = k, self.left[k]
-            elif k != key:
-                continue
-            ahead -= 1
-            size = array_bytes(op.shape)
-            if len(op.operands) != 1 or size > self.threshold_bytes:
-                self._drop(op)  # XLA combines only single-operand ones, each under the bound
-            elif total + size > self.threshold_bytes or hit:
-                return
-            else:
-                group.append(op)
-                total += size
-                self._drop(op)
-                self.last = i
-                reached.add(op)
-                reached_names.add(op.inst_name)
-                if len(group) >= self.threshold_count:
-                    return
-            if ahead == 0:
-                return  # no instruction of this key further on
-
-
-def _spliced(order: list[HloOp], scan: _Scan, created: list[HloOp]) -> list[HloOp]:
-    """The post order with `scan.group` replaced by `created`, which goes where the last
-    member stood; what depends on an earlier member and stood before that point moves
-    after it, in order (nothing else depends on those, nor the last member on them)."""
-    members = set(scan.group)
-    segment = order[scan.first : scan.last + 1]
-    stay = [op for op in segment if op not in scan.reached]
-    move = [op for op in segment if op in scan.reached and op not in members]
-    return order[: scan.first] + stay + created + move + order[scan.last + 1 :]
-
-
-def reorder_block(comp: ComputationOp, order: list[HloOp]) -> None:
-    """Put `comp`'s instructions in `order` (the terminator stays last)."""
-    block = comp.body.block
-    terminator = block.last_op
-    for op in order:
-        op.detach()
-    for op in order:
-        block.insert_op_before(op, terminator)  # type: ignore[arg-type]
 
 
 def non_fusion_computations(module: ModuleOp, skip_while_bodies: bool) -> list[ComputationOp]:

@@ -53,16 +53,22 @@ BaseKey = Callable[[HloOp, dict[str, ComputationOp]], tuple | None]
 
 def run_rounds(module: ModuleOp, trace: TraceHook | None, combiner: CombineInstructions,
                rounds: list[tuple[BaseKey, str, int]], count: int,
-               skip_while_bodies: bool = False) -> bool:  # fmt: skip
+               skip_while_bodies: bool = False,
+               opcodes: tuple[str, ...] | None = None) -> bool:  # fmt: skip
     """Each round (base key, extra-key mode, byte threshold) over every non-fusion
     computation. Mode "" adds nothing to the key; "gpu" the GPU default key's extra text;
-    "gpu-special" the first GPU round's (pipelined or synchronous collectives only)."""
+    "gpu-special" the first GPU round's (pipelined or synchronous collectives only).
+    `opcodes`: the only ones the key may accept (computations without one are skipped)."""
     comps = comps_by_name(module)
+    # combining makes no computation and no domain: the computations worked on are the
+    # same in every round
+    work = [
+        comp for comp in non_fusion_computations(module, skip_while_bodies)
+        if has_work(comp, opcodes)
+    ]  # fmt: skip
     changed = False
     for base, mode, threshold in rounds:
-        for comp in non_fusion_computations(module, skip_while_bodies):
-            if any(op.OPCODE == "domain" for op in comp.instructions):
-                continue  # XLA keeps different domains apart; domains are not modelled
+        for comp in work:
             forget_waited_on(comp)
 
             def key(op: HloOp, base: BaseKey = base, mode: str = mode) -> Hashable | None:
@@ -72,9 +78,20 @@ def run_rounds(module: ModuleOp, trace: TraceHook | None, combiner: CombineInstr
                 extra = gpu_extra_key(op, only_special=mode == "gpu-special")
                 return None if extra is None else (k, extra)
 
-            changed |= combine_by_key(comp, key, combiner, threshold, count)
+            changed |= combine_by_key(comp, key, combiner, threshold, count, opcodes)
             forget_waited_on(comp)
     return changed
+
+
+def has_work(comp: ComputationOp, opcodes: tuple[str, ...] | None) -> bool:
+    """Whether `comp` holds two instructions of `opcodes` (any two when None) and no
+    domain (XLA keeps different domains apart; domains are not modelled)."""
+    found = 0
+    for op in comp.instructions:
+        if op.OPCODE == "domain":
+            return False
+        found += opcodes is None or op.OPCODE in opcodes
+    return found > 1
 
 
 def gpu_rounds(base: BaseKey, threshold: int, default: int,
@@ -136,7 +153,7 @@ class CombinerPass(HloModulePass):
             rounds = gpu_rounds(self.base_key, self.combine_threshold_in_bytes, default, module)
         combiner = self.COMBINER(RewriteContext.of(module, trace), default is not None)
         return run_rounds(module, trace, combiner, rounds, self.combine_threshold_count,
-                          self.skips_while_bodies())  # fmt: skip
+                          self.skips_while_bodies(), self.OPCODES)  # fmt: skip
 
 
 @dataclass(frozen=True)
