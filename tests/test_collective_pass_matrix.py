@@ -104,24 +104,15 @@ XLA_CANNOT_RUN: dict[str, tuple[str, ...]] = {
 XLA_FAILS_ON = {
     # the same operand twice in one tuple all-reduce (XLA's combiner does the same)
     ("parser/AllReduceAllReduce", "all-reduce-combiner"): "does not have a layout",
-    # packed s4 in an async all-gather: XLA:CPU aborts
-    ("xla_tests/service__gpu__tests__sub_byte_collectives.hlo#0", ASYNC_ALL): "XLA aborted",
-    (
-        "xla_tests/service__gpu__tests__sub_byte_collectives.hlo#0",
-        ASYNC_ALL + ",latency-hiding-scheduler",
-    ): "XLA aborted",
 }
 
-# (module, pipeline): XLA:CPU's run of the output is not reproducible: its async form of a
-# packed s4 all-gather gave other values than the synchronous one in one run and the same
-# in the next (the #0 case aborts in malloc): only our interpreter holds these
-XLA_UNRELIABLE_ON = {
-    ("xla_tests/service__gpu__tests__sub_byte_collectives.hlo#1", ASYNC_ALL),
-    (
-        "xla_tests/service__gpu__tests__sub_byte_collectives.hlo#1",
-        ASYNC_ALL + ",latency-hiding-scheduler",
-    ),
-}
+_SUB_BYTE = "xla_tests/service__gpu__tests__sub_byte_collectives.hlo#"
+# (module, pipeline) never handed to XLA:CPU, only our interpreter holds them: on the async
+# form of a packed s4 all-gather XLA:CPU aborts in malloc, deadlocks (a CI run hung 900 s in
+# its mutex) or returns other values from one run to the next, and what it breaks can take
+# the child process's next jobs with it
+XLA_NOT_RUN = {(_SUB_BYTE + k, spec) for k in "01"
+               for spec in (ASYNC_ALL, ASYNC_ALL + ",latency-hiding-scheduler")}  # fmt: skip
 
 # modules XLA:CPU cannot run before any pass: only our interpreter holds them
 XLA_CANNOT_RUN_INPUT = {
@@ -208,12 +199,14 @@ def _runs() -> dict[str, dict[str, Any]]:
         afters = {s: _after(s, text) for s in SPECS}
         afters = {s: t for s, t in afters.items() if t != before}
         out[name] = {"text": text, "args": args, "job": len(jobs), "after": afters}
-        jobs += [(text, args)] + [(t, args) for t in afters.values()]
+        ran = [s for s in afters if (name, s) not in XLA_NOT_RUN]
+        out[name]["ran"] = ran
+        jobs += [(text, args)] + [(afters[s], args) for s in ran]
     results = xla_execute_replicas(jobs) if oracle.available() else [{}] * len(jobs)
     for run in out.values():
         k = run["job"]
         run["xla_before"] = results[k]
-        run["xla_after"] = dict(zip(run["after"], results[k + 1 :], strict=False))
+        run["xla_after"] = dict(zip(run["ran"], results[k + 1 :], strict=False))
     return out
 
 
@@ -269,20 +262,17 @@ def test_every_pass_keeps_every_device_outputs(name: str, xla) -> None:
             _equal(ours_after, ours_before, f"{what}, interpreter")
         else:
             _bounded(ours_after, ours_before, bounds, f"{what}, interpreter")
-        if name in XLA_CANNOT_RUN_INPUT:
+        if name in XLA_CANNOT_RUN_INPUT or (name, spec) in XLA_NOT_RUN:
             continue
-        _check_xla(name, spec, run["xla_after"][spec], xla_before, ours_before, module, args)
+        _check_xla(name, spec, run["xla_after"][spec], xla_before, module, args)
 
 
-def _check_xla(name: str, spec: str, got: dict, before: dict, ours: list, module: Any,
+def _check_xla(name: str, spec: str, got: dict, before: dict, module: Any,
                args: list) -> None:  # fmt: skip
     what = f"{name} after {spec}, XLA:CPU"
     if "outputs" not in got:
         known = XLA_CANNOT_RUN.get(spec, ()) + (XLA_FAILS_ON.get((name, spec), "-"),)
         assert any(k in str(got) for k in known if k), f"{what}: {got}"
-        return
-    if (name, spec) in XLA_UNRELIABLE_ON:
-        _equal(ours, before["outputs"], f"{what}: interpreter vs XLA:CPU before")
         return
     if SPECS[spec] and spec not in XLA_REORDERS:
         _equal(got["outputs"], before["outputs"], what)
