@@ -37,6 +37,7 @@ from hlopass.rewriting import (
     TraceHook,
     comps_by_name,
     constant_from_numpy,
+    gte_index,
     has_side_effect,
     is_control_predecessor,
     owner,
@@ -65,15 +66,6 @@ class Trip:
     count: int
 
 
-def _gte_of_param(value: SSAValue) -> int | None:
-    """The tuple index when `value` is `get-tuple-element(parameter(0))`."""
-    op = owner(value)
-    if op is None or op.opcode != "get-tuple-element":
-        return None
-    src = owner(op.operands[0])
-    return op.attr("index") if src is not None and src.opcode == "parameter" else None
-
-
 def _condition_bound(cond: ComputationOp) -> tuple[int, int] | None:
     """(tuple index, last exclusive value) for a condition `i < N` and its variants."""
     root = cond.root
@@ -82,7 +74,7 @@ def _condition_bound(cond: ComputationOp) -> tuple[int, int] | None:
     lhs, rhs = root.operands
     for idx_side, mirrored in ((lhs, False), (rhs, True)):
         extra = _EXTRA.get((str(root.attr("direction")), mirrored))
-        index = _gte_of_param(idx_side)
+        index = gte_index(idx_side)
         bound = scalar_int(rhs if not mirrored else lhs)
         if extra is not None and index is not None and bound is not None:
             return index, bound + extra
@@ -98,7 +90,7 @@ def _increments_by_one(body: ComputationOp, index: int) -> bool:
     if nxt is None or nxt.opcode != "add":
         return False
     a, b = nxt.operands
-    return any(_gte_of_param(x) == index and scalar_int(y) == 1 for x, y in ((a, b), (b, a)))
+    return any(gte_index(x) == index and scalar_int(y) == 1 for x, y in ((a, b), (b, a)))
 
 
 def trip_count(op: HloOp, comps: dict[str, ComputationOp]) -> Trip | str:
@@ -186,7 +178,7 @@ class FullyUnrollWhile(RewritePattern):
         for inner in body.instructions:
             if inner.opcode == "parameter":
                 mapping[inner.result] = state
-            elif _gte_of_param(inner.result) == index:
+            elif gte_index(inner.result) == index:
                 mapping[inner.result] = const.result
             else:
                 clone = inner.clone(value_mapper=mapping)

@@ -79,6 +79,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
                     "owner",
                     "const_array",
                     "scalar_int",
+                    "gte_index",
                     "splat_value",
                     "is_zero",
                     "is_one",

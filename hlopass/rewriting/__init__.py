@@ -10,7 +10,7 @@ module per concern; pass authors and plug-ins import them from here.
   run share: the uniquer, a trace hook).
 * `building`: `new_op`, `constant_from_numpy`, `replace_op`, `erase_dead`: building and
   replacing instructions with a `PatternRewriter`.
-* `matching`: `OpcodeDispatchApplier`, and `const_array`, `scalar_int`, `splat_value`, `is_zero`,
+* `matching`: `OpcodeDispatchApplier`, and `const_array`, `scalar_int`, `gte_index`, `splat_value`, `is_zero`,
   `is_one`.
 * `effects`: side effects, randomness, control predecessors (what may not be removed).
 * `calls`: `CallIndex` and the module-wide questions about who calls which computation.
@@ -69,6 +69,7 @@ from hlopass.rewriting.lookup import (
 from hlopass.rewriting.matching import (
     OpcodeDispatchApplier,
     const_array,
+    gte_index,
     is_constant_like,
     is_one,
     is_root,
@@ -115,6 +116,7 @@ __all__ = [
     "run_patterns",
     "const_array",
     "scalar_int",
+    "gte_index",
     "splat_value",
     "is_zero",
     "is_one",

@@ -86,6 +86,16 @@ def scalar_int(value: SSAValue) -> int | None:
     return int(arr)
 
 
+def gte_index(value: SSAValue) -> int | None:
+    """The tuple index when `value` is `get-tuple-element(parameter)` (a loop's carried
+    element, in a while body or condition), else None."""
+    op = owner(value)
+    if op is None or op.opcode != "get-tuple-element":
+        return None
+    src = owner(op.operands[0])
+    return op.attr("index") if src is not None and src.opcode == "parameter" else None
+
+
 def splat_value(value: SSAValue) -> Any:
     """The single element value of a splat constant or `broadcast(scalar constant)`, else None."""
     o = owner(value)

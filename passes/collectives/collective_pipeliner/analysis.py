@@ -10,7 +10,7 @@ from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import ComputationOp, HloOp
 from hlopass.ir.shape import ArrayShape
-from hlopass.rewriting import owner, scalar_int
+from hlopass.rewriting import gte_index, owner, scalar_int
 
 INDEX_TYPES = frozenset(("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"))
 """XLA's `IsSupportedLoopIndexType`."""
@@ -56,15 +56,6 @@ def parameter(comp: ComputationOp) -> HloOp | None:
     """The computation's only parameter."""
     params = [o for o in comp.instructions if o.opcode == "parameter"]
     return params[0] if len(params) == 1 else None
-
-
-def gte_index(value: SSAValue) -> int | None:
-    """The tuple index when `value` is `get-tuple-element(parameter)`."""
-    op = owner(value)
-    if op is None or op.opcode != "get-tuple-element":
-        return None
-    src = owner(op.operands[0])
-    return op.attr("index") if src is not None and src.opcode == "parameter" else None
 
 
 def _bound(cond: ComputationOp) -> tuple[int, str, int] | None:
