@@ -27,6 +27,7 @@ from hlopass.text.exporter import print_hlo
 from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 from tests.error_bound import assert_within_bound, program_bounds_or_none
+from tests.interp_util import xla_friendly
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMPLIFY = "algsimp,constant-folding,dce,cse"
@@ -133,16 +134,17 @@ pickle.dump([np.asarray(o) for o in outs], open(sys.argv[3], "wb"))
 
 @pytest.mark.parametrize("program", _programs() or ["<no corpus>"])
 def test_priority_fusion_xla_cpu_outputs(program: str, corpus: Path, xla, tmp_path: Path) -> None:
-    """XLA:CPU runs our fused module (where it accepts fused input) and matches io.npz."""
+    """XLA:CPU runs our fused module, lowered to what XLA:CPU compiles (fusions inlined,
+    bitcasts made explicit: `xla_friendly`), and matches io.npz. XLA:CPU exiting non-zero
+    is a failure: the lowered module is plain HLO it must accept."""
     _, fused = _fused(program)
     src, res = tmp_path / "fused.hlo", tmp_path / "outs.pkl"
-    src.write_text(fused)
+    src.write_text(xla_friendly(fused))
     d = corpus / "jax" / program
     r = subprocess.run([sys.executable, "-c", _XLA_CHILD, str(src), str(d / "io.npz"), str(res)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
-        pytest.xfail(f"XLA:CPU does not run pre-fused modules here (rc {r.returncode}): {last}")
+    last = (r.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
+    assert r.returncode == 0, f"XLA:CPU failed on the lowered fused {program} (rc {r.returncode}): {last}"
     got = pickle.loads(res.read_bytes())
     _, want = _io(d)
     assert len(got) == len(want)
