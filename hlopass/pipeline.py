@@ -24,6 +24,7 @@ from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from hlopass.dialects.hlo import ComputationOp
+from hlopass.driver.named_pipelines import NAMED_PIPELINES
 from hlopass.driver.registry import PASSES
 from hlopass.errors import HloError
 from hlopass.rewriting import HloModulePass, Scope, TraceHook
@@ -60,7 +61,34 @@ def parse_pass_pipeline(spec: str) -> list[HloModulePass]:
         specs = list(parse_pipeline(spec))
     except ArgSpecParseError as e:
         raise PipelineError(f"error: invalid pass pipeline {spec!r}: {_first_line(e)}") from None
-    return [_instantiate(s) for s in specs]
+    out: list[HloModulePass] = []
+    for s in specs:
+        named = NAMED_PIPELINES.get(s.name)
+        if named is None:
+            out.append(_instantiate(s))
+        else:  # a named pipeline is its passes, each run (and instrumented) on its own
+            out += parse_pass_pipeline(expand_named(s))
+    return out
+
+
+def expand_named(spec: ArgSpec) -> str:
+    """The pipeline string a named pipeline's spec stands for (PipelineError on bad options)."""
+    named = NAMED_PIPELINES[spec.name]
+    options = {k: ",".join(str(x) for x in v) for k, v in spec.parameters.items()}
+    try:
+        return named.expand(options)
+    except HloError as e:
+        raise PipelineError(str(e)) from None
+
+
+def expanded_pipeline(spec: str) -> str:
+    """`spec` with every named pipeline replaced by its passes (`--print-pipeline`)."""
+    try:
+        specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as e:
+        raise PipelineError(f"error: invalid pass pipeline {spec!r}: {_first_line(e)}") from None
+    parse_pass_pipeline(spec)  # reject unknown passes and bad options first
+    return ",".join(expand_named(s) if s.name in NAMED_PIPELINES else str(s) for s in specs)
 
 
 def _first_line(e: BaseException) -> str:
@@ -441,8 +469,14 @@ def list_passes_text() -> str:
     lines: list[str] = []
     for name, loader in sorted(PASSES.items()):
         lines += list_text(name, loader())
+    for named in NAMED_PIPELINES.values():
+        lines += [
+            f"{named.name}: (named pipeline) {named.summary}",
+            f"  device={named.default_device}",
+        ]
     lines.append("")
     lines.append("hlopass-opt --help-pass NAME: a pass's whole documentation, every option in full")
+    lines.append("hlopass-opt --print-pipeline -p PIPELINE: the pipeline with named ones expanded")
     return "\n".join(lines) + "\n"
 
 
@@ -450,6 +484,8 @@ def help_pass_text(name: str) -> str:
     """`hlopass-opt --help-pass NAME`: the pass's docstring and every option's, in full."""
     from hlopass.driver.pass_options import help_text
 
+    if name in NAMED_PIPELINES:
+        return NAMED_PIPELINES[name].help_text()
     try:
         cls = pass_class(name)
     except PipelineError as e:  # no input file to name: the command is where it failed

@@ -144,7 +144,9 @@ def test_priority_fusion_xla_cpu_outputs(program: str, corpus: Path, xla, tmp_pa
     r = subprocess.run([sys.executable, "-c", _XLA_CHILD, str(src), str(d / "io.npz"), str(res)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
     last = (r.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
-    assert r.returncode == 0, f"XLA:CPU failed on the lowered fused {program} (rc {r.returncode}): {last}"
+    assert r.returncode == 0, (
+        f"XLA:CPU failed on the lowered fused {program} (rc {r.returncode}): {last}"
+    )
     got = pickle.loads(res.read_bytes())
     _, want = _io(d)
     assert len(got) == len(want)

@@ -182,6 +182,12 @@ def _add_info_options(p: argparse.ArgumentParser) -> None:
     """Listing passes, plug-ins and what a run reports about itself."""
     p.add_argument("--list-passes", action="store_true", help="list passes and exit")
     p.add_argument(
+        "--print-pipeline",
+        action="store_true",
+        help="print the -p pipeline with every named pipeline (e.g. gpu) expanded into its "
+        "passes, and exit: edit that line to swap a pass for your own",
+    )
+    p.add_argument(
         "--help-pass",
         metavar="NAME",
         help="print a pass's whole documentation (every option, its default and what its "
@@ -305,6 +311,14 @@ def _opt(args: argparse.Namespace) -> int:
         from hlopass.pipeline import list_passes_text
 
         sys.stdout.write(list_passes_text())
+        return 0
+    if args.print_pipeline:
+        from hlopass.pipeline import PipelineError, expanded_pipeline
+
+        try:
+            print(expanded_pipeline(args.passes))
+        except PipelineError as e:  # no input file to name: the command is where it failed
+            raise PipelineError(f"hlopass-opt: {e}") from None
         return 0
     if args.help_pass:
         from hlopass.pipeline import help_pass_text

@@ -237,8 +237,8 @@ def find_dots_to_merge(dots: list[Usage], reach: Reachability, max_size: int) ->
         for cand in dots[i + 1 :]:
             if per_nc * total > max_size or cand.nc_size > limit:
                 break
-            if any(reach.connected(m.dot, cand.dot) for m in group):
-                continue
+            if any(m.dot is cand.dot or reach.connected(m.dot, cand.dot) for m in group):
+                continue  # (a dot whose two operands trace to one source is in its class twice)
             runtime = cost_per_nc * (total + cand.nc_size) + (len(group) + 1) * shared_bytes
             if shared_bytes * len(group) / runtime <= MIN_SAVINGS_RATIO:
                 continue

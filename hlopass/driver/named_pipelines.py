@@ -1,0 +1,138 @@
+"""Named pipelines: one word on the command line for the passes a compiler runs, in its order.
+
+`hlopass-opt m.hlo -p 'gpu{device=h100_sxm}'` runs the passes XLA's GPU compiler runs, in
+the order it runs them, as far as hlopass has them. A named pipeline is expanded where the
+pipeline string is parsed, so every pass in it is instrumented on its own
+(`--print-ir-after-all`, `--time-passes`, `--trace-rewrites`) and `hlopass-opt
+--print-pipeline -p gpu` prints the expansion: a user who wants to swap one pass for their
+own copies that line and edits it.
+
+Each stage below names the part of XLA's `GpuCompiler` it stands for (the pass lists of
+`gpu_compiler.cc`: `RunOptimizationPasses`, layout assignment and
+`OptimizeHloPostLayoutAssignment`, `RunFusionPasses`, the collective and scheduling passes
+after fusion). XLA passes hlopass does not have are not silently replaced: `MISSING` lists
+them, and `--help-pass gpu` prints that list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hlopass.errors import HloError
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A run of passes standing for one part of a compiler's pipeline; `{device}` in a pass
+    spec is the named pipeline's `device` option."""
+
+    label: str
+    passes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NamedPipeline:
+    """A pipeline known by name, with the one option every stage shares (`device`)."""
+
+    name: str
+    summary: str
+    stages: tuple[Stage, ...]
+    missing: tuple[str, ...]
+    default_device: str = "h100_sxm"
+
+    def expand(self, options: dict[str, str]) -> str:
+        """The pipeline string for these options; HloError (one line) on a bad option."""
+        from hlopass.cost.devices import DEVICES
+
+        unknown = sorted(set(options) - {"device"})
+        if unknown:
+            raise HloError(
+                f"error: pipeline '{self.name}' has no option '{unknown[0]}' (options: device)"
+            )
+        device = options.get("device", self.default_device)
+        if device not in DEVICES:
+            raise HloError(
+                f"error: pipeline '{self.name}': unknown device '{device}' "
+                f"(known: {', '.join(sorted(DEVICES))})"
+            )
+        return ",".join(p.replace("{device}", device) for s in self.stages for p in s.passes)
+
+    def help_text(self) -> str:
+        lines = [f"{self.name} (named pipeline)", f"  {self.summary}", "", "options:"]
+        lines.append(f"  device={self.default_device}  (a name)")
+        lines.append("      GPU the device-dependent passes price and decide for.")
+        lines.append("")
+        lines.append("stages (XLA's GpuCompiler order):")
+        for s in self.stages:
+            lines.append(f"  {s.label}: {', '.join(s.passes)}")
+        lines.append("")
+        lines.append("XLA GPU passes hlopass does not run (left out, not replaced):")
+        lines += [f"  {m}" for m in self.missing]
+        return "\n".join(lines) + "\n"
+
+
+_SIMPLIFY = "algsimp{supports-non-canonical-dots=false},constant-folding,dce,cse"
+_SIMPLIFY_POST_LAYOUT = "algsimp{is-layout-sensitive=true},dce,cse"
+
+GPU = NamedPipeline(
+    name="gpu",
+    summary="XLA's GPU compiler passes in XLA's order, as far as hlopass has them.",
+    stages=(
+        # RunOptimizationPasses: call inlining, then the "simplification" HloPassFix (GPU
+        # dots are canonical: supports_non_canonical_dots=false), then DotMerger.
+        Stage("optimization", ("call-inliner", f'fixpoint{{passes="{_SIMPLIFY}"}}', "dot-merger")),
+        # The "collective-optimizations" pipeline that follows simplification.
+        Stage(
+            "collective optimizations",
+            ("all-reduce-folder", "reduce-scatter-creator", "all-reduce-reassociate"),
+        ),
+        # Layout assignment and the normalization XLA runs right after it; copy-elision stands
+        # for the copies XLA's algsimp and copy removal drop again (what `layout-assignment`'s
+        # own `price-after` runs before pricing a plan).
+        Stage(
+            "layout",
+            (
+                "layout-assignment{device={device}}",
+                "layout-normalization",
+                "copy-elision",
+                f'fixpoint{{passes="{_SIMPLIFY_POST_LAYOUT}"}}',
+            ),
+        ),
+        # OptimizeHloPostLayoutAssignment's reduction passes.
+        Stage("post-layout", ("tree-reduction-rewriter",)),
+        # RunFusionPasses: priority fusion, multi-output fusion, then horizontal fusion.
+        Stage(
+            "fusion",
+            (
+                "priority-fusion{device={device}}",
+                "multi-output-fusion{device={device}}",
+                "horizontal-fusion{device={device}}",
+                "dce",
+                "cse",
+            ),
+        ),
+        # After fusion: the GPU combiners, async collectives and the latency-hiding scheduler.
+        Stage(
+            "collectives and scheduling",
+            (
+                "all-reduce-combiner{gpu=true}",
+                "all-gather-combiner{gpu=true}",
+                "reduce-scatter-combiner{gpu=true}",
+                "async-collective-creator{convert-all-reduce=true convert-all-gather=true "
+                "convert-reduce-scatter=true convert-collective-permute=true "
+                "convert-all-to-all=true}",
+                "latency-hiding-scheduler{device={device}}",
+            ),
+        ),
+    ),
+    missing=(
+        "gemm-fusion (Triton GEMM fusions), gemm-rewriter (cuBLAS custom calls): dots stay "
+        "dots, priced as library GEMMs",
+        "softmax-rewriter-triton, the sort and TopK custom fusions, cuDNN fused convolutions",
+        "SPMD partitioning and sharding propagation (modules arrive partitioned)",
+        "while-loop simplification and double-buffer unrolling, copy insertion, buffer assignment",
+    ),
+)
+
+NAMED_PIPELINES: dict[str, NamedPipeline] = {GPU.name: GPU}
+"""Every named pipeline `-p` knows, by name."""
