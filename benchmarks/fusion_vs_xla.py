@@ -311,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--programs", default="", help="comma-separated subset of jax programs")
     ap.add_argument("--corpus", default=None, help="corpus folder (default ../shared/corpus)")
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--unseen", action="store_true",
+                    help="the programs of benchmarks/fusion_programs (written after the "
+                    "pipeline, see its make.py) instead of the corpus's")  # fmt: skip
     ap.add_argument("-v", "--verbose", action="store_true", help="list the XLA fusions we split")
     args = ap.parse_args(argv)
     from hlopass.checking.corpus import corpus_root
@@ -320,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: corpus not found (../shared/corpus)", file=sys.stderr)
         return 1
     wanted = {p for p in args.programs.split(",") if p}
-    folders = sorted(p for p in (root / "jax").iterdir() if p.is_dir())
+    base = Path(__file__).resolve().parent / "fusion_programs" if args.unseen else root / "jax"
+    folders = sorted(p for p in base.iterdir() if (p / "before_optimizations.hlo").is_file())
     folders = [p for p in folders if not wanted or p.name in wanted]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

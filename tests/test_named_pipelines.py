@@ -69,10 +69,22 @@ def test_print_pipeline_and_help_pass_on_the_command_line() -> None:
         assert missing[:20] in r.stdout
 
 
+UNSEEN = ROOT / "benchmarks" / "fusion_programs"
+
+
 def _programs() -> list[str]:
+    """The corpus's JAX programs and the unseen ones of benchmarks/fusion_programs."""
+    unseen = sorted(f"unseen/{p.name}" for p in UNSEEN.iterdir() if (p / "io.npz").is_file())
     if CORPUS is None:
-        return []
-    return sorted(p.name for p in (CORPUS / "jax").iterdir() if p.is_dir())
+        return unseen
+    return sorted(p.name for p in (CORPUS / "jax").iterdir() if p.is_dir()) + unseen
+
+
+def _folder(program: str) -> Path:
+    if program.startswith("unseen/"):
+        return UNSEEN / program.split("/", 1)[1]
+    assert CORPUS is not None
+    return CORPUS / "jax" / program
 
 
 def _io(d: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -87,7 +99,7 @@ def _check(program: str, got: list, original: list, want: list, what: str) -> No
     no further from XLA's outputs than the interpreter on the unoptimized module is (plus
     one part in 10^6 of the output's scale: the reordering a simplification may do)."""
     assert len(got) == len(want), what
-    bounds = program_bounds_or_none(CORPUS / "jax" / program)  # type: ignore[operator]
+    bounds = program_bounds_or_none(_folder(program))
     for i, (g, o, w) in enumerate(zip(got, original, want, strict=True)):
         g, o, w = np.asarray(g), np.asarray(o), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype, f"{what} out{i}"
@@ -112,11 +124,11 @@ pickle.dump([np.asarray(o) for o in outs], open(sys.argv[3], "wb"))
 """
 
 
-@pytest.mark.parametrize("program", _programs() or ["<no corpus>"])
-def test_gpu_pipeline_keeps_io_values(program: str, corpus: Path, xla, tmp_path: Path) -> None:
+@pytest.mark.parametrize("program", _programs())
+def test_gpu_pipeline_keeps_io_values(program: str, xla, tmp_path: Path) -> None:
     import hlopass.interpreter as interp
 
-    d = corpus / "jax" / program
+    d = _folder(program)
     source = (d / "before_optimizations.hlo").read_text()
     module = parse_hlo(source, program)
     run_pipeline(module, "gpu", verify_each=True)

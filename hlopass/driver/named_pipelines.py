@@ -100,10 +100,12 @@ GPU = NamedPipeline(
         ),
         # OptimizeHloPostLayoutAssignment's reduction passes.
         Stage("post-layout", ("tree-reduction-rewriter",)),
-        # RunFusionPasses: priority fusion, multi-output fusion, then horizontal fusion.
+        # RunFusionPasses: sort-iota fusion right before priority fusion, multi-output
+        # fusion, then horizontal fusion.
         Stage(
             "fusion",
             (
+                "sort-iota-fusion",
                 "priority-fusion{device={device}}",
                 "multi-output-fusion{device={device}}",
                 "horizontal-fusion{device={device}}",
@@ -128,7 +130,8 @@ GPU = NamedPipeline(
     missing=(
         "gemm-fusion (Triton GEMM fusions), gemm-rewriter (cuBLAS custom calls): dots stay "
         "dots, priced as library GEMMs",
-        "softmax-rewriter-triton, the sort and TopK custom fusions, cuDNN fused convolutions",
+        "softmax-rewriter-triton, TopK custom calls (XLA's TopkRewriter and TopkDecomposer), "
+        "cuDNN fused convolutions",
         "SPMD partitioning and sharding propagation (modules arrive partitioned)",
         "while-loop simplification and double-buffer unrolling, copy insertion, buffer assignment",
     ),

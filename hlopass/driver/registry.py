@@ -35,6 +35,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),
             "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
+            "sort-iota-fusion": _lazy(
+                "hlopass.passes.fusion.sort_iota_fusion", "SortIotaFusionPass"
+            ),
             "horizontal-fusion": _lazy("hlopass.passes.fusion", "HorizontalFusionPass"),
             "multi-output-fusion": _lazy("hlopass.passes.fusion", "MultiOutputFusionPass"),
             "tree-reduction-rewriter": _lazy(
