@@ -104,10 +104,11 @@ def main() -> None:
             meta["h100"] = os.path.basename(a.gpu_spec)
             (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
             continue
-        (d / "before_optimizations.hlo").write_text(fn.lower(*args).as_text(dialect="hlo"))
+        (d / "before_optimizations.hlo").write_text(str(fn.lower(*args).as_text(dialect="hlo")))
         outs = jax.tree.leaves(fn(*args))
-        np.savez(d / "io.npz", **{f"in{i}": x for i, x in enumerate(args)},
-                 **{f"out{i}": np.asarray(o) for i, o in enumerate(outs)})  # fmt: skip
+        arrays = {f"in{i}": np.asarray(x) for i, x in enumerate(args)}
+        arrays |= {f"out{i}": np.asarray(o) for i, o in enumerate(outs)}
+        np.savez(d / "io.npz", **arrays)  # type: ignore[arg-type]
         meta = {"jax": jax.__version__, "inputs": [list(x.shape) for x in args]}
         (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         print(name, "ok")
