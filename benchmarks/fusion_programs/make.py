@@ -99,7 +99,7 @@ def main() -> None:
             sharding = jax.sharding.SingleDeviceSharding(dev)
             specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding) for x in args]
             text = jax.jit(PROGRAMS[name]).lower(*specs).compile().as_text()
-            (d / "xla_h100_optimized.hlo").write_text(text)
+            (d / "xla_h100_optimized.hlo").write_text(str(text))
             meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").exists() else {}
             meta["h100"] = os.path.basename(a.gpu_spec)
             (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
