@@ -166,6 +166,19 @@ class TransposeTiling(NamedTuple):
     tile: int
 
 
+def dim_runs(out_order: Sequence[int], in_order: Sequence[int]) -> list[list[int]]:
+    """A transpose's dims in output order, cut into runs that are consecutive in the input
+    order as well: the dims the transpose moves together (XLA's normalized transpose)."""
+    pos = {d: i for i, d in enumerate(in_order)}
+    runs: list[list[int]] = []
+    for d in out_order:
+        if runs and pos[d] == pos[runs[-1][-1]] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs
+
+
 def transpose_tiling(op: Any, size_rule: bool = False) -> TransposeTiling | None:
     """How XLA's tiled transpose emitter would tile `op`, None if it is not a tiled
     transpose (with `size_rule`, also None for the small ones XLA leaves to the loop
@@ -178,12 +191,7 @@ def transpose_tiling(op: Any, size_rule: bool = False) -> TransposeTiling | None
     if not out_order or out_order == in_order:
         return None
     pos = {d: i for i, d in enumerate(in_order)}
-    groups: list[list[int]] = []
-    for d in out_order:
-        if groups and pos[d] == pos[groups[-1][-1]] + 1:
-            groups[-1].append(d)
-        else:
-            groups.append([d])
+    groups = dim_runs(out_order, in_order)
     sizes = [math.prod(src.dims[d] for d in g) for g in groups]
     out_minor = len(groups) - 1
     in_minor = max(range(len(groups)), key=lambda i: pos[groups[i][-1]])

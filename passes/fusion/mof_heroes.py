@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hlopass.kernel_structure.emitter import dim_runs
 from hlopass.kernel_structure.shapes import (
     array_operand_shapes,
     transpose_is_bitcast,
@@ -44,12 +45,7 @@ def tiled_transpose_key(op: Any) -> TransposeKey | None:
     if not out_order:
         return None
     pos = {d: i for i, d in enumerate(in_order)}
-    runs: list[list[int]] = []
-    for d in out_order:
-        if runs and pos[d] == pos[runs[-1][-1]] + 1:
-            runs[-1].append(d)
-        else:
-            runs.append([d])
+    runs = dim_runs(out_order, in_order)
     src = array_operand_shapes(op)[0]
     by_input = sorted(range(len(runs)), key=lambda i: pos[runs[i][0]])
     sizes = tuple(_prod(src.dims[d] for d in runs[i]) for i in by_input)
