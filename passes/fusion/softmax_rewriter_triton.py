@@ -51,7 +51,7 @@ from hlopass.rewriting import (
 from hlopass.text.exporter import instruction_post_order
 
 from .rewrites import FusionBuilder
-from .softmax_match import Matcher
+from .softmax_match import Matcher, is_splat
 
 # compute capability of each GPU of `hlopass.cost.devices` (NVIDIA's CUDA GPU list)
 COMPUTE_CAPABILITY = {
@@ -107,14 +107,23 @@ def diamond_members(root: HloOp, producer: HloOp) -> list[HloOp]:
 
 
 def tiling_refusal(members: list[HloOp]) -> str:
-    """'' when Triton can tile the fusion of `members` by whole rows, else why not."""
+    """'' when Triton can tile the fusion of `members` (post order) by whole rows, else why
+    not. Values computed from a reduction alone (before their broadcast) have no row; a
+    bitcast or reshape of one may regroup its dimensions freely."""
+    reduced: set[int] = set()
     for op in members:
         if op.opcode == "reduce":
+            reduced.add(id(op))
             row = op.operands[0].type.data.dims[-1]  # type: ignore[attr-defined]
             if _pow2(row) > MAX_TILE_ELEMENTS:
                 return f"a row of {row} elements exceeds Triton's largest tile"
+            continue
+        ins = [v.owner for v in op.operands if not is_splat(v.owner)]
+        if op.opcode != "broadcast" and ins and all(id(o) in reduced for o in ins):
+            reduced.add(id(op))
+            continue
         if op.opcode in ("bitcast", "reshape"):
-            src, out = op.operands[0].type.data, op.shape
+            src, out = op.operands[0].type.data, op.shape  # type: ignore[attr-defined]
             row = (src.dims[-1:] or (1,)) if isinstance(src, ArrayShape) else None
             if isinstance(out, ArrayShape) and row is not None and row != (out.dims[-1:] or (1,)):
                 return f"{op.inst_name} splits or merges the row dimension"
