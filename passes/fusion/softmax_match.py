@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hlopass.cost.layouts import op_reshape_is_bitcast
 from hlopass.dialects.hlo import ComputationOp, HloOp
 from hlopass.ir.shape import ArrayShape, is_float, is_integral
 from hlopass.kernel_structure.emitter import is_elementwise
@@ -207,13 +208,15 @@ class Matcher:
 
     def trivially_fusible(self, op: Any, allowed_users: int = 1) -> bool:
         """XLA's IsTriviallyFusible: at most `allowed_users` users, default layout, and a
-        bitcast, a supported unary elementwise op, or a supported binary one on one value
+        bitcast (or a reshape that is one), a supported unary elementwise op, or a supported binary one on one value
         twice or on exactly one splat."""
         if not isinstance(op, HloOp) or user_count(op) > allowed_users:
             return False
         if not has_default_layout(op):
             return False
-        if op.opcode == "bitcast":
+        if op.opcode == "bitcast" or (op.opcode == "reshape" and op_reshape_is_bitcast(op)):
+            # (our pipelines run before layout assignment, whose simplifier turns such
+            # reshapes into the bitcasts XLA's pass sees)
             return True
         if not is_elementwise(op):
             return False
