@@ -286,3 +286,30 @@ def test_corpus_xla_reads_and_runs_our_output(program, pipeline, corpus, xla) ->
             assert_within_bound(g, w, bounds[k], what=f"{program} out{k} (XLA:CPU)")
         else:
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{program} out{k}")
+
+
+def test_match_reasons_as_xla_explains_them() -> None:
+    """XLA's FusionDecisionIsCapturedExplicitly: asked of each of the 6 instructions of its
+    module, the matcher matches none, each refusal naming a non-binary root or the
+    reduction's identity (a convert of an f8 parameter)."""
+    from hlopass.passes.fusion.softmax_match import Matcher
+
+    text = next(t for n, t, _ in CASES if n == "FusionDecisionIsCapturedExplicitly")
+    m = hlopass.parse_hlo(text)
+    comps = {c.comp_name: c for c in computations(m)}
+    matcher = Matcher(comps, (8, 6))  # XLA's fixture: an RTX A6000
+    reasons = [matcher.match(op) for op in entry_computation(m).instructions]
+    assert len(reasons) == 6 and all(isinstance(r, str) for r in reasons)
+    assert all("Root is not elementwise binary" in r  # type: ignore[operator]
+               or "identity is not a constant or a supported convert" in r for r in reasons)  # fmt: skip
+    assert sum("identity" in r for r in reasons) == 1  # type: ignore[operator]
+
+
+def test_warps_follow_the_tile() -> None:
+    """Every fusion's warps are XLA's GetNumWarps of its padded tile (by hand: a row of
+    1000 pads to 1024, 1 row -> 2 warps, 2 -> 4, ..., 16 -> 4, 32 -> 8)."""
+    from hlopass.passes.fusion.softmax_rewriter_triton import block_config, num_warps
+
+    assert [num_warps(r * 1024) for r in (1, 2, 16, 32, 64)] == [2, 4, 4, 8, 16]
+    assert num_warps(512) == 1 and num_warps(1 << 17) == 32
+    assert '"num_warps":"4","output_tiles":[{"sizes":["2","1000"]}]' in block_config([2, 1000])
