@@ -65,7 +65,7 @@ REGISTERS_PER_BLOCK = 65536
 TILE_REGISTER_FRACTION = 0.4
 """XLA's kFractionOfRegistersAvailableToStoreTile."""
 FUSION_NAME = "triton_softmax"
-UNFUSED_PLAN = "tree-reduction-rewriter,priority-fusion"
+UNFUSED_PLAN = "tree-reduction-rewriter,priority-fusion{{device={device}}}"
 
 
 def num_warps(tile: int) -> int:
@@ -160,6 +160,7 @@ class Pricer:
     the same instructions fused without it."""
 
     def __init__(self, device: str):
+        self.device = device
         self.dev = get_device(device)
 
     def fused_us(self, fusion: HloOp, comps: dict[str, ComputationOp], tile: list[int]) -> float:
@@ -199,7 +200,7 @@ class Pricer:
         entry = fused.clone()
         entry.properties["is_entry"] = UnitAttr()
         module = ModuleOp([*parts, entry])
-        run_pipeline(module, UNFUSED_PLAN)
+        run_pipeline(module, UNFUSED_PLAN.format(device=self.device))
         return estimate(module, self.dev).time_us
 
 
