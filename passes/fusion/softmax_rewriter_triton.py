@@ -6,8 +6,8 @@ reduced, see `softmax_match`) becomes one `kCustom` fusion `triton_softmax` call
 sizes and warps). The instructions between the producer and the root are computed inside;
 the producer and any parameters they read become its operands, so values are kept exactly.
 
-As XLA's: diamonds are matched in every computation but fused ones and those a custom call
-calls, in post order, and fused in reverse order (a diamond's root may be the next one's
+As XLA's: diamonds are matched in every computation but fused ones, composite ones and
+those a custom call calls, in post order, and fused in reverse order (a diamond's root may be the next one's
 producer); CUDA GPUs before Ampere are refused. A diamond is dropped when Triton cannot tile
 it (XLA asks its SymbolicTileAnalysis; here: a row padded to a power of two must fit one
 Triton tensor, 2^20 elements, and no bitcast or reshape inside may split or merge the row
@@ -324,7 +324,7 @@ class SoftmaxRewriterTritonPass(HloModulePass):
         pattern = FuseNormalizationDiamond(
             rctx, matcher, builder, Pricer(self.device), self.only_fuse_if_profitable
         )
-        skipped = fusion_computations(module) | _custom_call_callees(module)
+        skipped = fusion_computations(module) | _opaque_callees(module)
         changed = False
         for comp in list(computations(module)):
             if comp.comp_name in skipped:
@@ -335,6 +335,9 @@ class SoftmaxRewriterTritonPass(HloModulePass):
         return changed
 
 
-def _custom_call_callees(module: ModuleOp) -> set[str]:
+def _opaque_callees(module: ModuleOp) -> set[str]:
+    """Computations XLA's pass does not walk besides fused ones: those a custom call calls
+    and composite ones (a `call` with `is_composite=true`)."""
     return {name for c in computations(module) for op in c.instructions
-            if op.opcode == "custom-call" for name in op.callees()}  # fmt: skip
+            if op.opcode == "custom-call" or (op.opcode == "call" and op.attr("is_composite"))
+            for name in op.callees()}  # fmt: skip
