@@ -329,3 +329,36 @@ def test_priority_fusion_leaves_triton_fusions_alone(program, corpus) -> None:
     alone = _triton_bodies(_corpus_run(program, PASS)[1])
     after = _triton_bodies(_corpus_run(program, PIPELINES[1])[1])
     assert alone == after
+
+
+def _xla_triton_fusions(program: str) -> list[tuple[object, dict, dict]]:
+    """(fusion, computations, XLA's block-level config) of each normalization fusion of
+    XLA's H100 plan of `program`."""
+    import json
+
+    m = hlopass.parse_hlo((CORPUS / "jax" / program / "xla_h100_optimized.hlo").read_text())  # type: ignore[operator]
+    comps = {c.comp_name: c for c in computations(m)}
+    out = []
+    for op in entry_computation(m).instructions:
+        cfg = op.attr("backend_config") or ""
+        if op.opcode == "fusion" and '"kind":"__triton"' in cfg:
+            blc = json.loads(cfg)["fusion_backend_config"]["block_level_fusion_config"]
+            out.append((op, comps, blc))
+    return out
+
+
+@pytest.mark.parametrize("program", ["softmax_xent", "layernorm_gelu_mlp"])
+def test_tiling_of_xla_fusions_is_xlas(program, corpus) -> None:
+    """Asked to tile XLA's own normalization fusions of these programs (a row of 1000 and
+    one of 256 f32), ours picks XLA's output tile and warps (XLA's dump). In attention_block
+    XLA's fusions, merged by its priority fusion, get [1,2,256] and [1,8,1,64]; ours [1,1,256]
+    and [1,1,16,64] (our cost model, and a search of one dimension before the row)."""
+    from hlopass.passes.fusion.softmax_rewriter_triton import Pricer, num_warps
+
+    fusions = _xla_triton_fusions(program)
+    assert fusions
+    for op, comps, blc in fusions:
+        tile, _ = Pricer("h100_sxm").best_tile(op, comps)  # type: ignore[arg-type]
+        assert [str(t) for t in tile] == blc["output_tiles"][0]["sizes"]
+        padded = int(np.prod([1 << max(0, t - 1).bit_length() for t in tile]))
+        assert str(num_warps(padded)) == blc["num_warps"]

@@ -11,9 +11,9 @@ those a custom call calls, in post order, and fused in reverse order (a diamond'
 producer); CUDA GPUs before Ampere are refused. A diamond is dropped when Triton cannot tile
 it (XLA asks its SymbolicTileAnalysis; here: a row padded to a power of two must fit one
 Triton tensor, 2^20 elements, and no bitcast or reshape inside may split or merge the row
-dimension). The tiling: the row whole (padded to a power of two) and, of the next dimension,
-the power-of-two number of rows our cost model (`hlopass.cost`) prices fastest, XLA's warp
-count for the tile; a tile over 40% of a block's registers prices as never finishing (XLA's
+dimension). The tiling: the row whole and, of the next dimension, the number of rows (a
+power of two below its size, or its size) our cost model (`hlopass.cost`) prices fastest,
+XLA's warp count for the tile padded to powers of two; a tile over 40% of a block's registers prices as never finishing (XLA's
 indexing cost model). With `only-fuse-if-profitable`, the fusion is kept only when it prices
 no slower than the diamond's instructions fused by `tree-reduction-rewriter,priority-fusion`
 alone (XLA runs its reduction passes and fusion pipeline on the extracted diamond and
@@ -170,23 +170,25 @@ class Pricer:
         return kernel_time(kernel_work(fusion, comps, dev=self.dev), self.dev).time_us
 
     def best_tile(self, fusion: HloOp, comps: dict[str, ComputationOp]) -> tuple[list[int], float]:
-        """The output tile priced fastest (XLA's TryFindBestTilingForFusion, over the rows
-        of the dimension before the row; the first on a tie) and its price."""
+        """The output tile priced fastest (XLA's TryFindBestTilingForFusion over its good
+        tilings: per dimension a power of two below its size, or its size; here the row
+        whole and the dimension before it varied; the first on a tie) and its price."""
         shape = fusion.shape
         assert isinstance(shape, ArrayShape)
         dims = list(shape.dims)
-        base = [1] * (len(dims) - 1) + [_pow2(dims[-1])] if dims else []
+        base = [1] * (len(dims) - 1) + dims[-1:]
+        sizes = [1]
+        if len(dims) >= 2:
+            sizes = [1 << k for k in range(max(0, dims[-2] - 1).bit_length()) if 1 << k < dims[-2]]
+            sizes = (sizes or [1]) + ([dims[-2]] if dims[-2] not in sizes else [])
         best: tuple[list[int], float] | None = None
-        rows = _pow2(dims[-2]) if len(dims) >= 2 else 1
-        r = 1
-        while r <= rows:
+        for r in sizes:
             tile = list(base)
             if len(dims) >= 2:
                 tile[-2] = r
             t = self.fused_us(fusion, comps, tile)
             if best is None or t < best[1]:
                 best = (tile, t)
-            r *= 2
         assert best is not None
         fusion.set_attr("backend_config", block_config(best[0]))
         return best
