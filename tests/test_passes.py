@@ -56,6 +56,8 @@ def test_each_pass_has_lit_test(name: str) -> None:
     path = LIT_PASSES / f"{name}.hlo"
     if not path.is_file():  # the collective passes keep theirs in a folder of their own
         path = LIT_PASSES / "collectives" / f"{name}.hlo"
+    if not path.is_file():  # and so do the Triton fusion passes, named as XLA's files
+        path = LIT_PASSES / "fusion" / f"{name.replace('-', '_')}.hlo"
     assert path.is_file(), f"missing {path}"
     text = path.read_text()
     assert "// RUN:" in text and "CHECK-LABEL" in text

@@ -40,6 +40,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             ),
             "horizontal-fusion": _lazy("hlopass.passes.fusion", "HorizontalFusionPass"),
             "multi-output-fusion": _lazy("hlopass.passes.fusion", "MultiOutputFusionPass"),
+            "softmax-rewriter-triton": _lazy(
+                "hlopass.passes.fusion.softmax_rewriter_triton", "SoftmaxRewriterTritonPass"
+            ),
             "tree-reduction-rewriter": _lazy(
                 "hlopass.passes.tree_reduction_rewriter", "TreeReductionRewriterPass"
             ),
