@@ -98,8 +98,15 @@ GPU = NamedPipeline(
                 f'fixpoint{{passes="{_SIMPLIFY_POST_LAYOUT}"}}',
             ),
         ),
-        # OptimizeHloPostLayoutAssignment's reduction passes.
-        Stage("post-layout", ("tree-reduction-rewriter",)),
+        # OptimizeHloPostLayoutAssignment: Triton softmax fusions (XLA's GPU compiler asks
+        # for profitable ones only), then the reduction passes.
+        Stage(
+            "post-layout",
+            (
+                "softmax-rewriter-triton{device={device} only-fuse-if-profitable=true}",
+                "tree-reduction-rewriter",
+            ),
+        ),
         # RunFusionPasses: sort-iota fusion right before priority fusion, multi-output
         # fusion, then horizontal fusion.
         Stage(
@@ -130,8 +137,9 @@ GPU = NamedPipeline(
     missing=(
         "gemm-fusion (Triton GEMM fusions), gemm-rewriter (cuBLAS custom calls): dots stay "
         "dots, priced as library GEMMs",
-        "softmax-rewriter-triton, TopK custom calls (XLA's TopkRewriter and TopkDecomposer), "
-        "cuDNN fused convolutions",
+        "TopK custom calls (XLA's TopkRewriter and TopkDecomposer), cuDNN fused convolutions",
+        "priority fusion into Triton fusions (XLA's CanFuseTriton): softmax and GEMM "
+        "fusions stay as built",
         "SPMD partitioning and sharding propagation (modules arrive partitioned)",
         "while-loop simplification and double-buffer unrolling, copy insertion, buffer assignment",
     ),
