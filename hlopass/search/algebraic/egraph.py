@@ -28,6 +28,7 @@ SORTS = """
 (relation Comm (String))
 (ruleset shape)
 (ruleset alg)
+(ruleset merge)
 """
 
 # Every constructed term's shape, from its operands' (Leaf and Const shapes are facts).
@@ -71,6 +72,8 @@ class Graph:
     classes: dict[str, list[Node]] = field(default_factory=dict)
     shape: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     root: dict[int, str] = field(default_factory=dict)
+    original: set[tuple[object, ...]] = field(default_factory=set)
+    """(class, constructor, *arguments) of the computation's own nodes."""
     iterations: int = 0
     nodes: int = 0
 
@@ -104,6 +107,8 @@ def saturate(enc: Encoded, rules: list[tuple[Rule, bool]] | None = None,
     eg.run_program(*eg.parse_program(text))
     shape = eg.parse_program(f"(run shape {SHAPE_ROUNDS})")
     step = eg.parse_program("(run alg 1)")
+    eg.run_program(*shape)
+    eg.run_program(*eg.parse_program("(run merge 1)"))
     eg.run_program(*shape)
     done = 0
     for done in range(1, iterations + 1):
@@ -161,7 +166,7 @@ def read(eg: object, enc: Encoded) -> Graph:
             g.shape[cls] = (str(f["pre"]), int(f["rows"]), int(f["cols"]))  # type: ignore[arg-type]
     index = {(n.op, *n.args): cls for cls, ns in g.classes.items() for n in ns}
     for i, t in enumerate(enc.term):
-        g.root[i] = _class_of(t, index, g.root)
+        g.root[i] = _class_of(t, index, g.root, g.original)
     return g
 
 
@@ -176,14 +181,17 @@ def _primitive(nodes: dict[str, dict[str, object]], eclass: str) -> str:
     raise KeyError(eclass)
 
 
-def _class_of(t: Term, index: dict[tuple[object, ...], str], done: dict[int, str]) -> str:
+def _class_of(t: Term, index: dict[tuple[object, ...], str], done: dict[int, str],
+              seen: set[tuple[object, ...]]) -> str:  # fmt: skip
     """The class of an instruction's term: its node, children read as their classes."""
     args: list[object] = []
     for a in t[1:]:
         if isinstance(a, Var):
             args.append(done[int(a.removeprefix("$inst"))])
         elif isinstance(a, tuple):
-            args.append(_class_of(a, index, done))
+            args.append(_class_of(a, index, done, seen))
         else:
             args.append(a)
-    return index[(t[0], *args)]
+    cls = index[(t[0], *args)]
+    seen.add((cls, t[0], *args))
+    return cls

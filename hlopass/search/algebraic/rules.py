@@ -36,10 +36,13 @@ class Rule:
     exact: bool = True
     """Both sides give bit-identical values (float reassociation does not)."""
     multi: str = ""
+    once: bool = False
+    """Run one round, on the computation's own terms, before the others (dot merging:
+    round after round it would merge the merged dots again)."""
 
     def commands(self, forward: bool = True) -> list[str]:
         if self.multi:
-            return [self.multi] if forward else []
+            return [self.multi.replace(":ruleset alg", ":ruleset merge" if self.once else ":ruleset alg")] if forward else []
         if forward:
             return [_rewrite(self.lhs, self.rhs, self.when)]
         return [] if self.back is None else [_rewrite(self.rhs, self.lhs, self.back)]
@@ -88,8 +91,6 @@ def _dot_rules() -> list[Rule]:
         " ((union d1 (SliceC (Dot a (CatC b1 b2) 0 0) 0 n1))"
         " (union d2 (SliceC (Dot a (CatC b1 b2) 0 0) n1 (+ n1 n2)))) :ruleset alg)"
     )
-    merge_rhs = merge.replace("(Dot a b1 0 0)", "(Dot a1 b 0 0)").replace(
-        "(Dot a b2 0 0)", "(Dot a2 b 0 0)")  # fmt: skip
     merge_rhs = (
         "(rule ((= d1 (Dot a1 b 0 0)) (= d2 (Dot a2 b 0 0)) (!= a1 a2) (= n1 (rows a1))"
         " (= n2 (rows a2)))"
@@ -102,8 +103,8 @@ def _dot_rules() -> list[Rule]:
         Rule("dot-lhs-transpose", "(Dot a b 1 tb)", "(Dot (T2 a) b 0 tb)", back=""),
         Rule("dot-rhs-transpose", "(Dot a b ta 1)", "(Dot a (T2 b) ta 0)", back=""),
         Rule("transpose-of-dot", "(T2 (Dot a b 0 0))", "(Dot b a 1 1)", back=""),
-        Rule("dot-merge-lhs", multi=merge),
-        Rule("dot-merge-rhs", multi=merge_rhs),
+        Rule("dot-merge-lhs", multi=merge, once=True),
+        Rule("dot-merge-rhs", multi=merge_rhs, once=True),
     ]
 
 

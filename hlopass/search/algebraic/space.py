@@ -1,0 +1,117 @@
+"""The algebraic search space: equality saturation over the rule table on the entry
+computation, K candidates pulled out of the e-graph by a cheap cost, each a decision
+`alg:N` (N: the candidate, cheapest by the cheap cost first). A candidate is priced after
+priority fusion's greedy plan on it, by both fusion cost models (`FusionSpace`): the price
+that ranks the finalists. `build` gives the candidate fused the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp
+
+from hlopass.dialects.hlo import entry_computation
+from hlopass.errors import HloError
+from hlopass.search.algebraic.egraph import Graph, saturate
+from hlopass.search.algebraic.extract import Choice, candidates, signature
+from hlopass.search.algebraic.rebuild import rebuild
+from hlopass.search.algebraic.terms import encode_computation
+from hlopass.search.fusion_space import FusionSpace
+from hlopass.search.space import Choice as Next
+from hlopass.search.space import Decisions, Priced, SearchSpace
+
+PREFIX = "alg:"
+
+
+@dataclass
+class AlgebraicSpace(SearchSpace):
+    """Algebraic rewrites of `module`'s entry computation (left untouched)."""
+
+    module: ModuleOp
+    device: str = "h100_sxm"
+    cost_model: str = "default"
+    max_temp_bytes: int = -1
+    candidates: int = 16
+    """Candidates extracted from the e-graph (the decisions `alg:0` ...)."""
+    iterations: int = 8
+    """Rounds of rewrites at most."""
+    max_nodes: int = 20000
+    """E-nodes at most: saturation stops after the round that passes it."""
+    name = "algebraic"
+    graph: Graph = field(init=False, repr=False)
+    cheap: list[tuple[float, Choice]] = field(default_factory=list, init=False, repr=False)
+    _built: dict[int, ModuleOp | None] = field(default_factory=dict, init=False, repr=False)
+    _fused: dict[int, FusionSpace] = field(default_factory=dict, init=False, repr=False)
+    failed: int = field(default=0, init=False)
+    """Candidates that could not be built (a cycle, a shape mismatch)."""
+
+    def __post_init__(self) -> None:
+        self.enc = encode_computation(entry_computation(self.module))
+        self.graph = saturate(self.enc, iterations=self.iterations, max_nodes=self.max_nodes)
+        roots = [self.graph.root[i] for i in self.enc.roots]
+        self.cheap = list(candidates(self.graph, roots, self.candidates))
+
+    def _index(self, decisions: Decisions) -> int | None:
+        """The candidate a plan picks (None: the module as it is)."""
+        if not decisions:
+            return None
+        (d,) = decisions
+        return int(d.removeprefix(PREFIX).split(" ")[0])
+
+    def candidate(self, n: int | None) -> ModuleOp | None:
+        """Candidate `n` built (None: it could not be)."""
+        if n is None:
+            return self.module
+        if n not in self._built:
+            try:
+                self._built[n] = rebuild(self.module, self.enc, self.graph, self.cheap[n][1])
+            except HloError:
+                self._built[n] = None
+                self.failed += 1
+        return self._built[n]
+
+    def _fusion(self, n: int | None) -> FusionSpace | None:
+        key = -1 if n is None else n
+        if key not in self._fused:
+            m = self.candidate(n)
+            if m is None:
+                return None
+            self._fused[key] = FusionSpace(m, self.device, self.cost_model, self.max_temp_bytes)
+        return self._fused[key]
+
+    def price(self, decisions: Decisions) -> Priced:
+        n = self._index(decisions)
+        space = self._fusion(n)
+        if space is None:  # priced out of the race: never a finalist
+            return Priced(decisions, float("inf"), {m: float("inf") for m in ("default", "roofline")})
+        p = space.price(frozenset())
+        nxt = [] if decisions else [Next(self.decision(i), c) for i, (c, _) in enumerate(self.cheap)]
+        return Priced(decisions, p.time_us, p.by_model, nxt, p.kernels)
+
+    def decision(self, n: int) -> str:
+        """`alg:N`, and the nodes candidate N has that the computation had not."""
+        old = self.graph.original
+        new = sorted(
+            f"{node.op}{_dims(self.graph.shape[c])}"
+            for c, node in self.cheap[n][1].items()
+            if (c, node.op, *node.args) not in old and node.op != "Leaf"
+        )
+        return f"{PREFIX}{n} new: {', '.join(new) or 'none'}"
+
+    def plan_key(self, decisions: Decisions) -> Any:
+        n = self._index(decisions)
+        return None if n is None else signature(self.cheap[n][1])
+
+    def build(self, decisions: Decisions) -> ModuleOp:
+        space = self._fusion(self._index(decisions))
+        if space is None:
+            raise HloError(f"error: candidate {sorted(decisions)} cannot be built")
+        return space.build(frozenset())
+
+
+def _dims(shape: tuple[str, int, int]) -> str:
+    from hlopass.search.algebraic.shapes import decode
+
+    return "[" + ",".join(map(str, decode(*shape).dims)) + "]"
