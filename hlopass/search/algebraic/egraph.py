@@ -37,6 +37,7 @@ SHAPE_RULES = """
       ((set (pre e) p) (set (rows e) r) (set (cols e) c)) :ruleset shape)
 (rule ((= e (Ew2 op x y)) (= p (pre x)) (= r (rows x)) (= c (cols x)))
       ((set (pre e) p) (set (rows e) r) (set (cols e) c)) :ruleset shape)
+(rule ((= e (Const v p))) ((set (pre e) p) (set (rows e) 1) (set (cols e) 1)) :ruleset shape)
 (rule ((= e (Bcast s p r c))) ((set (pre e) p) (set (rows e) r) (set (cols e) c)) :ruleset shape)
 (rule ((= e (Reshape x p r c))) ((set (pre e) p) (set (rows e) r) (set (cols e) c)) :ruleset shape)
 (rule ((= e (T2 x)) (= p (pre x)) (= r (rows x)) (= c (cols x)))

@@ -122,3 +122,8 @@ def candidates(g: Graph, roots: list[str], k: int) -> Iterator[tuple[float, Choi
         found += 1
         total = sum(node_cost(g, c, n, Weights()) for c, n in choice.items())
         yield total, choice
+
+
+def cheapest(g: Graph) -> Choice:
+    """The cheapest node of every class (reachable from anywhere)."""
+    return _best(g, Weights(), {})[1]

@@ -70,7 +70,11 @@ def _attrs(n: Node, shapes: list[ArrayShape]) -> tuple[str, dict[str, Any]]:
 class Builder:
     """Builds the picked terms into `module` (a copy of the encoded one)."""
 
-    def __init__(self, module: ModuleOp, enc: Encoded, g: Graph, choice: Choice):
+    def __init__(self, module: ModuleOp, enc: Encoded, g: Graph, choice: Choice,
+                 top: Choice | None = None):  # fmt: skip
+        self.top = top or {}
+        """Nodes for the roots' classes at the roots only (a term x -> f(x) has x's class
+        under f: one level unrolled, the class's `choice` below)."""
         self.comp = entry_computation(module)
         self.ops = list(self.comp.instructions)
         self.enc, self.g, self.choice = enc, g, choice
@@ -78,16 +82,23 @@ class Builder:
         self.built: dict[str, SSAValue] = {}
         self.new: list[HloOp] = []
 
-    def value(self, cls: str) -> SSAValue:
+    def value(self, cls: str, at_root: bool = False) -> SSAValue:
+        if at_root and cls in self.top:
+            return self._node(cls, self.top[cls])
         if cls in self.built:
             return self.built[cls]
-        n = self.choice[cls]
+        if cls not in self.choice:
+            raise RebuildError(f"error: the candidate picks no term for e-class {cls}")
+        v = self._node(cls, self.choice[cls])
+        self.built[cls] = v
+        return v
+
+    def _node(self, cls: str, n: Node) -> SSAValue:
         if n.op == "Leaf":
             v = self.ops[int(n.args[0])].result
         else:
             shape = decode(*self.g.shape[cls])
             v = self._make(n, shape)
-        self.built[cls] = v
         return v
 
     def _make(self, n: Node, shape: ArrayShape) -> SSAValue:
@@ -111,7 +122,7 @@ class Builder:
 
     def run(self) -> None:
         for i in self.enc.roots:
-            v = self.value(self.g.root[i])
+            v = self.value(self.g.root[i], at_root=True)
             old = self.ops[i].result
             if v is not old:
                 old.replace_all_uses_with(v)
@@ -148,11 +159,13 @@ def _order(comp: Any) -> None:
         block.insert_op_before(o, last)
 
 
-def rebuild(module: ModuleOp, enc: Encoded, g: Graph, choice: Choice) -> ModuleOp:
-    """A copy of `module` (the one `enc` encodes) with the candidate's terms at its roots."""
+def rebuild(module: ModuleOp, enc: Encoded, g: Graph, choice: Choice,
+            top: Choice | None = None) -> ModuleOp:  # fmt: skip
+    """A copy of `module` (the one `enc` encodes) with the candidate's terms at its roots
+    (`top`: other nodes for the roots' classes, at the roots only)."""
     from hlopass.pipeline import Runner, parse_pass_pipeline
 
     m = module.clone()
-    Builder(m, enc, g, choice).run()
+    Builder(m, enc, g, choice, top).run()
     Runner().run(parse_pass_pipeline("dce,cse"), m)
     return m

@@ -114,8 +114,9 @@ RULES: list[Rule] = [
          back=f"{_SHAPE} (= q (scalar-of p))", grows=True),  # fmt: skip
     Rule("add-zero", "(Ew2 \"add\" x (Bcast (Const \"0\" q) p r c))", "x",
          back=f"{_SHAPE} (= q (scalar-of p))", grows=True),  # fmt: skip
-    Rule("negate-negate", "(Ew1 \"negate\" (Ew1 \"negate\" x))", "x", back="", grows=True),
-    Rule("transpose-transpose", "(T2 (T2 x))", "x", back="(Mat (pre x))", grows=True),
+    Rule("negate-negate", "(Ew1 \"negate\" (Ew1 \"negate\" x))", "x", back="(= p (pre x))",
+         grows=True),  # fmt: skip
+    Rule("transpose-transpose", "(T2 (T2 x))", "x", back="(= p (pre x)) (Mat p)", grows=True),
     Rule("reshape-reshape", "(Reshape (Reshape x p1 r1 c1) p r c)", "(Reshape x p r c)"),
     Rule("reshape-same", "(Reshape x p r c)", "x",
          when="(= p (pre x)) (= r (rows x)) (= c (cols x))", back=_SHAPE, grows=True),  # fmt: skip
