@@ -69,9 +69,11 @@ def test_every_rule_has_cases_both_ways() -> None:
 def test_concatenates_of_other_widths_are_not_split_apart() -> None:
     # add(concat(a[4,2], c[4,3]), concat(b[4,3], d[4,2])): the widths differ pairwise, so
     # `add(a, b)` is no term (the guard of concat-C-ew2's way back)
-    text = module("a=f32[4,2], c=f32[4,3], b=f32[4,3], d=f32[4,2]",
-                  "x = f32[4,5] concatenate(a, c), dimensions={1}\n"
-                  " y = f32[4,5] concatenate(b, d), dimensions={1}\n z = f32[4,5] add(x, y)")  # fmt: skip
+    text = module(
+        "a=f32[4,2], c=f32[4,3], b=f32[4,3], d=f32[4,2]",
+        "x = f32[4,5] concatenate(a, c), dimensions={1}\n"
+        " y = f32[4,5] concatenate(b, d), dimensions={1}\n z = f32[4,5] add(x, y)",
+    )
     m, enc, g, found = _terms(text)
     assert all(n.op != "Ew2" or g.shape[c][2] == 5 for c, ns in g.classes.items() for n in ns)
     inputs = random_inputs(m, 0)
@@ -80,19 +82,24 @@ def test_concatenates_of_other_widths_are_not_split_apart() -> None:
 
 
 def test_dots_of_other_batches_are_opaque() -> None:
-    text = module("a=f32[4,5,3], b=f32[3,6]",
-                  "d = f32[4,5,6] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}")  # fmt: skip
+    text = module(
+        "a=f32[4,5,3], b=f32[3,6]",
+        "d = f32[4,5,6] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+    )
     enc = encode_computation(entry_computation(hlopass.parse_hlo(text)))
     assert enc.term[-1][0] == "Leaf"
 
 
-CHAIN = module("a=f32[1024,8], b=f32[8,1024], c=f32[1024,8]",
-               f"ab = f32[1024,1024] dot(a, b), {DOT}\n abc = f32[1024,8] dot(ab, c), {DOT}")  # fmt: skip
+CHAIN = module(
+    "a=f32[1024,8], b=f32[8,1024], c=f32[1024,8]",
+    f"ab = f32[1024,1024] dot(a, b), {DOT}\n abc = f32[1024,8] dot(ab, c), {DOT}",
+)
 
 
 def test_dot_chain_reassociated_and_faster() -> None:
-    r = search(hlopass.parse_hlo(CHAIN), "algsimp,dce,cse,priority-fusion", budget=20,
-               space=AlgebraicSpace)  # fmt: skip
+    r = search(
+        hlopass.parse_hlo(CHAIN), "algsimp,dce,cse,priority-fusion", budget=20, space=AlgebraicSpace
+    )
     assert r.unchecked is None and r.dropped == 0
     best, greedy = r.best, r.greedy
     assert best is not greedy and best.time_us <= 0.9 * greedy.time_us
@@ -136,7 +143,7 @@ ENTRY e {
 """
     m = hlopass.parse_hlo(text)
     enc = encode_computation(entry_computation(m))
-    kinds = {op.opcode: t[0] for op, t in zip(enc.ops, enc.term)}
+    kinds = {op.opcode: t[0] for op, t in zip(enc.ops, enc.term, strict=True)}
     assert kinds["while"] == kinds["custom-call"] == kinds["tuple"] == "Leaf"
     g = saturate(enc)
     for _, choice in candidates(g, [g.root[i] for i in enc.roots], 8):
@@ -147,9 +154,10 @@ ENTRY e {
 
 def test_a_candidate_with_a_cycle_is_dropped_and_counted() -> None:
     # merging d1 = dot(a, b1) with d2 = dot(a, convert(d1)) would make d1 read itself
-    text = module("a=s32[4,4], b=s32[4,4]",
-                  f"d = s32[4,4] dot(a, b), {DOT}\n k = s32[4,4] convert(d)\n"
-                  f" e = s32[4,4] dot(a, k), {DOT}")  # fmt: skip
+    text = module(
+        "a=s32[4,4], b=s32[4,4]",
+        f"d = s32[4,4] dot(a, b), {DOT}\n k = s32[4,4] convert(d)\n e = s32[4,4] dot(a, k), {DOT}",
+    )
     m, enc, g, found = _terms(text, [(BY_NAME["dot-merge-lhs"], True)])
     failures = 0
     for _, choice in found:
@@ -169,8 +177,22 @@ def test_cli_space_algebraic(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
     f = tmp_path / "chain.hlo"
     f.write_text(CHAIN)
-    assert search_main([str(f), "-p", "algsimp,priority-fusion", "--space", "algebraic",
-                        "--top", "1", "-o", str(tmp_path / "out")]) == 0  # fmt: skip
+    assert (
+        search_main(
+            [
+                str(f),
+                "-p",
+                "algsimp,priority-fusion",
+                "--space",
+                "algebraic",
+                "--top",
+                "1",
+                "-o",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "alg:" in out and "Dot[8,8]" in out
     assert "f32[8,8]" in (tmp_path / "out" / "plan_1.hlo").read_text()

@@ -95,8 +95,12 @@ def program(enc: Encoded) -> str:
     return "\n".join(lines)
 
 
-def saturate(enc: Encoded, rules: list[tuple[Rule, bool]] | None = None,
-             iterations: int = 8, max_nodes: int = 20000) -> Graph:  # fmt: skip
+def saturate(
+    enc: Encoded,
+    rules: list[tuple[Rule, bool]] | None = None,
+    iterations: int = 8,
+    max_nodes: int = 20000,
+) -> Graph:
     """Run `rules` ((rule, forward) pairs; default: every rule forward, and back unless it
     grows) until nothing changes, `iterations` rounds, or `max_nodes` e-nodes."""
     from egglog import bindings
@@ -112,7 +116,8 @@ def saturate(enc: Encoded, rules: list[tuple[Rule, bool]] | None = None,
     eg.run_program(*eg.parse_program("(run merge 1)"))
     eg.run_program(*shape)
     done = 0
-    for done in range(1, iterations + 1):
+    while done < iterations:
+        done += 1
         changed = any(_changed(o) for o in eg.run_program(*step))
         eg.run_program(*shape)
         if not changed or _size(eg) > max_nodes:
@@ -143,15 +148,16 @@ def read(eg: object, enc: Encoded) -> Graph:
     nodes = data["nodes"]
     g = Graph(nodes=len(nodes))
     value: dict[str, str | int] = {}
+    of_class: dict[str, str | int] = {}
     for nid, n in nodes.items():
         if not n["children"] and nid.startswith("primitive"):
-            value[nid] = _literal(n["op"])
+            value[nid] = of_class[n["eclass"]] = _literal(n["op"])
     facts: dict[str, dict[str, object]] = {}
-    for nid, n in nodes.items():
+    for n in nodes.values():
         op = n["op"]
         if op in ("pre", "rows", "cols") and n["children"]:
             cls = nodes[n["children"][0]]["eclass"]
-            facts.setdefault(cls, {})[op] = value[_primitive(nodes, n["eclass"])]
+            facts.setdefault(cls, {})[op] = of_class[n["eclass"]]
         elif data["class_data"].get(n["eclass"], {}).get("type") == "T":
             args: list[str | int] = []
             kids = []
@@ -165,7 +171,9 @@ def read(eg: object, enc: Encoded) -> Graph:
     for cls, f in facts.items():
         if len(f) == 3:
             g.shape[cls] = (str(f["pre"]), int(f["rows"]), int(f["cols"]))  # type: ignore[arg-type]
-    index = {(n.op, *n.args): cls for cls, ns in g.classes.items() for n in ns}
+    index: dict[tuple[object, ...], str] = {
+        (n.op, *n.args): cls for cls, ns in g.classes.items() for n in ns
+    }
     for i, t in enumerate(enc.term):
         g.root[i] = _class_of(t, index, g.root, g.original)
     return g
@@ -175,15 +183,12 @@ def _literal(text: str) -> str | int:
     return json.loads(text) if text.startswith('"') else int(text)
 
 
-def _primitive(nodes: dict[str, dict[str, object]], eclass: str) -> str:
-    for nid, n in nodes.items():
-        if n["eclass"] == eclass and nid.startswith("primitive"):
-            return nid
-    raise KeyError(eclass)
-
-
-def _class_of(t: Term, index: dict[tuple[object, ...], str], done: dict[int, str],
-              seen: set[tuple[object, ...]]) -> str:  # fmt: skip
+def _class_of(
+    t: Term,
+    index: dict[tuple[object, ...], str],
+    done: dict[int, str],
+    seen: set[tuple[object, ...]],
+) -> str:
     """The class of an instruction's term: its node, children read as their classes."""
     args: list[object] = []
     for a in t[1:]:

@@ -52,15 +52,19 @@ def _attrs(n: Node, shapes: list[ArrayShape]) -> tuple[str, dict[str, Any]]:
     if op == "Dot":
         batch = tuple(range(r - 2))
         ta, tb = int(a[2]), int(a[3])
-        out: dict[str, Any] = {"lhs_contracting_dims": (r - 2 if ta else r - 1,),
-                               "rhs_contracting_dims": (r - 1 if tb else r - 2,)}  # fmt: skip
+        out: dict[str, Any] = {
+            "lhs_contracting_dims": (r - 2 if ta else r - 1,),
+            "rhs_contracting_dims": (r - 1 if tb else r - 2,),
+        }
         if batch:
             out["lhs_batch_dims"] = out["rhs_batch_dims"] = batch
         return "dot", out
     if op in ("SliceC", "SliceR"):
         axis = r - 1 if op == "SliceC" else r - 2
-        dims = tuple(SliceDim(int(a[1]), int(a[2])) if i == axis else SliceDim(0, d)
-                     for i, d in enumerate(shapes[0].dims))  # fmt: skip
+        dims = tuple(
+            SliceDim(int(a[1]), int(a[2])) if i == axis else SliceDim(0, d)
+            for i, d in enumerate(shapes[0].dims)
+        )
         return "slice", {"slice": dims}
     if op in ("CatC", "CatR"):
         return "concatenate", {"dimensions": (r - 1 if op == "CatC" else r - 2,)}
@@ -70,8 +74,9 @@ def _attrs(n: Node, shapes: list[ArrayShape]) -> tuple[str, dict[str, Any]]:
 class Builder:
     """Builds the picked terms into `module` (a copy of the encoded one)."""
 
-    def __init__(self, module: ModuleOp, enc: Encoded, g: Graph, choice: Choice,
-                 top: Choice | None = None):  # fmt: skip
+    def __init__(
+        self, module: ModuleOp, enc: Encoded, g: Graph, choice: Choice, top: Choice | None = None
+    ):
         self.top = top or {}
         """Nodes for the roots' classes at the roots only (a term x -> f(x) has x's class
         under f: one level unrolled, the class's `choice` below)."""
@@ -113,8 +118,10 @@ class Builder:
             if code not in ("reshape", "broadcast", "slice"):  # (XLA infers none of these)
                 inferred = infer_shape(code, shapes, attrs)
             if not inferred.compatible(shape):
-                raise RebuildError(f"error: {code} infers {inferred.text(False)}, the e-graph "
-                                   f"says {shape.text(False)}")  # fmt: skip
+                raise RebuildError(
+                    f"error: {code} infers {inferred.text(False)}, the e-graph "
+                    f"says {shape.text(False)}"
+                )
             op = create_op(code, kids, shape, self.names.fresh(code), attrs)
         self.comp.block.insert_op_before(op, self.comp.block.last_op)  # type: ignore[arg-type]
         self.new.append(op)
@@ -159,8 +166,9 @@ def _order(comp: Any) -> None:
         block.insert_op_before(o, last)
 
 
-def rebuild(module: ModuleOp, enc: Encoded, g: Graph, choice: Choice,
-            top: Choice | None = None) -> ModuleOp:  # fmt: skip
+def rebuild(
+    module: ModuleOp, enc: Encoded, g: Graph, choice: Choice, top: Choice | None = None
+) -> ModuleOp:
     """A copy of `module` (the one `enc` encodes) with the candidate's terms at its roots
     (`top`: other nodes for the roots' classes, at the roots only)."""
     from hlopass.pipeline import Runner, parse_pass_pipeline

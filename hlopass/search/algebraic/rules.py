@@ -42,7 +42,15 @@ class Rule:
 
     def commands(self, forward: bool = True) -> list[str]:
         if self.multi:
-            return [self.multi.replace(":ruleset alg", ":ruleset merge" if self.once else ":ruleset alg")] if forward else []
+            return (
+                [
+                    self.multi.replace(
+                        ":ruleset alg", ":ruleset merge" if self.once else ":ruleset alg"
+                    )
+                ]
+                if forward
+                else []
+            )
         if forward:
             return [_rewrite(self.lhs, self.rhs, self.when)]
         return [] if self.back is None else [_rewrite(self.rhs, self.lhs, self.back)]
@@ -60,24 +68,40 @@ def _axis_rules() -> list[Rule]:
         s, cat = f"Slice{ax}", f"Cat{ax}"
         out += [
             Rule(f"slice-{ax}-ew1", f"({s} (Ew1 op x) lo hi)", f"(Ew1 op ({s} x lo hi))", back=""),
-            Rule(f"slice-{ax}-ew2", f"({s} (Ew2 op x y) lo hi)",
-                 f"(Ew2 op ({s} x lo hi) ({s} y lo hi))", back=""),  # fmt: skip
-            Rule(f"concat-{ax}-ew1", f"({cat} (Ew1 op x) (Ew1 op y))",
-                 f"(Ew1 op ({cat} x y))", back=""),  # fmt: skip
-            Rule(f"concat-{ax}-ew2", f"({cat} (Ew2 op x y) (Ew2 op u v))",
-                 f"(Ew2 op ({cat} x u) ({cat} y v))",
-                 back=f"(= ({n} x) ({n} y)) (= ({n} u) ({n} v))"),  # fmt: skip
+            Rule(
+                f"slice-{ax}-ew2",
+                f"({s} (Ew2 op x y) lo hi)",
+                f"(Ew2 op ({s} x lo hi) ({s} y lo hi))",
+                back="",
+            ),
+            Rule(
+                f"concat-{ax}-ew1",
+                f"({cat} (Ew1 op x) (Ew1 op y))",
+                f"(Ew1 op ({cat} x y))",
+                back="",
+            ),
+            Rule(
+                f"concat-{ax}-ew2",
+                f"({cat} (Ew2 op x y) (Ew2 op u v))",
+                f"(Ew2 op ({cat} x u) ({cat} y v))",
+                back=f"(= ({n} x) ({n} y)) (= ({n} u) ({n} v))",
+            ),
             Rule(f"slice-{ax}-full", f"({s} x 0 hi)", "x", when=f"(= hi ({n} x))"),
-            Rule(f"slice-{ax}-concat-left", f"({s} ({cat} x y) 0 hi)", "x",
-                 when=f"(= hi ({n} x))"),  # fmt: skip
-            Rule(f"slice-{ax}-concat-right", f"({s} ({cat} x y) lo hi)", "y",
-                 when=f"(= lo ({n} x)) (= hi (+ lo ({n} y)))"),  # fmt: skip
+            Rule(f"slice-{ax}-concat-left", f"({s} ({cat} x y) 0 hi)", "x", when=f"(= hi ({n} x))"),
+            Rule(
+                f"slice-{ax}-concat-right",
+                f"({s} ({cat} x y) lo hi)",
+                "y",
+                when=f"(= lo ({n} x)) (= hi (+ lo ({n} y)))",
+            ),
         ]
     out += [
-        Rule("slice-C-dot", "(SliceC (Dot a b 0 0) lo hi)", "(Dot a (SliceC b lo hi) 0 0)",
-             back=""),  # fmt: skip
-        Rule("slice-R-dot", "(SliceR (Dot a b 0 0) lo hi)", "(Dot (SliceR a lo hi) b 0 0)",
-             back=""),  # fmt: skip
+        Rule(
+            "slice-C-dot", "(SliceC (Dot a b 0 0) lo hi)", "(Dot a (SliceC b lo hi) 0 0)", back=""
+        ),
+        Rule(
+            "slice-R-dot", "(SliceR (Dot a b 0 0) lo hi)", "(Dot (SliceR a lo hi) b 0 0)", back=""
+        ),
         Rule("slice-C-transpose", "(SliceC (T2 x) lo hi)", "(T2 (SliceR x lo hi))", back=""),
         Rule("slice-R-transpose", "(SliceR (T2 x) lo hi)", "(T2 (SliceC x lo hi))", back=""),
     ]
@@ -98,8 +122,13 @@ def _dot_rules() -> list[Rule]:
         " (union d2 (SliceR (Dot (CatR a1 a2) b 0 0) n1 (+ n1 n2)))) :ruleset alg)"
     )
     return [
-        Rule("dot-reassociate", "(Dot (Dot a b 0 0) c 0 0)", "(Dot a (Dot b c 0 0) 0 0)",
-             back="", exact=False),  # fmt: skip
+        Rule(
+            "dot-reassociate",
+            "(Dot (Dot a b 0 0) c 0 0)",
+            "(Dot a (Dot b c 0 0) 0 0)",
+            back="",
+            exact=False,
+        ),
         Rule("dot-lhs-transpose", "(Dot a b 1 tb)", "(Dot (T2 a) b 0 tb)", back=""),
         Rule("dot-rhs-transpose", "(Dot a b ta 1)", "(Dot a (T2 b) ta 0)", back=""),
         Rule("transpose-of-dot", "(T2 (Dot a b 0 0))", "(Dot b a 1 1)", back=""),
@@ -110,20 +139,39 @@ def _dot_rules() -> list[Rule]:
 
 RULES: list[Rule] = [
     # algsimp's identities, both ways (the way back grows every term it matches)
-    Rule("multiply-one", "(Ew2 \"multiply\" x (Bcast (Const \"1\" q) p r c))", "x",
-         back=f"{_SHAPE} (= q (scalar-of p))", grows=True),  # fmt: skip
-    Rule("add-zero", "(Ew2 \"add\" x (Bcast (Const \"0\" q) p r c))", "x",
-         back=f"{_SHAPE} (= q (scalar-of p))", grows=True),  # fmt: skip
-    Rule("negate-negate", "(Ew1 \"negate\" (Ew1 \"negate\" x))", "x", back="(= p (pre x))",
-         grows=True),  # fmt: skip
+    Rule(
+        "multiply-one",
+        '(Ew2 "multiply" x (Bcast (Const "1" q) p r c))',
+        "x",
+        back=f"{_SHAPE} (= q (scalar-of p))",
+        grows=True,
+    ),
+    Rule(
+        "add-zero",
+        '(Ew2 "add" x (Bcast (Const "0" q) p r c))',
+        "x",
+        back=f"{_SHAPE} (= q (scalar-of p))",
+        grows=True,
+    ),
+    Rule("negate-negate", '(Ew1 "negate" (Ew1 "negate" x))', "x", back="(= p (pre x))", grows=True),
     Rule("transpose-transpose", "(T2 (T2 x))", "x", back="(= p (pre x)) (Mat p)", grows=True),
     Rule("reshape-reshape", "(Reshape (Reshape x p1 r1 c1) p r c)", "(Reshape x p r c)"),
-    Rule("reshape-same", "(Reshape x p r c)", "x",
-         when="(= p (pre x)) (= r (rows x)) (= c (cols x))", back=_SHAPE, grows=True),  # fmt: skip
+    Rule(
+        "reshape-same",
+        "(Reshape x p r c)",
+        "x",
+        when="(= p (pre x)) (= r (rows x)) (= c (cols x))",
+        back=_SHAPE,
+        grows=True,
+    ),
     Rule("commute", "(Ew2 op x y)", "(Ew2 op y x)", when="(Comm op)"),
     # a scalar broadcast moved through elementwise ops and transposes
-    Rule("broadcast-ew2", "(Ew2 op (Bcast s p r c) (Bcast t p r c))",
-         "(Bcast (Ew2 op s t) p r c)", back=""),  # fmt: skip
+    Rule(
+        "broadcast-ew2",
+        "(Ew2 op (Bcast s p r c) (Bcast t p r c))",
+        "(Bcast (Ew2 op s t) p r c)",
+        back="",
+    ),
     Rule("broadcast-ew1", "(Ew1 op (Bcast s p r c))", "(Bcast (Ew1 op s) p r c)", back=""),
     Rule("broadcast-transpose", "(T2 (Bcast s p r c))", "(Bcast s p c r)", back="(Mat p)"),
     # transposes through elementwise ops

@@ -67,7 +67,7 @@ class AlgebraicSpace(SearchSpace):
         if n not in self._built:
             try:
                 self._built[n] = rebuild(self.module, self.enc, self.graph, self.cheap[n][1])
-            except HloError:
+            except (HloError, ValueError, KeyError, IndexError):  # dropped and counted
                 self._built[n] = None
                 self.failed += 1
         return self._built[n]
@@ -85,9 +85,13 @@ class AlgebraicSpace(SearchSpace):
         n = self._index(decisions)
         space = self._fusion(n)
         if space is None:  # priced out of the race: never a finalist
-            return Priced(decisions, float("inf"), {m: float("inf") for m in ("default", "roofline")})
+            return Priced(
+                decisions, float("inf"), {m: float("inf") for m in ("default", "roofline")}
+            )
         p = space.price(frozenset())
-        nxt = [] if decisions else [Next(self.decision(i), c) for i, (c, _) in enumerate(self.cheap)]
+        nxt = (
+            [] if decisions else [Next(self.decision(i), c) for i, (c, _) in enumerate(self.cheap)]
+        )
         return Priced(decisions, p.time_us, p.by_model, nxt, p.kernels)
 
     def decision(self, n: int) -> str:

@@ -14,17 +14,50 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hlopass.dialects.hlo import ComputationOp, HloOp
-from hlopass.ir.shape import ArrayShape, default_layout
+from hlopass.ir.shape import ArrayShape, default_layout, is_float, is_integral
 from hlopass.search.algebraic.shapes import encode, is_matrix, scalar_pre, value_text
 
 Term = tuple[Any, ...]
 """(constructor, *arguments): a child is a Term, data is a str or an int."""
 
 UNARY = frozenset(
-    "negate abs exponential exponential-minus-one log log-plus-one sqrt rsqrt cbrt tanh "
-    "logistic sine cosine floor ceil sign not round-nearest-even".split()
+    [
+        "negate",
+        "abs",
+        "exponential",
+        "exponential-minus-one",
+        "log",
+        "log-plus-one",
+        "sqrt",
+        "rsqrt",
+        "cbrt",
+        "tanh",
+        "logistic",
+        "sine",
+        "cosine",
+        "floor",
+        "ceil",
+        "sign",
+        "not",
+        "round-nearest-even",
+    ]
 )
-BINARY = frozenset("add subtract multiply divide maximum minimum power and or xor remainder atan2".split())
+BINARY = frozenset(
+    [
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "maximum",
+        "minimum",
+        "power",
+        "and",
+        "or",
+        "xor",
+        "remainder",
+        "atan2",
+    ]
+)
 
 
 class Var(str):
@@ -60,11 +93,19 @@ class Encoded:
 
 def _plain(shape: object) -> ArrayShape | None:
     """An array shape in the default layout without dynamic dims, else None."""
-    if not isinstance(shape, ArrayShape) or shape.dynamic or shape.element_type in ("token", "opaque"):
+    if (
+        not isinstance(shape, ArrayShape)
+        or shape.dynamic
+        or shape.element_type in ("token", "opaque")
+    ):
         return None
     if shape.layout is not None and shape.layout != default_layout(len(shape.dims)):
         return None
     return shape
+
+
+def _real(et: str) -> bool:
+    return et == "pred" or is_float(et) or is_integral(et)
 
 
 def _attrs(op: HloOp) -> dict[str, Any]:
@@ -75,7 +116,12 @@ def _dot(op: HloOp, a: ArrayShape, b: ArrayShape) -> tuple[int, int] | None:
     """A dot's (ta, tb) flags when it is a batched matmul: the same leading batch dims on
     both sides, one contracting dim among the last two of each."""
     at = _attrs(op)
-    if set(at) - {"lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims"}:
+    if set(at) - {
+        "lhs_contracting_dims",
+        "rhs_contracting_dims",
+        "lhs_batch_dims",
+        "rhs_batch_dims",
+    }:
         return None
     r = len(a.dims)
     if r < 2 or len(b.dims) != r or a.element_type != b.element_type:
@@ -112,7 +158,7 @@ def _term(op: HloOp, kids: list[Any], shapes: list[ArrayShape | None]) -> Term |
         return ("Ew1", code, kids[0])
     if code in BINARY and not at and same and len(kids) == 2:
         return ("Ew2", code, kids[0], kids[1])
-    if code == "constant" and not out.dims:
+    if code == "constant" and not out.dims and _real(out.element_type):
         return ("Const", value_text(op.attr("value").literal.array), scalar_pre(encode(out)[0]))
     a = shapes[0] if shapes else None
     assert a is None or isinstance(a, ArrayShape)
@@ -131,7 +177,11 @@ def _term(op: HloOp, kids: list[Any], shapes: list[ArrayShape | None]) -> Term |
         s = _slice(op, a)
         return None if s is None else (s[0], kids[0], s[1], s[2])
     axis = tuple(at.get("dimensions", (-9,)))[0] if code == "concatenate" else -9
-    if r >= 1 and axis in (r - 1, r - 2) and all(s and s.element_type == out.element_type for s in shapes):
+    if (
+        r >= 1
+        and axis in (r - 1, r - 2)
+        and all(s and s.element_type == out.element_type for s in shapes)
+    ):
         cat = "CatC" if axis == r - 1 else "CatR"
         t = kids[0]
         for k in kids[1:]:
@@ -150,7 +200,7 @@ def encode_computation(comp: ComputationOp) -> Encoded:
         srcs = [index.get(v) for v in op.operands]
         t = None
         if all(s is not None for s in srcs):
-            kids: list[Term] = [Var(f"$inst{s}") for s in srcs if s is not None]
+            kids: list[Any] = [Var(f"$inst{s}") for s in srcs if s is not None]
             t = _term(op, kids, [_plain(v.type.data) for v in op.operands])  # type: ignore[attr-defined]
         if t is None:
             t = ("Leaf", i)
