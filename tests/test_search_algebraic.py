@@ -83,8 +83,8 @@ def test_concatenates_of_other_widths_are_not_split_apart() -> None:
 
 def test_dots_of_other_batches_are_opaque() -> None:
     text = module(
-        "a=f32[4,5,3], b=f32[3,6]",
-        "d = f32[4,5,6] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+        "a=f32[5,3], b=f32[4,3,6]",
+        "d = f32[5,4,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
     )
     enc = encode_computation(entry_computation(hlopass.parse_hlo(text)))
     assert enc.term[-1][0] == "Leaf"
@@ -196,3 +196,27 @@ def test_cli_space_algebraic(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "alg:" in out and "Dot[8,8]" in out
     assert "f32[8,8]" in (tmp_path / "out" / "plan_1.hlo").read_text()
+
+
+def test_dots_of_a_rank_two_right_side_keep_values() -> None:
+    # [2,5,3] x [3,4] (no batch dims): merged with its sibling, reassociated with the next
+    # dot, transposed; never a dot of a rank-2 left side under a rank-3 right side
+    text = module(
+        "a=s32[2,5,3], b=s32[3,4], c=s32[3,6], w=s32[4,2]",
+        f"d = s32[2,5,4] dot(a, b), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}\n"
+        f" e = s32[2,5,6] dot(a, c), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}\n"
+        f" f = s32[2,5,2] dot(d, w), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}\n"
+        " t = s32[2,2,5] transpose(f), dimensions={0,2,1}\n"
+        " r = (s32[2,2,5], s32[2,5,6]) tuple(t, e)",
+    )
+    m, enc, g, found = _terms(text)
+    assert [t[0] for t in enc.term[4:7]] == ["Dot", "Dot", "Dot"]
+    for cls, nodes in g.classes.items():
+        for n in nodes:
+            if n.op == "Dot":
+                ra, rb = (int(g.shape[k][0].split("|")[1]) for k in n.kids)
+                assert rb in (2, ra), (cls, n)
+    assert len(found) >= 4
+    inputs = random_inputs(m, 0)
+    for _, choice in found:
+        assert check_equivalent(m, rebuild(m, enc, g, choice), inputs)

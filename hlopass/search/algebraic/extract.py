@@ -10,7 +10,6 @@ are closest first, and under other weights of flops against bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hlopass.ir.shape import byte_size
@@ -91,37 +90,50 @@ def signature(choice: Choice) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((c, f"{n.op}{n.args}") for c, n in choice.items()))
 
 
-def candidates(g: Graph, roots: list[str], k: int) -> Iterator[tuple[float, Choice]]:
-    """Up to `k` distinct choices for `roots`, each with its cheap cost, cheapest first."""
-    seen: set[tuple[tuple[str, str], ...]] = set()
-    found = 0
-    base_cost, base = _best(g, Weights(), {})
-    tries: list[tuple[Weights, dict[str, Node]]] = [(Weights(), {})]
-    tries += [(Weights(1.0, f), {}) for f in (0.25, 4.0)]
+def _alternatives(g: Graph, used: Choice, cost: dict[str, float]) -> list[dict[str, Node]]:
+    """Forced picks to try: each other node of a used class alone, closest first, then the
+    groups of such nodes that read one class in common (two dots merged into one are two
+    slices of it: only picked together do they save a dot)."""
     alts = []
-    used = reachable(g, roots, base) or {}
     for cls, nodes in g.classes.items():
         if cls in used and len(nodes) > 1:
             for n in nodes:
-                if n is not base[cls] and all(kid in base_cost for kid in n.kids):
-                    extra = node_cost(g, cls, n, Weights()) + sum(base_cost[x] for x in n.kids)
-                    alts.append((extra - base_cost[cls], cls, n))
+                if n is not used[cls] and all(kid in cost for kid in n.kids):
+                    extra = node_cost(g, cls, n, Weights()) + sum(cost[x] for x in n.kids)
+                    alts.append((extra - cost[cls], cls, n))
     alts.sort(key=lambda a: (a[0], a[1]))
-    tries += [(Weights(), {cls: n}) for _, cls, n in alts]
-    for w, forced in tries:
-        if found >= k:
-            return
-        cost, pick = _best(g, w, forced) if (w, forced) != (Weights(), {}) else (base_cost, base)
+    by_kid: dict[str, dict[str, Node]] = {}
+    for _, cls, n in alts:
+        for kid in n.kids:
+            if kid not in used:  # a class the candidate does not read yet
+                by_kid.setdefault(kid, {}).setdefault(cls, n)
+    groups = [g for _, g in sorted(by_kid.items()) if len(g) > 1]
+    return [{cls: n} for _, cls, n in alts] + groups
+
+
+def candidates(g: Graph, roots: list[str], k: int) -> list[tuple[float, Choice]]:
+    """Up to `k` distinct choices for `roots`, cheapest first by their cost counted once per
+    class (the extraction itself counts a tree: forced picks make up for what it misses)."""
+    base_cost, base = _best(g, Weights(), {})
+    used = reachable(g, roots, base) or {}
+    tries: list[tuple[Weights, dict[str, Node]]] = [(Weights(), {})]
+    tries += [(Weights(1.0, f), {}) for f in (0.25, 4.0)]
+    tries += [(Weights(), f) for f in _alternatives(g, used, base_cost)]
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    out: list[tuple[float, Choice]] = []
+    for w, forced in tries[: TRIES_PER_CANDIDATE * k]:
+        _, pick = _best(g, w, forced) if (w, forced) != (Weights(), {}) else (base_cost, base)
         choice = reachable(g, roots, pick)
-        if choice is None:
+        if choice is None or signature(choice) in seen:
             continue
-        sig = signature(choice)
-        if sig in seen:
-            continue
-        seen.add(sig)
-        found += 1
-        total = sum(node_cost(g, c, n, Weights()) for c, n in choice.items())
-        yield total, choice
+        seen.add(signature(choice))
+        out.append((sum(node_cost(g, c, n, Weights()) for c, n in choice.items()), choice))
+    out.sort(key=lambda c: c[0])
+    return out[:k]
+
+
+TRIES_PER_CANDIDATE = 4
+"""Extractions tried per candidate wanted (each a pass over the e-graph)."""
 
 
 def cheapest(g: Graph) -> Choice:

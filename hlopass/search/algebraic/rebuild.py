@@ -50,11 +50,12 @@ def _attrs(n: Node, shapes: list[ArrayShape]) -> tuple[str, dict[str, Any]]:
     if op == "T2":
         return "transpose", {"dimensions": (*range(r - 2), r - 1, r - 2)}
     if op == "Dot":
-        batch = tuple(range(r - 2))
+        rb = len(shapes[1].dims)
+        batch = tuple(range(r - 2)) if rb == r else ()  # else a rank-2 right side
         ta, tb = int(a[2]), int(a[3])
         out: dict[str, Any] = {
             "lhs_contracting_dims": (r - 2 if ta else r - 1,),
-            "rhs_contracting_dims": (r - 1 if tb else r - 2,),
+            "rhs_contracting_dims": (rb - 1 if tb else rb - 2,),
         }
         if batch:
             out["lhs_batch_dims"] = out["rhs_batch_dims"] = batch

@@ -5,7 +5,8 @@ every term (x -> x * 1) is `grows`: kept out of saturation unless asked, and sti
 
 Terms (see `terms.py`): `Leaf` (an opaque instruction), `Const` (a scalar constant),
 `Ew1`/`Ew2` (elementwise ops of one element type), `Bcast` (a scalar broadcast), `T2` (the
-transpose of the last two dims), `Dot` (a batched matmul; the flags say whether the
+transpose of the last two dims), `Dot` (a matmul: batched, or a rank-2 right side under a left side of any rank >= 2;
+the flags say whether the
 contracting dim of each side is its second-last rather than XLA's usual one), `Reshape`,
 `SliceC`/`SliceR` (a stride-1 slice of the last / second-last dim), `CatC`/`CatR`
 (concatenates of two). Shapes are the e-class's `pre`, `rows` and `cols` (`shapes.py`).
@@ -110,13 +111,15 @@ def _axis_rules() -> list[Rule]:
 
 def _dot_rules() -> list[Rule]:
     merge = (
-        "(rule ((= d1 (Dot a b1 0 0)) (= d2 (Dot a b2 0 0)) (!= b1 b2) (= n1 (cols b1))"
+        "(rule ((= d1 (Dot a b1 0 0)) (= d2 (Dot a b2 0 0)) (!= b1 b2) (= (pre b1) (pre b2))"
+        " (= n1 (cols b1))"
         " (= n2 (cols b2)))"
         " ((union d1 (SliceC (Dot a (CatC b1 b2) 0 0) 0 n1))"
         " (union d2 (SliceC (Dot a (CatC b1 b2) 0 0) n1 (+ n1 n2)))) :ruleset alg)"
     )
     merge_rhs = (
-        "(rule ((= d1 (Dot a1 b 0 0)) (= d2 (Dot a2 b 0 0)) (!= a1 a2) (= n1 (rows a1))"
+        "(rule ((= d1 (Dot a1 b 0 0)) (= d2 (Dot a2 b 0 0)) (!= a1 a2) (= (pre a1) (pre a2))"
+        " (= n1 (rows a1))"
         " (= n2 (rows a2)))"
         " ((union d1 (SliceR (Dot (CatR a1 a2) b 0 0) 0 n1))"
         " (union d2 (SliceR (Dot (CatR a1 a2) b 0 0) n1 (+ n1 n2)))) :ruleset alg)"
@@ -131,7 +134,13 @@ def _dot_rules() -> list[Rule]:
         ),
         Rule("dot-lhs-transpose", "(Dot a b 1 tb)", "(Dot (T2 a) b 0 tb)", back=""),
         Rule("dot-rhs-transpose", "(Dot a b ta 1)", "(Dot a (T2 b) ta 0)", back=""),
-        Rule("transpose-of-dot", "(T2 (Dot a b 0 0))", "(Dot b a 1 1)", back=""),
+        Rule(
+            "transpose-of-dot",
+            "(T2 (Dot a b 0 0))",
+            "(Dot b a 1 1)",
+            when="(= (pre a) (pre b))",
+            back="(= (pre a) (pre b))",
+        ),
         Rule("dot-merge-lhs", multi=merge, once=True),
         Rule("dot-merge-rhs", multi=merge_rhs, once=True),
     ]

@@ -113,8 +113,9 @@ def _attrs(op: HloOp) -> dict[str, Any]:
 
 
 def _dot(op: HloOp, a: ArrayShape, b: ArrayShape) -> tuple[int, int] | None:
-    """A dot's (ta, tb) flags when it is a batched matmul: the same leading batch dims on
-    both sides, one contracting dim among the last two of each."""
+    """A dot's (ta, tb) flags when it is a matmul: the same leading batch dims on both
+    sides, or a rank-2 right side and no batch dims (the left side's leading dims are free);
+    one contracting dim among the last two of each side."""
     at = _attrs(op)
     if set(at) - {
         "lhs_contracting_dims",
@@ -123,16 +124,16 @@ def _dot(op: HloOp, a: ArrayShape, b: ArrayShape) -> tuple[int, int] | None:
         "rhs_batch_dims",
     }:
         return None
-    r = len(a.dims)
-    if r < 2 or len(b.dims) != r or a.element_type != b.element_type:
+    r, rb = len(a.dims), len(b.dims)
+    if r < 2 or rb not in (2, r) or a.element_type != b.element_type:
         return None
-    batch = tuple(range(r - 2))
+    batch = tuple(range(r - 2)) if rb == r else ()
     if tuple(at.get("lhs_batch_dims", ())) != batch or tuple(at.get("rhs_batch_dims", ())) != batch:
         return None
     lc, rc = tuple(at.get("lhs_contracting_dims", ())), tuple(at.get("rhs_contracting_dims", ()))
-    if len(lc) != 1 or len(rc) != 1 or lc[0] < r - 2 or rc[0] < r - 2:
+    if len(lc) != 1 or len(rc) != 1 or lc[0] < r - 2 or rc[0] < rb - 2:
         return None
-    return int(lc[0] == r - 2), int(rc[0] == r - 1)
+    return int(lc[0] == r - 2), int(rc[0] == rb - 1)
 
 
 def _slice(op: HloOp, a: ArrayShape) -> tuple[str, int, int] | None:
