@@ -203,9 +203,9 @@ def test_dots_of_a_rank_two_right_side_keep_values() -> None:
     # dot, transposed; never a dot of a rank-2 left side under a rank-3 right side
     text = module(
         "a=s32[2,5,3], b=s32[3,4], c=s32[3,6], w=s32[4,2]",
-        f"d = s32[2,5,4] dot(a, b), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}\n"
-        f" e = s32[2,5,6] dot(a, c), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}\n"
-        f" f = s32[2,5,2] dot(d, w), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}\n"
+        "d = s32[2,5,4] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
+        " e = s32[2,5,6] dot(a, c), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
+        " f = s32[2,5,2] dot(d, w), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
         " t = s32[2,2,5] transpose(f), dimensions={0,2,1}\n"
         " r = (s32[2,2,5], s32[2,5,6]) tuple(t, e)",
     )
