@@ -106,7 +106,7 @@ def test_dot_chain_reassociated_and_faster() -> None:
     assert all(best.plan_us[m] < greedy.plan_us[m] for m in ("default", "roofline"))
     text = hlopass.print_hlo(best.module)
     assert "f32[8,8]{1,0} dot(" in text and "f32[1024,1024]" not in text
-    assert "Dot[8,8]" in best.decisions[0]
+    assert "+Dot[8,8]" in best.decisions[0] and "-Dot[1024,1024]" in best.decisions[0]
 
 
 def test_unsupported_instructions_stay_opaque() -> None:
@@ -194,7 +194,7 @@ def test_cli_space_algebraic(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         == 0
     )
     out = capsys.readouterr().out
-    assert "alg:" in out and "Dot[8,8]" in out
+    assert "alg:0 " in out and "+Dot[8,8]" in out and "-Dot[1024,1024]" in out
     assert "f32[8,8]" in (tmp_path / "out" / "plan_1.hlo").read_text()
 
 

@@ -73,8 +73,9 @@ class Graph:
     classes: dict[str, list[Node]] = field(default_factory=dict)
     shape: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     root: dict[int, str] = field(default_factory=dict)
-    original: set[tuple[object, ...]] = field(default_factory=set)
-    """(class, constructor, *arguments) of the computation's own nodes."""
+    original: dict[int, set[tuple[object, ...]]] = field(default_factory=dict)
+    """(class, constructor, *arguments) of each instruction's own nodes (a concatenate of
+    n operands is n - 1 nodes)."""
     iterations: int = 0
     nodes: int = 0
 
@@ -175,7 +176,8 @@ def read(eg: object, enc: Encoded) -> Graph:
         (n.op, *n.args): cls for cls, ns in g.classes.items() for n in ns
     }
     for i, t in enumerate(enc.term):
-        g.root[i] = _class_of(t, index, g.root, g.original)
+        g.original[i] = set()
+        g.root[i] = _class_of(t, index, g.root, g.original[i])
     return g
 
 

@@ -51,7 +51,13 @@ class AlgebraicSpace(SearchSpace):
         self.enc = encode_computation(entry_computation(self.module))
         self.graph = saturate(self.enc, iterations=self.iterations, max_nodes=self.max_nodes)
         roots = [self.graph.root[i] for i in self.enc.roots]
-        self.cheap = list(candidates(self.graph, roots, self.candidates))
+        self.old = _original_nodes(self.enc, self.graph)
+        # the computation itself is the greedy plan: not a candidate of its own
+        self.cheap = [
+            c
+            for c in candidates(self.graph, roots, self.candidates + 1)
+            if _nodes(c[1]) != self.old
+        ][: self.candidates]
 
     def _index(self, decisions: Decisions) -> int | None:
         """The candidate a plan picks (None: the module as it is)."""
@@ -95,14 +101,15 @@ class AlgebraicSpace(SearchSpace):
         return Priced(decisions, p.time_us, p.by_model, nxt, p.kernels)
 
     def decision(self, n: int) -> str:
-        """`alg:N`, and the nodes candidate N has that the computation had not."""
-        old = self.graph.original
-        new = sorted(
-            f"{node.op}{_dims(self.graph.shape[c])}"
-            for c, node in self.cheap[n][1].items()
-            if (c, node.op, *node.args) not in old and node.op != "Leaf"
-        )
-        return f"{PREFIX}{n} new: {', '.join(new) or 'none'}"
+        """`alg:N`, the nodes candidate N has that the computation had not (+) and those it
+        no longer has (-), each as its constructor and shape."""
+        mine = _nodes(self.cheap[n][1])
+        shape = self.graph.shape
+
+        def show(keys: set[tuple[object, ...]], sign: str) -> list[str]:
+            return sorted(f"{sign}{k[1]}{_dims(shape[str(k[0])])}" for k in keys if k[1] != "Leaf")
+
+        return f"{PREFIX}{n} " + " ".join(show(mine - self.old, "+") + show(self.old - mine, "-"))
 
     def plan_key(self, decisions: Decisions) -> Any:
         n = self._index(decisions)
@@ -119,3 +126,35 @@ def _dims(shape: tuple[str, int, int]) -> str:
     from hlopass.search.algebraic.shapes import decode
 
     return "[" + ",".join(map(str, decode(*shape).dims)) + "]"
+
+
+def _nodes(choice: Choice) -> set[tuple[object, ...]]:
+    return {(c, n.op, *n.args) for c, n in choice.items()}
+
+
+def _original_nodes(enc: Any, g: Graph) -> set[tuple[object, ...]]:
+    """The nodes of the instructions the roots read through known instructions."""
+    out: set[tuple[object, ...]] = set()
+    todo = list(enc.roots)
+    seen: set[int] = set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        out |= g.original[i]
+        if not enc.opaque(i):
+            todo += _reads(enc.term[i])
+    return out
+
+
+def _reads(t: tuple[Any, ...]) -> list[int]:
+    from hlopass.search.algebraic.terms import Var
+
+    out = []
+    for a in t[1:]:
+        if isinstance(a, Var):
+            out.append(int(a.removeprefix("$inst")))
+        elif isinstance(a, tuple):
+            out += _reads(a)
+    return out
