@@ -114,15 +114,21 @@ def saturate(
     shape = eg.parse_program(f"(run shape {SHAPE_ROUNDS})")
     step = eg.parse_program("(run alg 1)")
     eg.run_program(*shape)
-    eg.run_program(*eg.parse_program("(run merge 1)"))
-    eg.run_program(*shape)
     done = 0
+    merged = False
     while done < iterations:
         done += 1
         changed = any(_changed(o) for o in eg.run_program(*step))
         eg.run_program(*shape)
-        if not changed or _size(eg) > max_nodes:
-            break
+        if not changed or _size(eg) > max_nodes or done == iterations - 1:
+            if merged:
+                break
+            # the merging rules once, on every form the rewrites found (a dot whose
+            # transposes were folded may share an operand with another only then), and one
+            # more round on what they made
+            merged = True
+            eg.run_program(*eg.parse_program("(run merge 1)"))
+            eg.run_program(*shape)
     g = read(eg, enc)
     g.iterations = done
     return g

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hlopass.ir.shape import byte_size
 from hlopass.search.algebraic.egraph import Graph, Node
+from hlopass.search.algebraic.rules import COMMUTATIVE
 from hlopass.search.algebraic.shapes import element_type, elements
 
 BYTES_PER_US = 3.35e6
@@ -86,8 +87,17 @@ def reachable(g: Graph, roots: list[str], pick: Choice) -> Choice | None:
     return out if all(visit(r) for r in roots) else None
 
 
-def signature(choice: Choice) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((c, f"{n.op}{n.args}") for c, n in choice.items()))
+def node_key(cls: str, n: Node) -> tuple[object, ...]:
+    """(class, constructor, *arguments), the operands of a commutative op in one order (a
+    candidate that only swaps them is the same plan)."""
+    args = list(n.args)
+    if n.op == "Ew2" and args[0] in COMMUTATIVE:
+        args[1:] = sorted(map(str, args[1:]))
+    return (cls, n.op, *args)
+
+
+def signature(choice: Choice) -> tuple[tuple[object, ...], ...]:
+    return tuple(sorted((node_key(c, n) for c, n in choice.items()), key=repr))
 
 
 def _alternatives(g: Graph, used: Choice, cost: dict[str, float]) -> list[dict[str, Node]]:
@@ -119,7 +129,7 @@ def candidates(g: Graph, roots: list[str], k: int) -> list[tuple[float, Choice]]
     tries: list[tuple[Weights, dict[str, Node]]] = [(Weights(), {})]
     tries += [(Weights(1.0, f), {}) for f in (0.25, 4.0)]
     tries += [(Weights(), f) for f in _alternatives(g, used, base_cost)]
-    seen: set[tuple[tuple[str, str], ...]] = set()
+    seen: set[tuple[tuple[object, ...], ...]] = set()
     out: list[tuple[float, Choice]] = []
     for w, forced in tries[: TRIES_PER_CANDIDATE * k]:
         _, pick = _best(g, w, forced) if (w, forced) != (Weights(), {}) else (base_cost, base)

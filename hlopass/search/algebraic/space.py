@@ -14,8 +14,8 @@ from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.dialects.hlo import entry_computation
 from hlopass.errors import HloError
-from hlopass.search.algebraic.egraph import Graph, saturate
-from hlopass.search.algebraic.extract import Choice, candidates, signature
+from hlopass.search.algebraic.egraph import Graph, Node, saturate
+from hlopass.search.algebraic.extract import Choice, candidates, node_key, signature
 from hlopass.search.algebraic.rebuild import rebuild
 from hlopass.search.algebraic.terms import encode_computation
 from hlopass.search.fusion_space import FusionSpace
@@ -129,7 +129,7 @@ def _dims(shape: tuple[str, int, int]) -> str:
 
 
 def _nodes(choice: Choice) -> set[tuple[object, ...]]:
-    return {(c, n.op, *n.args) for c, n in choice.items()}
+    return {node_key(c, n) for c, n in choice.items()}
 
 
 def _original_nodes(enc: Any, g: Graph) -> set[tuple[object, ...]]:
@@ -142,7 +142,7 @@ def _original_nodes(enc: Any, g: Graph) -> set[tuple[object, ...]]:
         if i in seen:
             continue
         seen.add(i)
-        out |= g.original[i]
+        out |= {_commuted(k) for k in g.original[i]}
         if not enc.opaque(i):
             todo += _reads(enc.term[i])
     return out
@@ -158,3 +158,9 @@ def _reads(t: tuple[Any, ...]) -> list[int]:
         elif isinstance(a, tuple):
             out += _reads(a)
     return out
+
+
+def _commuted(key: tuple[object, ...]) -> tuple[object, ...]:
+    """An original node's key as `node_key` writes it."""
+    cls, op, *args = key
+    return node_key(str(cls), Node(str(op), list(args), []))  # type: ignore[arg-type]
