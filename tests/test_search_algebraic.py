@@ -220,3 +220,21 @@ def test_dots_of_a_rank_two_right_side_keep_values() -> None:
     inputs = random_inputs(m, 0)
     for _, choice in found:
         assert check_equivalent(m, rebuild(m, enc, g, choice), inputs)
+
+
+def test_space_all_reassociates_then_searches_fusion() -> None:
+    from hlopass.search.spaces import SPACES
+
+    m = hlopass.parse_hlo(CHAIN)
+    alg = search(m, "algsimp,priority-fusion", budget=20, space=AlgebraicSpace)
+    both = search(m, "algsimp,priority-fusion", budget=20, space=SPACES["all"])
+    assert both.best.time_us <= alg.best.time_us < both.greedy.time_us
+    assert any(d.startswith("alg:") for d in both.best.decisions)
+    log_softmax = hlopass.parse_hlo(
+        (Path(__file__).parent / "data" / "search_log_softmax.hlo").read_text()
+    )
+    fusion = search(log_softmax, "priority-fusion,multi-output-fusion", budget=30)
+    both = search(
+        log_softmax, "priority-fusion,multi-output-fusion", budget=30, space=SPACES["all"]
+    )
+    assert both.best.time_us <= fusion.best.time_us < fusion.greedy.time_us

@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", type=device_arg, default=None,
                     help=DEVICE_HELP.replace("default h100_sxm", "default: priority-fusion's"))  # fmt: skip
     ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
-                    help="what is searched: fusion decisions (default) or algebraic rewrites")  # fmt: skip
+                    help="what is searched: fusion decisions (default), algebraic rewrites, or "
+                    "all (an algebraic candidate, then fusion decisions on it)")  # fmt: skip
     ap.add_argument("--strategy", choices=sorted(STRATEGIES), default="beam",
                     help="how the plans are explored (default beam)")  # fmt: skip
     ap.add_argument("--finalists", type=whole_number("a whole number >= 0"), default=8,

@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hlopass.search.algebraic import AlgebraicSpace
+from hlopass.search.algebraic.combined import AlgebraicThenFusion
 from hlopass.search.fusion_space import FusionSpace
 from hlopass.search.space import SearchSpace
 
-SPACES: dict[str, Callable[..., SearchSpace]] = {"fusion": FusionSpace, "algebraic": AlgebraicSpace}
+SPACES: dict[str, Callable[..., SearchSpace]] = {
+    "fusion": FusionSpace,
+    "algebraic": AlgebraicSpace,
+    "all": AlgebraicThenFusion,
+}

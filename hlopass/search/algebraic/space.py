@@ -59,12 +59,12 @@ class AlgebraicSpace(SearchSpace):
             if _nodes(c[1]) != self.old
         ][: self.candidates]
 
-    def _index(self, decisions: Decisions) -> int | None:
+    def index(self, decisions: Decisions) -> int | None:
         """The candidate a plan picks (None: the module as it is)."""
-        if not decisions:
+        picked = [d for d in decisions if d.startswith(PREFIX)]
+        if not picked:
             return None
-        (d,) = decisions
-        return int(d.removeprefix(PREFIX).split(" ")[0])
+        return int(picked[0].removeprefix(PREFIX).split(" ")[0])
 
     def candidate(self, n: int | None) -> ModuleOp | None:
         """Candidate `n` built (None: it could not be)."""
@@ -78,7 +78,9 @@ class AlgebraicSpace(SearchSpace):
                 self.failed += 1
         return self._built[n]
 
-    def _fusion(self, n: int | None) -> FusionSpace | None:
+    def fusion(self, n: int | None) -> FusionSpace | None:
+        """The fusion space of candidate `n` (None: the computation itself), or None when
+        the candidate cannot be built."""
         key = -1 if n is None else n
         if key not in self._fused:
             m = self.candidate(n)
@@ -88,8 +90,8 @@ class AlgebraicSpace(SearchSpace):
         return self._fused[key]
 
     def price(self, decisions: Decisions) -> Priced:
-        n = self._index(decisions)
-        space = self._fusion(n)
+        n = self.index(decisions)
+        space = self.fusion(n)
         if space is None:  # priced out of the race: never a finalist
             return Priced(
                 decisions, float("inf"), {m: float("inf") for m in ("default", "roofline")}
@@ -112,11 +114,11 @@ class AlgebraicSpace(SearchSpace):
         return f"{PREFIX}{n} " + " ".join(show(mine - self.old, "+") + show(self.old - mine, "-"))
 
     def plan_key(self, decisions: Decisions) -> Any:
-        n = self._index(decisions)
+        n = self.index(decisions)
         return None if n is None else signature(self.cheap[n][1])
 
     def build(self, decisions: Decisions) -> ModuleOp:
-        space = self._fusion(self._index(decisions))
+        space = self.fusion(self.index(decisions))
         if space is None:
             raise HloError(f"error: candidate {sorted(decisions)} cannot be built")
         return space.build(frozenset())
