@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
+from hlopass.errors import HloError
 from hlopass.search.algebraic.rules import COMMUTATIVE, RULES, Rule
 from hlopass.search.algebraic.shapes import scalar_pre
 from hlopass.search.algebraic.terms import Encoded, Term, Var, matrix_pres, sexp
@@ -104,10 +106,28 @@ def saturate(
 ) -> Graph:
     """Run `rules` ((rule, forward) pairs; default: every rule forward, and back unless it
     grows) until nothing changes, `iterations` rounds, or `max_nodes` e-nodes."""
-    from egglog import bindings
-
+    try:
+        from egglog import bindings
+    except ImportError:
+        raise HloError(
+            "error: the algebraic space needs egglog (pip install 'hlopass[search]')"
+        ) from None
     if rules is None:
         rules = [(r, True) for r in RULES] + [(r, False) for r in RULES if not r.grows]
+    try:
+        eg, done = _run(bindings, enc, rules, iterations, max_nodes)
+    except bindings.EggSmolError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise HloError(f"error: egglog refused the e-graph: {first}") from None
+    g = read(eg, enc)
+    g.iterations = done
+    return g
+
+
+def _run(
+    bindings: Any, enc: Encoded, rules: list[tuple[Rule, bool]], iterations: int, max_nodes: int
+) -> tuple[Any, int]:
+    """The saturation itself: the egglog e-graph and the rounds run."""
     eg = bindings.EGraph()
     text = program(enc) + "\n" + "\n".join(c for r, fwd in rules for c in r.commands(fwd))
     eg.run_program(*eg.parse_program(text))
@@ -129,9 +149,7 @@ def saturate(
             merged = True
             eg.run_program(*eg.parse_program("(run merge 1)"))
             eg.run_program(*shape)
-    g = read(eg, enc)
-    g.iterations = done
-    return g
+    return eg, done
 
 
 SHAPE_ROUNDS = 64
