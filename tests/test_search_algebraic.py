@@ -280,3 +280,16 @@ def search_main_quiet(argv: list[str]) -> int:
 
     with contextlib.redirect_stdout(io.StringIO()):
         return search_main(argv)
+
+
+def test_a_term_whose_shape_xla_infers_otherwise_is_refused() -> None:
+    from hlopass.search.algebraic.egraph import Node
+
+    m, enc, g, found = _terms(CASES[("dot-reassociate", True)], [])
+    choice = dict(found[0][1])
+    root = g.root[enc.roots[-1]]
+    dot = choice[root]
+    # the same dot with its operands swapped: [4,2] x [5,4] contracts 2 against 5
+    choice[root] = Node("Dot", [dot.args[1], dot.args[0], 0, 0], [dot.kids[1], dot.kids[0]])
+    with pytest.raises(RebuildError, match="dot of this candidate"):
+        rebuild(m, enc, g, choice)

@@ -24,6 +24,7 @@ from hlopass.search.algebraic.extract import Choice
 from hlopass.search.algebraic.shapes import decode
 from hlopass.search.algebraic.terms import Encoded
 from hlopass.shape_inference import infer_shape
+from hlopass.shape_inference.common import CannotInfer
 
 
 class RebuildError(HloError):
@@ -117,7 +118,10 @@ class Builder:
             code, attrs = _attrs(n, shapes)
             inferred: Shape = shape
             if code not in ("reshape", "broadcast", "slice"):  # (XLA infers none of these)
-                inferred = infer_shape(code, shapes, attrs)
+                try:
+                    inferred = infer_shape(code, shapes, attrs)
+                except CannotInfer as e:
+                    raise RebuildError(f"error: {code} of this candidate: {e}") from None
             if not inferred.compatible(shape):
                 raise RebuildError(
                     f"error: {code} infers {inferred.text(False)}, the e-graph "
