@@ -147,10 +147,18 @@ def _run(
             # transposes were folded may share an operand with another only then), and one
             # more round on what they made
             merged = True
-            eg.run_program(*eg.parse_program("(run merge 1)"))
-            eg.run_program(*shape)
+            for _ in range(MERGE_ROUNDS):
+                if _size(eg) > max_nodes // 4:
+                    break
+                eg.run_program(*eg.parse_program("(run merge 1)"))
+                eg.run_program(*shape)
     return eg, done
 
+
+MERGE_ROUNDS = 2
+"""Rounds of the merging rules (two: a third dot sharing the operand joins a merged pair),
+each while the e-graph is under a quarter of its node budget (a round squares the dots
+sharing an operand)."""
 
 SHAPE_ROUNDS = 64
 """Rounds of the shape rules after each rewrite round (a term's shape needs as many rounds

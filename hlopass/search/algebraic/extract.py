@@ -101,9 +101,10 @@ def signature(choice: Choice) -> tuple[tuple[object, ...], ...]:
 
 
 def _alternatives(g: Graph, used: Choice, cost: dict[str, float]) -> list[dict[str, Node]]:
-    """Forced picks to try: each other node of a used class alone, closest first, then the
-    groups of such nodes that read one class in common (two dots merged into one are two
-    slices of it: only picked together do they save a dot)."""
+    """Forced picks to try: first the groups, largest first, each the slices of one class
+    the candidate does not read yet with the slices of those slices (dots merged into one
+    are slices of it, a third dot merged in makes slices of a slice: only picked together
+    do they save a dot); then each other node of a used class alone, closest first."""
     alts = []
     for cls, nodes in g.classes.items():
         if cls in used and len(nodes) > 1:
@@ -112,13 +113,25 @@ def _alternatives(g: Graph, used: Choice, cost: dict[str, float]) -> list[dict[s
                     extra = node_cost(g, cls, n, Weights()) + sum(cost[x] for x in n.kids)
                     alts.append((extra - cost[cls], cls, n))
     alts.sort(key=lambda a: (a[0], a[1]))
-    by_kid: dict[str, dict[str, Node]] = {}
-    for _, cls, n in alts:
-        for kid in n.kids:
-            if kid not in used:  # a class the candidate does not read yet
-                by_kid.setdefault(kid, {}).setdefault(cls, n)
-    groups = [g for _, g in sorted(by_kid.items()) if len(g) > 1]
-    return [{cls: n} for _, cls, n in alts] + groups
+    # slices of one class not read yet, and the slices of those, all picked together
+    slices: dict[str, dict[str, Node]] = {}
+    for cls, nodes in g.classes.items():
+        for n in nodes:
+            if n.op in ("SliceC", "SliceR") and n.kids[0] not in used:
+                slices.setdefault(n.kids[0], {}).setdefault(cls, n)
+    groups = []
+    for kid in sorted(slices):
+        group = dict(slices[kid])
+        todo = list(group)
+        while todo:
+            for cls, n in slices.get(todo.pop(), {}).items():
+                if cls not in group:
+                    group[cls] = n
+                    todo.append(cls)
+        if sum(c in used for c in group) > 1:
+            groups.append(group)
+    groups.sort(key=len, reverse=True)
+    return groups + [{cls: n} for _, cls, n in alts]
 
 
 def candidates(g: Graph, roots: list[str], k: int) -> list[tuple[float, Choice]]:
