@@ -17,6 +17,7 @@ bodies are priced once in every column (XLA's `known_trip_count` is dropped, as 
 greedy on >= 30% of the modules; budget 500 on seed 001 in <= 120 s on 2 cores.
 
 Usage: python benchmarks/search.py [--budget N] [--top K] [--programs a,b] [--no-seeds]
+       [--space fusion|algebraic]
        python benchmarks/search.py --programs none   # the seeds only
 """
 
@@ -31,6 +32,7 @@ import hlopass
 import hlopass.cost
 from hlopass.checking.corpus import corpus_root
 from hlopass.search import SearchResult, search
+from hlopass.search.spaces import SPACES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fusion_vs_xla import drop_trip_counts  # noqa: E402
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--budget", type=int, default=500)
     ap.add_argument("--top", type=int, default=3)
+    ap.add_argument("--space", choices=sorted(SPACES), default="fusion")
     ap.add_argument("--programs", help="comma-separated program names (default: all)")
     ap.add_argument("--seeds", default=True, action=argparse.BooleanOptionalAction,
                     help="also the two seeds (default)")  # fmt: skip
@@ -114,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     programs = args.programs.split(",") if args.programs else None
     rows = []
-    print(f"budget {args.budget}, beam\n{HEAD}", flush=True)
+    print(f"budget {args.budget}, beam, {args.space} space\n{HEAD}", flush=True)
     for name, path, pipeline, xla in modules(root, programs, args.seeds):
         result = search(hlopass.parse_hlo(path.read_text(), str(path)), pipeline,
-                        budget=args.budget, top=args.top)  # fmt: skip
+                        budget=args.budget, top=args.top, space=SPACES[args.space])  # fmt: skip
         rows.append(Row(name, _xla_us(xla), result))
         print(row_line(rows[-1]), flush=True)  # a long run shows each module as it ends
     print(summary(rows))

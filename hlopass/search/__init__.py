@@ -6,7 +6,9 @@
 
 A `SearchSpace` (`space.py`) prices plans and lists the decisions open from each;
 strategies (`strategies.py`: `greedy`, `beam`) walk it within a `Budget`. The fusion space
-(`fusion_space.py`) flips priority-fusion's producer decisions. See docs/SEARCH.md.
+(`fusion_space.py`) flips priority-fusion's producer decisions; the algebraic space
+(`algebraic/`) rewrites the entry computation on e-graphs; `spaces.py` names them for
+`--space`. See docs/SEARCH.md.
 """
 
 from hlopass.search.driver import Plan, SearchError, SearchResult, search

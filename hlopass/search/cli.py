@@ -12,6 +12,7 @@ from typing import Any
 
 from hlopass.commands.clirun import OneLineArgumentParser, guard, whole_number
 from hlopass.search.driver import Plan, SearchResult
+from hlopass.search.spaces import SPACES
 from hlopass.search.strategies import STRATEGIES
 
 
@@ -29,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="alternatives built, checked and reported besides greedy (default 3)")  # fmt: skip
     ap.add_argument("--device", type=device_arg, default=None,
                     help=DEVICE_HELP.replace("default h100_sxm", "default: priority-fusion's"))  # fmt: skip
+    ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
+                    help="what is searched: fusion decisions (default), algebraic rewrites, or "
+                    "all (an algebraic candidate, then fusion decisions on it)")  # fmt: skip
     ap.add_argument("--strategy", choices=sorted(STRATEGIES), default="beam",
                     help="how the plans are explored (default beam)")  # fmt: skip
     ap.add_argument("--finalists", type=whole_number("a whole number >= 0"), default=8,
@@ -61,7 +65,7 @@ def _search(args: argparse.Namespace) -> int:
         raise SearchError("error: --budget, --width and --branch must be at least 1")
     result = search(module, args.passes, budget=args.budget, top=args.top, device=args.device,
                     strategy=args.strategy, width=args.width, branch=args.branch,
-                    finalists=args.finalists,
+                    finalists=args.finalists, space=SPACES[args.space],
                     seed=args.seed)  # fmt: skip
     if args.output_dir:
         _write_plans(result, args.output_dir)

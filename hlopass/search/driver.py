@@ -111,12 +111,14 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     plans = space(base, dev, fusion.cost_model, fusion.max_temp_bytes)
     priced = STRATEGIES[strategy](plans, Budget(budget), branch=branch, width=width)
     root, *others = priced
+    unbuilt = sum(p.time_us == float("inf") for p in others)  # a space could not make them
+    others = [p for p in others if p.time_us != float("inf")]
     others.sort(key=lambda p: (p.time_us, sorted(p.decisions)))
     inputs, unchecked = _inputs(base, seed) if check else (None, "not asked")
     finals = _Finals(plans, suffix, base, inputs, dev)
     for p in [root, *others[: max(top, finalists)]]:
         finals.add(p, is_root=p is root)
-    built, dropped = finals.built, finals.dropped
+    built, dropped = finals.built, finals.dropped + unbuilt
     greedy = built[0]
     built.sort(key=lambda b: (b.time_us, b is not greedy))
     shown = {id(b) for b in [b for b in built if b is not greedy][:top]}
