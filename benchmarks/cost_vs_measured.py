@@ -175,7 +175,7 @@ def profile_stats() -> dict[str, dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--gpu", nargs="*", default=list(MATMUL_DEVICES))
     a = ap.parse_args()
     print("GEMMs (XLA default_matmul_perf_table), predicted/measured kernel time:")
