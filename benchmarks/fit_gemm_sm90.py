@@ -4,7 +4,13 @@ sm_90 (H100 SXM) matmul table only, and print them (paste into `gemm.SM90`).
 Loss: mean over the 1,875 entries of min(log(predicted/measured)^2, log(2)^2) (a capped
 squared log error: a few outliers the model cannot explain -- autotuner picks that measure
 slower at larger k -- do not pull the fit), minimised by Nelder-Mead for each `split_min_k`
-of a small grid. Never run it on another GPU's table: those are the unseen check.
+of a small grid, restarted from its end point. Never run it on another GPU's table: those
+are the unseen check.
+
+The fp8 path choice (library GEMM + copy, or Triton's one kernel: `gemm.gemm_compute`) makes
+the loss piecewise: a constant that moves a block of same-shaped entries across the two
+kernels' crossing jumps. `gemm.SM90` says which window the fitted `fixed_8t_us` holds and
+where it was set inside it. About 12 minutes on one core.
 
 Usage: python benchmarks/fit_gemm_sm90.py
 """
@@ -94,7 +100,7 @@ def main() -> None:
     c = constants(best[1], best[2])
     print("fitted constants (sm_90):")
     for k, v in asdict(c).items():
-        print(f"    {k}={v:.4g}," if isinstance(v, float) else f"    {k}={v},")
+        print(f"    {k}={v:.6g}," if isinstance(v, float) else f"    {k}={v},")
     with gemm_constants(c):  # the fast loss must agree with kernel_time's prices
         gap = max(abs(predict(r, mem, c) / predict_us(dev, r) - 1)
                   for r, mem in zip(rows, raw, strict=True))  # fmt: skip

@@ -5,6 +5,9 @@ Sources (named in each `sources` field):
   `xla/tools/hlo_opt/gpu_specs`), copied in `../shared/gpu_specs`: SM count (`core_count`),
   FP32 lanes per SM (`fpus_per_core`), clock (`clock_rate_ghz`), DRAM bandwidth
   (`memory_bandwidth`), L2 size (`l2_cache_size`), shared memory per SM.
+* GPUs XLA ships no spec file for (P100 `p100_sxm2`, T4 `t4`, GB300 `gb300`: the op-profile
+  table's sm_60, sm_75 and sm_103): every field from the datasheet or architecture
+  whitepaper their `sources` name (`datasheet/<name>` in place of the spec file).
 * Dense (no sparsity) tensor-core peaks from NVIDIA's datasheets / architecture whitepapers:
   H100 datasheet (SXM5 and PCIe columns), A100 datasheet (SXM4 80GB), Tesla V100
   datasheet (SXM2), DGX/HGX B200 datasheet (per-GPU = HGX total / 8, sparse figures halved),
