@@ -51,7 +51,7 @@ def to_free(name: str, v: float) -> float:
     if name in FRACTIONS:
         v = min(max(v, 1e-4), 1 - 1e-4)  # a fraction fitted to its bound: start just inside
         return math.log(v / (1 - v))
-    return math.log(v)
+    return math.log(max(v, 1e-6))  # a time fitted to 0 (split_us): start just above it
 
 
 def from_free(name: str, t: float) -> float:
