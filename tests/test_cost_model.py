@@ -22,8 +22,10 @@ def _entry_ops(module):
 def test_devices_have_sources_and_sane_peaks() -> None:
     assert set(DEVICES) >= {"h100_sxm", "h100_pcie", "a100_sxm_80", "v100", "b200", "a6000"}
     for d in DEVICES.values():
-        assert d.sources and any("gpu_specs" in s for s in d.sources)
-        assert d.sm_count > 0 and d.clock_ghz > 1 and d.hbm_bandwidth > 5e11 and d.l2_bytes > 1e6
+        # XLA's gpu_specs file where XLA has one, else a named datasheet (P100, T4, GB300)
+        assert d.sources and any(("gpu_specs" in s or "datasheet/" in s) for s in d.sources)
+        # the slowest memory is the T4's GDDR6, 320 GB/s (its datasheet)
+        assert d.sm_count > 0 and d.clock_ghz > 1 and d.hbm_bandwidth >= 3.2e11 and d.l2_bytes > 1e6
         assert d.matrix_peak("bf16") >= d.fp32_peak
         assert d.launch_overhead_us > 0
     assert abs(H100.fp32_peak / 1e12 - 66.9) < 0.1
@@ -288,9 +290,9 @@ def test_device_sources_name_every_field() -> None:
 
     for d in DEVICES.values():
         text = " ".join(d.sources)
-        assert f"gpu_specs/{d.name}.txtpb" in text
+        assert f"gpu_specs/{d.name}.txtpb" in text or f"datasheet/{d.name}:" in text
         for ours, theirs in SPEC_FIELDS.items():
-            assert f"{ours} <- {theirs}" in text
+            assert f"{ours} <- {theirs}" in text or f"{ours} <- datasheet" in text
         for f in ("launch_overhead_us", "dram_transaction_bytes", "bytes_per_clock_per_sm",
                   "l1_bytes_per_sm", "fp64"):  # fmt: skip
             assert f in text, (d.name, f)

@@ -35,18 +35,19 @@ def test_extracted_table_matches_xla_text():
 
 
 def test_sm90_gemms_against_measured(sm90):
-    # issue targets: >= 85% within 1.25x (met), Spearman >= 0.97 (not reached yet: 0.93);
+    # issue targets: >= 85% within 1.25x (met: 92.2%), Spearman >= 0.97 (not reached: 0.9535;
+    # the table's noise ceiling is 0.994, see gemm.py for what is left);
     # these are the levels reached, so a regression fails
     assert 0.9 <= sm90["median"] <= 1.1
-    assert sm90["within_1.25"] >= 0.85
-    assert sm90["spearman"] >= 0.92
+    assert sm90["within_1.25"] >= 0.92
+    assert sm90["spearman"] >= 0.95
 
 
 def test_unseen_b200_figures_are_computed():
     s = cvm.gemm_stats("sm_100_B200")
     assert s["n"] == 1875
     assert all(math.isfinite(v) for v in s.values())
-    assert 0.5 < s["median"] < 2.0 and s["spearman"] > 0.9
+    assert 0.5 < s["median"] < 2.0 and s["spearman"] > 0.97  # 0.9803 today
 
 
 def test_split_k_for_long_k_skinny_gemm():
@@ -78,6 +79,51 @@ def test_fixed_cost_floor_and_fp8_rate():
     big16 = gemm.gemm_compute(H100, 1, 4096, 4096, 4096, "bf16").compute_us
     big8 = gemm.gemm_compute(H100, 1, 4096, 4096, 4096, "f8e4m3fn").compute_us
     assert big8 < big16  # twice the peak (1978.9 vs 989.4 TFLOP/s) at large sizes
+
+
+def _entry(gpu, b, m, n, k, lhs, rhs):
+    return next(r for r in cvm.load_matmul(gpu)
+                if (r["b"], r["m"], r["n"], r["k"], r["lhs"], r["rhs"]) == (b, m, n, k, lhs, rhs))  # fmt: skip
+
+
+def test_small_fp8_dot_on_hopper_is_one_triton_kernel():
+    # XLA's sm_90 table, b1 256x256x512: bf16 5856 ns, fp8 (e4m3 x e4m3) 7232 ns: slower than
+    # bf16, one kernel: Triton's GEMM transposing the n-minor rhs in the kernel, no copy
+    f8, bf = (_entry("sm_90", 1, 256, 256, 512, t, t) for t in ("f8e4m3fn", "bf16"))
+    assert (f8["time_ns"], bf["time_ns"]) == (7232, 5856)
+    g = gemm.gemm_compute(H100, 1, 256, 256, 512, "f8e4m3fn")
+    assert g.path == "triton" and not gemm.has_fp8_copy(H100, g, "f8e4m3fn")
+    t8, t16 = cvm.predict_us(H100, f8), cvm.predict_us(H100, bf)
+    assert t8 > t16 and 1 / 1.25 <= t8 / (f8["time_ns"] / 1e3) <= 1.25
+
+
+def test_large_fp8_dot_on_hopper_is_library_gemm_and_copy():
+    # b1 4096^3 fp8 measures 56.7 us, bf16 176.2: under half of bf16 although the fp8 peak is
+    # only twice bf16's -- the median of two kernels, the rhs copy and the library GEMM
+    f8 = _entry("sm_90", 1, 4096, 4096, 4096, "f8e4m3fn", "f8e4m3fn")
+    g = gemm.gemm_compute(H100, 1, 4096, 4096, 4096, "f8e4m3fn")
+    assert g.path == "library" and gemm.has_fp8_copy(H100, g, "f8e4m3fn")
+    t = cvm.predict_us(H100, f8)
+    assert t == pytest.approx(0.5 * (cvm.kernel_time(cvm.gemm_work(f8), H100).exec_us
+                                     + gemm.fp8_aux_us(H100, 1, 4096, 4096)))  # fmt: skip
+    assert 1 / 1.25 <= t / (f8["time_ns"] / 1e3) <= 1.25
+
+
+def test_fp8_on_blackwell_is_one_library_kernel():
+    # tcgen05 takes 8-bit operands mn-major: no copy, no Triton path, the common fixed cost
+    b200 = get_device("b200")
+    for size in (256, 4096):
+        g = gemm.gemm_compute(b200, 1, size, size, size, "f8e4m3fn")
+        assert g.path == "library" and not gemm.has_fp8_copy(b200, g, "f8e4m3fn")
+    tiny = gemm.gemm_compute(b200, 1, 16, 16, 16, "f8e4m3fn")
+    assert tiny.compute_us == pytest.approx(gemm.SM90.fixed_us + gemm.SM90.tile_us, rel=0.05)
+
+
+def test_noise_ceiling_from_fp8_pairs():
+    # the three fp8 type pairs of one shape differ by a few percent (b1 256^3: 5600, 5600,
+    # 5584 ns in XLA's table); the ceiling is near, not at, 1
+    c = cvm.noise_ceiling("sm_90", draws=3)
+    assert 0.01 < c["sd"] < 0.15 and 0.97 < c["spearman"] < 1.0
 
 
 def test_parsed_dot_prices_like_the_benchmark():

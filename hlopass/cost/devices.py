@@ -5,6 +5,9 @@ Sources (named in each `sources` field):
   `xla/tools/hlo_opt/gpu_specs`), copied in `../shared/gpu_specs`: SM count (`core_count`),
   FP32 lanes per SM (`fpus_per_core`), clock (`clock_rate_ghz`), DRAM bandwidth
   (`memory_bandwidth`), L2 size (`l2_cache_size`), shared memory per SM.
+* GPUs XLA ships no spec file for (P100 `p100_sxm2`, T4 `t4`, GB300 `gb300`: the op-profile
+  table's sm_60, sm_75 and sm_103): every field from the datasheet or architecture
+  whitepaper their `sources` name (`datasheet/<name>` in place of the spec file).
 * Dense (no sparsity) tensor-core peaks from NVIDIA's datasheets / architecture whitepapers:
   H100 datasheet (SXM5 and PCIe columns), A100 datasheet (SXM4 80GB), Tesla V100
   datasheet (SXM2), DGX/HGX B200 datasheet (per-GPU = HGX total / 8, sparse figures halved),
@@ -120,6 +123,13 @@ def _spec(name: str) -> str:
 
 def _sources(name: str, *peaks: str) -> tuple[str, ...]:
     return (_spec(name), *peaks, *XLA_CONSTANT_SOURCES)
+
+
+def _datasheet_sources(name: str, *facts: str) -> tuple[str, ...]:
+    """Sources of a device XLA has no gpu_specs file for: each spec field from the named
+    datasheet (the first fact), the peaks from the others."""
+    fields = ", ".join(f"{ours} <- datasheet" for ours in SPEC_FIELDS)
+    return (f"datasheet/{name}: {fields}", *facts, *XLA_CONSTANT_SOURCES)
 
 
 DEVICES: dict[str, DeviceSpec] = {
@@ -256,6 +266,86 @@ DEVICES: dict[str, DeviceSpec] = {
             "fp64_peak: no FP64 tensor cores on GA102; CUDA C++ Programming Guide, arithmetic "
             "instruction throughput, compute capability 8.6: 2 FP64 FMA/clock/SM (FP32: 128) -> "
             "2 x 2 x 84 x 1.8 GHz = 0.605 TFLOP/s (was 1.2, a 1:32 figure; GA102 is 1:64)",
+        ),
+    ),
+    # GPUs XLA ships no gpu_specs file for (the op-profile table's sm_60, sm_75, sm_103):
+    # every field from the datasheet or whitepaper named in `_datasheet_sources`
+    "p100_sxm2": DeviceSpec(
+        "p100_sxm2",
+        56,
+        64,
+        1.48,
+        732_000_000_000,
+        4_194_304,
+        65_536,
+        tf32_peak=0.0,
+        bf16_peak=0.0,
+        fp16_peak=21.2 * T,
+        fp8_peak=0.0,
+        int8_peak=0.0,
+        fp64_peak=5.3 * T,
+        sources=_datasheet_sources(
+            "p100_sxm2",
+            "NVIDIA Tesla P100 datasheet (SXM2, NVLink) and the Pascal GP100 architecture "
+            "whitepaper (Tesla P100 column): 56 SMs x 64 FP32 cores, GPU boost 1480 MHz, "
+            "HBM2 732 GB/s, L2 4096 KB, 64 KB shared memory per SM, 2048 threads per SM; "
+            "FP32 10.6 TFLOPS = 2 x 64 x 56 x 1.48 GHz",
+            "tf32/bf16/fp8/int8: none (Pascal has no tensor cores); fp16_peak: the datasheet's "
+            "half precision 21.2 TFLOPS (the ALUs' paired FP16); fp64_peak: double precision "
+            "5.3 TFLOPS (the FP64 ALUs)",
+        ),
+    ),
+    "t4": DeviceSpec(
+        "t4",
+        40,
+        64,
+        1.59,
+        320_000_000_000,
+        4_194_304,
+        65_536,
+        tf32_peak=0.0,
+        bf16_peak=0.0,
+        fp16_peak=65 * T,
+        fp8_peak=0.0,
+        int8_peak=130 * T,
+        fp64_peak=0.2544 * T,
+        threads_per_sm=1024,
+        sources=_datasheet_sources(
+            "t4",
+            "NVIDIA T4 datasheet and the Turing architecture whitepaper (Tesla T4 column): 40 "
+            "SMs x 64 FP32 cores, boost 1590 MHz, GDDR6 320 GB/s, L2 4096 KB, 64 KB shared "
+            "memory per SM, 1024 threads per SM (compute capability 7.5); FP32 8.1 TFLOPS = "
+            "2 x 64 x 40 x 1.59 GHz",
+            "fp16_peak: mixed precision (FP16/FP32) tensor 65 TFLOPS; int8_peak: INT8 130 TOPS; "
+            "tf32/bf16/fp8: none (Turing tensor cores take FP16/INT8/INT4); fp64_peak: CUDA C++ "
+            "Programming Guide throughput table, 7.5: 2 FP64 FMA/clock/SM -> 2 x 2 x 40 x "
+            "1.59 GHz = 0.254 TFLOP/s",
+        ),
+    ),
+    "gb300": DeviceSpec(
+        "gb300",
+        160,
+        128,
+        1.831,
+        8_000_000_000_000,
+        132_644_864,
+        233_472,
+        tf32_peak=1125 * T,
+        bf16_peak=2250 * T,
+        fp16_peak=2250 * T,
+        fp8_peak=4500 * T,
+        int8_peak=125 * T,
+        fp64_peak=1.25 * T,
+        sources=_datasheet_sources(
+            "gb300",
+            "NVIDIA Blackwell Ultra (B300 / GB300) technical blog: 160 SMs (the full GPU) x 128 FP32 cores, "
+            "4 tensor cores per SM, 288 GB HBM3e at 8 TB/s; the clock is the HGX B300 "
+            "datasheet's FP32 75 TFLOPS per GPU / (2 x 128 x 160) = 1.831 GHz; L2 and shared "
+            "memory per SM: not published for B300, B200's (gpu_specs/b200.txtpb: 132644864 "
+            "and 233472, the same compute capability 10.x limit of 228 KB) assumed",
+            "tf32/bf16/fp16/fp8/int8/fp64 peaks: NVIDIA HGX B300 datasheet (8-GPU totals, "
+            "sparse: TF32 18 PF, FP16/BF16 36 PF, FP8 72 PF, INT8 2 POPS; FP64/FP64 Tensor "
+            "10 TF) / 8 GPUs, sparse figures / 2",
         ),
     ),
 }

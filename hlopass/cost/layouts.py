@@ -20,6 +20,7 @@ from hlopass.ir.shape import ArrayShape
 TENSOR_CORE_SINCE = {"f16": 7, "bf16": 8, "f32": 8, "s8": 7, "u8": 7}
 COMPUTE_CAPABILITY = {
     "v100": 7, "a100_sxm_80": 8, "a6000": 8, "h100_sxm": 9, "h100_pcie": 9, "b200": 10,
+    "p100_sxm2": 6, "t4": 7, "gb300": 10,
 }  # fmt: skip
 
 

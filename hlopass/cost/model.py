@@ -28,7 +28,8 @@ emitter XLA would use:
 * coalescing = element bytes / 64 for an input that reaches an output through a transpose
   of the minor dimension (outside the tiled transpose emitter), else 1.
 * tensor: `gemm.py` (fixed cost, 128x128 tiles in waves over the SMs, best split-K,
-  per-dtype tensor rates), constants fitted on XLA's measured sm_90 matmul table; a kernel
+  per-dtype tensor rates; fp8 on Hopper the faster of the library GEMM and Triton's),
+  constants fitted on XLA's measured sm_90 matmul table; a kernel
   with a GEMM also takes gemm.py's DRAM efficiency (memory / mem_eff) and overlap
   (`gemm.overlap`: 0.95, less for f32). Convolutions, which the table does not measure:
   tensor_flops / (peak x CONV_EFFICIENCY x wave quantisation of 128x128 output tiles). This is the one deliberate departure from XLA's

@@ -11,9 +11,10 @@ The key is the element type of the instruction's *result* (XLA looks at `hlo->sh
 
 Each of our devices (`devices.py`) uses the section of its own compute capability, as XLA's
 `HloOpProfiles::GetProfile` does (`DEVICE_PROFILE`); a device without one would get XLA's
-default section, sm_86. Sections with no device of ours: sm_103 (GB300), sm_75 (Turing),
-sm_60 (P100); `fallback_section` says which section would price them (sm_86; sm_100 for
-GB300). Without a device the cost is H100's (sm_90), the model's default device.
+default section, sm_86 (`fallback_section` says which section a GPU without a device of
+ours would take: sm_86; sm_100 for GB300). Every section has a device today: sm_60 is the
+P100 (`p100_sxm2`), sm_75 the T4, sm_103 the GB300. Without a device the cost is H100's
+(sm_90), the model's default device.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ DEFAULT_DEVICE = "h100_sxm"
 # our DeviceSpec name -> XLA's profile section (its compute capability)
 DEVICE_PROFILE = {
     "h100_sxm": "sm_90", "h100_pcie": "sm_90", "a100_sxm_80": "sm_80", "v100": "sm_70",
-    "b200": "sm_100", "a6000": "sm_86",
+    "b200": "sm_100", "a6000": "sm_86", "p100_sxm2": "sm_60", "t4": "sm_75", "gb300": "sm_103",
 }  # fmt: skip
 
 # "[section] device name" then "opcode type=cycles ..." lines, in XLA's order

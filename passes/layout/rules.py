@@ -30,6 +30,7 @@ from .layouts import (
 # CUDA compute capability (major) of each device the cost model knows.
 COMPUTE_CAPABILITY: dict[str, int] = {
     "v100": 7, "a100_sxm_80": 8, "a6000": 8, "h100_sxm": 9, "h100_pcie": 9, "b200": 10,
+    "p100_sxm2": 6, "t4": 7, "gb300": 10,
 }  # fmt: skip
 VOLTA, HOPPER, BLACKWELL = 7, 9, 10
 
