@@ -34,6 +34,7 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
             "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),
             "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
+            "gemm-fusion": _lazy("hlopass.passes.gemm_fusion", "GemmFusionPass"),
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
             "horizontal-fusion": _lazy("hlopass.passes.fusion", "HorizontalFusionPass"),
             "multi-output-fusion": _lazy("hlopass.passes.fusion", "MultiOutputFusionPass"),
