@@ -187,9 +187,9 @@ class GemmFusionPass(HloModulePass):
 
     name: ClassVar[str] = "gemm-fusion"
 
-    cuda_compute_capability: str = "9.0"
-    """The device's CUDA compute capability, `major.minor` (XLA's GemmFusion argument;
-    9.0 is an H100). Triton GEMMs need 8.0 (Ampere) or later."""
+    compute_capability: float = 9.0
+    """The device's CUDA compute capability, major.minor (XLA's GemmFusion argument; 9.0
+    is an H100). Triton GEMMs need 8.0 (Ampere) or later."""
     triton_gemm_any: bool = True
     """XLA's `xla_gpu_triton_gemm_any` (default true): Triton takes plain matmuls too."""
     gemm_rewrite_size_threshold: int = 100
@@ -208,12 +208,8 @@ class GemmFusionPass(HloModulePass):
             )
 
     def capability(self) -> tuple[int, int]:
-        parts = self.cuda_compute_capability.split(".")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            raise ValueError(
-                f"cuda-compute-capability must be major.minor, got {self.cuda_compute_capability!r}"
-            )
-        return int(parts[0]), int(parts[1])
+        major = int(self.compute_capability)
+        return major, round((self.compute_capability - major) * 10)
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         comps = computations(module)
