@@ -174,10 +174,10 @@ class FuseGemm(RewritePattern):
         md = dot.attr("metadata")
         if md is not None:
             fusion.set_attr("metadata", md)
-        rewriter.insert_op(fusion, InsertPoint.before(output))
+        rewriter.insert(fusion, InsertPoint.before(output))
         output.result.replace_all_uses_with(fusion.result)
         operands = list(output.operands)
-        rewriter.erase_op(output)
+        rewriter.erase(output)
         erase_dead(rewriter, operands)
 
 
