@@ -119,11 +119,11 @@ class FuseGemm(RewritePattern):
         fuse it). Without `users`, the dot's users stay out."""
         if triton_refusal(dot, self.cc) is not None:
             return False, None
-        sides = [_side(dot, 0), _side(dot, 1)]
-        if sides[0] is None or sides[1] is None:
+        lhs, rhs = _side(dot, 0), _side(dot, 1)
+        if lhs is None or rhs is None:
             return False, None
         fused, req = [], NO_SPLIT
-        for i, props in enumerate(sides):
+        for i, props in enumerate((lhs, rhs)):
             v = dot.operands[i]
             order = DimOrder.of_shape(arr(v).dims, arr(v).minor_to_major)
             value, r = fuse_toward_operands(v, order, MAX_PARAMS_PER_OPERAND, props, NO_SPLIT, b)

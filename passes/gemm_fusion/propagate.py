@@ -186,8 +186,10 @@ def is_scalar_constant(op: Any) -> bool:
 def propagate(op: HloOp, to_input: bool, order: DimOrder, props: DotProps) -> Orders | str:
     """XLA's GetPropagatedDimOrders."""
     opc = op.opcode
-    if opc != "parameter" and to_input and any(
-        u.opcode in ("concatenate", "dynamic-slice") for u in unique_users(op)
+    if (
+        opc != "parameter"
+        and to_input
+        and any(u.opcode in ("concatenate", "dynamic-slice") for u in unique_users(op))
     ):
         return "No fusion into concatenations or dynamic slice."
     if opc == "parameter" or is_scalar_constant(op):
@@ -195,7 +197,9 @@ def propagate(op: HloOp, to_input: bool, order: DimOrder, props: DotProps) -> Or
     if opc in ("transpose", "copy"):
         return altering_orders(op, to_input, order)
     if opc == "broadcast":
-        return altering_orders(op, to_input, order) if to_input else "Unsupported broadcast direction."
+        return (
+            altering_orders(op, to_input, order) if to_input else "Unsupported broadcast direction."
+        )
     if op.operands and elementwise_supported(opc, arr(op.operands[0]).element_type):
         if to_input:
             return {v: order for v in op.operands}
