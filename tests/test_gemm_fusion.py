@@ -175,3 +175,25 @@ ENTRY e {
     assert specs["p0"] == ((0, ((1536, 153, 0, 153, (153,)),)), (1, ((1, 1536, 0, 1536, (1536,)),)))
     assert specs["p1"] == ((0, ((128, 153, 0, 153, (153,)),)), (1, ((1, 128, -1536, 128, (128,)),)))
     assert specs["p2"] == ((0, ((256, 153, 0, 153, (153,)),)), (1, ((1, 256, -1664, 256, (256,)),)))
+
+
+def test_cost_model_prices_one_gemm_kernel() -> None:
+    """A GEMM fusion is priced as one Triton GEMM kernel whose DRAM traffic is its inputs
+    and output only: the fused convert adds no round trip (by hand: 2048^2 x (2 B of the f16
+    input + 4 B of the f32 weight + 4 B of the f32 result))."""
+    from hlopass.cost import estimate
+
+    text = """HloModule c
+ENTRY e {
+  p0 = f16[2048,2048] parameter(0)
+  c = f32[2048,2048] convert(p0)
+  p1 = f32[2048,2048] parameter(1)
+  ROOT d = f32[2048,2048] dot(c, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    m = parse_hlo(text)
+    unfused = estimate(m)
+    run_pipeline(m, "gemm-fusion")
+    fused = estimate(m)
+    assert [k.kind for k in fused.kernels] == ["triton_gemm"]
+    assert fused.kernels[0].bytes_accessed == 2048 * 2048 * (2 + 4 + 4)
+    assert fused.time_us < unfused.time_us
