@@ -15,7 +15,7 @@ dimension is left alone (XLA's pipeline canonicalizes dots first; XLA's pass fai
 them); a fusion with an s4 input and a batch dimension is refused (XLA checks whether the
 batch dimension is minor); a root read by one user too is not output-fused; sparse dots
 do not exist in this IR. A user whose other operands depend on the dot is not fused (XLA
-would build a cycle).
+would build a cycle); a dot or user with control edges stays as it is.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from hlopass.rewriting import (
     HloModulePass,
     TraceHook,
     claim_name,
+    control_predecessor_names,
     erase_dead,
     fusion_computations,
 )
@@ -113,6 +114,8 @@ class FuseGemm(RewritePattern):
     threshold: int
     names: set[str]
     comp_names: set[str]
+    pinned: frozenset[str] = frozenset()
+    """Instructions with control edges (either end): left alone."""
 
     def decide(self, dot: HloOp, b: Build, users: bool = True) -> tuple[bool, HloOp | None]:
         """(XLA wants it fused, the instruction the fusion replaces: None when XLA cannot
@@ -144,12 +147,14 @@ class FuseGemm(RewritePattern):
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
+        if op.inst_name in self.pinned or op.attr("control-predecessors"):
+            return
         if matmul_too_small(op, self.threshold) and classical_emitters_support(op):
             return
-        b = Build(set(self.names), self.cc, self.level)
+        b = Build(set(self.names), self.cc, self.level, self.pinned)
         want, output = self.decide(op, b)
         if output is not None and output is not op and any(_depends_on(v, op) for v in b.inputs):
-            b = Build(set(self.names), self.cc, self.level)
+            b = Build(set(self.names), self.cc, self.level, self.pinned)
             want, output = self.decide(op, b, users=False)
         if output is None or (not want and not cublas_requires_padding(op, self.cc)):
             return
@@ -217,6 +222,7 @@ class GemmFusionPass(HloModulePass):
         pattern = FuseGemm(
             self.capability(), self.triton_fusion_level, self.triton_gemm_any,
             self.gemm_rewrite_size_threshold, names, {c.comp_name for c in comps},
+            frozenset(control_predecessor_names(module)),
         )  # fmt: skip
         fused = fusion_computations(module)
         changed = False

@@ -36,6 +36,8 @@ class Build:
     names: set[str]
     cc: tuple[int, int]
     level: int
+    pinned: frozenset[str] = frozenset()
+    """Instructions with control edges (either end): never replaced by the fusion."""
     block: Block = field(default_factory=Block)
     inputs: list[SSAValue] = field(default_factory=list)
     members: list[HloOp] = field(default_factory=list)
@@ -159,6 +161,8 @@ def fuse_toward_users(op: HloOp, fused: SSAValue, order: DimOrder, props: DotPro
         if len(us) != 1 or is_root(op) or not distributive_over_addition(us[0]):
             return op
         user = us[0]
+        if user.inst_name in b.pinned or user.attr("control-predecessors"):
+            return op
         where = list(user.operands).index(op.result)
         got = profitable(user, False, where, order, props, b.cc, b.level)
         new_req = got if isinstance(got, str) else combine(req, got[1])
