@@ -20,7 +20,7 @@ would build a cycle); a dot or user with control edges stays as it is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from xdsl.context import Context
@@ -84,14 +84,17 @@ def _side(dot: HloOp, i: int) -> DotProps | None:
     return DotProps(rest[0], rest[0] if i == 0 and not batch else -1)
 
 
-def _depends_on(value: SSAValue, target: HloOp) -> bool:
+def _depends_on(value: SSAValue, target: HloOp, pos: dict[HloOp, int]) -> bool:
+    """`value` is computed from `target`. `pos`: positions in a topological order, so the
+    walk up stops at instructions placed before `target` (they cannot read it)."""
+    limit = pos.get(target, -1)
     seen: set[int] = set()
     stack = [value.owner]
     while stack:
         op = stack.pop()
         if op is target:
             return True
-        if not isinstance(op, HloOp) or id(op) in seen:
+        if not isinstance(op, HloOp) or id(op) in seen or pos.get(op, limit) < limit:
             continue
         seen.add(id(op))
         stack.extend(v.owner for v in op.operands)
@@ -116,6 +119,8 @@ class FuseGemm(RewritePattern):
     comp_names: set[str]
     pinned: frozenset[str] = frozenset()
     """Instructions with control edges (either end): left alone."""
+    pos: dict[HloOp, int] = field(default_factory=dict)
+    """Positions of the computation's instructions in a topological order."""
 
     def decide(self, dot: HloOp, b: Build, users: bool = True) -> tuple[bool, HloOp | None]:
         """(XLA wants it fused, the instruction the fusion replaces: None when XLA cannot
@@ -153,7 +158,7 @@ class FuseGemm(RewritePattern):
             return
         b = Build(set(self.names), self.cc, self.level, self.pinned)
         want, output = self.decide(op, b)
-        if output is not None and output is not op and any(_depends_on(v, op) for v in b.inputs):
+        if output is not None and output is not op and any(_depends_on(v, op, self.pos) for v in b.inputs):
             b = Build(set(self.names), self.cc, self.level, self.pinned)
             want, output = self.decide(op, b, users=False)
         if output is None or (not want and not cublas_requires_padding(op, self.cc)):
@@ -180,6 +185,7 @@ class FuseGemm(RewritePattern):
         if md is not None:
             fusion.set_attr("metadata", md)
         rewriter.insert(fusion, InsertPoint.before(output))
+        self.pos[fusion] = self.pos.get(output, len(self.pos))
         output.result.replace_all_uses_with(fusion.result)
         operands = list(output.operands)
         rewriter.erase(output)
@@ -230,7 +236,9 @@ class GemmFusionPass(HloModulePass):
             if comp.comp_name in fused:
                 continue
             rewriter = PatternRewriter(comp)
-            for op in instruction_post_order(comp):
+            order = instruction_post_order(comp)
+            pattern.pos = {op: i for i, op in enumerate(order)}
+            for op in order:
                 if op.opcode == "dot" and op.parent is not None:
                     pattern.match_and_rewrite(op, rewriter)
             changed |= rewriter.has_done_action
