@@ -95,8 +95,11 @@ class CanonicalizeDot(RewritePattern):
         if any(not isinstance(s, ArrayShape) or s.is_dynamic for s in shapes):
             return
         if all(
-            is_canonical(shapes[i].rank, tuple(op.attr(f"{k}_contracting_dims") or ()),
-                         tuple(op.attr(f"{k}_batch_dims") or ()))  # fmt: skip
+            is_canonical(
+                shapes[i].rank,
+                tuple(op.attr(f"{k}_contracting_dims") or ()),
+                tuple(op.attr(f"{k}_batch_dims") or ()),
+            )  # fmt: skip
             for i, k in ((0, "lhs"), (1, "rhs"))
         ):
             return

@@ -158,7 +158,11 @@ class FuseGemm(RewritePattern):
             return
         b = Build(set(self.names), self.cc, self.level, self.pinned)
         want, output = self.decide(op, b)
-        if output is not None and output is not op and any(_depends_on(v, op, self.pos) for v in b.inputs):
+        if (
+            output is not None
+            and output is not op
+            and any(_depends_on(v, op, self.pos) for v in b.inputs)
+        ):
             b = Build(set(self.names), self.cc, self.level, self.pinned)
             want, output = self.decide(op, b, users=False)
         if output is None or (not want and not cublas_requires_padding(op, self.cc)):
