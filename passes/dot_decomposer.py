@@ -6,7 +6,8 @@ operand is transposed to [batch, non-contracting, contracting] (the LHS) or [bat
 contracting, non-contracting] (the RHS) and reshaped to its batch dimensions, one
 non-contracting dimension (left out where its size is 1) and one contracting dimension;
 the result is reshaped back to the dot's shape. Each output element is the same sum of
-the same products in the same order, so values are kept exactly.
+the same products (our interpreter gives the same bits; XLA:CPU may round a bf16 dot of
+another form differently, within the error analysis' bound).
 
 Guards: a dot is rewritten unless both operands are canonical already (one contracting
 dimension, at most one non-contracting dimension, the batch dimensions first and in

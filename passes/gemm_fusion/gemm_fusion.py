@@ -6,13 +6,13 @@ Which dots (XLA's CreateDotFusion and HandleDot): types, algorithm and precision
 supports on the device (`support`), at most one batch dimension, a non-contracting
 dimension on both sides; not one small enough for the classical emitters
 (`gemm-rewrite-size-threshold`); and one that is more than a plain matmul (only bitcasts
-and reshapes around it), unless `triton-gemm-any`, an explicit algorithm, or shapes cuBLAS
-would need padded for make Triton take it anyway. What joins is in `plan`; how the tiling
+and reshapes around it), unless `triton-gemm-any`, an explicit algorithm, or operand
+shapes cuBLAS would need padded make Triton take it anyway. What joins is in `plan`; how the tiling
 follows each instruction is in `propagate` and `dim_order`.
 
 Differs from XLA's: a dot whose operand has more than one contracting or non-contracting
-dimension is left alone (XLA's pipeline canonicalizes dots first; XLA's pass fails on
-them); a fusion with an s4 input and a batch dimension is refused (XLA checks whether the
+dimension is left alone (XLA's pipeline canonicalizes dots first, as `dot-decomposer`
+does here; XLA's pass fails on them); a fusion with an s4 input and a batch dimension is refused (XLA checks whether the
 batch dimension is minor); a root read by one user too is not output-fused; sparse dots
 do not exist in this IR. A user whose other operands depend on the dot is not fused (XLA
 would build a cycle); a dot or user with control edges stays as it is.
