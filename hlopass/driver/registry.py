@@ -32,8 +32,10 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
+            "dot-decomposer": _lazy("hlopass.passes.dot_decomposer", "DotDecomposerPass"),
             "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),
             "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
+            "gemm-fusion": _lazy("hlopass.passes.gemm_fusion", "GemmFusionPass"),
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
             "sort-iota-fusion": _lazy(
                 "hlopass.passes.fusion.sort_iota_fusion", "SortIotaFusionPass"
