@@ -158,6 +158,8 @@ class _Finals:
             first = self.done[key]
             if first is None:
                 self.dropped += 1
+            elif getattr(self.space, "distinct_plans", False):
+                pass  # the space reports one plan per module: the first, fewest decisions
             else:  # the same module: its check and estimate hold, a copy of its own
                 self.built.append(Plan(sorted(p.decisions), first.time_us, dict(p.by_model),
                                        first.module.clone(), [dict(r) for r in first.kernels]))  # fmt: skip

@@ -130,6 +130,8 @@ class PipelineSpace(SearchSpace):
 
     name = "pipeline"
     whole_pipeline = True
+    distinct_plans = True
+    """Plans that build the same module are reported once (redundant decisions left out)."""
 
     def __init__(self, module: ModuleOp, device: str, cost_model: str = "default",
                  max_temp_bytes: int = -1, pipeline: str = "") -> None:  # fmt: skip
