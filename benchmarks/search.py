@@ -17,6 +17,7 @@ bodies are priced once in every column (XLA's `known_trip_count` is dropped, as 
 greedy on >= 30% of the modules; budget 500 on seed 001 in <= 120 s on 2 cores.
 
 Usage: python benchmarks/search.py [--budget N] [--top K] [--programs a,b] [--no-seeds]
+       [--space fusion|pipeline|all]
        python benchmarks/search.py --programs none   # the seeds only
 """
 
@@ -30,7 +31,8 @@ from pathlib import Path
 import hlopass
 import hlopass.cost
 from hlopass.checking.corpus import corpus_root
-from hlopass.search import SearchResult, search
+from hlopass.search import SearchResult
+from hlopass.search.combined import SPACES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fusion_vs_xla import drop_trip_counts  # noqa: E402
@@ -104,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--budget", type=int, default=500)
     ap.add_argument("--top", type=int, default=3)
+    ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
+                    help="fusion (priority-fusion's decisions), pipeline (passes and options "
+                    "around the pipeline) or all (pipelines, then fusion on the best)")  # fmt: skip
     ap.add_argument("--programs", help="comma-separated program names (default: all)")
     ap.add_argument("--seeds", default=True, action=argparse.BooleanOptionalAction,
                     help="also the two seeds (default)")  # fmt: skip
@@ -114,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     programs = args.programs.split(",") if args.programs else None
     rows = []
-    print(f"budget {args.budget}, beam\n{HEAD}", flush=True)
+    print(f"budget {args.budget}, beam, space {args.space}\n{HEAD}", flush=True)
     for name, path, pipeline, xla in modules(root, programs, args.seeds):
-        result = search(hlopass.parse_hlo(path.read_text(), str(path)), pipeline,
-                        budget=args.budget, top=args.top)  # fmt: skip
+        result = SPACES[args.space](hlopass.parse_hlo(path.read_text(), str(path)), pipeline,
+                                    budget=args.budget, top=args.top)  # fmt: skip
         rows.append(Row(name, _xla_us(xla), result))
         print(row_line(rows[-1]), flush=True)  # a long run shows each module as it ends
     print(summary(rows))

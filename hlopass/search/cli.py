@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how the plans are explored (default beam)")  # fmt: skip
     ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
                     help="fusion: priority-fusion's decisions; pipeline: passes and options "
-                    "around the pipeline; all: pipelines, then fusion on the best (default fusion)")  # fmt: skip
+                    "around the pipeline; layout: a layout candidate per dot/convolution "
+                    "cluster; all: pipelines, then fusion on the best (default fusion)")  # fmt: skip
     ap.add_argument("--finalists", type=whole_number("a whole number >= 0"), default=8,
                     help="plans built and priced whole besides greedy, best plan price first "
                     "(default 8; at least --top)")  # fmt: skip

@@ -142,21 +142,38 @@ class PipelineSpace(SearchSpace):
         self.built: dict[str, tuple[ModuleOp | None, Priced | None, str]] = {}
 
     def text(self, decisions: Decisions) -> str:
+        """The plan's pipeline: also the key its module and price are cached by."""
         return pipeline_text(self.pipeline, decisions)
 
-    def _run(self, text: str) -> tuple[ModuleOp | None, Priced | None, str]:
-        import hlopass
-        import hlopass.cost
+    def slot(self, decision: str) -> str:
+        """Decisions with the same slot exclude each other (here: those on one pass)."""
+        return _slot(decision)
+
+    def start(self) -> ModuleOp:
+        """A fresh copy of what every plan starts from (here: the module before any pass)."""
+        return self.module.clone()
+
+    def apply(self, decisions: Decisions, module: ModuleOp) -> None:
+        """Run the plan on `module` (a `start()` copy), in place."""
         from hlopass.pipeline import Runner, parse_pass_pipeline
 
+        Runner().run(parse_pass_pipeline(self.text(decisions)), module)
+
+    def _run(self, decisions: Decisions) -> tuple[ModuleOp | None, Priced | None, str]:
+        import hlopass
+        import hlopass.cost
+
+        text = self.text(decisions)
         if text not in self.built:
-            m = self.module.clone()
+            m = self.start()
             try:
-                Runner().run(parse_pass_pipeline(text), m)
+                self.apply(decisions, m)
                 est = hlopass.cost.estimate(m, self.device)
             except Exception:  # a variant a pass refuses or fails on: dropped, never built
                 self.built[text] = (None, None, text)
                 return self.built[text]
+            # the second model, as the roofline fusion model prices a kernel: its launch
+            # plus its DRAM bytes
             roof = sum((k.launch_us + k.memory_us) * k.count for k in est.kernels)
             by_model = {"default": est.time_us, "roofline": roof}
             priced = Priced(frozenset(), est.time_us, by_model, [], len(est.kernels))
@@ -164,19 +181,19 @@ class PipelineSpace(SearchSpace):
         return self.built[text]
 
     def price(self, decisions: Decisions) -> Priced:
-        _, priced, _ = self._run(self.text(decisions))
-        taken = {_slot(d) for d in decisions}
-        choices = [Choice(d, i) for i, d in enumerate(self.decisions) if _slot(d) not in taken]
+        _, priced, _ = self._run(decisions)
+        taken = {self.slot(d) for d in decisions}
+        choices = [Choice(d, i) for i, d in enumerate(self.decisions) if self.slot(d) not in taken]
         if priced is None:
             return Priced(decisions, math.inf, {"default": math.inf, "roofline": math.inf})
         return Priced(decisions, priced.time_us, dict(priced.by_model), choices, priced.kernels)
 
     def build(self, decisions: Decisions) -> Any:
-        m, _, _ = self._run(self.text(decisions))
+        m, _, _ = self._run(decisions)
         if m is None:
-            raise HloError(f"error: the pipeline '{self.text(decisions)}' fails on the module")
+            raise HloError(f"error: the plan '{self.text(decisions)}' fails on the module")
         return m.clone()
 
     def plan_key(self, decisions: Decisions) -> Hashable:
         """Plans whose built modules print the same are one plan."""
-        return self._run(self.text(decisions))[2]
+        return self._run(decisions)[2]
