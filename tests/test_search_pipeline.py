@@ -45,6 +45,10 @@ def test_pipeline_text_by_hand():
         "horizontal-fusion"
     )
     assert pipeline_text(PIPELINE, frozenset()) == PIPELINE
+    on = frozenset({"algsimp{use-associative-reordering=true}"})
+    assert pipeline_text("algsimp{run-to-fixed-point=false},dce", on) == (
+        "algsimp{run-to-fixed-point=false use-associative-reordering=true},dce"
+    )
     lay = "dce,layout-assignment{policy=cost max-trials=8},priority-fusion"
     assert pipeline_text(lay, frozenset({"layout-assignment{policy=xla}"})) == (
         "dce,layout-assignment{policy=xla max-trials=8},priority-fusion"
@@ -54,13 +58,15 @@ def test_pipeline_text_by_hand():
 def test_decisions_follow_the_module_and_the_pipeline():
     assert pipeline_decisions(PIPELINE, {"add", "parameter"}) == [
         "+horizontal-fusion", "+layout-assignment{policy=cost}", "-multi-output-fusion",
+        "algsimp{use-associative-reordering=true}",
+        "algsimp{unconditionally-simplify-reduce-of-transpose-or-reshape=true}",
         "priority-fusion{cost-model=roofline}",
     ]  # fmt: skip
     own = pipeline_decisions("layout-assignment{policy=cost},priority-fusion{cost-model=roofline}",
                              {"while", "dot", "reduce"})  # fmt: skip
     assert own == ["+while-loop-unroller", "+tree-reduction-rewriter", "+dot-merger",
                    "+multi-output-fusion", "+horizontal-fusion", "-layout-assignment",
-                   "priority-fusion{cost-model=default}", "layout-assignment{policy=xla}"]  # fmt: skip
+                   "layout-assignment{policy=xla}", "priority-fusion{cost-model=default}"]  # fmt: skip
 
 
 def test_pipeline_space_finds_the_tree_reduction_greedy_misses():

@@ -17,6 +17,7 @@ from hlopass.errors import HloError
 from hlopass.search.driver import Plan, SearchResult, search
 from hlopass.search.fusion_space import FusionSpace
 from hlopass.search.layout_space import LayoutSpace
+from hlopass.search.layout_space import LayoutSpace
 from hlopass.search.pipeline_space import PipelineSpace, pipeline_text
 
 
@@ -57,9 +58,15 @@ def search_pipelines(module: Any, pipeline: str, **options: Any) -> SearchResult
     return search(module, pipeline, space=PipelineSpace, **options)
 
 
+def search_layouts(module: Any, pipeline: str, **options: Any) -> SearchResult:
+    """`search` over the layout space (per-cluster layout candidates combined)."""
+    return search(module, pipeline, space=LayoutSpace, **options)
+
+
 SPACES: dict[str, Callable[..., SearchResult]] = {
     "fusion": search,
     "pipeline": search_pipelines,
+    "layout": search_layouts,
     "all": search_all,
 }
 """The searches `hlopass search --space`, `hlopass sweep --search` and the benchmark name."""

@@ -4,7 +4,8 @@ A decision adds an optional pass XLA's GPU pipeline has (`+while-loop-unroller` 
 `+dot-merger` / `+tree-reduction-rewriter` / `+layout-assignment{policy=cost}` before
 priority fusion, `+multi-output-fusion` after it, `+horizontal-fusion` last), removes one the
 pipeline holds (`-multi-output-fusion`), or sets one of its options
-(`priority-fusion{cost-model=roofline}`, `layout-assignment{policy=xla}`). A plan is the
+(`priority-fusion{cost-model=roofline}`, `layout-assignment{policy=xla}`,
+`algsimp{use-associative-reordering=true}`). A plan is the
 pipeline text its decisions give; pricing it runs that pipeline on a copy of the module
 (nothing cheaper can say what a pass does), so prices and built modules are cached by
 pipeline text, and two plans whose modules print the same share a `plan_key`.
@@ -12,6 +13,7 @@ pipeline text, and two plans whose modules print the same share a `plan_key`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -47,25 +49,38 @@ OPTIONAL = (
 
 REMOVABLE = ("multi-output-fusion", "horizontal-fusion", "tree-reduction-rewriter",
              "dot-merger", "while-loop-unroller", "layout-assignment")  # fmt: skip
-OPTIONS = {"priority-fusion": ("cost-model", "default", ("roofline", "default")),
-           "layout-assignment": ("policy", "xla", ("cost", "xla"))}  # fmt: skip
-"""Per pass: an option, its default, and the values a plan may run it with instead."""
+OPTIONS = {
+    "priority-fusion": [("cost-model", "default", ("roofline", "default"))],
+    "layout-assignment": [("policy", "xla", ("cost", "xla"))],
+    # algsimp options XLA offers that the pipeline leaves off
+    "algsimp": [("use-associative-reordering", "false", ("true",)),
+                ("unconditionally-simplify-reduce-of-transpose-or-reshape", "false", ("true",))],
+}  # fmt: skip
+"""Per pass: options, each with its default and the values a plan may run it with instead."""
 
 
 def _name(text: str) -> str:
     return text.split("{", 1)[0]
 
 
+def _value(v: Any) -> str:
+    """An option value as the pipeline syntax reads it back."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    text = str(v)
+    return json.dumps(text) if isinstance(v, str) and any(c in text for c in ' ,{}="') else text
+
+
 def _spec_text(spec: ArgSpec) -> str:
     if not spec.parameters:
         return spec.name
-    opts = " ".join(f"{k}={','.join(map(str, v))}" for k, v in spec.parameters.items())
+    opts = " ".join(f"{k}={','.join(map(_value, v))}" for k, v in spec.parameters.items())
     return f"{spec.name}{{{opts}}}"
 
 
 def _set_option(text: str, key: str, value: str) -> str:
     (spec,) = parse_pipeline(text)
-    params = {k: tuple(map(str, v)) for k, v in spec.parameters.items()}
+    params = dict(spec.parameters)
     params[key] = (value,)
     return _spec_text(ArgSpec(spec.name, params))
 
@@ -88,7 +103,7 @@ def pipeline_text(pipeline: str, decisions: Decisions) -> str:
         if not d.startswith(("+", "-")):
             (spec,) = parse_pipeline(d)
             ((key, value),) = spec.parameters.items()
-            passes = [_set_option(p, key, str(value[0])) if _name(p) == spec.name else p
+            passes = [_set_option(p, key, _value(value[0])) if _name(p) == spec.name else p
                       for p in passes]  # fmt: skip
     for opt in OPTIONAL:
         if f"+{opt.text}" in decisions:
@@ -104,17 +119,18 @@ def pipeline_decisions(pipeline: str, opcodes: set[str]) -> list[str]:
            if _name(o.text) not in names and (not o.needs or o.needs in opcodes)]  # fmt: skip
     out += [f"-{n}" for n in REMOVABLE if n in names]
     for s in specs:
-        if s.name not in OPTIONS:
-            continue
-        key, default, values = OPTIONS[s.name]
-        own = str(s.parameters[key][0]) if key in s.parameters else default
-        out += [f"{s.name}{{{key}={v}}}" for v in values if v != own]
+        for key, default, values in OPTIONS.get(s.name, []):
+            own = str(s.parameters[key][0]).lower() if key in s.parameters else default
+            out += [f"{s.name}{{{key}={v}}}" for v in values if v != own]
     return list(dict.fromkeys(out))
 
 
 def _slot(decision: str) -> str:
-    """Decisions on the same pass exclude each other."""
-    return _name(decision.lstrip("+-"))
+    """Decisions adding or removing one pass exclude each other, and so do values of one
+    option of a pass (`algsimp{KEY=...}`)."""
+    if decision.startswith(("+", "-")):
+        return _name(decision[1:])
+    return decision.split("=", 1)[0]
 
 
 def _opcodes(module: ModuleOp) -> set[str]:
