@@ -24,7 +24,9 @@ def test_decisions_are_the_candidates_of_each_cluster():
     assert sorted(space.decisions) == sorted(
         f"layout:{c}={cand}" for c in ("c1", "c2") for cand in ("nchw", "nhwc", "no-copies")
     )
-    assert space.slot("layout:c1=nchw") == space.slot("layout:c1=nhwc") != space.slot("layout:c2=nchw")
+    assert (
+        space.slot("layout:c1=nchw") == space.slot("layout:c1=nhwc") != space.slot("layout:c2=nchw")
+    )
 
 
 def test_best_plan_keeps_nchw_in_both_clusters():

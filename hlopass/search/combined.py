@@ -17,7 +17,6 @@ from hlopass.errors import HloError
 from hlopass.search.driver import Plan, SearchResult, search
 from hlopass.search.fusion_space import FusionSpace
 from hlopass.search.layout_space import LayoutSpace
-from hlopass.search.layout_space import LayoutSpace
 from hlopass.search.pipeline_space import PipelineSpace, pipeline_text
 
 
