@@ -1,5 +1,5 @@
 """`hlopass search MODULE -p PIPELINE [--budget N] [--top K] [--device D] [--strategy S]
-[--space fusion|pipeline|all] [-o DIR] [--json]`: the K best plans found around the pipeline's priority-fusion, ranked
+[--space fusion|pipeline|layout|multi-output|all] [-o DIR] [--json]`: the K best plans found around the pipeline's priority-fusion, ranked
 by estimated time, each with the decisions that differ from the greedy plan and its kernels.
 """
 
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
                     help="fusion: priority-fusion's decisions; pipeline: passes and options "
                     "around the pipeline; layout: a layout candidate per dot/convolution "
-                    "cluster; all: pipelines, then fusion on the best (default fusion)")  # fmt: skip
+                    "cluster; multi-output: multi-output merges skipped; all: pipelines, "
+                    "then fusion on the best (default fusion)")  # fmt: skip
     ap.add_argument("--finalists", type=whole_number("a whole number >= 0"), default=8,
                     help="plans built and priced whole besides greedy, best plan price first "
                     "(default 8; at least --top)")  # fmt: skip

@@ -17,6 +17,7 @@ from hlopass.errors import HloError
 from hlopass.search.driver import Plan, SearchResult, search
 from hlopass.search.fusion_space import FusionSpace
 from hlopass.search.layout_space import LayoutSpace
+from hlopass.search.mof_space import MofSpace
 from hlopass.search.pipeline_space import PipelineSpace, pipeline_text
 
 
@@ -62,10 +63,16 @@ def search_layouts(module: Any, pipeline: str, **options: Any) -> SearchResult:
     return search(module, pipeline, space=LayoutSpace, **options)
 
 
+def search_merges(module: Any, pipeline: str, **options: Any) -> SearchResult:
+    """`search` over the multi-output fusion space (merges skipped)."""
+    return search(module, pipeline, space=MofSpace, **options)
+
+
 SPACES: dict[str, Callable[..., SearchResult]] = {
     "fusion": search,
     "pipeline": search_pipelines,
     "layout": search_layouts,
+    "multi-output": search_merges,
     "all": search_all,
 }
 """The searches `hlopass search --space`, `hlopass sweep --search` and the benchmark name."""
