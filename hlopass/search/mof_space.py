@@ -83,9 +83,11 @@ class MofSpace(PipelineSpace):
         if self.mof is None:
             return
         skip = frozenset(d.removeprefix("mof-skip:") for d in decisions)
+        device = str(getattr(self.mof, "device", self.device))
+        model = str(getattr(self.mof, "cost_model", "default"))
         make = functools.partial(SkippingDriver, skip=skip)
         _, records = run_merge_drivers(module, fusible_computations(module), make,
-                                       self.mof.device, self.mof.cost_model, None)  # fmt: skip
+                                       device, model, None)  # fmt: skip
         made = [r for r in records if r.decision == "fused"]
         self.merges[self.text(decisions)] = sorted(
             (Choice(f"mof-skip:{r.producer}+{r.consumers[0]}", _score(r)) for r in made),

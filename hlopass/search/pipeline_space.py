@@ -27,7 +27,7 @@ from hlopass.search.space import Choice, Decisions, Priced, SearchSpace
 
 
 @dataclass(frozen=True)
-class Optional:
+class Insertable:
     """A pass the pipeline may gain: where it goes, and an opcode without which it has
     nothing to do (the decision is not offered on such a module)."""
 
@@ -38,12 +38,12 @@ class Optional:
 
 
 OPTIONAL = (
-    Optional("while-loop-unroller", "first", "while"),
-    Optional("tree-reduction-rewriter", "before", "reduce"),
-    Optional("dot-merger", "before", "dot"),
-    Optional("multi-output-fusion", "after"),
-    Optional("horizontal-fusion", "last"),
-    Optional("layout-assignment{policy=cost}", "before"),
+    Insertable("while-loop-unroller", "first", "while"),
+    Insertable("tree-reduction-rewriter", "before", "reduce"),
+    Insertable("dot-merger", "before", "dot"),
+    Insertable("multi-output-fusion", "after"),
+    Insertable("horizontal-fusion", "last"),
+    Insertable("layout-assignment{policy=cost}", "before"),
 )
 """Insertable passes, most promising first (the order the strategies try them)."""
 
@@ -78,14 +78,14 @@ def _spec_text(spec: ArgSpec) -> str:
     return f"{spec.name}{{{opts}}}"
 
 
-def _set_option(text: str, key: str, value: str) -> str:
+def _set_option(text: str, key: str, value: Any) -> str:
     (spec,) = parse_pipeline(text)
     params = dict(spec.parameters)
     params[key] = (value,)
     return _spec_text(ArgSpec(spec.name, params))
 
 
-def _insert(passes: list[str], opt: Optional) -> list[str]:
+def _insert(passes: list[str], opt: Insertable) -> list[str]:
     names = [_name(p) for p in passes]
     at = names.index("priority-fusion") if "priority-fusion" in names else len(passes)
     where = {"first": 0, "before": at, "after": at + 1, "last": len(passes)}[opt.where]
@@ -103,7 +103,7 @@ def pipeline_text(pipeline: str, decisions: Decisions) -> str:
         if not d.startswith(("+", "-")):
             (spec,) = parse_pipeline(d)
             ((key, value),) = spec.parameters.items()
-            passes = [_set_option(p, key, _value(value[0])) if _name(p) == spec.name else p
+            passes = [_set_option(p, key, value[0]) if _name(p) == spec.name else p
                       for p in passes]  # fmt: skip
     for opt in OPTIONAL:
         if f"+{opt.text}" in decisions:
