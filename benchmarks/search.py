@@ -57,7 +57,8 @@ class Row:
         if r.best is r.greedy:
             return "-"
         agree = all(r.best.faster_than(r.greedy, m) for m in r.best.plan_us)
-        return f"{'; '.join(r.best.decisions)}{'' if agree else ' [model-only]'}"
+        flags = ("" if agree else " [model-only]") + (" [unchecked]" if r.unchecked else "")
+        return f"{'; '.join(r.best.decisions)}{flags}"
 
 
 def _xla_us(text: str) -> float:
