@@ -1,8 +1,11 @@
-"""`search_all`: the pipeline space, then the fusion space on the best pipeline found.
+"""`search_all`: the pipeline space, then the layout and fusion spaces on the best pipeline
+found (each searched alone on it, not combined with each other).
 
 The pipeline search spends what it needs of the budget (its spaces are small: a few dozen
-plans); the fusion search around the best pipeline's priority-fusion gets the rest. A fusion
-plan's decisions are the best pipeline's followed by its own flips; its price per fusion
+plans); the layout search on the best pipeline, then the fusion search around its
+priority-fusion, get the rest. A plan's decisions are the best pipeline's followed by its
+own (layout choices, fusion flips); a layout plan is priced as the pipeline plans are. A
+fusion plan's price per fusion
 model is the best pipeline's, scaled by the fusion plan's ratio to its own greedy plan
 under that model (the two spaces price on different scales: whole modules, kernel plans),
 so `SearchResult.disagreements()` still says which models see it faster than greedy.
@@ -23,33 +26,41 @@ from hlopass.search.pipeline_space import PipelineSpace, pipeline_text
 
 def search_all(module: Any, pipeline: str, *, budget: int = 500, top: int = 3,
                **options: Any) -> SearchResult:  # fmt: skip
-    """Pipelines around `pipeline`, then fusion plans on the best one (module docstring);
-    `options` are `search`'s."""
+    """Pipelines around `pipeline`, then layout plans and fusion plans on the best one
+    (module docstring); `options` are `search`'s."""
     first = search(module, pipeline, budget=budget, top=top, space=PipelineSpace, **options)
-    left = budget - first.explored
-    if left < 2:
-        return first
     best = first.best
     chosen = pipeline_text(pipeline, frozenset(best.decisions))
-    try:
-        second = search(module, chosen, budget=left, top=top, space=FusionSpace, **options)
-    except HloError:  # the fusion search cannot be made on that pipeline: the pipelines stand
-        return first
-    base = second.greedy
-    extra = [_rebased(p, best, base) for p in second.plans if p is not base]
+    results, extra = [first], []
+    for space in (LayoutSpace, FusionSpace):
+        left = budget - sum(r.explored for r in results)
+        if left < 2:
+            break
+        try:
+            r = search(module, chosen, budget=left, top=top, space=space, **options)
+        except HloError:  # that search cannot be made on the pipeline: the others stand
+            continue
+        results.append(r)
+        extra += [_rebased(p, best, r.greedy, space is FusionSpace) for p in r.plans
+                  if p is not r.greedy]  # fmt: skip
     plans = sorted(first.plans + extra, key=lambda p: (p.time_us, p is not first.greedy))
     greedy = first.greedy
     shown = {id(p) for p in [p for p in plans if p is not greedy][:top]}
     plans = [p for p in plans if p is greedy or id(p) in shown]
-    return SearchResult(greedy, plans, first.explored + second.explored,
-                        first.dropped + second.dropped, first.seconds + second.seconds,
-                        first.unchecked or second.unchecked)  # fmt: skip
+    return SearchResult(greedy, plans, sum(r.explored for r in results),
+                        sum(r.dropped for r in results), sum(r.seconds for r in results),
+                        next((r.unchecked for r in results if r.unchecked), None))  # fmt: skip
 
 
-def _rebased(p: Plan, best: Plan, base: Plan) -> Plan:
-    """A fusion plan `p` around the best pipeline (`base` its greedy plan), priced on the
-    pipeline plans' scale."""
-    plan_us = {m: best.plan_us[m] * p.plan_us[m] / (base.plan_us[m] or 1e-9) for m in best.plan_us}
+def _rebased(p: Plan, best: Plan, base: Plan, scaled: bool) -> Plan:
+    """A plan `p` around the best pipeline (`base` its greedy plan) with the pipeline's
+    decisions first; a fusion plan's kernel-plan prices (`scaled`) on the pipeline plans'
+    scale."""
+    plan_us = dict(p.plan_us)
+    if scaled:
+        plan_us = {
+            m: best.plan_us[m] * p.plan_us[m] / (base.plan_us[m] or 1e-9) for m in best.plan_us
+        }
     return Plan([*best.decisions, *p.decisions], p.time_us, plan_us, p.module, p.kernels)
 
 
