@@ -17,7 +17,7 @@ bodies are priced once in every column (XLA's `known_trip_count` is dropped, as 
 greedy on >= 30% of the modules; budget 500 on seed 001 in <= 120 s on 2 cores.
 
 Usage: python benchmarks/search.py [--budget N] [--top K] [--programs a,b] [--no-seeds]
-       [--space fusion|algebraic]
+       [--space fusion|algebraic|algebraic+fusion|pipeline|layout|multi-output|all]
        python benchmarks/search.py --programs none   # the seeds only
 """
 
@@ -31,8 +31,8 @@ from pathlib import Path
 import hlopass
 import hlopass.cost
 from hlopass.checking.corpus import corpus_root
-from hlopass.search import SearchResult, search
-from hlopass.search.spaces import SPACES
+from hlopass.search import SearchResult
+from hlopass.search.combined import SPACES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fusion_vs_xla import drop_trip_counts  # noqa: E402
@@ -57,7 +57,8 @@ class Row:
         if r.best is r.greedy:
             return "-"
         agree = all(r.best.faster_than(r.greedy, m) for m in r.best.plan_us)
-        return f"{'; '.join(r.best.decisions)}{'' if agree else ' [model-only]'}"
+        flags = ("" if agree else " [model-only]") + (" [unchecked]" if r.unchecked else "")
+        return f"{'; '.join(r.best.decisions)}{flags}"
 
 
 def _xla_us(text: str) -> float:
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--budget", type=int, default=500)
     ap.add_argument("--top", type=int, default=3)
-    ap.add_argument("--space", choices=sorted(SPACES), default="fusion")
+    ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
+                    help="a search of hlopass.search.combined.SPACES (hlopass search --space)")  # fmt: skip
     ap.add_argument("--programs", help="comma-separated program names (default: all)")
     ap.add_argument("--seeds", default=True, action=argparse.BooleanOptionalAction,
                     help="also the two seeds (default)")  # fmt: skip
@@ -117,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     programs = args.programs.split(",") if args.programs else None
     rows = []
-    print(f"budget {args.budget}, beam, {args.space} space\n{HEAD}", flush=True)
+    print(f"budget {args.budget}, beam, space {args.space}\n{HEAD}", flush=True)
     for name, path, pipeline, xla in modules(root, programs, args.seeds):
-        result = search(hlopass.parse_hlo(path.read_text(), str(path)), pipeline,
-                        budget=args.budget, top=args.top, space=SPACES[args.space])  # fmt: skip
+        result = SPACES[args.space](hlopass.parse_hlo(path.read_text(), str(path)), pipeline,
+                                    budget=args.budget, top=args.top)  # fmt: skip
         rows.append(Row(name, _xla_us(xla), result))
         print(row_line(rows[-1]), flush=True)  # a long run shows each module as it ends
     print(summary(rows))

@@ -223,11 +223,11 @@ def test_dots_of_a_rank_two_right_side_keep_values() -> None:
 
 
 def test_space_all_reassociates_then_searches_fusion() -> None:
-    from hlopass.search.spaces import SPACES
+    from hlopass.search.algebraic.combined import AlgebraicThenFusion
 
     m = hlopass.parse_hlo(CHAIN)
     alg = search(m, "algsimp,priority-fusion", budget=20, space=AlgebraicSpace)
-    both = search(m, "algsimp,priority-fusion", budget=20, space=SPACES["all"])
+    both = search(m, "algsimp,priority-fusion", budget=20, space=AlgebraicThenFusion)
     assert both.best.time_us <= alg.best.time_us < both.greedy.time_us
     assert any(d.startswith("alg:") for d in both.best.decisions)
     log_softmax = hlopass.parse_hlo(
@@ -235,7 +235,7 @@ def test_space_all_reassociates_then_searches_fusion() -> None:
     )
     fusion = search(log_softmax, "priority-fusion,multi-output-fusion", budget=30)
     both = search(
-        log_softmax, "priority-fusion,multi-output-fusion", budget=30, space=SPACES["all"]
+        log_softmax, "priority-fusion,multi-output-fusion", budget=30, space=AlgebraicThenFusion
     )
     assert both.best.time_us <= fusion.best.time_us < fusion.greedy.time_us
 

@@ -219,12 +219,14 @@ def test_cli_runs_a_module(corpus: Path, capsys: pytest.CaptureFixture) -> None:
     assert row[1:7] == ["3", "->", "2", "2", "->", "1"]
 
 
-def test_cli_search_not_available_and_bad_usage(
-    corpus: Path, capsys: pytest.CaptureFixture
-) -> None:
-    code, out, err = _main(capsys, "sweep", str(corpus / "corpus"), "--search")
-    assert (code, out) == (2, "")
-    assert err == "hlopass sweep: error: search is not available yet (use -p PIPELINE)\n"
+def test_cli_search_bad_spec_and_bad_usage(corpus: Path, capsys: pytest.CaptureFixture) -> None:
+    code, out, err = _main(capsys, "sweep", str(corpus / "corpus"), "--search", "nope")
+    assert (code, out) == (1, "")
+    assert err == ("hlopass sweep: error: unknown search space 'nope' in --search "
+                   "(spaces: fusion, pipeline, layout, multi-output, all)\n")  # fmt: skip
+    code, out, err = _main(capsys, "sweep", str(corpus / "corpus"), "--search", "fusion:dce")
+    assert code == 1 and len(err.splitlines()) == 1
+    assert err.endswith("error: a --search pipeline must hold priority-fusion exactly once\n")
     code, _, err = _main(capsys, "sweep", str(corpus / "nowhere"), "-p", "dce")
     assert code == 1 and err.strip().endswith("nowhere: error: no HLO files found")
     assert len(err.splitlines()) == 1
@@ -251,3 +253,30 @@ def test_rank_pipelines_on_one_module(corpus: Path, capsys: pytest.CaptureFixtur
     assert times["cse"] == pytest.approx(hlopass.cost.estimate(GOOD.format(name="x")).time_us)
     code, _, err = _main(capsys, "rank", f, f, "-p", "dce")
     assert code == 1 and len(err.splitlines()) == 1
+
+
+def test_search_per_module_and_its_failures(corpus: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--search`: each good module's best plan is "after" (never slower than the greedy
+    pipeline), the module that does not parse is its one-line error, and a search past the
+    time limit is one line too; the sweep finishes either way."""
+    from hlopass.search.sweep_job import parse_spec
+
+    job = parse_spec("pipeline:dce,priority-fusion", budget=20)
+    paths = [str(corpus / "corpus" / f) for f in ("good1.hlo", "bad.hlo", "sub/split.hlo")]
+    records = sweep(paths, pipeline=job.label, jobs=1, timeout=60, job=job)
+    by = {os.path.basename(r["module"]): r for r in records}
+    assert sorted(by) == ["bad.hlo", "good1.hlo", "split.hlo#0", "split.hlo#1"]
+    assert by["bad.hlo"]["error"].endswith("bad.hlo:4:18: error: unknown opcode 'bogus'")
+    for k in ("good1.hlo", "split.hlo#0", "split.hlo#1"):
+        r = by[k]
+        assert r["ok"] and r["pipeline"] == job.label, r
+        # dce removes `dead`, fusion leaves the negate: 1 kernel, as the -p sweep counts it
+        assert (r["before"]["kernels"], r["after"]["kernels"]) == (2, 1)
+        assert r["search"]["best_us"] <= r["search"]["greedy_us"]
+        assert r["after"]["time_us"] == pytest.approx(r["search"]["best_us"])
+    late = sweep(paths[:1], pipeline=job.label, jobs=1, timeout=0.001, job=job)
+    assert [r["error"] for r in late] == [f"{paths[0]}: error: timed out after 0.001 s (search)"]
+    code, out, err = _main(capsys, "sweep", paths[0], "--search", "pipeline:dce,priority-fusion",
+                           "--budget", "5", "-j", "1")  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines()[1].split()[1:7] == ["3", "->", "2", "2", "->", "1"]

@@ -7,8 +7,9 @@
 A `SearchSpace` (`space.py`) prices plans and lists the decisions open from each;
 strategies (`strategies.py`: `greedy`, `beam`) walk it within a `Budget`. The fusion space
 (`fusion_space.py`) flips priority-fusion's producer decisions; the algebraic space
-(`algebraic/`) rewrites the entry computation on e-graphs; `spaces.py` names them for
-`--space`. See docs/SEARCH.md.
+(`algebraic/`) rewrites the entry computation on e-graphs; the pipeline, layout and
+multi-output spaces (`pipeline_space.py`, `layout_space.py`, `mof_space.py`) and the
+searches by name (`combined.SPACES`) load on first use. See docs/SEARCH.md.
 """
 
 from hlopass.search.driver import Plan, SearchError, SearchResult, search

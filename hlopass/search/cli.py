@@ -1,5 +1,5 @@
 """`hlopass search MODULE -p PIPELINE [--budget N] [--top K] [--device D] [--strategy S]
-[-o DIR] [--json]`: the K best plans found around the pipeline's priority-fusion, ranked
+[--space fusion|algebraic|algebraic+fusion|pipeline|layout|multi-output|all] [-o DIR] [--json]`: the K best plans found around the pipeline's priority-fusion, ranked
 by estimated time, each with the decisions that differ from the greedy plan and its kernels.
 """
 
@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 from hlopass.commands.clirun import OneLineArgumentParser, guard, whole_number
+from hlopass.search.combined import SPACES
 from hlopass.search.driver import Plan, SearchResult
-from hlopass.search.spaces import SPACES
 from hlopass.search.strategies import STRATEGIES
 
 
@@ -30,11 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="alternatives built, checked and reported besides greedy (default 3)")  # fmt: skip
     ap.add_argument("--device", type=device_arg, default=None,
                     help=DEVICE_HELP.replace("default h100_sxm", "default: priority-fusion's"))  # fmt: skip
-    ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
-                    help="what is searched: fusion decisions (default), algebraic rewrites, or "
-                    "all (an algebraic candidate, then fusion decisions on it)")  # fmt: skip
     ap.add_argument("--strategy", choices=sorted(STRATEGIES), default="beam",
                     help="how the plans are explored (default beam)")  # fmt: skip
+    ap.add_argument("--space", choices=sorted(SPACES), default="fusion",
+                    help="fusion: priority-fusion's decisions; algebraic: rewrites on "
+                    "e-graphs; algebraic+fusion: an algebraic candidate, then fusion "
+                    "decisions on it; pipeline: passes and options around the pipeline; "
+                    "layout: a layout candidate per dot/convolution cluster; multi-output: "
+                    "multi-output merges skipped; all: pipelines, then layout, algebraic "
+                    "and fusion searches on the best (default fusion)")  # fmt: skip
     ap.add_argument("--finalists", type=whole_number("a whole number >= 0"), default=8,
                     help="plans built and priced whole besides greedy, best plan price first "
                     "(default 8; at least --top)")  # fmt: skip
@@ -55,7 +59,6 @@ def search_main(argv: list[str] | None = None) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     from hlopass.commands.cli import parse_input, read_input
-    from hlopass.search.driver import search
 
     name = "<stdin>" if args.file == "-" else args.file
     module = parse_input(read_input(args.file), name)
@@ -63,10 +66,10 @@ def _search(args: argparse.Namespace) -> int:
         from hlopass.search.driver import SearchError
 
         raise SearchError("error: --budget, --width and --branch must be at least 1")
-    result = search(module, args.passes, budget=args.budget, top=args.top, device=args.device,
-                    strategy=args.strategy, width=args.width, branch=args.branch,
-                    finalists=args.finalists, space=SPACES[args.space],
-                    seed=args.seed)  # fmt: skip
+    result = SPACES[args.space](module, args.passes, budget=args.budget, top=args.top,
+                                device=args.device, strategy=args.strategy, width=args.width,
+                                branch=args.branch, finalists=args.finalists,
+                                seed=args.seed)  # fmt: skip
     if args.output_dir:
         _write_plans(result, args.output_dir)
     print(json.dumps(as_json(result), indent=1) if args.json else as_text(result))

@@ -13,6 +13,7 @@ built, checked and estimated once.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -107,18 +108,26 @@ def search(module: ModuleOp, pipeline: str, *, budget: int = 500, top: int = 3,
     prefix, fusion, suffix = _split_pipeline(pipeline)
     dev = device or fusion.device
     base = module.clone()
-    Runner().run(prefix, base)
-    plans = space(base, dev, fusion.cost_model, fusion.max_temp_bytes)
+    # a space of whole pipelines (`PipelineSpace`) starts before any pass and runs them all
+    whole = bool(getattr(space, "whole_pipeline", False))
+    if whole:
+        prefix, suffix = [], []
+        plans = space(base, dev, fusion.cost_model, fusion.max_temp_bytes, pipeline=pipeline)
+    else:
+        Runner().run(prefix, base)
+        plans = space(base, dev, fusion.cost_model, fusion.max_temp_bytes)
     priced = STRATEGIES[strategy](plans, Budget(budget), branch=branch, width=width)
     root, *others = priced
-    unbuilt = sum(p.time_us == float("inf") for p in others)  # a space could not make them
-    others = [p for p in others if p.time_us != float("inf")]
-    others.sort(key=lambda p: (p.time_us, sorted(p.decisions)))
+    failed = [
+        p for p in others if not math.isfinite(p.time_us)
+    ]  # a plan a pass failed on, or a space could not make
+    others = [p for p in others if math.isfinite(p.time_us)]
+    others.sort(key=lambda p: (p.time_us, len(p.decisions), sorted(p.decisions)))
     inputs, unchecked = _inputs(base, seed) if check else (None, "not asked")
-    finals = _Finals(plans, suffix, base, inputs, dev)
+    finals = _Finals(plans, suffix, base, inputs, dev, dropped=len(failed))
     for p in [root, *others[: max(top, finalists)]]:
         finals.add(p, is_root=p is root)
-    built, dropped = finals.built, finals.dropped + unbuilt
+    built, dropped = finals.built, finals.dropped
     greedy = built[0]
     built.sort(key=lambda b: (b.time_us, b is not greedy))
     shown = {id(b) for b in [b for b in built if b is not greedy][:top]}
@@ -151,6 +160,8 @@ class _Finals:
             first = self.done[key]
             if first is None:
                 self.dropped += 1
+            elif getattr(self.space, "distinct_plans", False):
+                pass  # the space reports one plan per module: the first, fewest decisions
             else:  # the same module: its check and estimate hold, a copy of its own
                 self.built.append(Plan(sorted(p.decisions), first.time_us, dict(p.by_model),
                                        first.module.clone(), [dict(r) for r in first.kernels]))  # fmt: skip

@@ -1,7 +1,8 @@
 """`hlopass sweep DIR_OR_GLOB... (-p PIPELINE | --search SPEC) [--jobs N] [--engine E] ...`
 
 Exit status: 0 when every module ran, 1 when some module failed (each failure is its row's
-one-line error), 2 for bad usage (and for `--search` until a search is plugged in).
+one-line error), 2 for bad usage. `--search SPEC` runs a search per module
+(`hlopass.search.sweep_job`): "after" is the best plan found.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("-p", "--passes", metavar="PIPELINE", help="pass pipeline, as hlopass-opt -p")
     what.add_argument("--search", metavar="SPEC", nargs="?", const="",
-                      help="search for a pipeline per module (not available yet)")  # fmt: skip
+                      help="a search per module, SPEC '[SPACE][:PIPELINE]' (spaces: fusion, "
+                      "pipeline, layout, multi-output, all; default pipeline around call-inliner,algsimp,"
+                      "constant-folding,dce,cse,priority-fusion,multi-output-fusion)")  # fmt: skip
+    ap.add_argument("--budget", type=whole_number("a whole number >= 1"), default=100,
+                    help="--search: plans priced per module at most (default 100)")  # fmt: skip
     ap.add_argument("--jobs", "-j", type=whole_number("a whole number >= 1"), default=None,
                     help="parallel workers (default: the CPU count; Ray: one per cluster CPU)")  # fmt: skip
     ap.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -90,13 +95,15 @@ def _sweep(args: argparse.Namespace) -> int:
     from hlopass.sweep import driver as sweeping
 
     job = sweeping.run_pipeline_job
+    pipeline = args.passes or ""
     if args.search is not None:
-        found = sweeping.search_job(args.search)
+        found = sweeping.search_job(args.search, args.budget)
         if found is None:
-            print("hlopass sweep: error: search is not available yet (use -p PIPELINE)",
+            print("hlopass sweep: error: search is not available (use -p PIPELINE)",
                   file=sys.stderr)  # fmt: skip
             return EXIT_USAGE
         job = found
+        pipeline = getattr(found, "label", f"search {args.search}")
     if args.passes is not None:
         from hlopass.pipeline import parse_pass_pipeline
 
@@ -106,7 +113,7 @@ def _sweep(args: argparse.Namespace) -> int:
             load_pass_plugin(plugin)
         parse_pass_pipeline(args.passes)
     t0 = time.perf_counter()
-    records = sweeping.sweep(args.paths, pipeline=args.passes or "", jobs=args.jobs,
+    records = sweeping.sweep(args.paths, pipeline=pipeline, jobs=args.jobs,
                              engine=args.engine, results=args.results, timeout=args.timeout,
                              device=args.device, address=args.address,
                              plugins=args.load_pass_plugin, job=job,

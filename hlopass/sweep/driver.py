@@ -33,9 +33,12 @@ class SweepError(HloError):
     """Bad sweep input (no modules found, an unreadable results file), as one line."""
 
 
-def search_job(spec: str) -> Job | None:
-    """The job for `--search SPEC`; None until a search is plugged in here."""
-    return None
+def search_job(spec: str, budget: int = 100) -> Job | None:
+    """The job for `--search SPEC` (`hlopass.search.sweep_job.parse_spec`: `[SPACE][:PIPELINE]`);
+    a bad SPEC is a one-line error. Its `label` names the search in the results."""
+    from hlopass.search.sweep_job import parse_spec
+
+    return parse_spec(spec, budget)
 
 
 def _looks_like_hlo(path: str) -> bool:

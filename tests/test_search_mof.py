@@ -1,0 +1,35 @@
+"""The multi-output fusion space (`hlopass.search.mof_space`): each merge the pass made is a
+decision to skip. Two row sums of one [1024,1024] f32 value (x and x*x): multi-output fusion
+merges the sibling reductions into one kernel reading x once (4 MiB); skipping that merge
+leaves two kernels that read it twice, so both models price the skip slower and greedy
+stays the best plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hlopass
+from hlopass.checking.equivalence import check_equivalent
+from hlopass.execution.inputs import random_inputs
+from hlopass.search.combined import search_merges
+
+SIBLINGS = Path(__file__).parent / "data" / "search_sibling_reduces.hlo"
+
+
+def test_skipping_the_sibling_merge_is_a_plan_priced_slower():
+    module = hlopass.parse_hlo(SIBLINGS.read_text())
+    result = search_merges(module, "priority-fusion,multi-output-fusion", budget=20, top=3)
+    assert result.best is result.greedy and len(result.greedy.kernels) == 1
+    (skip,) = [p for p in result.plans if p is not result.greedy]
+    assert len(skip.decisions) == 1 and skip.decisions[0].startswith("mof-skip:")
+    assert len(skip.kernels) == 2
+    assert all(skip.plan_us[m] > result.greedy.plan_us[m] for m in ("default", "roofline"))
+    args = random_inputs(module, 5)
+    for p in result.plans:
+        assert check_equivalent(module, p.module, args), p.decisions
+
+
+def test_no_multi_output_fusion_in_the_pipeline_means_no_decisions():
+    module = hlopass.parse_hlo(SIBLINGS.read_text())
+    result = search_merges(module, "priority-fusion", budget=20)
+    assert result.explored == 1 and result.plans == [result.greedy]
