@@ -34,6 +34,7 @@ from hlopass.dialects.hlo import (
 from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import fusion_kind, heroes
+from hlopass.passes.fusion.settle import settle as settle  # the drivers settle through here
 from hlopass.rewriting import RewriteContext, TraceHook, claim_name
 
 _NAMED_HEROES = frozenset({"reduce", "transpose", "scatter", "concatenate"})
@@ -239,33 +240,6 @@ def run_merge_drivers(
     if changed:
         settle(module)
     return changed, records
-
-
-def settle(module: ModuleOp) -> None:
-    """Replace the module by the parse of its own print (until the print is a fixed point).
-
-    What prints depends on more than the graph: computations print in an order derived
-    from the block order of their callers' instructions, and the importer renumbers the
-    stack-frame tables in text order (as XLA's parser does). After fusion both changed;
-    settling makes the output byte-stable through our round trip."""
-    from hlopass.text.exporter import print_hlo
-    from hlopass.text.importer import parse_hlo
-
-    text = print_hlo(module)
-    fresh = parse_hlo(text)
-    for _ in range(3):
-        again = print_hlo(fresh)
-        if again == text:
-            break
-        text, fresh = again, parse_hlo(again)
-    block = module.body.block
-    for op in list(block.ops):
-        erase_op(op)
-    for op in list(fresh.body.block.ops):
-        op.detach()
-        block.add_op(op)
-    module.attributes.clear()
-    module.attributes.update(fresh.attributes)
 
 
 def erase_op(op: Operation) -> None:
