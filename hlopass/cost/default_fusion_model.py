@@ -10,7 +10,7 @@ from `sibling.SiblingSummary`s.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hlopass.cost.analysis import ModuleCostAnalysis
@@ -19,6 +19,7 @@ from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.cost.kernel_analysis import Read, utilizations
 from hlopass.cost.launch import facts_launch, launch, loop_launch
 from hlopass.cost.model import KernelWork, kernel_time
+from hlopass.cost.shared_summaries import SharedSummaries
 from hlopass.cost.sibling import Input, SiblingSummary, add_inputs, shape_bytes
 from hlopass.ir.memo import VersionMemo
 from hlopass.ir.shape import ELEMENT_BITS, ArrayShape
@@ -63,6 +64,7 @@ class DefaultFusionCostModel(FusionCostModel):
         super().__init__(device)
         self._analysis: ModuleCostAnalysis | None = None
         self._summary: VersionMemo[_Summary] = VersionMemo()
+        self._shared: SharedSummaries[_Summary] = SharedSummaries()
 
     def _an(self, op: Any) -> Any:
         """The kernel analyzer of `op`'s module, made on first use and kept as long as this
@@ -77,7 +79,10 @@ class DefaultFusionCostModel(FusionCostModel):
     def summary(self, k: Kernel) -> _Summary:
         s = self._summary.get(k)
         if s is None:
-            s = self._summary.put(k, self._summarize(k.members, k.outputs))
+            members, outputs = k.members, k.outputs
+            s = self._shared.get(members, outputs, lambda: self._summarize(members, outputs),
+                                 _relabel)  # fmt: skip
+            s = self._summary.put(k, s)
         return s
 
     def price_kernel(self, k: Kernel) -> float:
@@ -223,6 +228,17 @@ class DefaultFusionCostModel(FusionCostModel):
         fused = _Summary(p.alu * u + c.alu, p.tensor * u + c.tensor, {}, [], c.written,
                          c.emitter, c.blocks, c.threads)  # fmt: skip
         return self._time_of(fused, reads)
+
+
+def _relabel(s: _Summary, new_of: dict[int, Any]) -> _Summary | None:
+    """`s` with its inputs replaced by the instructions at their positions in another
+    kernel of the same signature (None if an input is not among them)."""
+    try:
+        inputs = [(new_of[id(src)], size, eb, c) for src, size, eb, c in s.inputs]
+        util = {id(new_of[k]): u for k, u in s.util.items()}
+    except KeyError:
+        return None
+    return replace(s, inputs=inputs, util=util)
 
 
 def _written(outputs: list[Any]) -> float:

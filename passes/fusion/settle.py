@@ -39,9 +39,15 @@ _MAX_ROUNDS = 4
 
 def settle(module: ModuleOp) -> None:
     """Make `module` what the parse of its print would be (see the module docstring)."""
-    if not _in_place_applies(module):
+    if _in_place_applies(module):
+        settle_in_place(module)
+    else:
         settle_by_reparse(module)
-        return
+
+
+def settle_in_place(module: ModuleOp) -> None:
+    """`settle` of an unscheduled module without async ops, by moving, renaming and
+    re-threading what the round trip would change."""
     expected = _reparsed(module) if CHECK_SETTLE else None
     for _ in range(_MAX_ROUNDS):
         moved = False
