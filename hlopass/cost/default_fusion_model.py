@@ -80,8 +80,7 @@ class DefaultFusionCostModel(FusionCostModel):
         s = self._summary.get(k)
         if s is None:
             members, outputs = k.members, k.outputs
-            s = self._shared.get(members, outputs, lambda: self._summarize(members, outputs),
-                                 _relabel)  # fmt: skip
+            s = self._shared.get(k, lambda: self._summarize(members, outputs), _relabel)
             s = self._summary.put(k, s)
         return s
 
@@ -89,7 +88,14 @@ class DefaultFusionCostModel(FusionCostModel):
         return self._time_of(self.summary(k))
 
     def price_fused(self, producer: Kernel, consumer: Kernel) -> float:
-        return self._fused_time(producer, consumer)
+        key = self._shared.signatures.pair(producer, consumer)
+        pairs = self._shared.pairs
+        t = pairs.get(key)
+        if t is None:
+            t, shared = self._fused_time(producer, consumer)
+            if shared:
+                pairs[key] = t
+        return t
 
     def invalidate(self, k: Kernel) -> None:
         super().invalidate(k)
@@ -200,13 +206,16 @@ class DefaultFusionCostModel(FusionCostModel):
         w.threads = s.blocks * s.threads
         return kernel_time(w, self.device).time_us
 
-    def _fused_time(self, producer: Kernel, consumer: Kernel) -> float:
+    def _fused_time(self, producer: Kernel, consumer: Kernel) -> tuple[float, bool]:
+        """(the fused kernel's time, whether it follows from the two summaries alone and may
+        be shared by the pair's signature: not when the emitter changes and the kernel is
+        analysed whole, in its members' block order)."""
         p, c = self.summary(producer), self.summary(consumer)
         ids = _Union(consumer.ids, producer.ids)
         parts = hero_parts(heroes(consumer.outputs, ids), ids)
         emitter = choose_emitter("", consumer.outputs, parts)
         if emitter != c.emitter:  # the producer changes the emitter: analyse it whole
-            return self.kernel_time_us(consumer.merged(producer), consumer.outputs)
+            return self.kernel_time_us(consumer.merged(producer), consumer.outputs), False
         u = c.util.get(id(producer.root), 0.0)
         totals: dict[int, list[Any]] = {}
         for src, size, eb, coalesced in c.inputs:
@@ -227,7 +236,7 @@ class DefaultFusionCostModel(FusionCostModel):
             reads.append(Read(min(size, total), total, eb, coalesced))
         fused = _Summary(p.alu * u + c.alu, p.tensor * u + c.tensor, {}, [], c.written,
                          c.emitter, c.blocks, c.threads)  # fmt: skip
-        return self._time_of(fused, reads)
+        return self._time_of(fused, reads), True
 
 
 def _relabel(s: _Summary, new_of: dict[int, Any]) -> _Summary | None:

@@ -9,9 +9,10 @@ priority fusion asks for are of kernels that an earlier layer already had.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from hlopass.kernel_structure.plan import Kernel
 from hlopass.kernel_structure.signature import Signatures
 
 T = TypeVar("T")
@@ -23,14 +24,17 @@ class SharedSummaries(Generic[T]):
 
     def __init__(self) -> None:
         self.signatures = Signatures()
-        self._by_key: dict[Any, tuple[T, list[Any]]] = {}
+        self._by_key: dict[int, tuple[T, list[Any]]] = {}
+        self.pairs: dict[tuple[int, int, tuple[Any, ...]], float] = {}
+        """Prices of producer-consumer fusions by `Signatures.pair` (see the model)."""
 
-    def get(self, members: Sequence[Any], outputs: Sequence[Any],
-            compute: Callable[[], T], relabel: Callable[[T, dict[int, Any]], T | None]) -> T:  # fmt: skip
-        """`compute()`'s summary of the kernel, or a summary of the same signature relabelled
+    def get(self, k: Kernel, compute: Callable[[], T],
+            relabel: Callable[[T, dict[int, Any]], T | None]) -> T:  # fmt: skip
+        """`compute()`'s summary of kernel `k`, or a summary of the same signature relabelled
         (`relabel(summary, new instruction by id of the old)`; None: not relabelable)."""
-        key, inputs = self.signatures.of(members, outputs)
-        objs = [*members, *inputs]
+        sig = self.signatures.of_kernel(k)
+        key = sig.sid
+        objs = [*k.members, *sig.inputs]
         hit = self._by_key.get(key)
         if hit is not None:
             value, old = hit

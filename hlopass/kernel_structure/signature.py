@@ -13,18 +13,43 @@ computations stay in by name (reducers are told apart, never merged by content).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from hlopass.ir.memo import VersionMemo
 
 _LEFT_OUT = frozenset({"name", "metadata", "control-predecessors"})
 
 
+@dataclass
+class Signature:
+    """A kernel's signature, interned (`sid`: equal signatures, equal ints), with where
+    each of its instructions sits: `local` (member id -> position), `inputs` (in
+    first-use order) and `input_index` (input id -> position)."""
+
+    sid: int
+    local: dict[int, int]
+    inputs: list[Any]
+    input_index: dict[int, int]
+
+    def place(self, op: Any) -> int | None:
+        """op's position: member i -> i, input j -> -1-j, None if the kernel never sees it."""
+        i = self.local.get(id(op))
+        if i is not None:
+            return i
+        j = self.input_index.get(id(op))
+        return None if j is None else -1 - j
+
+
 class Signatures:
-    """Signatures of kernels, with each instruction's own part (opcode, shape, attributes)
-    made once. Holds the instructions it has seen, so their ids are never reused while it
-    lives."""
+    """Signatures of kernels, interned, with each instruction's own part (opcode, shape,
+    attributes) made once and each kernel's kept while its `version` holds. Holds the
+    instructions it has seen, so their ids are never reused while it lives."""
 
     def __init__(self) -> None:
         self._own: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+        self._ids: dict[tuple[Any, ...], int] = {}
+        self._of_kernel = VersionMemo[Signature]()
 
     def own(self, op: Any) -> tuple[Any, ...]:
         hit = self._own.get(id(op))
@@ -37,9 +62,16 @@ class Signatures:
             hit = self._own[id(op)] = (op, (op.opcode, op.shape, props))
         return hit[1]
 
-    def of(self, members: Sequence[Any], outputs: Sequence[Any]) -> tuple[Any, list[Any]]:
-        """(signature, inputs): the inputs are the instructions outside the kernel that its
-        members read, in first-use order (a member's operand -1-j is input j)."""
+    def of_kernel(self, k: Any) -> Signature:
+        """`of(k.members, k.outputs)`, kept per kernel version (`k` must stay alive)."""
+        hit = self._of_kernel.get(k)
+        if hit is None:
+            hit = self._of_kernel.put(k, self.of(k.members, k.outputs))
+        return hit
+
+    def of(self, members: Sequence[Any], outputs: Sequence[Any]) -> Signature:
+        """The signature of `members` run as one kernel writing `outputs`: its inputs are
+        the instructions outside that the members read, in first-use order."""
         local = {id(m): i for i, m in enumerate(members)}
         seen: dict[int, int] = {}
         inputs: list[Any] = []
@@ -60,7 +92,17 @@ class Signatures:
             items.append((own(m), tuple(refs)))
         outs = tuple(local.get(id(o), -1) for o in outputs)
         ins = tuple(own(o)[:2] for o in inputs)  # an input is read by its opcode and shape
-        return (tuple(items), ins, outs), inputs
+        key = (tuple(items), ins, outs)
+        sid = self._ids.setdefault(key, len(self._ids))
+        return Signature(sid, local, inputs, seen)
+
+    def pair(self, producer: Any, consumer: Any) -> tuple[int, int, tuple[Any, ...]]:
+        """What a producer fused into a consumer is, up to identity: both signatures and
+        where each of the producer's members and inputs sits in the consumer."""
+        p, c = self.of_kernel(producer), self.of_kernel(consumer)
+        place = c.place
+        wiring = tuple(place(m) for m in producer.members) + tuple(place(o) for o in p.inputs)
+        return p.sid, c.sid, wiring
 
 
 def _hashable(v: Any) -> Any:

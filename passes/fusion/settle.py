@@ -57,7 +57,7 @@ def settle_in_place(module: ModuleOp) -> None:
         if not moved:
             break
     comps = computations(module)
-    if not names_unique([{op.inst_name: op for op in c.instructions} for c in comps]):
+    if not names_unique([{op.inst_name: op.result for op in c.instructions} for c in comps]):
         uniquify_instruction_names(comps)  # as the parser renames, in text order
     _thread_uses(comps)
     _renumber_frames(module)
@@ -85,13 +85,13 @@ def _reorder(block: Block, order: list[HloOp] | list[ComputationOp]) -> bool:
         if op is not want:
             same = False
             break
-        op = op.next_op
+        op = want.next_op
     if same:
         return False
     anchor = first
     for want in order:
         if want is anchor:
-            anchor = anchor.next_op
+            anchor = want.next_op
             continue
         want.detach()
         if anchor is None:
