@@ -64,7 +64,7 @@ class DefaultFusionCostModel(FusionCostModel):
         super().__init__(device)
         self._analysis: ModuleCostAnalysis | None = None
         self._summary: VersionMemo[_Summary] = VersionMemo()
-        self._shared: SharedSummaries[_Summary] = SharedSummaries()
+        self._shared: SharedSummaries[_Summary] = SharedSummaries(self.signatures)
 
     def _an(self, op: Any) -> Any:
         """The kernel analyzer of `op`'s module, made on first use and kept as long as this
@@ -88,7 +88,7 @@ class DefaultFusionCostModel(FusionCostModel):
         return self._time_of(self.summary(k))
 
     def price_fused(self, producer: Kernel, consumer: Kernel) -> float:
-        key = self._shared.signatures.pair(producer, consumer)
+        key = self.signatures.pair(producer, consumer)
         pairs = self._shared.pairs
         t = pairs.get(key)
         if t is None:

@@ -22,8 +22,8 @@ class SharedSummaries(Generic[T]):
     """Summaries by signature, with the instructions (members, then inputs) each was made
     of, so that a hit can be relabelled position by position."""
 
-    def __init__(self) -> None:
-        self.signatures = Signatures()
+    def __init__(self, signatures: Signatures) -> None:
+        self.signatures = signatures
         self._by_key: dict[int, tuple[T, list[Any]]] = {}
         self.pairs: dict[tuple[int, int, tuple[Any, ...]], float] = {}
         """Prices of producer-consumer fusions by `Signatures.pair` (see the model)."""
