@@ -6,8 +6,9 @@ everything a price of it reads (each member's opcode, shape and attributes, its 
 positions within the kernel or among its inputs, each input's opcode and shape, which
 members are outputs), never by identity; two kernels with the same signature get the same
 analysis, relabelled onto their own instructions (`hlopass.cost.shared_summaries`).
-Names, metadata and control predecessors are left out (no price reads them); called
-computations stay in by name (reducers are told apart, never merged by content).
+Names, metadata and control predecessors are left out (no price reads them); a called
+computation (a reducer) enters by its own signature, not its name. Nothing here may change
+while a `Signatures` lives (a fusion pass's planning, a search space's module copy).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hlopass.ir.memo import VersionMemo
+from xdsl.dialects.builtin import ModuleOp
+
+from hlopass.rewriting import comps_by_name
 
 _LEFT_OUT = frozenset({"name", "metadata", "control-predecessors"})
 
@@ -49,12 +52,18 @@ class Signatures:
     def __init__(self) -> None:
         self._own: dict[int, tuple[Any, tuple[Any, ...]]] = {}
         self._ids: dict[tuple[Any, ...], int] = {}
-        self._of_kernel = VersionMemo[Signature]()
+        self._of_kernel: dict[int, tuple[Any, int, Signature]] = {}  # (kernel, version, ...)
+        self._comps: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._comp_sid: dict[int, tuple[Any, int]] = {}
 
     def own(self, op: Any) -> tuple[Any, ...]:
         hit = self._own.get(id(op))
         if hit is None:
-            props = tuple((k, v) for k, v in op.properties.items() if k not in _LEFT_OUT)
+            callees = op.callees()
+            skip = _LEFT_OUT.union(s.name for s in op.spec.computations) if callees else _LEFT_OUT
+            props = tuple((k, v) for k, v in op.properties.items() if k not in skip)
+            if callees:  # by content: each reduce of a layer calls a reducer of its own
+                props += (("callees", tuple(self._callee(op, n) for n in callees)),)
             try:
                 hash(props)
             except TypeError:  # an unhashable payload (a literal's array): by identity
@@ -62,12 +71,33 @@ class Signatures:
             hit = self._own[id(op)] = (op, (op.opcode, op.shape, props))
         return hit[1]
 
-    def of_kernel(self, k: Any) -> Signature:
-        """`of(k.members, k.outputs)`, kept per kernel version (`k` must stay alive)."""
-        hit = self._of_kernel.get(k)
+    def _callee(self, op: Any, name: str) -> Any:
+        """The signature id of the computation `op` calls by `name` (the name if absent)."""
+        module = op
+        while module is not None and not isinstance(module, ModuleOp):
+            module = module.parent_op()
+        if module is None:
+            return ("name", name)
+        comps = self._comps.get(id(module))
+        if comps is None:
+            comps = self._comps[id(module)] = (module, comps_by_name(module))
+        comp = comps[1].get(name)
+        if comp is None:
+            return ("name", name)
+        hit = self._comp_sid.get(id(comp))
         if hit is None:
-            hit = self._of_kernel.put(k, self.of(k.members, k.outputs))
-        return hit
+            sid = self.of(list(comp.instructions), [comp.root]).sid
+            hit = self._comp_sid[id(comp)] = (comp, sid)
+        return hit[1]
+
+    def of_kernel(self, k: Any) -> Signature:
+        """`of(k.members, k.outputs)`, kept per kernel version."""
+        hit = self._of_kernel.get(id(k))
+        if hit is not None and hit[0] is k and hit[1] == k.version:
+            return hit[2]
+        sig = self.of(k.members, k.outputs)
+        self._of_kernel[id(k)] = (k, k.version, sig)
+        return sig
 
     def of(self, members: Sequence[Any], outputs: Sequence[Any]) -> Signature:
         """The signature of `members` run as one kernel writing `outputs`: its inputs are
