@@ -129,3 +129,47 @@ _REUSE_FREE = {"control_sort": 7}
 make (each a first look): control_sort's `broadcast(iota)` became a plain iota
 (algsimp's `broadcast(iota) -> iota`, as XLA's), which left 7 look-ups and none repeated.
 A program that makes more look-ups than listed must reuse a book."""
+
+
+@pytest.mark.skipif(CORPUS is None, reason="needs the corpus")
+@pytest.mark.parametrize("program", _programs())
+def test_settle_in_place_is_the_round_trip(program: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fusion passes settle their output in place (block orders, names, use lists,
+    stack frames); with the check on, each settle is compared with the parse of the print
+    (the same text, every value's users in the same order) and raises where they differ."""
+    from hlopass.passes.fusion import settle
+
+    assert CORPUS is not None
+    monkeypatch.setattr(settle, "CHECK_SETTLE", True)
+    settled = []
+    original = settle.settle_in_place
+
+    def counted(module):  # type: ignore[no-untyped-def]
+        settled.append(module)
+        return original(module)
+
+    monkeypatch.setattr(settle, "settle_in_place", counted)
+    path: Path = CORPUS / "jax" / program / "before_optimizations.hlo"
+    m = parse_hlo(path.read_text(), str(path))
+    run_pipeline(m, f"{PRE},priority-fusion,multi-output-fusion,horizontal-fusion")
+    assert settled, "priority fusion changes every corpus program, so it settles it"
+
+
+def test_settle_in_place_sorts_uses_as_the_parser() -> None:
+    """A value whose use list is out of the parser's order (the last reader in text order
+    first): the in-place settle puts it back."""
+    from hlopass.passes.fusion import settle
+
+    def p0_users(m):  # type: ignore[no-untyped-def]
+        p0 = next(op for op in m.walk() if getattr(op, "inst_name", "") == "p0")
+        return [u.operation.inst_name for u in p0.result.uses]
+
+    m = parse_hlo(SIBLINGS)
+    parsed = p0_users(m)
+    assert parsed == ["n", "c", "b", "a"]  # text order a, b, c, n; each added at the head
+    p0 = next(op for op in m.walk() if getattr(op, "inst_name", "") == "p0")
+    for u in [u.operation for u in p0.result.uses]:  # re-added n first: the list reversed
+        u.operands = tuple(u.operands)
+    assert p0_users(m) == ["a", "b", "c", "n"]
+    settle.settle_in_place(m)
+    assert p0_users(m) == parsed

@@ -10,7 +10,7 @@ from `sibling.SiblingSummary`s.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hlopass.cost.analysis import ModuleCostAnalysis
@@ -19,6 +19,7 @@ from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.cost.kernel_analysis import Read, utilizations
 from hlopass.cost.launch import facts_launch, launch, loop_launch
 from hlopass.cost.model import KernelWork, kernel_time
+from hlopass.cost.shared_summaries import SharedSummaries
 from hlopass.cost.sibling import Input, SiblingSummary, add_inputs, shape_bytes
 from hlopass.ir.memo import VersionMemo
 from hlopass.ir.shape import ELEMENT_BITS, ArrayShape
@@ -63,6 +64,7 @@ class DefaultFusionCostModel(FusionCostModel):
         super().__init__(device)
         self._analysis: ModuleCostAnalysis | None = None
         self._summary: VersionMemo[_Summary] = VersionMemo()
+        self._shared: SharedSummaries[_Summary] = SharedSummaries(self.signatures)
 
     def _an(self, op: Any) -> Any:
         """The kernel analyzer of `op`'s module, made on first use and kept as long as this
@@ -77,14 +79,23 @@ class DefaultFusionCostModel(FusionCostModel):
     def summary(self, k: Kernel) -> _Summary:
         s = self._summary.get(k)
         if s is None:
-            s = self._summary.put(k, self._summarize(k.members, k.outputs))
+            members, outputs = k.members, k.outputs
+            s = self._shared.get(k, lambda: self._summarize(members, outputs), _relabel)
+            s = self._summary.put(k, s)
         return s
 
     def price_kernel(self, k: Kernel) -> float:
         return self._time_of(self.summary(k))
 
     def price_fused(self, producer: Kernel, consumer: Kernel) -> float:
-        return self._fused_time(producer, consumer)
+        key = self.signatures.pair(producer, consumer)
+        pairs = self._shared.pairs
+        t = pairs.get(key)
+        if t is None:
+            t, shared = self._fused_time(producer, consumer)
+            if shared:
+                pairs[key] = t
+        return t
 
     def invalidate(self, k: Kernel) -> None:
         super().invalidate(k)
@@ -195,13 +206,16 @@ class DefaultFusionCostModel(FusionCostModel):
         w.threads = s.blocks * s.threads
         return kernel_time(w, self.device).time_us
 
-    def _fused_time(self, producer: Kernel, consumer: Kernel) -> float:
+    def _fused_time(self, producer: Kernel, consumer: Kernel) -> tuple[float, bool]:
+        """(the fused kernel's time, whether it follows from the two summaries alone and may
+        be shared by the pair's signature: not when the emitter changes and the kernel is
+        analysed whole, in its members' block order)."""
         p, c = self.summary(producer), self.summary(consumer)
         ids = _Union(consumer.ids, producer.ids)
         parts = hero_parts(heroes(consumer.outputs, ids), ids)
         emitter = choose_emitter("", consumer.outputs, parts)
         if emitter != c.emitter:  # the producer changes the emitter: analyse it whole
-            return self.kernel_time_us(consumer.merged(producer), consumer.outputs)
+            return self.kernel_time_us(consumer.merged(producer), consumer.outputs), False
         u = c.util.get(id(producer.root), 0.0)
         totals: dict[int, list[Any]] = {}
         for src, size, eb, coalesced in c.inputs:
@@ -222,7 +236,18 @@ class DefaultFusionCostModel(FusionCostModel):
             reads.append(Read(min(size, total), total, eb, coalesced))
         fused = _Summary(p.alu * u + c.alu, p.tensor * u + c.tensor, {}, [], c.written,
                          c.emitter, c.blocks, c.threads)  # fmt: skip
-        return self._time_of(fused, reads)
+        return self._time_of(fused, reads), True
+
+
+def _relabel(s: _Summary, new_of: dict[int, Any]) -> _Summary | None:
+    """`s` with its inputs replaced by the instructions at their positions in another
+    kernel of the same signature (None if an input is not among them)."""
+    try:
+        inputs = [(new_of[id(src)], size, eb, c) for src, size, eb, c in s.inputs]
+        util = {id(new_of[k]): u for k, u in s.util.items()}
+    except KeyError:
+        return None
+    return replace(s, inputs=inputs, util=util)
 
 
 def _written(outputs: list[Any]) -> float:

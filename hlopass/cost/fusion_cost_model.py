@@ -30,6 +30,7 @@ from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.ir.memo import VersionMemo
 from hlopass.kernel_structure.emitter import EmitterFacts
 from hlopass.kernel_structure.plan import Kernel, ir_size
+from hlopass.kernel_structure.signature import Signatures
 
 MAX_IR_SIZE = 10000  # XLA kMaxIRSize
 MAX_BASIC_BLOCK_SPLITS = 10  # XLA kMaxBasicBlockSplitsPerFusion
@@ -59,6 +60,10 @@ class FusionCostModel(ABC):
         self._pair: dict[tuple[int, int], tuple[int, int, float]] = {}
         self._ir: VersionMemo[tuple[dict[int, float], float, float]] = VersionMemo()
         self._pairs_of: dict[int, set[tuple[int, int]]] = {}
+        self.signatures = Signatures()
+        """Kernels by structure, for answers that depend on nothing else (kept for the
+        model's life: a layer's kernels are priced once, see `shared_summaries`)."""
+        self._explodes: dict[tuple[int, int, tuple[Any, ...]], bool] = {}
 
     @abstractmethod
     def kernel_time_us(self, members: Sequence[Any], outputs: Sequence[Any]) -> float:
@@ -127,7 +132,15 @@ class FusionCostModel(ABC):
 
     def would_explode_ir_size(self, producer: Kernel, consumer: Kernel) -> bool:
         """XLA's ProducerConsumerMergedTooLarge: the producer's code is emitted as often as
-        the consumer reads it; each basic-block split doubles what follows."""
+        the consumer reads it; each basic-block split doubles what follows. Answered once
+        per pair signature (`Signatures.pair`): the sizes read the two kernels alone."""
+        key = self.signatures.pair(producer, consumer)
+        hit = self._explodes.get(key)
+        if hit is None:
+            hit = self._explodes[key] = self._explodes_ir_size(producer, consumer)
+        return hit
+
+    def _explodes_ir_size(self, producer: Kernel, consumer: Kernel) -> bool:
         emitted, c_size, c_splits = self.ir_size(consumer)
         replication = max(1.0, emitted.get(id(producer.root), 1.0))
         _, p_size, p_splits = self.ir_size(producer)

@@ -407,11 +407,13 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
         driver.seed(seeds)
         plans.append((driver, driver.run()))
     builder = FusionBuilder(module)
+    builder.defer_kinds = True  # the replay reads no kind
     current: dict[int, HloOp] = {}
     changed = False
     for _driver, steps in plans:
         replay(steps, builder, ctx, current)
         changed |= bool(steps)
+    builder.set_kinds()
     builder.finish()
     records: list[FusionRecord] = []
     for driver, _ in plans:

@@ -34,6 +34,7 @@ from hlopass.dialects.hlo import (
 from hlopass.ir.opcode_sets import EVERY_OPCODE
 from hlopass.ir.shape import TupleShape
 from hlopass.kernel_structure.emitter import fusion_kind, heroes
+from hlopass.passes.fusion.settle import settle as settle  # the drivers settle through here
 from hlopass.rewriting import RewriteContext, TraceHook, claim_name
 
 _NAMED_HEROES = frozenset({"reduce", "transpose", "scatter", "concatenate"})
@@ -61,6 +62,19 @@ class FusionBuilder:
         self._next_comp: dict[str, int] = {}
         self.created: list[HloOp] = []
         """Fusion instructions this builder made (renamed XLA's way by `finish`)."""
+        self.defer_kinds = False
+        """Set each grown fusion's `kind` once, in `set_kinds`, not after every step (a
+        driver that reads no kind while it builds: the kind of a fusion that grows k times
+        costs a walk of it, k times)."""
+        self._kind_pending: dict[int, HloOp] = {}
+
+    def set_kinds(self) -> None:
+        """XLA's `ChooseKind` of every fusion grown since kinds were deferred."""
+        for fusion in self._kind_pending.values():
+            if fusion.parent is not None:
+                comp = self.fused(fusion)
+                fusion.set_attr("kind", fusion_kind(list(comp.instructions), [comp.root]))
+        self._kind_pending.clear()
 
     def fresh_inst(self, base: str) -> str:
         """`base`, else `base.k` for the first free k, among the module's instruction names."""
@@ -163,14 +177,14 @@ class FusionBuilder:
                 mapping[v] = param_for(v)
             body = [producer]
             root_value = producer.result
-        for op in body:
-            clone = op.clone(value_mapper=mapping)
-            clone.inst_name = op.inst_name if keep_names else self.fresh_inst(op.inst_name)
-            if anchor is not None:
-                block.insert_op_before(clone, anchor)
-            else:
-                block.insert_op_before(clone, block.last_op)  # type: ignore[arg-type]
-        new_root = mapping[root_value]
+        if keep_names:  # nothing else reads the producer: move its code, no copy
+            _move_into(body, mapping, block, anchor)
+        else:
+            for op in body:
+                clone = op.clone(value_mapper=mapping)
+                clone.inst_name = self.fresh_inst(op.inst_name)
+                _insert(block, clone, anchor)
+        new_root = mapping.get(root_value, root_value)  # (moved: the root itself)
         for i in reads:
             params[i].result.replace_all_uses_with(new_root)
         for i in sorted(reads, reverse=True):
@@ -182,7 +196,12 @@ class FusionBuilder:
             if p.attr("number") != n:
                 p.set_attr("number", n)
         fusion.operands = kept
-        fusion.set_attr("kind", fusion_kind(list(comp.instructions), [comp.root]))
+        if self.defer_kinds:
+            self._kind_pending[id(fusion)] = fusion
+        else:
+            fusion.set_attr("kind", fusion_kind(list(comp.instructions), [comp.root]))
+        if keep_names and producer.opcode != "fusion":
+            return  # the producer itself now computes inside
         if not producer.result.uses:
             callee = producer.attr("calls") if producer.opcode == "fusion" else None
             erase_op(producer)
@@ -241,31 +260,21 @@ def run_merge_drivers(
     return changed, records
 
 
-def settle(module: ModuleOp) -> None:
-    """Replace the module by the parse of its own print (until the print is a fixed point).
+def _insert(block: Block, op: Operation, anchor: Operation | None) -> None:
+    """Before the first non-parameter instruction, else before the return."""
+    block.insert_op_before(op, anchor if anchor is not None else block.last_op)  # type: ignore[arg-type]
 
-    What prints depends on more than the graph: computations print in an order derived
-    from the block order of their callers' instructions, and the importer renumbers the
-    stack-frame tables in text order (as XLA's parser does). After fusion both changed;
-    settling makes the output byte-stable through our round trip."""
-    from hlopass.text.exporter import print_hlo
-    from hlopass.text.importer import parse_hlo
 
-    text = print_hlo(module)
-    fresh = parse_hlo(text)
-    for _ in range(3):
-        again = print_hlo(fresh)
-        if again == text:
-            break
-        text, fresh = again, parse_hlo(again)
-    block = module.body.block
-    for op in list(block.ops):
-        erase_op(op)
-    for op in list(fresh.body.block.ops):
+def _move_into(body: list[HloOp], mapping: dict[SSAValue, SSAValue], block: Block,
+               anchor: Operation | None) -> None:  # fmt: skip
+    """Move `body` (in order) into `block`, each operand in `mapping` replaced by its value
+    there: what cloning and erasing the originals would leave, without the copies."""
+    for op in body:
+        ops = op.operands
+        if any(v in mapping for v in ops):
+            op.operands = [mapping.get(v, v) for v in ops]
         op.detach()
-        block.add_op(op)
-    module.attributes.clear()
-    module.attributes.update(fresh.attributes)
+        _insert(block, op, anchor)
 
 
 def erase_op(op: Operation) -> None:

@@ -131,7 +131,7 @@ def subshape_count(shape: Any) -> int:
     return 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class Facts:
     fusible: bool
     significant_reduce: bool
@@ -149,6 +149,7 @@ class Rules:
         self.comps = comps
         self.roots = roots  # ids of computation roots
         self._facts: dict[int, tuple[int, Facts]] = {}
+        self._facts_by_sid: dict[tuple[bool, int], Facts] = {}
         self._fusible: dict[int, bool] = {}
 
     def op_fusible(self, op: HloOp) -> bool:
@@ -161,15 +162,24 @@ class Rules:
         hit = self._facts.get(id(k))
         if hit is not None and hit[0] == k.version:
             return hit[1]
-        f = Facts(
-            fusible=all(self.op_fusible(m) for m in k.members),
+        # whether its instructions are fusible reads control dependencies, which signatures
+        # leave out: asked per kernel; the other facts read the kernel alone
+        fusible = all(self.op_fusible(m) for m in k.members)
+        sid = self.model.signatures.of_kernel(k).sid
+        f = self._facts_by_sid.get((fusible, sid))
+        if f is None:
+            f = self._facts_by_sid[(fusible, sid)] = self._kernel_facts(k, fusible)
+        self._facts[id(k)] = (k.version, f)
+        return f
+
+    def _kernel_facts(self, k: Kernel, fusible: bool) -> Facts:
+        return Facts(
+            fusible=fusible,
             significant_reduce=any(significant_reduce(m) for m in k.members),
             shared_memory=sum(shared_memory(m) for m in k.members),
             unnested_reductions=sum(is_unnested_reduction(m) for m in k.members),
             emitter=emitter_kind(k.members, k.outputs),
         )
-        self._facts[id(k)] = (k.version, f)
-        return f
 
     def can_fuse(self, producer: Kernel, consumer: Kernel) -> str | None:
         """None when `producer` may be fused into `consumer`, else XLA's reason."""
