@@ -14,14 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from hlopass.cost import profiles
 from hlopass.ir.shape import ArrayShape
 
 # tensor-core types per CUDA compute capability (major) from which they run on tensor cores
 TENSOR_CORE_SINCE = {"f16": 7, "bf16": 8, "f32": 8, "s8": 7, "u8": 7}
-COMPUTE_CAPABILITY = {
-    "v100": 7, "a100_sxm_80": 8, "a6000": 8, "h100_sxm": 9, "h100_pcie": 9, "b200": 10,
-    "p100_sxm2": 6, "t4": 7, "gb300": 10,
-}  # fmt: skip
+COMPUTE_CAPABILITY = {d: cc[0] for d, cc in profiles.COMPUTE_CAPABILITY.items()}
 
 
 def physical_offsets(shape: ArrayShape) -> np.ndarray:

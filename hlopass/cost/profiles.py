@@ -29,6 +29,18 @@ DEVICE_PROFILE = {
     "b200": "sm_100", "a6000": "sm_86", "p100_sxm2": "sm_60", "t4": "sm_75", "gb300": "sm_103",
 }  # fmt: skip
 
+
+def compute_capability(device: str) -> tuple[int, int]:
+    """A device's CUDA compute capability (major, minor), read from its profile section's
+    name (`sm_90`: 9.0, `sm_86`: 8.6, `sm_103`: 10.3)."""
+    digits = DEVICE_PROFILE[device].removeprefix("sm_")
+    return int(digits[:-1]), int(digits[-1])
+
+
+COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {d: compute_capability(d) for d in DEVICE_PROFILE}
+"""Each known device's CUDA compute capability: the one table of it (layouts, fusion and
+pipeline rules read it)."""
+
 # "[section] device name" then "opcode type=cycles ..." lines, in XLA's order
 _TABLE = """
 [sm_103] GB300

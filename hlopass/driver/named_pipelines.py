@@ -24,10 +24,14 @@ from hlopass.errors import HloError
 @dataclass(frozen=True)
 class Stage:
     """A run of passes standing for one part of a compiler's pipeline; `{device}` in a pass
-    spec is the named pipeline's `device` option."""
+    spec is the named pipeline's `device` option, `{cc}` its CUDA compute capability."""
 
     label: str
     passes: tuple[str, ...]
+
+
+TRITON_PASSES = frozenset({"gemm-fusion", "softmax-rewriter-triton"})
+"""Passes XLA's GPU compiler runs from Ampere (compute capability 8.0) on only."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +59,21 @@ class NamedPipeline:
                 f"error: pipeline '{self.name}': unknown device '{device}' "
                 f"(known: {', '.join(sorted(DEVICES))})"
             )
-        return ",".join(p.replace("{device}", device) for s in self.stages for p in s.passes)
+        from hlopass.cost.profiles import compute_capability
+
+        major, minor = compute_capability(device)
+        passes = [p for s in self.stages for p in s.passes]
+        if major < 8:  # no Triton fusions before Ampere (XLA's GPU compiler)
+            passes = [p for p in passes if p.split("{")[0] not in TRITON_PASSES]
+        return ",".join(
+            p.replace("{device}", device).replace("{cc}", f"{major}.{minor}") for p in passes
+        )
 
     def help_text(self) -> str:
         lines = [f"{self.name} (named pipeline)", f"  {self.summary}", "", "options:"]
         lines.append(f"  device={self.default_device}  (a name)")
-        lines.append("      GPU the device-dependent passes price and decide for.")
+        lines.append("      GPU the device-dependent passes price and decide for (before Ampere,")
+        lines.append("      compute capability 8.0, without the Triton passes, as XLA).")
         lines.append("")
         lines.append("stages (XLA's GpuCompiler order):")
         for s in self.stages:
@@ -79,8 +92,12 @@ GPU = NamedPipeline(
     summary="XLA's GPU compiler passes in XLA's order, as far as hlopass has them.",
     stages=(
         # RunOptimizationPasses: call inlining, then the "simplification" HloPassFix (GPU
-        # dots are canonical: supports_non_canonical_dots=false), then DotMerger.
-        Stage("optimization", ("call-inliner", f'fixpoint{{passes="{_SIMPLIFY}"}}', "dot-merger")),
+        # dots are canonical: supports_non_canonical_dots=false), DotMerger, and
+        # DotDecomposer (dots to the [batch, m, k] x [batch, k, n] form GEMM fusion reads).
+        Stage(
+            "optimization",
+            ("call-inliner", f'fixpoint{{passes="{_SIMPLIFY}"}}', "dot-merger", "dot-decomposer"),
+        ),
         # The "collective-optimizations" pipeline that follows simplification.
         Stage(
             "collective optimizations",
@@ -98,11 +115,12 @@ GPU = NamedPipeline(
                 f'fixpoint{{passes="{_SIMPLIFY_POST_LAYOUT}"}}',
             ),
         ),
-        # OptimizeHloPostLayoutAssignment: Triton softmax fusions (XLA's GPU compiler asks
-        # for profitable ones only), then the reduction passes.
+        # OptimizeHloPostLayoutAssignment: Triton GEMM fusions, Triton softmax fusions
+        # (XLA's GPU compiler asks for profitable ones only), then the reduction passes.
         Stage(
             "post-layout",
             (
+                "gemm-fusion{compute-capability={cc}}",
                 "softmax-rewriter-triton{device={device} only-fuse-if-profitable=true}",
                 "tree-reduction-rewriter",
             ),
@@ -135,8 +153,8 @@ GPU = NamedPipeline(
         ),
     ),
     missing=(
-        "gemm-fusion (Triton GEMM fusions), gemm-rewriter (cuBLAS custom calls): dots stay "
-        "dots, priced as library GEMMs",
+        "gemm-rewriter (cuBLAS custom calls): a dot gemm-fusion leaves stays a dot, priced "
+        "as a library GEMM; DotDimensionMerger; split-K and autotuned GEMM tiles",
         "TopK custom calls (XLA's TopkRewriter and TopkDecomposer), cuDNN fused convolutions",
         "priority fusion into Triton fusions (XLA's CanFuseTriton): softmax and GEMM "
         "fusions stay as built",

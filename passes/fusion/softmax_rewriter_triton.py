@@ -39,6 +39,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.cost import estimate, get_device
 from hlopass.cost.model import kernel_time, kernel_work
+from hlopass.cost.profiles import COMPUTE_CAPABILITY
 from hlopass.dialects.hlo import ComputationOp, HloOp, computations, create_op, new_return_op
 from hlopass.ir.shape import ArrayShape
 from hlopass.rewriting import (
@@ -53,11 +54,6 @@ from hlopass.text.exporter import instruction_post_order
 from .rewrites import FusionBuilder
 from .softmax_match import Matcher, is_splat
 
-# compute capability of each GPU of `hlopass.cost.devices` (NVIDIA's CUDA GPU list)
-COMPUTE_CAPABILITY = {
-    "h100_sxm": (9, 0), "h100_pcie": (9, 0), "a100_sxm_80": (8, 0), "v100": (7, 0),
-    "b200": (10, 0), "a6000": (8, 6),
-}  # fmt: skip
 MAX_TILE_ELEMENTS = 1 << 20
 """Triton's largest tensor (XLA's TritonEmitterConstraints)."""
 REGISTERS_PER_BLOCK = 65536

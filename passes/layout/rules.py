@@ -12,6 +12,7 @@ from typing import Any
 
 from xdsl.ir import Operation, SSAValue
 
+from hlopass.cost.layouts import COMPUTE_CAPABILITY as LAYOUT_CC
 from hlopass.cost.layouts import conv_roles
 from hlopass.dialects.hlo import HloOp
 from hlopass.ir.attrs import ConvDims
@@ -28,10 +29,7 @@ from .layouts import (
 )
 
 # CUDA compute capability (major) of each device the cost model knows.
-COMPUTE_CAPABILITY: dict[str, int] = {
-    "v100": 7, "a100_sxm_80": 8, "a6000": 8, "h100_sxm": 9, "h100_pcie": 9, "b200": 10,
-    "p100_sxm2": 6, "t4": 7, "gb300": 10,
-}  # fmt: skip
+COMPUTE_CAPABILITY: dict[str, int] = LAYOUT_CC
 VOLTA, HOPPER, BLACKWELL = 7, 9, 10
 
 ROW_REDUCTION_MIN = 32
