@@ -39,10 +39,16 @@ def test_pipeline_text_by_hand():
     d = frozenset({"+while-loop-unroller", "+dot-merger", "+tree-reduction-rewriter",
                    "-multi-output-fusion", "priority-fusion{cost-model=roofline}",
                    "+horizontal-fusion"})  # fmt: skip
+    # inserted passes among themselves in XLA's GPU order: dot merging (simplification)
+    # before the tree reductions (post layout assignment)
     assert pipeline_text(PIPELINE, d) == (
         "while-loop-unroller,call-inliner,algsimp,constant-folding,dce,cse,"
-        "tree-reduction-rewriter,dot-merger,priority-fusion{cost-model=roofline},"
+        "dot-merger,tree-reduction-rewriter,priority-fusion{cost-model=roofline},"
         "horizontal-fusion"
+    )
+    both = frozenset({"+gemm-fusion", "+dot-decomposer"})
+    assert pipeline_text("algsimp,priority-fusion", both) == (
+        "algsimp,dot-decomposer,gemm-fusion,priority-fusion"
     )
     assert pipeline_text(PIPELINE, frozenset()) == PIPELINE
     on = frozenset({"algsimp{use-associative-reordering=true}"})
@@ -65,8 +71,10 @@ def test_decisions_follow_the_module_and_the_pipeline():
     own = pipeline_decisions("layout-assignment{policy=cost},priority-fusion{cost-model=roofline}",
                              {"while", "dot", "reduce"})  # fmt: skip
     assert own == ["+while-loop-unroller", "+tree-reduction-rewriter", "+dot-merger",
-                   "+multi-output-fusion", "+horizontal-fusion", "-layout-assignment",
-                   "layout-assignment{policy=xla}", "priority-fusion{cost-model=default}"]  # fmt: skip
+                   "+multi-output-fusion", "+horizontal-fusion", "+gemm-fusion",
+                   "+dot-decomposer", "+softmax-rewriter-triton{only-fuse-if-profitable=true}",
+                   "-layout-assignment", "layout-assignment{policy=xla}",
+                   "priority-fusion{cost-model=default}"]  # fmt: skip
 
 
 def test_pipeline_space_finds_the_tree_reduction_greedy_misses():
@@ -86,9 +94,18 @@ def test_pipeline_space_finds_the_tree_reduction_greedy_misses():
     _checked_again(module, result)
 
 
+class _NoGemmFusion(PipelineSpace):
+    """The pipeline space without the Triton GEMM decisions (which would also speed the
+    merged dot up, under both models)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.decisions = [d for d in self.decisions if d not in ("+gemm-fusion", "+dot-decomposer")]
+
+
 def test_dot_merger_win_is_flagged_when_roofline_disagrees():
     module = _module(TWO_DOTS)
-    result = search(module, PIPELINE, budget=100, top=1, space=PipelineSpace)
+    result = search(module, PIPELINE, budget=100, top=1, space=_NoGemmFusion)
     assert result.best.decisions == ["+dot-merger"]
     assert hlopass.print_hlo(result.best.module).count(" dot(") == 1
     # the merge reads x once but writes the [256,512] concatenated weights first: by hand
@@ -96,6 +113,10 @@ def test_dot_merger_win_is_flagged_when_roofline_disagrees():
     assert result.best.plan_us["roofline"] > result.greedy.plan_us["roofline"]
     assert result.disagreements() == ["plan 1: faster than greedy under default only"]
     _checked_again(module, result)
+    # with the Triton GEMM decisions the merged dot also runs as one GEMM fusion, faster
+    # under both models
+    both = search(module, PIPELINE, budget=100, top=1, space=PipelineSpace)
+    assert both.best.decisions == ["+dot-merger", "+gemm-fusion"] and both.disagreements() == []
 
 
 class _Failing(PipelineSpace):

@@ -1,8 +1,10 @@
 """The pipeline space: what a compiler could have run around the given pipeline.
 
 A decision adds an optional pass XLA's GPU pipeline has (`+while-loop-unroller` first,
-`+dot-merger` / `+tree-reduction-rewriter` / `+layout-assignment{policy=cost}` before
-priority fusion, `+multi-output-fusion` after it, `+horizontal-fusion` last), removes one the
+`+dot-merger` / `+tree-reduction-rewriter` / `+layout-assignment{policy=cost}` and the
+Triton and sort fusions (`+dot-decomposer`, `+gemm-fusion`, `+softmax-rewriter-triton`,
+`+sort-iota-fusion`) before priority fusion, in XLA's order among themselves,
+`+multi-output-fusion` after it, `+horizontal-fusion` last), removes one the
 pipeline holds (`-multi-output-fusion`), or sets one of its options
 (`priority-fusion{cost-model=roofline}`, `layout-assignment{policy=xla}`,
 `algsimp{use-associative-reordering=true}`). A plan is the
@@ -44,11 +46,22 @@ OPTIONAL = (
     Insertable("multi-output-fusion", "after"),
     Insertable("horizontal-fusion", "last"),
     Insertable("layout-assignment{policy=cost}", "before"),
+    Insertable("gemm-fusion", "before", "dot"),
+    Insertable("dot-decomposer", "before", "dot"),
+    Insertable("softmax-rewriter-triton{only-fuse-if-profitable=true}", "before", "reduce"),
+    Insertable("sort-iota-fusion", "before", "sort"),
 )
 """Insertable passes, most promising first (the order the strategies try them)."""
 
+INSERT_ORDER = ("while-loop-unroller", "dot-merger", "dot-decomposer", "layout-assignment",
+                "gemm-fusion", "softmax-rewriter-triton", "tree-reduction-rewriter",
+                "sort-iota-fusion", "multi-output-fusion", "horizontal-fusion")  # fmt: skip
+"""The order inserted passes take among themselves: XLA's GPU pipeline's (a dot is
+decomposed before GEMM fusion reads it, layouts are assigned before the Triton fusions)."""
+
 REMOVABLE = ("multi-output-fusion", "horizontal-fusion", "tree-reduction-rewriter",
-             "dot-merger", "while-loop-unroller", "layout-assignment")  # fmt: skip
+             "dot-merger", "while-loop-unroller", "layout-assignment", "gemm-fusion",
+             "dot-decomposer", "softmax-rewriter-triton", "sort-iota-fusion")  # fmt: skip
 OPTIONS = {
     "priority-fusion": [("cost-model", "default", ("roofline", "default"))],
     "layout-assignment": [("policy", "xla", ("cost", "xla"))],
@@ -105,7 +118,7 @@ def pipeline_text(pipeline: str, decisions: Decisions) -> str:
             ((key, value),) = spec.parameters.items()
             passes = [_set_option(p, key, value[0]) if _name(p) == spec.name else p
                       for p in passes]  # fmt: skip
-    for opt in OPTIONAL:
+    for opt in sorted(OPTIONAL, key=lambda o: INSERT_ORDER.index(_name(o.text))):
         if f"+{opt.text}" in decisions:
             passes = _insert(passes, opt)
     return ",".join(passes)
