@@ -241,8 +241,9 @@ def run_merge_drivers(
     return changed, records
 
 
-def settle(module: ModuleOp) -> None:
-    """Replace the module by the parse of its own print (until the print is a fixed point).
+def settle(module: ModuleOp, source: ModuleOp | None = None) -> None:
+    """Replace the module by the parse of its own print, or of `source`'s (until the print
+    is a fixed point).
 
     What prints depends on more than the graph: computations print in an order derived
     from the block order of their callers' instructions, and the importer renumbers the
@@ -251,7 +252,7 @@ def settle(module: ModuleOp) -> None:
     from hlopass.text.exporter import print_hlo
     from hlopass.text.importer import parse_hlo
 
-    text = print_hlo(module)
+    text = print_hlo(module if source is None else source)
     fresh = parse_hlo(text)
     for _ in range(3):
         again = print_hlo(fresh)
