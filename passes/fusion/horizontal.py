@@ -40,7 +40,6 @@ from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
     create_op,
-    entry_computation,
     new_return_op,
 )
 from hlopass.ir.attrs import SliceDim
@@ -49,6 +48,7 @@ from hlopass.ir.shape import ArrayShape, TupleShape, default_layout
 from hlopass.kernel_structure.emitter import is_elementwise
 from hlopass.passes.fusion.explain import FusionRecord
 from hlopass.passes.fusion.pass_base import PricedFusionPass
+from hlopass.passes.fusion.priority import fusible_computations
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op, run_merge_drivers
 from hlopass.rewriting import RewriteContext, TraceHook, has_side_effect, is_control_predecessor
 
@@ -503,9 +503,10 @@ class HorizontalFusionDriver:
 
 def horizontal_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str = "default",
                       trace: TraceHook | None = None) -> tuple[bool, list[FusionRecord]]:  # fmt: skip
-    """Run XLA's horizontal loop fusion on the entry computation (XLA: "run on the entry
-    computation is actually enough") in place; returns (changed, records)."""
-    return run_merge_drivers(module, [entry_computation(module)], HorizontalFusionDriver,
+    """Run XLA's horizontal loop fusion in place on the entry and the computations control
+    flow reaches from it (XLA's DoFusionInsideWhileLoop: a while body's kernels merge too);
+    returns (changed, records)."""
+    return run_merge_drivers(module, fusible_computations(module), HorizontalFusionDriver,
                              device, cost_model, trace)  # fmt: skip
 
 
