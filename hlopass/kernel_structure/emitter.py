@@ -296,7 +296,8 @@ def choose_emitter(kind: str, outputs: list[Any], parts: HeroParts, slices: Any 
             return "concatenate"
         if outputs[0].opcode == "dynamic-update-slice":
             return "in_place_dus"
-    if (slices_of_one_input(outputs) if slices is FIND else slices) is not None:
+    # XLA takes the input-slices emitter only for several roots; one slice root is a loop
+    if n_roots > 1 and (slices_of_one_input(outputs) if slices is FIND else slices) is not None:
         return "input_slices"
     return "loop"
 

@@ -40,7 +40,6 @@ from hlopass.dialects.hlo import (
     ComputationOp,
     HloOp,
     create_op,
-    entry_computation,
     new_return_op,
 )
 from hlopass.ir.attrs import SliceDim
@@ -49,8 +48,9 @@ from hlopass.ir.shape import ArrayShape, TupleShape, default_layout
 from hlopass.kernel_structure.emitter import is_elementwise
 from hlopass.passes.fusion.explain import FusionRecord
 from hlopass.passes.fusion.pass_base import PricedFusionPass
+from hlopass.passes.fusion.priority import fusible_computations
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op, run_merge_drivers
-from hlopass.rewriting import RewriteContext, TraceHook, has_side_effect
+from hlopass.rewriting import RewriteContext, TraceHook, has_side_effect, is_control_predecessor
 
 LOOP_SHAPE_THRESHOLD = 8192 * 8192
 """XLA: a loop-form part may write at most this many elements (else not launch-bound)."""
@@ -114,8 +114,9 @@ def _row_major(shape: Any) -> bool:
 def is_fusible_candidate(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
     """XLA IsFusibleCandidate: an elementwise instruction with operands, or a loop fusion
     whose outputs share one element type (and, here, are dense row-major arrays: the
-    sliced form flattens them)."""
-    if op.attr("control-predecessors") or has_side_effect(op):
+    sliced form flattens them). Not an instruction named as another's control predecessor
+    either: it would disappear into the fusion under that name."""
+    if op.attr("control-predecessors") or has_side_effect(op) or is_control_predecessor(op):
         return False
     if op.opcode == "fusion":
         if op.attr("kind") != "kLoop" or op.attr("calls") not in comps:
@@ -502,9 +503,10 @@ class HorizontalFusionDriver:
 
 def horizontal_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str = "default",
                       trace: TraceHook | None = None) -> tuple[bool, list[FusionRecord]]:  # fmt: skip
-    """Run XLA's horizontal loop fusion on the entry computation (XLA: "run on the entry
-    computation is actually enough") in place; returns (changed, records)."""
-    return run_merge_drivers(module, [entry_computation(module)], HorizontalFusionDriver,
+    """Run XLA's horizontal loop fusion in place on the entry and the computations control
+    flow reaches from it (XLA's DoFusionInsideWhileLoop: a while body's kernels merge too);
+    returns (changed, records)."""
+    return run_merge_drivers(module, fusible_computations(module), HorizontalFusionDriver,
                              device, cost_model, trace)  # fmt: skip
 
 

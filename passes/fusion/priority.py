@@ -46,6 +46,7 @@ from hlopass.passes.fusion.rules import (
     is_bitcast_kernel,
     scatter_rule,
 )
+from hlopass.passes.fusion.settle import adopt
 from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
@@ -308,19 +309,14 @@ class PriorityFusionDriver:
         return self.fused_records + [r for _, r in kept]
 
 
-def open_existing_fusions(module: ModuleOp, comp: ComputationOp) -> list[tuple[HloOp, list[HloOp]]]:
-    """Inline the loop and input fusions already in `comp` (single-output, one caller) so
-    the plan can grow them, as XLA's priority fusion does; returns (root, instructions) of
-    each, to seed the plan. Custom (library, Triton) and multi-output fusions stay."""
-    from hlopass.passes.defuse import UsedNames, inline_computation, remove_uncalled
-
-    comps = comps_by_name(module)
+def openable_fusions(module: ModuleOp, comp: ComputationOp) -> list[HloOp]:
+    """The loop and input fusions of `comp` the plan opens: single-output, one caller."""
     callers: dict[str, int] = {}
-    for c in comps.values():
+    for c in comps_by_name(module).values():
         for op in c.instructions:
             for n in op.callees():
                 callers[n] = callers.get(n, 0) + 1
-    fusions = [
+    return [
         op
         for op in comp.instructions
         if op.opcode == "fusion"
@@ -328,6 +324,16 @@ def open_existing_fusions(module: ModuleOp, comp: ComputationOp) -> list[tuple[H
         and not hasattr(op.shape, "elements")
         and callers.get(op.attr("calls"), 0) == 1
     ]
+
+
+def open_existing_fusions(module: ModuleOp, comp: ComputationOp) -> list[tuple[HloOp, list[HloOp]]]:
+    """Inline the loop and input fusions already in `comp` (single-output, one caller) so
+    the plan can grow them, as XLA's priority fusion does; returns (root, instructions) of
+    each, to seed the plan. Custom (library, Triton) and multi-output fusions stay."""
+    from hlopass.passes.defuse import UsedNames, inline_computation, remove_uncalled
+
+    comps = comps_by_name(module)
+    fusions = openable_fusions(module, comp)
     if not fusions:
         return []
     names = UsedNames({op.inst_name for c in comps.values() for op in c.instructions})
@@ -392,12 +398,30 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
                     max_fusions: int = -1, trace: TraceHook | None = None,
                     max_temp_bytes: int = -1) -> FusionReport:  # fmt: skip
     """Plan and build XLA's priority fusion of `module` in place; the report lists, for
-    every producer considered, what was decided and why."""
+    every producer considered, what was decided and why.
+
+    Existing fusions are opened to seed the plan; where the plan then fuses nothing more,
+    the module is left as it came (XLA's Run returns false and keeps its fusions, names
+    and kinds): the plan runs on a copy whenever there is a fusion to open."""
+    opens = any(openable_fusions(module, c) for c in fusible_computations(module))
+    work = module.clone() if opens else module
+    report = _plan_and_build(work, device, cost_model, max_fusions, trace, max_temp_bytes)
+    if report.changed:
+        if work is module:
+            settle(module)
+        else:
+            adopt(module, work)
+    return report
+
+
+def _plan_and_build(module: ModuleOp, device: str, cost_model: str, max_fusions: int,
+                    trace: TraceHook | None, max_temp_bytes: int) -> FusionReport:  # fmt: skip
     model = fusion_cost_model(cost_model, device)
     ctx = RewriteContext.of(module, trace)
     fuel = Fuel(max_fusions)
     comps = comps_by_name(module)
     plans: list[tuple[PriorityFusionDriver, list[Step]]] = []
+    grew = False
     for comp in fusible_computations(module):
         seeds = open_existing_fusions(module, comp)
         comps = comps_by_name(module)
@@ -405,7 +429,12 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
         rules = Rules(model, comps, {id(comp.root)})
         driver = PriorityFusionDriver(graph, rules, model, fuel, max_temp_bytes=max_temp_bytes)
         driver.seed(seeds)
-        plans.append((driver, driver.run()))
+        seeded = len(driver.steps)
+        steps = driver.run()
+        grew |= len(steps) > seeded
+        plans.append((driver, steps))
+    if not grew:  # only the opened fusions would be rebuilt: nothing to build
+        plans = [(d, []) for d, _ in plans]
     builder = FusionBuilder(module)
     builder.defer_kinds = True  # the replay reads no kind
     current: dict[int, HloOp] = {}
@@ -425,8 +454,6 @@ def priority_fusion(module: ModuleOp, device: str = "h100_sxm", cost_model: str 
                 kernels = [_latest(current, k.root) for k in g.containing[id(op)] if k.alive]
                 r.kernels = [o.inst_name for o in kernels if o.parent is not None]
             records.append(r)
-    if changed:
-        settle(module)
     return FusionReport(changed, records)
 
 

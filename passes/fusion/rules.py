@@ -80,6 +80,15 @@ NO_USERS = "No users to fuse"
 ONLY_BITCAST_USERS = "not fusing because there are only bitcast users"
 
 
+def changes_element_width(op: HloOp) -> bool:
+    """A bitcast between element types of different widths (s8[3,5,2] -> s16[3,5]): XLA's
+    priority fusion leaves it and its neighbours unfused (DoNotFuseBitWidthChangingBitcast)."""
+    src, dst = value_shape(op.operands[0]), op.shape
+    if not (isinstance(src, ArrayShape) and isinstance(dst, ArrayShape)):
+        return False
+    return ELEMENT_BITS[src.element_type] != ELEMENT_BITS[dst.element_type]
+
+
 def instruction_fusible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
     """XLA's IsFusible for an unfused instruction (dots, convolutions, custom-calls, sorts,
     control flow, collectives and random numbers are not). An instruction with control
@@ -89,7 +98,7 @@ def instruction_fusible(op: HloOp, comps: dict[str, ComputationOp]) -> bool:
         return False
     if op.attr("control-predecessors") or is_control_predecessor(op):
         return False
-    if opc == "map":
+    if opc == "map" or (opc == "bitcast" and changes_element_width(op)):
         return False
     return not op.callees() or not calls_side_effect(op, comps, random=True)
 

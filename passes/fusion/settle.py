@@ -45,6 +45,21 @@ def settle(module: ModuleOp) -> None:
         settle_by_reparse(module)
 
 
+def adopt(module: ModuleOp, source: ModuleOp) -> None:
+    """Make `module` hold `source`'s settled computations and attributes (a pass that
+    planned on a copy keeps the caller's module object)."""
+    settle(source)
+    block = module.body.block
+    for op in list(block.ops):
+        op.detach()
+        op.erase(safe_erase=False)
+    for op in list(source.body.block.ops):
+        op.detach()
+        block.add_op(op)
+    module.attributes.clear()
+    module.attributes.update(source.attributes)
+
+
 def settle_in_place(module: ModuleOp) -> None:
     """`settle` of an unscheduled module without async ops, by moving, renaming and
     re-threading what the round trip would change."""
