@@ -322,6 +322,16 @@ def fusion_kind(members: Sequence[Any], outputs: Sequence[Any]) -> str:
 # --- emitter facts that siblings combine --------------------------------------------------------
 
 NOT_SLICES = object()
+
+
+@dataclass(frozen=True)
+class _Internal:
+    """The key of a sliced value computed inside the kernel (not one of its inputs): equal
+    only to itself, never rekeyed onto another kernel's operands."""
+
+    op_id: int
+
+
 """`EmitterFacts.slices` of a kernel whose roots are not all slices of one value."""
 
 
@@ -351,10 +361,12 @@ class EmitterFacts:
         if shape is not None:
             first = outputs[0].operands[0].owner
             slices = key_of(first)
+            if slices is None:  # the kernel computes what it slices: no other kernel's
+                slices = _Internal(id(first))
         return EmitterFacts(tuple(outputs), *map(tuple, parts), slices, shape)  # type: ignore[arg-type]
 
     def rekeyed(self, key: Callable[[Hashable], Hashable]) -> EmitterFacts:
-        if self.slices is NOT_SLICES:
+        if self.slices is NOT_SLICES or isinstance(self.slices, _Internal):
             return self
         return EmitterFacts(self.outputs, self.reduces, self.transposes, self.scatters,
                             self.concats, key(self.slices), self.slices_shape)  # fmt: skip
