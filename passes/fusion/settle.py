@@ -49,6 +49,11 @@ def adopt(module: ModuleOp, source: ModuleOp) -> None:
     """Make `module` hold `source`'s settled computations and attributes (a pass that
     planned on a copy keeps the caller's module object)."""
     settle(source)
+    _take_body(module, source)
+
+
+def _take_body(module: ModuleOp, source: ModuleOp) -> None:
+    """`module`'s computations and attributes replaced by `source`'s (moved, not copied)."""
     block = module.body.block
     for op in list(block.ops):
         op.detach()
@@ -181,12 +186,4 @@ def settle_by_reparse(module: ModuleOp) -> None:
         if again == text:
             break
         text, fresh = again, parse_hlo(again)
-    block = module.body.block
-    for op in list(block.ops):
-        op.detach()
-        op.erase(safe_erase=False)
-    for op in list(fresh.body.block.ops):
-        op.detach()
-        block.add_op(op)
-    module.attributes.clear()
-    module.attributes.update(fresh.attributes)
+    _take_body(module, fresh)
