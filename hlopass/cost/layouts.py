@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from hlopass.cost import profiles
+from hlopass.cost.profiles import COMPUTE_CAPABILITY as FULL_CC
 from hlopass.ir.shape import ArrayShape
 
 # tensor-core types per CUDA compute capability (major) from which they run on tensor cores
 TENSOR_CORE_SINCE = {"f16": 7, "bf16": 8, "f32": 8, "s8": 7, "u8": 7}
-COMPUTE_CAPABILITY = {d: cc[0] for d, cc in profiles.COMPUTE_CAPABILITY.items()}
+COMPUTE_CAPABILITY = {d: cc[0] for d, cc in FULL_CC.items()}
 
 
 def physical_offsets(shape: ArrayShape) -> np.ndarray:
