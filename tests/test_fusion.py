@@ -9,7 +9,6 @@ XLA's reference outputs (io.npz) the usual dtype tolerance of the pipeline tests
 from __future__ import annotations
 
 import json
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,13 @@ from hlopass.pipeline import PipelineError, parse_pass_pipeline, run_pipeline
 from hlopass.text.exporter import print_hlo
 from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
+from tests.corpus_io import (
+    assert_bitwise,
+    assert_matches_io,
+    fallback_tolerance,
+    program_io,
+    xla_cpu_outputs,
+)
 from tests.error_bound import assert_within_bound, program_bounds_or_none
 from tests.interp_util import xla_friendly
 
@@ -44,34 +50,6 @@ def _interp():
     import hlopass.interpreter as interp
 
     return interp
-
-
-def _io(d: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    io = np.load(d / "io.npz")
-    n_in = sum(1 for k in io.files if k.startswith("in"))
-    n_out = sum(1 for k in io.files if k.startswith("out"))
-    return [io[f"in{i}"] for i in range(n_in)], [io[f"out{i}"] for i in range(n_out)]
-
-
-def _tolerance(dtype: np.dtype) -> tuple[float, float]:
-    name = str(dtype)
-    if name in ("bfloat16", "float16") or "float8" in name:
-        return 5e-2, 5e-2
-    if name in ("float32", "complex64"):
-        return 1e-4, 1e-5
-    return 1e-9, 0.0
-
-
-def _assert_bitwise(got: list, want: list, what: str) -> None:
-    assert len(got) == len(want), what
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        g, w = np.asarray(g), np.asarray(w)
-        assert g.dtype == w.dtype and g.shape == w.shape, f"{what} out{i}"
-        np.testing.assert_array_equal(
-            g.reshape(-1).view(np.uint8),
-            w.reshape(-1).view(np.uint8),
-            err_msg=f"{what} out{i} (bits)",
-        )
 
 
 _FUSED: dict[str, tuple[str, str]] = {}
@@ -97,11 +75,11 @@ def test_priority_fusion_keeps_outputs(program: str, corpus: Path, xla) -> None:
     assert ok, f"XLA rejects the fused {program}: {msg}"
     assert print_hlo(parse_hlo(fused, program)) == fused, "not byte-stable through a round trip"
     d = corpus / "jax" / program
-    args, want = _io(d)
+    args, want = program_io(d)
     interp = _interp()
     got = interp.evaluate(parse_hlo(fused, program), *args)
     before = interp.evaluate(parse_hlo(base, program), *args)
-    _assert_bitwise(got, before, f"{program} fused vs unfused")
+    assert_bitwise(got, before, f"{program} fused vs unfused")
     # against XLA's reference: no further off than the interpreter on the original module
     original = interp.evaluate(parse_hlo((d / "before_optimizations.hlo").read_text()), *args)
     bounds = program_bounds_or_none(d)
@@ -113,23 +91,12 @@ def test_priority_fusion_keeps_outputs(program: str, corpus: Path, xla) -> None:
         if bounds is not None:
             assert_within_bound(g, w, bounds[i], what=f"{program} out{i} vs XLA")
             continue
-        rtol, atol = _tolerance(g.dtype)
+        rtol, atol = fallback_tolerance(g.dtype)
         gf, of, wf = (x.astype(np.complex128) for x in (g, o, w))
         err = float(np.nanmax(np.abs(gf - wf))) if g.size else 0.0
         err0 = float(np.nanmax(np.abs(of - wf))) if g.size else 0.0
         scale = float(np.nanmax(np.abs(wf))) if g.size else 0.0
         assert err <= err0 + atol + rtol * scale, f"{program} out{i}: {err} vs XLA ({err0} unfused)"
-
-
-_XLA_CHILD = r"""
-import pickle, sys
-import numpy as np
-from hlopass.execution import oracle
-io = np.load(sys.argv[2])
-args = [io[f"in{i}"] for i in range(sum(1 for k in io.files if k.startswith("in")))]
-outs = oracle.execute(open(sys.argv[1]).read(), args)
-pickle.dump([np.asarray(o) for o in outs], open(sys.argv[3], "wb"))
-"""
 
 
 @pytest.mark.parametrize("program", _programs() or ["<no corpus>"])
@@ -138,28 +105,9 @@ def test_priority_fusion_xla_cpu_outputs(program: str, corpus: Path, xla, tmp_pa
     bitcasts made explicit: `xla_friendly`), and matches io.npz. XLA:CPU exiting non-zero
     is a failure: the lowered module is plain HLO it must accept."""
     _, fused = _fused(program)
-    src, res = tmp_path / "fused.hlo", tmp_path / "outs.pkl"
-    src.write_text(xla_friendly(fused))
     d = corpus / "jax" / program
-    r = subprocess.run([sys.executable, "-c", _XLA_CHILD, str(src), str(d / "io.npz"), str(res)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
-    last = (r.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
-    assert r.returncode == 0, (
-        f"XLA:CPU failed on the lowered fused {program} (rc {r.returncode}): {last}"
-    )
-    got = pickle.loads(res.read_bytes())
-    _, want = _io(d)
-    assert len(got) == len(want)
-    bounds = program_bounds_or_none(d)
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        if g.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, w, err_msg=f"{program} out{i} (XLA:CPU)")
-        elif bounds is not None:
-            assert_within_bound(g, w, bounds[i], what=f"{program} out{i} (XLA:CPU)")
-        else:
-            rtol, atol = _tolerance(g.dtype)
-            np.testing.assert_allclose(g.astype(np.complex128), w.astype(np.complex128),
-                                       rtol=rtol, atol=atol, equal_nan=True)  # fmt: skip
+    got = xla_cpu_outputs(xla_friendly(fused), d, tmp_path, f"the lowered fused {program}")
+    assert_matches_io(got, d, f"{program} (XLA:CPU)")
 
 
 # --- defuse ------------------------------------------------------------------------------------
@@ -193,10 +141,10 @@ def test_defuse_cpu_optimized_same_outputs(program: str, corpus: Path) -> None:
     text = (d / "xla_cpu_optimized.hlo").read_text()
     m = parse_hlo(text, program)
     run_pipeline(m, "defuse")
-    args, _ = _io(d)
+    args, _ = program_io(d)
     interp = _interp()
     want = interp.evaluate(parse_hlo(text, program), *args)
-    _assert_bitwise(interp.evaluate(parse_hlo(print_hlo(m), program), *args), want, program)
+    assert_bitwise(interp.evaluate(parse_hlo(print_hlo(m), program), *args), want, program)
 
 
 def _refusable() -> list[str]:
@@ -233,7 +181,7 @@ def test_defuse_then_fusion_same_outputs(rel: str, corpus: Path) -> None:
     m = parse_hlo(text, rel)
     run_pipeline(m, "defuse," + FUSE, verify_each=True)
     refused = parse_hlo(print_hlo(m), rel)
-    _assert_bitwise(interp.evaluate(refused, *args), want, f"{rel} re-fused vs original")
+    assert_bitwise(interp.evaluate(refused, *args), want, f"{rel} re-fused vs original")
 
 
 # --- cost models ------------------------------------------------------------------------------
@@ -522,7 +470,7 @@ def test_horizontal_fusion_keeps_bits_on_random_inputs() -> None:
     run_pipeline(m, "horizontal-fusion")
     text = print_hlo(m)
     assert "kind=kLoop" in text and "kind=kInput" in text, text
-    _assert_bitwise(interp.evaluate(parse_hlo(text), *args), want, "horizontal fusion")
+    assert_bitwise(interp.evaluate(parse_hlo(text), *args), want, "horizontal fusion")
 
 
 # --- max-temp-bytes ---------------------------------------------------------------------------

@@ -7,12 +7,8 @@ specs of two of its gemm_fusion_test cases, reproduced by the dimension-order pr
 
 from __future__ import annotations
 
-import pickle
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from hlopass.dialects.hlo import HloOp, computations
@@ -22,9 +18,8 @@ from hlopass.pipeline import run_pipeline
 from hlopass.text.exporter import print_hlo
 from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
-from tests.error_bound import assert_within_bound, program_bounds_or_none
+from tests.corpus_io import assert_bitwise, assert_matches_io, program_io, xla_cpu_outputs
 from tests.interp_util import xla_friendly
-from tests.test_fusion import _XLA_CHILD, _assert_bitwise, _io, _tolerance
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMPLIFY = "call-inliner,algsimp,constant-folding,dce,cse"
@@ -66,10 +61,10 @@ def test_keeps_values_under_interpreter(program: str, pipeline: str, corpus: Pat
     ok, msg = xla.accepts(out)
     assert ok, f"XLA rejects {program} after {pipeline}: {msg}"
     assert print_hlo(parse_hlo(out, program)) == out, "not byte-stable through a round trip"
-    args, _ = _io(corpus / "jax" / program)
+    args, _ = program_io(corpus / "jax" / program)
     got = interp.evaluate(parse_hlo(out, program), *args)
     want = interp.evaluate(parse_hlo(base, program), *args)
-    _assert_bitwise(got, want, f"{program} after {pipeline} vs before")
+    assert_bitwise(got, want, f"{program} after {pipeline} vs before")
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES)
@@ -79,27 +74,11 @@ def test_keeps_values_under_xla_cpu(program: str, pipeline: str, corpus: Path, x
     """XLA:CPU cannot compile kCustom GEMM fusions: `xla_friendly` inlines them first. A
     crash of XLA:CPU is a failure."""
     _, out = _run(program, pipeline)
-    src, res = tmp_path / "m.hlo", tmp_path / "outs.pkl"
-    src.write_text(xla_friendly(out))
     d = corpus / "jax" / program
-    r = subprocess.run([sys.executable, "-c", _XLA_CHILD, str(src), str(d / "io.npz"), str(res)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = pickle.loads(res.read_bytes())
-    _, want = _io(d)
-    assert len(got) == len(want)
+    got = xla_cpu_outputs(xla_friendly(out), d, tmp_path, f"{program} after {pipeline}")
     # XLA:CPU's own rounding differs with the dots' form (a bf16 dot canonicalized is
     # evaluated in another order): the bound of the error analysis, as tests/test_fusion.py
-    bounds = program_bounds_or_none(d)
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        if g.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, w, err_msg=f"{program} out{i} (XLA:CPU)")
-        elif bounds is not None:
-            assert_within_bound(g, w, bounds[i], what=f"{program} out{i} (XLA:CPU)")
-        else:
-            rtol, atol = _tolerance(g.dtype)
-            np.testing.assert_allclose(g.astype(np.complex128), w.astype(np.complex128),
-                                       rtol=rtol, atol=atol, equal_nan=True)  # fmt: skip
+    assert_matches_io(got, d, f"{program} (XLA:CPU)")
 
 
 NOT_CANONICAL = {"attention_block"}

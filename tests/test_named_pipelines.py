@@ -4,7 +4,6 @@ and XLA:CPU on the module lowered by `xla_friendly`)."""
 
 from __future__ import annotations
 
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from hlopass.pipeline import PipelineError, expanded_pipeline, parse_pass_pipeli
 from hlopass.text.exporter import print_hlo
 from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
+from tests.corpus_io import program_io, xla_cpu_outputs
 from tests.error_bound import assert_within_bound, program_bounds_or_none
 from tests.interp_util import xla_friendly
 
@@ -87,13 +87,6 @@ def _folder(program: str) -> Path:
     return CORPUS / "jax" / program
 
 
-def _io(d: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    io = np.load(d / "io.npz")
-    n_in = sum(1 for k in io.files if k.startswith("in"))
-    n_out = sum(1 for k in io.files if k.startswith("out"))
-    return [io[f"in{i}"] for i in range(n_in)], [io[f"out{i}"] for i in range(n_out)]
-
-
 def _check(program: str, got: list, original: list, want: list, what: str) -> None:
     """Integers exact; floats within the program's derived bound where it has one, else
     no further from XLA's outputs than the interpreter on the unoptimized module is (plus
@@ -113,17 +106,6 @@ def _check(program: str, got: list, original: list, want: list, what: str) -> No
             assert err <= err0 + 1e-6 * np.nanmax(np.abs(wf)), f"{what} out{i}: {err} ({err0})"
 
 
-_XLA_CHILD = """
-import pickle, sys
-import numpy as np
-from hlopass.execution import oracle
-io = np.load(sys.argv[2])
-args = [io[f"in{i}"] for i in range(sum(1 for k in io.files if k.startswith("in")))]
-outs = oracle.execute(open(sys.argv[1]).read(), args)
-pickle.dump([np.asarray(o) for o in outs], open(sys.argv[3], "wb"))
-"""
-
-
 @pytest.mark.parametrize("program", _programs())
 def test_gpu_pipeline_keeps_io_values(program: str, xla, tmp_path: Path) -> None:
     import hlopass.interpreter as interp
@@ -135,14 +117,9 @@ def test_gpu_pipeline_keeps_io_values(program: str, xla, tmp_path: Path) -> None
     text = print_hlo(module)
     ok, msg = xla.accepts(text)
     assert ok, f"XLA rejects {program} after -p gpu: {msg}"
-    args, want = _io(d)
+    args, want = program_io(d)
     original = interp.evaluate(parse_hlo(source, program), *args)
     _check(program, interp.evaluate(parse_hlo(text, program), *args), original, want,
            f"{program} -p gpu (interpreter)")  # fmt: skip
-    src, res = tmp_path / "gpu.hlo", tmp_path / "outs.pkl"
-    src.write_text(xla_friendly(text))
-    r = subprocess.run([sys.executable, "-c", _XLA_CHILD, str(src), str(d / "io.npz"), str(res)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
-    last = (r.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
-    assert r.returncode == 0, f"XLA:CPU failed on {program} after -p gpu (lowered): {last}"
-    _check(program, pickle.loads(res.read_bytes()), original, want, f"{program} -p gpu (XLA:CPU)")
+    got = xla_cpu_outputs(xla_friendly(text), d, tmp_path, f"{program} after -p gpu (lowered)")
+    _check(program, got, original, want, f"{program} -p gpu (XLA:CPU)")

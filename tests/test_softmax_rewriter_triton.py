@@ -27,6 +27,7 @@ from hlopass.ir.shape import ArrayShape
 from hlopass.pipeline import parse_pass_pipeline, run_pipeline
 from hlopass.text.xdsl_io import context
 from tests.conftest import CORPUS
+from tests.corpus_io import program_io
 from tests.error_bound import assert_within_bound, program_bounds_or_none
 from tests.interp_util import xla_execute_many, xla_friendly
 
@@ -206,13 +207,6 @@ def _programs() -> list[str]:
     return sorted(p.name for p in (CORPUS / "jax").iterdir() if p.is_dir())
 
 
-def _io(d: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    io = np.load(d / "io.npz")
-    n_in = sum(1 for k in io.files if k.startswith("in"))
-    n_out = sum(1 for k in io.files if k.startswith("out"))
-    return [io[f"in{i}"] for i in range(n_in)], [io[f"out{i}"] for i in range(n_out)]
-
-
 @cache
 def _corpus_run(program: str, pipeline: str) -> tuple[str, str, str]:
     """(simplified text, the simplified text through `pipeline`, the same before the pass)."""
@@ -234,7 +228,7 @@ RUNS = [(p, q) for p in _programs() for q in PIPELINES] or [("<no corpus>", PASS
 @pytest.mark.parametrize("program,pipeline", RUNS)
 def test_corpus_values_kept_in_the_interpreter(program, pipeline, corpus) -> None:
     base, out, _ = _corpus_run(program, pipeline)
-    args, _ = _io(corpus / "jax" / program)
+    args, _ = program_io(corpus / "jax" / program)
     again = hlopass.print_hlo(hlopass.parse_hlo(out))
     # (the second print: the first keeps the module's computation order, which dce leaves
     # unsorted on some programs, with or without this pass)
@@ -255,7 +249,7 @@ def _changed_runs() -> list[tuple[str, str]]:
 def _corpus_xla() -> dict[tuple[str, str], dict]:
     jobs, keys = [], []
     for program, pipeline in _changed_runs():
-        args, _ = _io(CORPUS / "jax" / program)  # type: ignore[operator]
+        args, _ = program_io(CORPUS / "jax" / program)  # type: ignore[operator]
         jobs.append((xla_friendly(_corpus_run(program, pipeline)[1]), args))
         keys.append((program, pipeline))
     return dict(zip(keys, xla_execute_many(jobs, timeout=900), strict=True))
@@ -279,7 +273,7 @@ def test_corpus_xla_reads_and_runs_our_output(program, pipeline, corpus, xla) ->
     res = _corpus_xla()[(program, pipeline)]
     assert "outputs" in res, f"XLA-CPU fails on {program} after {pipeline}: {res}"
     d = corpus / "jax" / program
-    _, want = _io(d)
+    _, want = program_io(d)
     bounds = program_bounds_or_none(d)
     for k, (g, w) in enumerate(zip(res["outputs"], want, strict=True)):
         g, w = np.asarray(g), np.asarray(w)
