@@ -24,6 +24,19 @@ _EPILOGUES = frozenset(("DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "BIAS_GE
                         "BIAS_GELU_AUX"))  # fmt: skip
 
 
+_NUMPY = {"f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128,
+          "s8": np.int8, "u8": np.uint8}  # fmt: skip
+
+
+def _compute_type(types: list[str]) -> str:
+    """cuBLAS's compute type for these A, B and output types: f32, or f64 / c64 / c128."""
+    if "c128" in types or ("f64" in types and any(t.startswith("c") for t in types)):
+        return "c128"
+    if any(t.startswith("c") for t in types):
+        return "c64"
+    return "f64" if "f64" in types else "f32"
+
+
 def plain_text(text: str) -> str:
     import hlopass
     from hlopass.dialects.hlo import computations
@@ -64,34 +77,36 @@ def _lower_gemm(op: Any) -> None:
         block.insert_op_before(new, op)
         return new.result
 
-    def f32(value):
-        shape = value.type.data
-        if shape.element_type == "f32":
-            return value
-        return emit("convert", [value], ArrayShape("f32", tuple(shape.dims)))
+    shape = op.shape
+    out = shape.elements[0] if isinstance(shape, TupleShape) else shape
+    acc_t = _compute_type([v.type.data.element_type for v in op.operands[:2]] + [out.element_type])
 
-    def splat(x, dims, etype="f32"):
+    def f32(value):  # the operand in the compute type (f32 unless f64 or complex)
+        shape = value.type.data
+        if shape.element_type == acc_t:
+            return value
+        return emit("convert", [value], ArrayShape(acc_t, tuple(shape.dims)))
+
+    def splat(x, dims, etype=acc_t):
         scalar = ArrayShape(etype, ())
-        arr = np.asarray(x).astype(np.int8 if etype == "s8" else np.uint8 if etype == "u8" else
-                                   np.float32)  # fmt: skip
+        arr = np.asarray(x).astype(_NUMPY[etype])
         c = emit("constant", [], scalar, {"value": ShapedLiteral(scalar, Literal(arr))})
         return emit("broadcast", [c], ArrayShape(etype, dims), {"dimensions": ()})
 
-    shape = op.shape
-    out = shape.elements[0] if isinstance(shape, TupleShape) else shape
     dims = tuple(out.dims)
     dn = cfg["dot_dimension_numbers"]
 
     def ints(key):
         return tuple(int(d) for d in dn.get(key, []))
 
-    d = emit("dot", [f32(op.operands[0]), f32(op.operands[1])], ArrayShape("f32", dims),
+    d = emit("dot", [f32(op.operands[0]), f32(op.operands[1])], ArrayShape(acc_t, dims),
              {"lhs_batch_dims": ints("lhs_batch_dimensions"),
               "rhs_batch_dims": ints("rhs_batch_dimensions"),
               "lhs_contracting_dims": ints("lhs_contracting_dimensions"),
               "rhs_contracting_dims": ints("rhs_contracting_dimensions")})  # fmt: skip
-    f32_shape = ArrayShape("f32", dims)
-    alpha = float(cfg.get("alpha_real", 1))
+    f32_shape = ArrayShape(acc_t, dims)
+    alpha = complex(float(cfg.get("alpha_real", 1)), float(cfg.get("alpha_imag", 0)))
+    alpha = alpha if acc_t.startswith("c") else alpha.real
     if alpha != 1:
         d = emit("multiply", [d, splat(alpha, dims)], f32_shape)
     beta = float(cfg.get("beta", 0))
@@ -121,7 +136,7 @@ def _lower_gemm(op: Any) -> None:
         d = emit("multiply", [d, half], f32_shape)
 
     def rounded(x):
-        if out.element_type == "f32":
+        if out.element_type == acc_t:
             return x
         return emit("convert", [x], ArrayShape(out.element_type, dims))
 

@@ -49,7 +49,7 @@ def _tolerance(module) -> float:
 def _close(got, want, tol: float, what: str) -> None:
     assert len(got) == len(want), what
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        g, w = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
+        g, w = np.asarray(g).astype(np.complex128), np.asarray(w).astype(np.complex128)
         assert g.shape == w.shape, f"{what} out{i}"
         scale = max(1.0, float(np.abs(w).max()) if w.size else 1.0)
         err = float(np.abs(g - w).max()) if w.size else 0.0
@@ -70,7 +70,10 @@ def test_values_kept(name: str, text: str, run: str, xla) -> None:
     ok, msg = xla.accepts(after)
     assert ok, f"XLA rejects {name} after {run}: {msg}"
     tol = _tolerance(module)
-    want = xla.execute(before, list(args))
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # f64 inputs reach XLA as f64
+    want = xla.execute(plain_text(before), list(args))  # a call in `before` too
     _close(xla.execute(plain_text(after), list(args)), want, tol, f"{name} {run} (XLA:CPU)")
     _close(hlopass.evaluate(hlopass.parse_hlo(after), *args), want, tol, f"{name} {run} (interp)")
 

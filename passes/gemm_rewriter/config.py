@@ -33,9 +33,18 @@ def is_gemm(op: object, targets: tuple[str, ...] = (GEMM, LT)) -> bool:
 
 
 def gemm_config(op: HloOp) -> dict[str, Any]:
-    """The call's GemmBackendConfig (a fresh dict: edit it and `set_gemm_config`)."""
+    """The call's GemmBackendConfig (a fresh dict: edit it and `set_gemm_config`), with
+    the proto's defaults for the fields XLA may leave out."""
     cfg = backend_config(op)
-    return dict(cfg.get("gemm_backend_config", {}))
+    g = dict(cfg.get("gemm_backend_config", cfg))
+    for key, default in (
+        ("alpha_real", 1),
+        ("alpha_imag", 0),
+        ("beta", 0),
+        ("epilogue", "DEFAULT"),
+    ):
+        g.setdefault(key, default)
+    return g
 
 
 def set_gemm_config(op: HloOp, gemm: dict[str, Any]) -> None:
