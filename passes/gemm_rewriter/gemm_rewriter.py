@@ -45,6 +45,7 @@ from .config import GEMM, LT, gemm_config, is_gemm, new_config
 from .epilogues import FoldAlpha, FuseMatrixBias, FuseRelu, FuseVectorBias
 from .gelu import FuseGelu
 from .support import FP8, arr, cublas_supported_matmul, lt_supported
+from .transpose import FoldTranspose
 
 HOPPER_WORKSPACE = 32 * 1024 * 1024
 """Scratch bytes XLA gives a cuBLAS call from Hopper (compute capability 9.0) on."""
@@ -161,6 +162,9 @@ class GemmRewriterPass(HloModulePass):
     gemm_rewrite_size_threshold: int = 100
     """XLA's `xla_gpu_gemm_rewrite_size_threshold`: float dots whose (lhs + rhs
     non-contracting) x contracting elements are fewer stay dots."""
+    fold_transposes: bool = True
+    """Fold transposes into the dots' dimension numbers first (XLA's TransposeFolding with
+    CanFoldTransposeOperandIntoDot, which its GPU compiler reruns right before rewriting)."""
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rc = RewriteContext.of(module, trace)
@@ -172,6 +176,7 @@ class GemmRewriterPass(HloModulePass):
         if self.bias:
             by_opcode["add"] = [FuseVectorBias(rc), FuseMatrixBias(rc)]
         workspace = AddWorkspace(rc, self.compute_capability >= 9.0)
+        fold = FoldTranspose(rc) if self.fold_transposes else None
         fused = fusion_computations(module)
         changed = False
         for comp in computations(module):
@@ -179,6 +184,8 @@ class GemmRewriterPass(HloModulePass):
                 continue
             rewriter = PatternRewriter(comp)
             for op in instruction_post_order(comp):
+                if op.opcode == "dot" and fold is not None and op.inst_name not in rc.pinned:
+                    op = fold.fold(op, rewriter) or op
                 for pattern in by_opcode.get(op.opcode, ()):
                     if op.parent is None:
                         break
