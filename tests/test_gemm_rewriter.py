@@ -90,3 +90,23 @@ def test_epilogue_priced() -> None:
     assert len(rows) == 1
     assert rows[0].flops == 2 * 16 * 16 * 32 + (1 + 8) * 16 * 16
     assert rows[0].transcendentals == 16 * 16
+
+
+def test_old_style_config_priced() -> None:
+    """The seeds' form of a call (a bare, escaped GemmBackendConfig, as in
+    ../shared/corpus/seeds/000's `cublas-gemm.3`) is read too: its contracting dimension
+    gives 2*m*n*k, plus one add per element for beta 1."""
+    from hlopass.cost import estimate
+
+    cfg = ('"{\\"alpha_real\\":1,\\"alpha_imag\\":0,\\"beta\\":1,\\"dot_dimension_numbers\\":'
+           '{\\"lhs_contracting_dimensions\\":[\\"1\\"],\\"rhs_contracting_dimensions\\":[\\"0\\"],'
+           '\\"lhs_batch_dimensions\\":[],\\"rhs_batch_dimensions\\":[]},\\"batch_size\\":\\"1\\"}"')  # fmt: skip
+    module = hlopass.parse_hlo(f"""HloModule seed_form
+ENTRY e {{
+  a = f32[32,784] parameter(0)
+  b = f32[784,128] parameter(1)
+  c = f32[32,128] parameter(2)
+  ROOT g = f32[32,128] custom-call(a, b, c), custom_call_target="__cublas$gemm", backend_config={cfg}
+}}""")
+    (row,) = [k for k in estimate(module, "h100_sxm").kernels if k.kind == "gemm"]
+    assert row.flops == 2 * 32 * 128 * 784 + 32 * 128

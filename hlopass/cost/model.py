@@ -378,7 +378,7 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
     cfg = _backend_config(op)
     if "cublas" in target or "gemm" in target.lower():
         w.kind = "gemm"
-        g = cfg.get("gemm_backend_config", {})
+        g = cfg.get("gemm_backend_config", cfg)  # old-style configs (the seeds) are bare
         dn = g.get("dot_dimension_numbers", {})
         contracting = [int(d) for d in dn.get("lhs_contracting_dimensions", [])]
         prec = str(g.get("precision_config", {}).get("operand_precision", "")).lower()
