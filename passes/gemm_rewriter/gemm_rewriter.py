@@ -1,7 +1,8 @@
 """`gemm-rewriter` (XLA's GemmRewriter): each dot cuBLAS computes -> a `__cublas$gemm` (or,
 with cublasLt enabled, `__cublas$lt$matmul`) custom-call whose `backend_config` holds alpha,
-beta, the dimension numbers and the epilogue; then what follows the dot is folded into the
-call (`epilogues`, `gelu`); last, every call gets its scratch workspace, a result
+beta, the dimension numbers and the epilogue (transposes of its operands folded into its
+dimension numbers first, `transpose`); then what follows the dot is folded into the call
+(`epilogues`, `gelu`, `bitcast`); last, every call gets its scratch workspace, a result
 `(out, s8[n])` read through `get-tuple-element` (XLA's GemmWorkspaceRewriteVisitor).
 
 The walk is XLA's: one post-order visit of each non-fusion computation, a dot rewritten when
@@ -10,9 +11,9 @@ visited, its users tried when they are (so `add(dot, c)` sees the call already).
 Differs from XLA's: FP8 dots (XLA's FP8 pass: scaled-FP8 matching, FP8 outputs) and dots
 with an explicit algorithm (XLA's DotAlgorithmRewriter, which hlopass lacks, splits them
 first; bf16_bf16_f32 gets XLA's converts) are left alone, as are dots with dynamic shapes
-or control edges; a matrix bias through a bitcast or slice of the call, the constant
-folding of a broadcast constant bias, slices and bitcasts between the call and an
-epilogue, and SiLU (a ROCm epilogue) are not matched; a vector bias must be broadcast along
+or control edges; a matrix bias through a slice of the call (or a bitcast and a slice),
+the constant folding of a broadcast constant bias, slices and bitcasts between the call and
+a vector bias or an activation, and SiLU (a ROCm epilogue) are not matched; a vector bias must be broadcast along
 the output's most minor physical dimension (XLA compares its size only).
 """
 
@@ -40,6 +41,7 @@ from hlopass.rewriting import (
 )
 from hlopass.text.exporter import instruction_post_order
 
+from .bitcast import FuseBitcastMatrixBias
 from .calls import new_call
 from .config import GEMM, LT, gemm_config, is_gemm, new_config
 from .epilogues import FoldAlpha, FuseMatrixBias, FuseRelu, FuseVectorBias
@@ -174,7 +176,7 @@ class GemmRewriterPass(HloModulePass):
             "maximum": [FuseRelu(rc)],
         }
         if self.bias:
-            by_opcode["add"] = [FuseVectorBias(rc), FuseMatrixBias(rc)]
+            by_opcode["add"] = [FuseVectorBias(rc), FuseMatrixBias(rc), FuseBitcastMatrixBias(rc)]
         workspace = AddWorkspace(rc, self.compute_capability >= 9.0)
         fold = FoldTranspose(rc) if self.fold_transposes else None
         fused = fusion_computations(module)
