@@ -1,9 +1,11 @@
 """A GPU-optimized module as plain HLO XLA:CPU runs: the oracle side of the seed checks.
 
-`plain_text(text)` replaces every `__cublas$gemm` custom-call (DEFAULT epilogue, the form the
-seeds use) by what it computes written as ordinary instructions -- operands converted to
-f32, `dot`, `alpha *`, `+ beta * c`, one convert back to the result type (cuBLAS computes
-in f32 and rounds once) and a zero workspace -- and then applies
+`plain_text(text)` replaces every `__cublas$gemm` and `__cublas$lt$matmul` custom-call by
+what it computes written as ordinary instructions -- operands converted to f32, `dot`,
+`alpha *`, `+ beta * c`, the epilogue (a vector bias broadcast along the output's most minor
+physical dimension, `max(x, 0)` for RELU, the tanh form for GELU, the pre-activation value
+as the second result of an *_AUX call), one convert back to the result type (cuBLAS
+computes in f32 and rounds once) and a zero workspace -- and then applies
 `tests.interp_util.xla_friendly` (fusions inlined, bitcasts lowered, layouts dropped).
 Written independently of hlopass/interpreter/gpu_calls.py (which the check is about): the
 semantics of the call come from XLA's GemmBackendConfig, the arithmetic from XLA:CPU.
@@ -18,6 +20,22 @@ import numpy as np
 
 from tests.interp_util import xla_friendly
 
+_EPILOGUES = frozenset(("DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "BIAS_GELU", "GELU_AUX",
+                        "BIAS_GELU_AUX"))  # fmt: skip
+
+
+_NUMPY = {"f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128,
+          "s8": np.int8, "u8": np.uint8}  # fmt: skip
+
+
+def _compute_type(types: list[str]) -> str:
+    """cuBLAS's compute type for these A, B and output types: f32, or f64 / c64 / c128."""
+    if "c128" in types or ("f64" in types and any(t.startswith("c") for t in types)):
+        return "c128"
+    if any(t.startswith("c") for t in types):
+        return "c64"
+    return "f64" if "f64" in types else "f32"
+
 
 def plain_text(text: str) -> str:
     import hlopass
@@ -28,7 +46,7 @@ def plain_text(text: str) -> str:
         for op in list(comp.instructions):
             if op.opcode == "custom-call":
                 target = op.attr("custom_call_target")
-                if target != "__cublas$gemm":
+                if target not in ("__cublas$gemm", "__cublas$lt$matmul"):
                     raise NotImplementedError(f"plain form of {target} ({op.inst_name})")
                 _lower_gemm(op)
     return xla_friendly(hlopass.print_hlo(module))
@@ -47,8 +65,9 @@ def _lower_gemm(op: Any) -> None:
     from hlopass.ir.shape import ArrayShape, TupleShape
 
     cfg = _config(op)
-    if cfg.get("epilogue", "DEFAULT") != "DEFAULT":
-        raise NotImplementedError(f"epilogue {cfg['epilogue']} ({op.inst_name})")
+    epilogue = cfg.get("epilogue", "DEFAULT")
+    if epilogue not in _EPILOGUES:
+        raise NotImplementedError(f"epilogue {epilogue} ({op.inst_name})")
     block = op.parent_block()
     count = [0]
 
@@ -58,34 +77,36 @@ def _lower_gemm(op: Any) -> None:
         block.insert_op_before(new, op)
         return new.result
 
-    def f32(value):
-        shape = value.type.data
-        if shape.element_type == "f32":
-            return value
-        return emit("convert", [value], ArrayShape("f32", tuple(shape.dims)))
+    shape = op.shape
+    out = shape.elements[0] if isinstance(shape, TupleShape) else shape
+    acc_t = _compute_type([v.type.data.element_type for v in op.operands[:2]] + [out.element_type])
 
-    def splat(x, dims, etype="f32"):
+    def f32(value):  # the operand in the compute type (f32 unless f64 or complex)
+        shape = value.type.data
+        if shape.element_type == acc_t:
+            return value
+        return emit("convert", [value], ArrayShape(acc_t, tuple(shape.dims)))
+
+    def splat(x, dims, etype=acc_t):
         scalar = ArrayShape(etype, ())
-        arr = np.asarray(x).astype(np.int8 if etype == "s8" else np.uint8 if etype == "u8" else
-                                   np.float32)  # fmt: skip
+        arr = np.asarray(x).astype(_NUMPY[etype])
         c = emit("constant", [], scalar, {"value": ShapedLiteral(scalar, Literal(arr))})
         return emit("broadcast", [c], ArrayShape(etype, dims), {"dimensions": ()})
 
-    shape = op.shape
-    out = shape.elements[0] if isinstance(shape, TupleShape) else shape
     dims = tuple(out.dims)
     dn = cfg["dot_dimension_numbers"]
 
     def ints(key):
         return tuple(int(d) for d in dn.get(key, []))
 
-    d = emit("dot", [f32(op.operands[0]), f32(op.operands[1])], ArrayShape("f32", dims),
+    d = emit("dot", [f32(op.operands[0]), f32(op.operands[1])], ArrayShape(acc_t, dims),
              {"lhs_batch_dims": ints("lhs_batch_dimensions"),
               "rhs_batch_dims": ints("rhs_batch_dimensions"),
               "lhs_contracting_dims": ints("lhs_contracting_dimensions"),
               "rhs_contracting_dims": ints("rhs_contracting_dimensions")})  # fmt: skip
-    f32_shape = ArrayShape("f32", dims)
-    alpha = float(cfg.get("alpha_real", 1))
+    f32_shape = ArrayShape(acc_t, dims)
+    alpha = complex(float(cfg.get("alpha_real", 1)), float(cfg.get("alpha_imag", 0)))
+    alpha = alpha if acc_t.startswith("c") else alpha.real
     if alpha != 1:
         d = emit("multiply", [d, splat(alpha, dims)], f32_shape)
     beta = float(cfg.get("beta", 0))
@@ -94,11 +115,37 @@ def _lower_gemm(op: Any) -> None:
         if beta != 1:
             c = emit("multiply", [c, splat(beta, dims)], f32_shape)
         d = emit("add", [d, c], f32_shape)
-    if out.element_type != "f32":
-        d = emit("convert", [d], ArrayShape(out.element_type, dims))
+    if epilogue.startswith("BIAS"):
+        bias = op.operands[len(op.operands) - 1]
+        rank = len(bias.type.data.dims)
+        if rank > 1:
+            raise NotImplementedError(f"a rank-{rank} vector bias ({op.inst_name})")
+        where = (out.minor_to_major[0],) if rank else ()
+        d = emit("add", [d, emit("broadcast", [f32(bias)], f32_shape, {"dimensions": where})],
+                 f32_shape)  # fmt: skip
+    pre = d
+    if "RELU" in epilogue:
+        d = emit("maximum", [d, splat(0, dims)], f32_shape)
+    if "GELU" in epilogue:
+        cube = emit("multiply", [d, emit("multiply", [d, d], f32_shape)], f32_shape)
+        inner = emit("add", [d, emit("multiply", [cube, splat(0.044715, dims)], f32_shape)],
+                     f32_shape)  # fmt: skip
+        scaled = emit("multiply", [inner, splat(float(np.sqrt(2 / np.pi)), dims)], f32_shape)
+        cdf = emit("add", [emit("tanh", [scaled], f32_shape), splat(1, dims)], f32_shape)
+        half = emit("multiply", [cdf, splat(0.5, dims)], f32_shape)
+        d = emit("multiply", [d, half], f32_shape)
+
+    def rounded(x):
+        if out.element_type == acc_t:
+            return x
+        return emit("convert", [x], ArrayShape(out.element_type, dims))
+
+    results = [rounded(d)] + ([rounded(pre)] if epilogue.endswith("_AUX") else [])
     if isinstance(shape, TupleShape):
-        ws = shape.elements[1]
-        d = emit("tuple", [d, splat(0, tuple(ws.dims), ws.element_type)], shape)
+        ws = shape.elements[len(results)]
+        d = emit("tuple", [*results, splat(0, tuple(ws.dims), ws.element_type)], shape)
+    else:
+        d = results[0]
     op.result.replace_all_uses_with(d)
     op.detach()
     op.erase()

@@ -1,6 +1,7 @@
 """Named pipelines (`-p gpu{device=...}`): the expansion, its errors, the CLI's
 `--print-pipeline`, and the values of every corpus JAX program through `-p gpu` (interpreter,
-and XLA:CPU on the module lowered by `xla_friendly`)."""
+and XLA:CPU on the module lowered by `gpu_plain.plain_text`: cuBLAS calls written out as
+dots and their epilogues, then `xla_friendly`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hlopass.text.importer import parse_hlo
 from tests.conftest import CORPUS
 from tests.corpus_io import program_io, xla_cpu_outputs
 from tests.error_bound import assert_within_bound, program_bounds_or_none
-from tests.interp_util import xla_friendly
+from tests.gpu_plain import plain_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,5 +122,5 @@ def test_gpu_pipeline_keeps_io_values(program: str, xla, tmp_path: Path) -> None
     original = interp.evaluate(parse_hlo(source, program), *args)
     _check(program, interp.evaluate(parse_hlo(text, program), *args), original, want,
            f"{program} -p gpu (interpreter)")  # fmt: skip
-    got = xla_cpu_outputs(xla_friendly(text), d, tmp_path, f"{program} after -p gpu (lowered)")
+    got = xla_cpu_outputs(plain_text(text), d, tmp_path, f"{program} after -p gpu (lowered)")
     _check(program, got, original, want, f"{program} -p gpu (XLA:CPU)")

@@ -378,7 +378,7 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
     cfg = _backend_config(op)
     if "cublas" in target or "gemm" in target.lower():
         w.kind = "gemm"
-        g = cfg.get("gemm_backend_config", {})
+        g = cfg.get("gemm_backend_config", cfg)  # old-style configs (the seeds) are bare
         dn = g.get("dot_dimension_numbers", {})
         contracting = [int(d) for d in dn.get("lhs_contracting_dimensions", [])]
         prec = str(g.get("precision_config", {}).get("operand_precision", "")).lower()
@@ -391,6 +391,8 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
             w.gemm_tiles = gemm_tiles(out0, 0)
             w.gemm_shape = gemm.dims(out0, width)
         w.bytes_written = shape_size(out0) if out0 is not None else 0
+        if out0 is not None:
+            _add_epilogue(w, g, out0, outs)
     elif "cudnn" in target and "conv" in target.lower():
         w.kind = "conv"
         if len(sh) >= 2 and out0 is not None and op.attr("dim_labels") is not None:
@@ -408,6 +410,38 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
                 an.inner_work(list(an.comps[name].instructions), w)
     w.threads = max(1, int(max((o.num_elements for o in outs), default=1)))
     return w
+
+
+_ACTIVATION_WORK = {"RELU": (1, 0), "GELU": (8, 1), "SILU": (3, 1)}
+"""(flops, transcendentals) per output element of a cublasLt activation, XLA-convention
+counts of the elementwise ops it replaces: max(x, 0); the tanh GELU's seven multiplies and
+adds and its tanh; x / (1 + exp(-x))."""
+
+
+def _add_epilogue(w: KernelWork, g: dict, out0: ArrayShape, outs: list[ArrayShape]) -> None:
+    """A cuBLAS call's epilogue on its output tile: alpha's multiply, beta's multiply-add
+    (an add when beta is 1), the vector bias's add, the activation (counted as the
+    elementwise ops it fused, also as FP32-lane work), and an *_AUX call's second output
+    written."""
+    n = out0.num_elements
+    per = 0.0
+    if float(g.get("alpha_real", 1)) != 1 or float(g.get("alpha_imag", 0)) != 0:
+        per += 1
+    beta = float(g.get("beta", 0))
+    if beta != 0:
+        per += 1 if beta == 1 else 2
+    epilogue = str(g.get("epilogue", "DEFAULT"))
+    parts = epilogue.split("_")
+    per += parts[0] == "BIAS"
+    trans = 0.0
+    for name, (f, t) in _ACTIVATION_WORK.items():
+        if name in parts:
+            per, trans = per + f, trans + t
+    w.flops += per * n
+    w.transcendentals += trans * n
+    w.alu_ops += (per + trans) * n
+    if parts[-1] == "AUX" and len(outs) > 1:
+        w.bytes_written += shape_size(outs[1])
 
 
 def _read_time(r: Read, dev: DeviceSpec, block_bw: float) -> float:

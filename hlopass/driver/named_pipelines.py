@@ -115,12 +115,14 @@ GPU = NamedPipeline(
                 f'fixpoint{{passes="{_SIMPLIFY_POST_LAYOUT}"}}',
             ),
         ),
-        # OptimizeHloPostLayoutAssignment: Triton GEMM fusions, Triton softmax fusions
-        # (XLA's GPU compiler asks for profitable ones only), then the reduction passes.
+        # OptimizeHloPostLayoutAssignment: Triton GEMM fusions, the dots left to cuBLAS
+        # calls (XLA's default: no cublasLt), Triton softmax fusions (XLA's GPU compiler asks
+        # for profitable ones only), then the reduction passes.
         Stage(
             "post-layout",
             (
                 "gemm-fusion{compute-capability={cc}}",
+                "gemm-rewriter{compute-capability={cc}}",
                 "softmax-rewriter-triton{device={device} only-fuse-if-profitable=true}",
                 "tree-reduction-rewriter",
             ),
@@ -153,8 +155,8 @@ GPU = NamedPipeline(
         ),
     ),
     missing=(
-        "gemm-rewriter (cuBLAS custom calls): a dot gemm-fusion leaves stays a dot, priced "
-        "as a library GEMM; DotDimensionMerger; split-K and autotuned GEMM tiles",
+        "FP8 GEMM rewriting and DotAlgorithmRewriter (such dots stay dots, priced as a library "
+        "GEMM); DotDimensionMerger; split-K and autotuned GEMM tiles",
         "TopK custom calls (XLA's TopkRewriter and TopkDecomposer), cuDNN fused convolutions",
         "priority fusion into Triton fusions (XLA's CanFuseTriton): softmax and GEMM "
         "fusions stay as built",

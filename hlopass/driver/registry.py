@@ -36,6 +36,7 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),
             "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
             "gemm-fusion": _lazy("hlopass.passes.gemm_fusion", "GemmFusionPass"),
+            "gemm-rewriter": _lazy("hlopass.passes.gemm_rewriter", "GemmRewriterPass"),
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
             "sort-iota-fusion": _lazy(
                 "hlopass.passes.fusion.sort_iota_fusion", "SortIotaFusionPass"
