@@ -30,6 +30,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "algsimp": _lazy("hlopass.passes.algsimp", "AlgebraicSimplifierPass"),
             "call-inliner": _lazy("hlopass.passes.call_inliner", "CallInlinerPass"),
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
+            "conv-padding-legalization": _lazy(
+                "hlopass.passes.conv_rewriter.padding_legalization", "ConvPaddingLegalizationPass"
+            ),
             "conv-rewriter": _lazy("hlopass.passes.conv_rewriter", "ConvRewriterPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
