@@ -117,6 +117,8 @@ class RewriteBackwardInput(_ConvPattern):
     `reshape(reverse(w))`, or a 1x1 / constant filter with base dilation); stride 1, no
     window dilation or reversal; the recovered low and high paddings not negative."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("convolution",)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not self.applies(op):
             return
@@ -148,6 +150,8 @@ class RewriteBackwardFilter(_ConvPattern):
     kernel larger than the output); stride 1, no base dilation, no reversal, low padding
     >= 0; large kernels or window dilation; the recovered high padding not negative."""
 
+    OPCODES: ClassVar[tuple[str, ...]] = ("convolution",)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not self.applies(op):
             return
@@ -165,6 +169,8 @@ class RewriteForward(_ConvPattern):
 
     Guards: at most 3 spatial dims; no empty operand; no reversal (2-D: all or none);
     batch_group_count 1."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("convolution",)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not self.applies(op) or not can_run_forward(op):

@@ -89,7 +89,7 @@ def _replace_call(rewriter: PatternRewriter, call: HloOp, operands: list[SSAValu
 @dataclass
 class _Legalize(RewritePattern):
     OPCODES: ClassVar[tuple[str, ...]] = ("custom-call",)
-    TARGETS: ClassVar[tuple[str, ...]] = ()
+    CALL_TARGETS: ClassVar[tuple[str, ...]] = ()
 
     ctx: RewriteContext
 
@@ -97,7 +97,7 @@ class _Legalize(RewritePattern):
         """`op` when it is one of this pattern's cuDNN calls, with a window."""
         if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return None
-        if op.attr("custom_call_target") not in self.TARGETS or op.attr("window") is None:
+        if op.attr("custom_call_target") not in self.CALL_TARGETS or op.attr("window") is None:
             return None
         return op
 
@@ -115,7 +115,8 @@ class LegalizeForward(_Legalize):
 
     Guards: a forward or bias-activation call; asymmetric, negative or base-dilated."""
 
-    TARGETS: ClassVar[tuple[str, ...]] = (FORWARD, BIAS_ACTIVATION)
+    OPCODES: ClassVar[tuple[str, ...]] = ("custom-call",)
+    CALL_TARGETS: ClassVar[tuple[str, ...]] = (FORWARD, BIAS_ACTIVATION)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         call = self.call_of(op)
@@ -165,7 +166,8 @@ class LegalizeBackwardFilter(_Legalize):
 
     Guards: a backward-filter call; asymmetric, non-negative padding."""
 
-    TARGETS: ClassVar[tuple[str, ...]] = (BACKWARD_FILTER,)
+    OPCODES: ClassVar[tuple[str, ...]] = ("custom-call",)
+    CALL_TARGETS: ClassVar[tuple[str, ...]] = (BACKWARD_FILTER,)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         call = self.call_of(op)
@@ -192,7 +194,8 @@ class LegalizeBackwardInput(_Legalize):
 
     Guards: a backward-input call; asymmetric, non-negative padding."""
 
-    TARGETS: ClassVar[tuple[str, ...]] = (BACKWARD_INPUT,)
+    OPCODES: ClassVar[tuple[str, ...]] = ("custom-call",)
+    CALL_TARGETS: ClassVar[tuple[str, ...]] = (BACKWARD_INPUT,)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         call = self.call_of(op)
