@@ -109,6 +109,7 @@ GPU = NamedPipeline(
             "conv canonicalization",
             (
                 "conv-rewriter{compute-capability={cc}}",
+                "cudnn-fused-convolution-rewriter{compute-capability={cc}}",
                 "conv-padding-legalization",
                 f'fixpoint{{passes="{_SIMPLIFY}"}}',
             ),

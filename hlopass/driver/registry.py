@@ -35,6 +35,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             ),
             "conv-rewriter": _lazy("hlopass.passes.conv_rewriter", "ConvRewriterPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
+            "cudnn-fused-convolution-rewriter": _lazy(
+                "hlopass.passes.conv_rewriter.fused", "CudnnFusedConvRewriterPass"
+            ),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
             "dot-decomposer": _lazy("hlopass.passes.dot_decomposer", "DotDecomposerPass"),
             "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),

@@ -191,8 +191,9 @@ class ConvRewriterPass(HloModulePass):
     compute_capability: float = 9.0
     """The device's CUDA compute capability, major.minor (9.0: H100); FP8 convolutions
     need 9.0 (8.9 from cuDNN 9.8)."""
-    cudnn_version: str = "9.8.0"
-    """The cuDNN version, major.minor.patch (XLA's dnn_version)."""
+    cudnn_version: float = 9.8
+    """The cuDNN version, major.minor (XLA's dnn_version): from 9.8 FP8 convolutions run
+    on 8.9 (Ada) too."""
 
     def capability(self) -> tuple[int, int]:
         major = int(self.compute_capability)
@@ -200,7 +201,8 @@ class ConvRewriterPass(HloModulePass):
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        cudnn = tuple(int(p) for p in self.cudnn_version.split(".") if p.isdigit())
+        major = int(self.cudnn_version)
+        cudnn = (major, round((self.cudnn_version - major) * 10), 0)
         patterns = (RewriteBackwardInput(rctx), RewriteBackwardFilter(rctx), RewriteForward(rctx))
         fused = fusion_computations(module)
         changed = False
