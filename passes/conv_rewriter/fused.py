@@ -5,13 +5,14 @@ around a forward cuDNN convolution that cuDNN's fused kernel does for free, fold
 
 XLA's order, innermost first: a constant scale (`FuseConvAlpha`), then bias or side
 input twice (`FuseBiasOrSideInput`: a broadcast along the output features is the bias,
-anything else the side input), then relu (`FuseRelu`). A convolution joins only through
+anything else the side input), the side input's constant scale (`FuseSideInputAlpha`),
+then relu (`FuseRelu`). A convolution joins only through
 its one `get-tuple-element`, used once; depthwise convolutions (feature groups = input
 features) stay unfused, where cuDNN's fused kernels are slower.
 
 Not here (XLA's, left out): elu, relu6 and leaky relu (XLA fuses them only with
-`xla_gpu_use_runtime_fusion`, off by default, and for f16), the side-input scale
-(`FuseSideInputAlpha`), FP8 graph convolutions and the int8 / f16 convert fusions.
+`xla_gpu_use_runtime_fusion`, off by default, and for f16), FP8 graph convolutions and
+the int8 / f16 convert fusions (and the second round XLA runs after them).
 """
 
 from __future__ import annotations
@@ -281,6 +282,56 @@ class FuseBiasOrSideInput(_Fuse):
 
 
 @dataclass
+class FuseSideInputAlpha(_Fuse):
+    """`conv_bias_act(x, w, b, t(multiply(s, broadcast(alpha))))` -> `conv_bias_act(x, w, b,
+    t(s))` with side_input_scale = alpha, `t` a chain of reshapes and transposes.
+
+    Guards: a cuDNN forward call with a side input at scale 1; alpha a constant splat
+    exact in f32 (f64 for f64 convolutions)."""
+
+    OPCODES: ClassVar[tuple[str, ...]] = ("custom-call",)
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, HloOp) or op.opcode not in self.OPCODES or len(op.operands) != 4:
+            return
+        if op.attr("custom_call_target") not in (FORWARD, BIAS_ACTIVATION):
+            return
+        cfg = config_of(op)
+        if cfg["side_scale"] != 1:
+            return
+        chain: list[HloOp] = []
+        v = op.operands[3]
+        while (o := owner(v)) is not None and o.opcode in ("reshape", "transpose"):
+            chain.append(o)
+            v = o.operands[0]
+        mul = _binary(owner(v), "multiply")
+        if mul is None:
+            return
+        et = "f64" if op.shape.elements[0].element_type == "f64" else "f32"  # type: ignore[attr-defined]
+        for a, b in ((0, 1), (1, 0)):
+            alpha = effective_scalar(mul.operands[b])
+            if alpha is None or not lossless(owner(mul.operands[b]).operands[0], et):  # type: ignore[union-attr]
+                continue
+            side = mul.operands[a]
+            for t in reversed(chain):  # the reshapes and transposes again, on the unscaled input
+                side = new_op(rewriter, self.ctx, t.opcode, [side], t.shape,
+                              {s.name: val for s, val in t.hlo_attrs() if s.name != "name"},
+                              before=op).result  # fmt: skip
+            cfg["side_scale"] = alpha
+            attrs = {s.name: val for s, val in op.hlo_attrs() if s.name != "name"}
+            attrs["backend_config"] = backend_config(**cfg)
+            new = create_op("custom-call", [*op.operands[:3], side], op.shape, op.inst_name, attrs)
+            op.inst_name = op.inst_name + ".old"
+            rewriter.insert(new, InsertPoint.before(op))
+            old_side = op.operands[3]
+            rewriter.replace_all_uses_with(op.result, new.result)
+            rewriter.erase(op)
+            erase_dead(rewriter, [old_side])
+            self.ctx.note(self, new)
+            return
+
+
+@dataclass
 class FuseRelu(_Fuse):
     """`maximum(gte(conv), broadcast(0))` -> `gte(conv_bias_act(...))` with activation relu.
 
@@ -315,9 +366,11 @@ class CudnnFusedConvRewriterPass(HloModulePass):
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        # XLA's order, innermost first: the scale, bias or side input twice, then relu
+        # XLA's order, innermost first: the scale, bias or side input twice, the side input's
+        # scale, then relu
         steps: list[RewritePattern] = [FuseConvAlpha(rctx), FuseBiasOrSideInput(rctx),
-                                       FuseBiasOrSideInput(rctx), FuseRelu(rctx)]  # fmt: skip
+                                       FuseBiasOrSideInput(rctx), FuseSideInputAlpha(rctx),
+                                       FuseRelu(rctx)]  # fmt: skip
         fused = fusion_computations(module)
         changed = False
         for comp in computations(module):

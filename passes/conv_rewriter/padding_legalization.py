@@ -9,8 +9,8 @@ and cannot base-dilate, so a cuDNN call whose window asks for more gets explicit
 * backward-input calls: asymmetric padding -> the call with the smaller side on both (a
   larger dx) and a `slice` of dx, returned as `tuple(slice, scratch)`.
 
-Differs from XLA's: plain convolutions with a `convolution_kind` (the cuDNN graph path)
-are left alone.
+Differs from XLA's: of the plain convolutions with a `convolution_kind` (the cuDNN graph
+path), only forward ones (`fprop`) are legalized.
 """
 
 from __future__ import annotations
@@ -81,9 +81,14 @@ def _replace_call(rewriter: PatternRewriter, call: HloOp, operands: list[SSAValu
     """A copy of `call` with these operands and window (and result shape) before it."""
     attrs = {spec.name: v for spec, v in call.hlo_attrs()}
     attrs["window"] = window
-    new = create_op("custom-call", operands, shape or call.shape, call.inst_name + ".legal", attrs)
+    new = create_op(call.opcode, operands, shape or call.shape, call.inst_name + ".legal", attrs)
     rewriter.insert(new, InsertPoint.before(call))
     return new
+
+
+_KINDS = {"fprop": FORWARD}
+"""A plain convolution's `convolution_kind` (the cuDNN graph path) -> the call it stands for
+(only forward ones are legalized here)."""
 
 
 @dataclass
@@ -94,10 +99,15 @@ class _Legalize(RewritePattern):
     ctx: RewriteContext
 
     def call_of(self, op: object) -> HloOp | None:
-        """`op` when it is one of this pattern's cuDNN calls, with a window."""
+        """`op` when it is one of this pattern's cuDNN calls (or a convolution whose kind
+        names one), with a window."""
         if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return None
-        if op.attr("custom_call_target") not in self.CALL_TARGETS or op.attr("window") is None:
+        if op.opcode == "convolution":
+            target = _KINDS.get(str(op.attr("convolution_kind")))
+        else:
+            target = op.attr("custom_call_target")
+        if target not in self.CALL_TARGETS or op.attr("window") is None:
             return None
         return op
 
@@ -113,9 +123,10 @@ class LegalizeForward(_Legalize):
     """`conv(x, w)` with padding cuDNN cannot take -> `conv(slice(pad(x)), pad(w))`, the
     padding and base dilation in the `pad`, negative padding in the `slice`.
 
-    Guards: a forward or bias-activation call; asymmetric, negative or base-dilated."""
+    Guards: a forward or bias-activation call (or a convolution of kind fprop);
+    asymmetric, negative or base-dilated."""
 
-    OPCODES: ClassVar[tuple[str, ...]] = ("custom-call",)
+    OPCODES: ClassVar[tuple[str, ...]] = ("custom-call", "convolution")
     CALL_TARGETS: ClassVar[tuple[str, ...]] = (FORWARD, BIAS_ACTIVATION)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
@@ -251,7 +262,7 @@ class ConvPaddingLegalizationPass(HloModulePass):
             if comp.comp_name in fused:
                 continue
             rewriter = PatternRewriter(comp)
-            for op in [o for o in comp.instructions if o.opcode == "custom-call"]:
+            for op in [o for o in comp.instructions if o.opcode in ("custom-call", "convolution")]:
                 for p in patterns:
                     p.match_and_rewrite(op, rewriter)
                     if op.parent is None:
