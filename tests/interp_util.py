@@ -148,7 +148,8 @@ def xla_execute_many(
 # run only, `xla_friendly` rewrites such a module into an equivalent plain one: fusions are
 # inlined into their callers, each bitcast becomes transpose/reshape/bitcast-convert ops
 # following the source and result layouts (bitcast's meaning: same bytes, physically
-# reinterpreted), and then all layouts are dropped (nothing else depends on them).
+# reinterpreted), cuDNN convolution calls become the convolutions they compute, and then
+# all layouts are dropped (nothing else depends on them).
 # The interpreter itself runs the original module.
 
 _LAYOUT = re.compile(r"(\b[a-z][a-z0-9]*\[[^\]]*\])\{[^{}]*\}")
@@ -171,6 +172,9 @@ def xla_friendly(text: str) -> str:
             name = op.callees()[0]
             fused.add(name)
             _inline(op, comps[name])
+    from hlopass.passes.conv_rewriter.lowering import lower_cudnn_calls
+
+    lower_cudnn_calls(module)  # XLA:CPU has no cuDNN: the calls as the HLO they compute
     for comp in computations(module):
         for op in list(comp.instructions):
             if op.opcode == "bitcast":

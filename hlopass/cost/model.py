@@ -396,11 +396,14 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
     elif "cudnn" in target and "conv" in target.lower():
         w.kind = "conv"
         if len(sh) >= 2 and out0 is not None and op.attr("dim_labels") is not None:
-            lhs, rhs = cast("list[ArrayShape]", sh)[:2]  # a cuDNN convolution of arrays
-            f = conv_flops(op, lhs, rhs, out0)
+            x, wt, y = _conv_roles(target, cast("list[ArrayShape]", sh), out0)
+            f = conv_flops(op, x, wt, y)
             w.tensor_flops = w.flops = float(f)
-            w.tensor_dtype = lhs.element_type
-            w.gemm_tiles = math.ceil(out0.num_elements / GEMM_TILE**2)
+            w.tensor_dtype = x.element_type
+            # the implicit GEMM's output tiles: dx or y; a filter gradient splits its long
+            # reduction (N x positions) across blocks, so it is tiled as large as dy
+            tiled = y if target.endswith("BackwardFilter") else out0
+            w.gemm_tiles = math.ceil(tiled.num_elements / GEMM_TILE**2)
         w.bytes_written = shape_size(out0) if out0 is not None else 0
     else:
         w.bytes_written = sum(shape_size(leaf) for leaf in outs)
@@ -442,6 +445,18 @@ def _add_epilogue(w: KernelWork, g: dict, out0: ArrayShape, outs: list[ArrayShap
     w.alu_ops += (per + trans) * n
     if parts[-1] == "AUX" and len(outs) > 1:
         w.bytes_written += shape_size(outs[1])
+
+
+def _conv_roles(target: str, operands: list[ArrayShape],
+               result: ArrayShape) -> tuple[ArrayShape, ArrayShape, ArrayShape]:  # fmt: skip
+    """(x, w, y) of the forward convolution a cuDNN call's labels describe: a
+    backward-input call reads (dy, w) and writes dx, a backward-filter call reads (x, dy)
+    and writes dw."""
+    if target.endswith("BackwardInput"):
+        return result, operands[1], operands[0]
+    if target.endswith("BackwardFilter"):
+        return operands[0], result, operands[1]
+    return operands[0], operands[1], result
 
 
 def _read_time(r: Read, dev: DeviceSpec, block_bw: float) -> float:

@@ -103,6 +103,17 @@ GPU = NamedPipeline(
             "collective optimizations",
             ("all-reduce-folder", "reduce-scatter-creator", "all-reduce-reassociate"),
         ),
+        # OptimizeHloConvolutionCanonicalization: convolutions to cuDNN calls, their fused
+        # epilogues, explicit padding, then the simplification XLA runs after them.
+        Stage(
+            "conv canonicalization",
+            (
+                "conv-rewriter{compute-capability={cc}}",
+                "cudnn-fused-convolution-rewriter{compute-capability={cc}}",
+                "conv-padding-legalization",
+                f'fixpoint{{passes="{_SIMPLIFY}"}}',
+            ),
+        ),
         # Layout assignment and the normalization XLA runs right after it; copy-elision stands
         # for the copies XLA's algsimp and copy removal drop again (what `layout-assignment`'s
         # own `price-after` runs before pricing a plan).
@@ -157,7 +168,9 @@ GPU = NamedPipeline(
     missing=(
         "FP8 GEMM rewriting and DotAlgorithmRewriter (such dots stay dots, priced as a library "
         "GEMM); DotDimensionMerger; split-K and autotuned GEMM tiles",
-        "TopK custom calls (XLA's TopkRewriter and TopkDecomposer), cuDNN fused convolutions",
+        "TopK custom calls (XLA's TopkRewriter and TopkDecomposer)",
+        "CudnnPadForConvolutions and CudnnVectorizeConvolutions (channel padding for "
+        "f16/int8 tensor cores), ReshapeMover and ConvertMover after conv canonicalization",
         "priority fusion into Triton fusions (XLA's CanFuseTriton): softmax and GEMM "
         "fusions stay as built",
         "SPMD partitioning and sharding propagation (modules arrive partitioned)",

@@ -30,7 +30,14 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "algsimp": _lazy("hlopass.passes.algsimp", "AlgebraicSimplifierPass"),
             "call-inliner": _lazy("hlopass.passes.call_inliner", "CallInlinerPass"),
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
+            "conv-padding-legalization": _lazy(
+                "hlopass.passes.conv_rewriter.padding_legalization", "ConvPaddingLegalizationPass"
+            ),
+            "conv-rewriter": _lazy("hlopass.passes.conv_rewriter", "ConvRewriterPass"),
             "cse": _lazy("hlopass.passes.cse", "CSEPass"),
+            "cudnn-fused-convolution-rewriter": _lazy(
+                "hlopass.passes.conv_rewriter.fused", "CudnnFusedConvRewriterPass"
+            ),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
             "dot-decomposer": _lazy("hlopass.passes.dot_decomposer", "DotDecomposerPass"),
             "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),

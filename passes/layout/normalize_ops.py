@@ -462,4 +462,6 @@ def instruction_patterns(ctx: RewriteContext) -> list[RewritePattern]:
         NormalizeTranspose, NormalizeReshape, CopyKeepingOffsets, NormalizeCopy,
         NormalizeConstant, NormalizeConvolution,
     ]  # fmt: skip
-    return [k(ctx) for k in kinds]
+    from .normalize_cudnn import NormalizeCudnnConvCall  # (it reads `rules`, which reads us)
+
+    return [*(k(ctx) for k in kinds), NormalizeCudnnConvCall(ctx)]

@@ -226,11 +226,16 @@ MEMORY_PLACEMENT_TARGETS = frozenset({"MoveToHost", "MoveToDevice"})
 TOPK_TARGETS = frozenset({"TopK", "__gpu$TopK"})
 CUB_SORT_TARGET = "xla.gpu.ext.cub_sort_unassigned_scratch_size"
 """The CUB radix sort SortRewriter makes of a sort (before its scratch size is set)."""
-CUDNN_FORWARD_CONV_TARGETS = frozenset({
-    "__cudnn$convForward", "__cudnn$convForwardGraph", "__cudnn$convBiasActivationForward",
-})  # fmt: skip
-"""cuDNN forward convolutions as custom calls (ConvRewriter's output): lhs (N, C, spatial),
-filter (O, I, spatial), result (N, C, spatial) as the dim labels name them."""
+CUDNN_CONV_ROLES: dict[str, tuple[str, str, str]] = {
+    "__cudnn$convForward": ("input", "filter", "output"),
+    "__cudnn$convForwardGraph": ("input", "filter", "output"),
+    "__cudnn$convBiasActivationForward": ("input", "filter", "output"),
+    "__cudnn$convBackwardInput": ("output", "filter", "input"),
+    "__cudnn$convBackwardFilter": ("input", "output", "filter"),
+}
+"""cuDNN convolution calls (ConvRewriter's output) -> the roles of operand 0, operand 1 and
+the result in the forward convolution the dim labels describe: input (N, C, spatial),
+filter (O, I, spatial), output (N, C, spatial)."""
 
 
 @dataclass(frozen=True)
@@ -287,7 +292,7 @@ def fixed_layouts(op: HloOp, device: str = "h100_sxm") -> Fixed | None:
             return Fixed(with_default(shape), _arrays_default(op))
         if target in MEMORY_PLACEMENT_TARGETS:  # no transposes on host memory
             return Fixed(with_default(shape), _arrays_default(op, [0]))
-        if target in CUDNN_FORWARD_CONV_TARGETS and op.attr("dim_labels") is not None:
+        if target in CUDNN_CONV_ROLES and op.attr("dim_labels") is not None:
             return cudnn_conv_layouts(op, device)
         constraints = op.attr("operand_layout_constraints")
         if constraints is not None:  # a layout-constrained call: its layouts as written
@@ -305,32 +310,37 @@ def fixed_layouts(op: HloOp, device: str = "h100_sxm") -> Fixed | None:
 
 
 def cudnn_conv_layouts(op: HloOp, device: str) -> Fixed:
-    """XLA's AddBackendConstraintsToDnnConvCustomCall for a forward cuDNN call: its input,
-    filter and result (tuple element 0) in the heuristic's NHWC or NCHW order; side inputs
-    of the result's rank in the result's layout, the scratch buffer default."""
+    """XLA's AddBackendConstraintsToDnnConvCustomCall: the input, filter and output of the
+    forward convolution the call's labels describe in the heuristic's NHWC or NCHW order,
+    given to the operands and result (tuple element 0) by the call's kind; side inputs of
+    the result's rank in the result's layout, the bias and scratch buffer default."""
     labels: ConvDims = op.attr("dim_labels")
-    lhs = value_shape(op.operands[0])
-    assert isinstance(lhs, ArrayShape)
-    b, f, sp = labels.input
-    ki, ko, ksp = labels.kernel
-    ob, of, osp = labels.output
-    if conv_prefers_nhwc(lhs.element_type, len(sp), device):
-        orders = ([b, *sp, f], [ko, *ksp, ki], [ob, *osp, of])
-    else:
-        orders = ([b, f, *sp], [ko, ki, *ksp], [ob, of, *osp])
-    lhs_m2m, rhs_m2m, out_m2m = (from_major_to_minor(o) for o in orders)
+    roles = CUDNN_CONV_ROLES[op.attr("custom_call_target")]
     shape = op.shape
     elements = shape.elements if isinstance(shape, TupleShape) else (shape,)
     first = elements[0]
     assert isinstance(first, ArrayShape)
-    result = with_m2m(first, out_m2m)
+    x = first if roles[2] == "input" else value_shape(op.operands[0])
+    assert isinstance(x, ArrayShape)
+    b, f, sp = labels.input
+    ki, ko, ksp = labels.kernel
+    ob, of, osp = labels.output
+    if conv_prefers_nhwc(x.element_type, len(sp), device):
+        orders = ([b, *sp, f], [ko, *ksp, ki], [ob, *osp, of])
+    else:
+        orders = ([b, f, *sp], [ko, ki, *ksp], [ob, of, *osp])
+    by_role: dict[str, M2M] = dict(
+        zip(("input", "filter", "output"), (from_major_to_minor(o) for o in orders), strict=True)
+    )
+    out_m2m = by_role["output"]
+    result = with_m2m(first, by_role[roles[2]])
     rest = tuple(with_default(e) for e in elements[1:])
     operands: dict[int, Shape] = {}
     for i, v in enumerate(op.operands):
         s = value_shape(v)
         if not isinstance(s, ArrayShape):
             continue
-        m2m = lhs_m2m if i == 0 else rhs_m2m if i == 1 else out_m2m
+        m2m = by_role[roles[i]] if i < 2 else out_m2m
         operands[i] = with_m2m(s, m2m) if s.rank == len(m2m) else with_default(s)
     return Fixed(TupleShape((result, *rest)) if isinstance(shape, TupleShape) else result, operands)
 
