@@ -4,8 +4,9 @@ For every `../shared/corpus/jax/<program>/`: run our pipeline (default
 `call-inliner,algsimp,constant-folding,dce,cse,tree-reduction-rewriter,priority-fusion,
 multi-output-fusion,horizontal-fusion`: XLA's GPU pipeline also inlines calls and splits
 long reductions (TreeReductionRewriter) before fusion and runs HorizontalLoopFusion after it; the issue's acceptance pipeline is the middle part, see
-`--pipeline`) on `before_optimizations.hlo` through `hlopass-opt` in a fresh process, and
-compare the result with `xla_h100_optimized.hlo`:
+`--pipeline`) on `before_optimizations.hlo` (or, where JAX lowers the program differently for
+CUDA, as rng_bits' threefry, the CUDA lowering in `cuda_lowering/`: what XLA's H100 plan was
+compiled from) through `hlopass-opt` in a fresh process, and compare the result with `xla_h100_optimized.hlo`:
 
 * kernels launched per step: every non-fused computation reached from the entry (the entry,
   while bodies and conditions, call targets, conditional branches) counted once, whatever
@@ -255,13 +256,24 @@ class Row:
     agree: Agreement
 
 
+CUDA_LOWERING = Path(__file__).resolve().parent / "cuda_lowering"
+"""JAX's CUDA lowering of the programs whose CPU lowering differs (see its make.py)."""
+
+
+def program_input(folder: Path) -> Path:
+    """The HLO XLA's H100 plan was compiled from: JAX's CUDA lowering where it differs from
+    the CPU lowering in `before_optimizations.hlo` (rng_bits' threefry loops), else that."""
+    cuda = CUDA_LOWERING / f"{folder.name}.hlo"
+    return cuda if cuda.is_file() else folder / "before_optimizations.hlo"
+
+
 def measure(folder: Path, pipeline: str, tmp: Path) -> Row:
     import hlopass
     from hlopass.cost import estimate
     from hlopass.ir.memory import peak_live_bytes
 
     out = tmp / f"{folder.name}.hlo"
-    ran, note, seconds = run_pipeline(folder / "before_optimizations.hlo", pipeline, out)
+    ran, note, seconds = run_pipeline(program_input(folder), pipeline, out)
     ours = hlopass.parse_hlo(out.read_text(), str(out))
     xla_path = folder / "xla_h100_optimized.hlo"
     xla = hlopass.parse_hlo(xla_path.read_text(), str(xla_path))

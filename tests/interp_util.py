@@ -179,6 +179,8 @@ def xla_friendly(text: str) -> str:
         for op in list(comp.instructions):
             if op.opcode == "bitcast":
                 _lower_bitcast(op)
+            elif op.opcode == "custom-call" and op.attr("custom_call_target") in _TOPK_CALLS:
+                _lower_topk_call(op)
     for name in fused:
         comps[name].detach()
         comps[name].erase()
@@ -187,6 +189,24 @@ def xla_friendly(text: str) -> str:
     if lines and lines[0].startswith("HloModule"):
         lines[0] = "HloModule xla_friendly"
     return _LAYOUT.sub(r"\1", "\n".join(lines))
+
+
+# TopK custom calls (topk-rewriter's `TopK`, topk-specializer's GPU kernel `__gpu$TopK`):
+# XLA:CPU runs neither target from text, so they become the `topk` instruction they stand
+# for (the passes make them with a greater-than comparator: the largest K, stable).
+_TOPK_CALLS = frozenset({"TopK", "__gpu$TopK"})
+
+
+def _lower_topk_call(op) -> None:
+    from hlopass.dialects.hlo import create_op
+
+    k = op.shape.elements[0].dims[-1]
+    new = create_op("topk", [op.operands[0]], op.shape, op.inst_name + ".topk",
+                    {"k": k, "largest": True})  # fmt: skip
+    op.parent_block().insert_op_before(new, op)
+    op.result.replace_all_uses_with(new.result)
+    op.detach()
+    op.erase()
 
 
 def _inline(op, callee) -> None:

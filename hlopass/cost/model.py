@@ -53,6 +53,7 @@ from hlopass.cost.devices import DeviceSpec, get_device
 from hlopass.cost.gpu_flops import FlopCounter
 from hlopass.cost.kernel_analysis import Read, analyze
 from hlopass.cost.layouts import conv_transpose_bytes, op_reshape_is_bitcast
+from hlopass.cost.topk import TOPK_TARGETS, topk_work
 from hlopass.cost.topology import Topology
 from hlopass.cost.work import DEFAULT_ALU, GEMM_TILE, OPCODE_WORK, gemm_tiles
 from hlopass.ir.attrs import backend_config as _backend_config
@@ -405,6 +406,8 @@ def _custom_call_work(op: Any, an: KernelAnalyzer) -> KernelWork:
             tiled = y if target.endswith("BackwardFilter") else out0
             w.gemm_tiles = math.ceil(tiled.num_elements / GEMM_TILE**2)
         w.bytes_written = shape_size(out0) if out0 is not None else 0
+    elif target in TOPK_TARGETS:
+        return topk_work(op, w)  # its threads read the input, not the k outputs
     else:
         w.bytes_written = sum(shape_size(leaf) for leaf in outs)
         names = op.callees() if hasattr(op, "callees") else []

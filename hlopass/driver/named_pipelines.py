@@ -91,12 +91,17 @@ GPU = NamedPipeline(
     name="gpu",
     summary="XLA's GPU compiler passes in XLA's order, as far as hlopass has them.",
     stages=(
-        # RunOptimizationPasses: call inlining, then the "simplification" HloPassFix (GPU
-        # dots are canonical: supports_non_canonical_dots=false), DotMerger, and
-        # DotDecomposer (dots to the [batch, m, k] x [batch, k, n] form GEMM fusion reads).
+        # The pre-SPMD pipeline's call inlining and TopK passes: JAX's `topk` instructions
+        # to sort + slice, and every sort read through its first K elements to a `TopK` call.
+        Stage("pre-SPMD", ("call-inliner", "topk-decomposer{topk-only=true}", "topk-rewriter")),
+        # RunOptimizationPasses: the TopK calls the GPU kernel takes to `__gpu$TopK`, the
+        # rest back to sort + slice; then the "simplification" HloPassFix (GPU dots are
+        # canonical: supports_non_canonical_dots=false), DotMerger, and DotDecomposer (dots
+        # to the [batch, m, k] x [batch, k, n] form GEMM fusion reads).
         Stage(
             "optimization",
-            ("call-inliner", f'fixpoint{{passes="{_SIMPLIFY}"}}', "dot-merger", "dot-decomposer"),
+            ("topk-specializer", "topk-decomposer", f'fixpoint{{passes="{_SIMPLIFY}"}}',
+             "dot-merger", "dot-decomposer"),  # fmt: skip
         ),
         # The "collective-optimizations" pipeline that follows simplification.
         Stage(
@@ -168,7 +173,7 @@ GPU = NamedPipeline(
     missing=(
         "FP8 GEMM rewriting and DotAlgorithmRewriter (such dots stay dots, priced as a library "
         "GEMM); DotDimensionMerger; split-K and autotuned GEMM tiles",
-        "TopK custom calls (XLA's TopkRewriter and TopkDecomposer)",
+        "TopKSplitter (a long single-row TopK split into blocks)",
         "CudnnPadForConvolutions and CudnnVectorizeConvolutions (channel padding for "
         "f16/int8 tensor cores), ReshapeMover and ConvertMover after conv canonicalization",
         "priority fusion into Triton fusions (XLA's CanFuseTriton): softmax and GEMM "

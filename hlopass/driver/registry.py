@@ -53,6 +53,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "softmax-rewriter-triton": _lazy(
                 "hlopass.passes.fusion.softmax_rewriter_triton", "SoftmaxRewriterTritonPass"
             ),
+            "topk-decomposer": _lazy("hlopass.passes.topk", "TopkDecomposerPass"),
+            "topk-rewriter": _lazy("hlopass.passes.topk", "TopkRewriterPass"),
+            "topk-specializer": _lazy("hlopass.passes.topk", "TopkSpecializerPass"),
             "tree-reduction-rewriter": _lazy(
                 "hlopass.passes.tree_reduction_rewriter", "TreeReductionRewriterPass"
             ),

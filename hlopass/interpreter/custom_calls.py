@@ -1,4 +1,4 @@
-"""custom-call targets with a meaning on one device: TopK, sharding and host-offloading
+"""custom-call targets with a meaning on one device: TopK (and the GPU kernel `__gpu$TopK`), sharding and host-offloading
 annotations (identity), XLA's `xla_builder.*` functions (their attached decomposition when
 they have one, else numpy for the math ones; XLA-CPU itself has no implementation of these
 targets), dynamic reshape."""
@@ -33,7 +33,7 @@ def _custom_call(interp, op, args):
     from hlopass.interpreter.sorting import custom_call_topk
 
     target = op.attr("custom_call_target")
-    if target == "TopK":
+    if target in ("TopK", "__gpu$TopK"):  # __gpu$TopK: XLA's GPU TopK kernel, same result
         return custom_call_topk(interp, op, args)
     from hlopass.interpreter.gpu_calls import evaluate_library_call, is_library_call
 

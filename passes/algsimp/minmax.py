@@ -98,7 +98,11 @@ class ClampOfClamp(Simplification):
 
 class MinMaxToClamp(Simplification):
     """`maximum(minimum(x, hi), lo) -> clamp(lo, x, hi)` and
-    `minimum(maximum(x, lo), hi) -> clamp(lo, x, hi)` (lo, hi scalar constants, lo <= hi)."""
+    `minimum(maximum(x, lo), hi) -> clamp(lo, x, hi)` (lo, hi broadcasts of one-element
+    constants, lo < hi).
+
+    As XLA's MinMaxToClamp: the clamp takes the broadcasts themselves (an elementwise clamp,
+    which the fusion passes see as such), and only when the bounds are strictly ordered."""
 
     OPCODES = ("maximum", "minimum")
     OPERAND_FROM = frozenset({"maximum", "minimum"})
@@ -114,32 +118,27 @@ class MinMaxToClamp(Simplification):
                 continue
             for x, inner_c in commuted(inner):
                 lo, hi = (outer_c, inner_c) if op.OPCODE == "maximum" else (inner_c, outer_c)
-                lo_s, hi_s = scalar_of(lo), scalar_of(hi)
-                if lo_s is None or hi_s is None:
+                if not (_broadcast_of_constant(lo) and _broadcast_of_constant(hi)):
                     continue
                 lv, hv = splat_value(lo), splat_value(hi)
                 try:
-                    ordered = bool(lv <= hv)
+                    ordered = bool(lv < hv)
                 except TypeError:
                     ordered = False
                 if not ordered:
                     continue
-                return self.new("clamp", [lo_s, x, hi_s], shape, like=op)
+                return self.new("clamp", [lo, x, hi], shape, like=op)
         return None
 
 
-def scalar_of(value):
-    """The scalar constant `value` is, or broadcasts (None otherwise)."""
+def _broadcast_of_constant(value) -> bool:
+    """`broadcast(c)` of a one-element constant (XLA's `Broadcast(ConstantEffectiveScalar)`)."""
     o = owner(value)
-    if o is None:
-        return None
-    if o.OPCODE == "broadcast":
-        value = o.operands[0]
-        o = owner(value)
-    s = array(value_shape(value))
-    if o is None or o.OPCODE != "constant" or s is None or s.rank != 0:
-        return None
-    return value
+    if o is None or o.OPCODE != "broadcast":
+        return False
+    c = owner(o.operands[0])
+    s = array(value_shape(o.operands[0]))
+    return c is not None and c.OPCODE == "constant" and s is not None and s.num_elements == 1
 
 
 class ClampOfPartitionId(Simplification):
