@@ -145,10 +145,24 @@ def reduction_faster_than_elemental(is_row: bool, dims: tuple[int, int, int]) ->
     return not elemental
 
 
+def dims_consecutive(shape: ArrayShape, dims: Sequence[int]) -> bool:
+    """XLA LayoutUtil::AreDimensionsConsecutive: `dims` sit next to each other in the
+    layout (size-1 dims count)."""
+    pos = sorted(shape.minor_to_major.index(d) for d in dims)
+    return all(b == a + 1 for a, b in zip(pos, pos[1:], strict=False))
+
+
 def is_unnested_reduction(op: Any) -> bool:
-    """XLA `IsReductionFromOrToContiguousDimensions` (and faster than the loop emitter)."""
+    """XLA `IsReductionFromOrToContiguousDimensions`: the kept or the reduced dims are
+    consecutive in the operand's layout, and the reduction emitter beats the loop one."""
     if op.opcode != "reduce":
         return False
+    inp = operand_shapes(op)[0]
+    if isinstance(inp, ArrayShape):
+        reduced = set(op.attr("dimensions") or ())
+        kept = [d for d in range(len(inp.dims)) if d not in reduced]
+        if not (dims_consecutive(inp, kept) or dims_consecutive(inp, sorted(reduced))):
+            return False
     is_row, dims = reduction_dims(op)
     return reduction_faster_than_elemental(is_row, dims)
 
@@ -280,10 +294,8 @@ def choose_emitter(kind: str, outputs: list[Any], parts: HeroParts, slices: Any 
     whose roots slice one value through different parameters)."""
     if kind in ("triton", "triton_gemm", "custom_fusion"):
         return kind
-    for r in parts.reduces:
-        is_row, dims = reduction_dims(r)
-        if reduction_faster_than_elemental(is_row, dims):
-            return "reduction"
+    if any(is_unnested_reduction(r) for r in parts.reduces):  # XLA IsRealReductionHero
+        return "reduction"
     if kind in ("input", "") and any(
         transpose_tiling(t, kind == "") is not None for t in parts.transposes
     ):
