@@ -193,6 +193,13 @@ def dim_runs(out_order: Sequence[int], in_order: Sequence[int]) -> list[list[int
     return runs
 
 
+def _tiled_size(a: int, b: int) -> bool:
+    """XLA GetDescriptionForTiledTransposeEmitter's size rule for the two swapped dims: both
+    at least kMinDimensionToTransposeTiled (16), or both at least 8 with a product of at
+    least kMinTotalDimensionsToTransposeTiled (64 x 128)."""
+    return (a >= 16 and b >= 16) or (a >= 8 and b >= 8 and a * b >= 64 * 128)
+
+
 def transpose_tiling(op: Any, size_rule: bool = False) -> TransposeTiling | None:
     """How XLA's tiled transpose emitter would tile `op`, None if it is not a tiled
     transpose (with `size_rule`, also None for the small ones XLA leaves to the loop
@@ -211,8 +218,7 @@ def transpose_tiling(op: Any, size_rule: bool = False) -> TransposeTiling | None
     in_minor = max(range(len(groups)), key=lambda i: pos[groups[i][-1]])
     if in_minor == out_minor:
         return None
-    if size_rule and (sizes[in_minor] < 16 or sizes[out_minor] < 16
-                      or sizes[in_minor] * sizes[out_minor] < 64 * 128):  # fmt: skip
+    if size_rule and not _tiled_size(sizes[in_minor], sizes[out_minor]):
         return None  # XLA leaves small transposes to the loop emitter
     bits = ELEMENT_BITS.get(src.element_type, 32)
     tile = WARP * max(1, min(4, 32 // max(bits, 1)))
