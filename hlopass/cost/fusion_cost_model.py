@@ -33,7 +33,6 @@ from hlopass.kernel_structure.plan import Kernel, ir_size
 from hlopass.kernel_structure.signature import Signatures
 
 MAX_IR_SIZE = 10000  # XLA kMaxIRSize
-MAX_BASIC_BLOCK_SPLITS = 10  # XLA kMaxBasicBlockSplitsPerFusion
 
 
 # --- the interface ----------------------------------------------------------------------------
@@ -132,8 +131,10 @@ class FusionCostModel(ABC):
 
     def would_explode_ir_size(self, producer: Kernel, consumer: Kernel) -> bool:
         """XLA's ProducerConsumerMergedTooLarge: the producer's code is emitted as often as
-        the consumer reads it; each basic-block split doubles what follows. Answered once
-        per pair signature (`Signatures.pair`): the sizes read the two kernels alone."""
+        the consumer reads it, and the sum must stay within kMaxIRSize. Basic-block splits
+        no longer count: XLA dropped that bound with its legacy emitters (bb002d99b6,
+        "Remove legacy emitters"). Answered once per pair signature (`Signatures.pair`):
+        the sizes read the two kernels alone."""
         key = self.signatures.pair(producer, consumer)
         hit = self._explodes.get(key)
         if hit is None:
@@ -141,13 +142,10 @@ class FusionCostModel(ABC):
         return hit
 
     def _explodes_ir_size(self, producer: Kernel, consumer: Kernel) -> bool:
-        emitted, c_size, c_splits = self.ir_size(consumer)
+        emitted, c_size, _ = self.ir_size(consumer)
         replication = max(1.0, emitted.get(id(producer.root), 1.0))
-        _, p_size, p_splits = self.ir_size(producer)
-        n_splits = replication * p_splits + c_splits
-        if n_splits > MAX_BASIC_BLOCK_SPLITS:
-            return True
-        return (p_size * replication + c_size) * 2**n_splits > MAX_IR_SIZE
+        _, p_size, _ = self.ir_size(producer)
+        return p_size * replication + c_size > MAX_IR_SIZE
 
     # hooks
     def on_instruction_fused(self, producer: Kernel, consumer: Kernel, fused: Kernel) -> None:

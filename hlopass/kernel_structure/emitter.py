@@ -145,10 +145,24 @@ def reduction_faster_than_elemental(is_row: bool, dims: tuple[int, int, int]) ->
     return not elemental
 
 
+def dims_consecutive(shape: ArrayShape, dims: Sequence[int]) -> bool:
+    """XLA LayoutUtil::AreDimensionsConsecutive: `dims` sit next to each other in the
+    layout (size-1 dims count)."""
+    pos = sorted(shape.minor_to_major.index(d) for d in dims)
+    return all(b == a + 1 for a, b in zip(pos, pos[1:], strict=False))
+
+
 def is_unnested_reduction(op: Any) -> bool:
-    """XLA `IsReductionFromOrToContiguousDimensions` (and faster than the loop emitter)."""
+    """XLA `IsReductionFromOrToContiguousDimensions`: the kept or the reduced dims are
+    consecutive in the operand's layout, and the reduction emitter beats the loop one."""
     if op.opcode != "reduce":
         return False
+    inp = operand_shapes(op)[0]
+    if isinstance(inp, ArrayShape):
+        reduced = set(op.attr("dimensions") or ())
+        kept = [d for d in range(len(inp.dims)) if d not in reduced]
+        if not (dims_consecutive(inp, kept) or dims_consecutive(inp, sorted(reduced))):
+            return False
     is_row, dims = reduction_dims(op)
     return reduction_faster_than_elemental(is_row, dims)
 
@@ -179,6 +193,13 @@ def dim_runs(out_order: Sequence[int], in_order: Sequence[int]) -> list[list[int
     return runs
 
 
+def _tiled_size(a: int, b: int) -> bool:
+    """XLA GetDescriptionForTiledTransposeEmitter's size rule for the two swapped dims: both
+    at least kMinDimensionToTransposeTiled (16), or both at least 8 with a product of at
+    least kMinTotalDimensionsToTransposeTiled (64 x 128)."""
+    return (a >= 16 and b >= 16) or (a >= 8 and b >= 8 and a * b >= 64 * 128)
+
+
 def transpose_tiling(op: Any, size_rule: bool = False) -> TransposeTiling | None:
     """How XLA's tiled transpose emitter would tile `op`, None if it is not a tiled
     transpose (with `size_rule`, also None for the small ones XLA leaves to the loop
@@ -197,8 +218,7 @@ def transpose_tiling(op: Any, size_rule: bool = False) -> TransposeTiling | None
     in_minor = max(range(len(groups)), key=lambda i: pos[groups[i][-1]])
     if in_minor == out_minor:
         return None
-    if size_rule and (sizes[in_minor] < 16 or sizes[out_minor] < 16
-                      or sizes[in_minor] * sizes[out_minor] < 64 * 128):  # fmt: skip
+    if size_rule and not _tiled_size(sizes[in_minor], sizes[out_minor]):
         return None  # XLA leaves small transposes to the loop emitter
     bits = ELEMENT_BITS.get(src.element_type, 32)
     tile = WARP * max(1, min(4, 32 // max(bits, 1)))
@@ -280,10 +300,8 @@ def choose_emitter(kind: str, outputs: list[Any], parts: HeroParts, slices: Any 
     whose roots slice one value through different parameters)."""
     if kind in ("triton", "triton_gemm", "custom_fusion"):
         return kind
-    for r in parts.reduces:
-        is_row, dims = reduction_dims(r)
-        if reduction_faster_than_elemental(is_row, dims):
-            return "reduction"
+    if any(is_unnested_reduction(r) for r in parts.reduces):  # XLA IsRealReductionHero
+        return "reduction"
     if kind in ("input", "") and any(
         transpose_tiling(t, kind == "") is not None for t in parts.transposes
     ):

@@ -140,18 +140,23 @@ def profitability(op: HloOp, comps: dict[str, ComputationOp], sliced: bool) -> s
 
 
 def only_user(op: HloOp, consumer: HloOp, root: HloOp) -> bool:
-    """XLA IsConsumerTheOnlyNonRootUser (through get-tuple-elements); the root counts only
-    when nothing reads it back."""
+    """XLA IsConsumerTheOnlyNonRootUser (through get-tuple-elements and bitcasts, no-ops);
+    the root counts only when nothing reads it back."""
     for use in op.result.uses:
         user = use.operation
         if not isinstance(user, HloOp):
             return False
-        if user.opcode == "get-tuple-element":
+        if user.opcode in ("get-tuple-element", "bitcast"):
             if not only_user(user, consumer, root):
                 return False
-        elif user is not consumer and not (user is root and not root.result.uses):
+        elif user is not consumer and not (user is root and not _read_back(root)):
             return False
     return True
+
+
+def _read_back(root: HloOp) -> bool:
+    """An instruction reads the root (the computation's return is no reader)."""
+    return any(isinstance(u.operation, HloOp) for u in root.result.uses)
 
 
 def shares_parameter(op: HloOp, candidates: set[int]) -> bool:

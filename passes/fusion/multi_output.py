@@ -34,7 +34,12 @@ from hlopass.dialects.hlo import (
     HloOp,
 )
 from hlopass.ir.shape import TupleShape
-from hlopass.kernel_structure.emitter import INPUT_EMITTERS, EmitterFacts
+from hlopass.kernel_structure.emitter import (
+    INPUT_EMITTERS,
+    EmitterFacts,
+    is_unnested_reduction,
+    reduction_dims,
+)
 from hlopass.passes.fusion.explain import FusionRecord
 from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
 from hlopass.passes.fusion.multi_output_rewrites import (
@@ -80,6 +85,8 @@ from hlopass.passes.fusion.rules import (
     SHARED_MEMORY_PER_BLOCK,
 )
 from hlopass.rewriting import RewriteContext, TraceHook, value_shape
+
+DIFFERENT_REDUCTIONS = "tiled reductions with different shapes"
 
 
 @dataclass
@@ -127,6 +134,9 @@ class MultiOutputDriver:
                              self.kinds(b) == "reduction", sibling)  # fmt: skip
         if why is not None:
             return why
+        why = self.reductions_refusal(a, b)
+        if why is not None:
+            return why
         la, lb = self.loop_shape(a), self.loop_shape(b)
         if not loops_compatible(la, lb, reshape_ok=False):
             # a reduction beside a loop over a reshape (bitcast) of its input, as XLA's
@@ -143,6 +153,17 @@ class MultiOutputDriver:
                 if output_index(a, v) is None and v is not a.result and reach.reaches(a, v.owner):
                     return CYCLE
         return in_place_refusal(a, b, comps, sibling)
+
+    def reductions_refusal(self, a: HloOp, b: HloOp) -> str | None:
+        """XLA FusionHeroesAreCompatible for two reduction kernels: their reductions must
+        have the same ReductionDimensions (AreReductionsMultiOutputFusionCompatible)."""
+        if self.kinds(a) != "reduction" or self.kinds(b) != "reduction":
+            return None
+        ra, rb = (next((m for m in kernel_body(x, self.comps) if is_unnested_reduction(m)), None)
+                  for x in (a, b))  # fmt: skip
+        if ra is None or rb is None or reduction_dims(ra) == reduction_dims(rb):
+            return None
+        return DIFFERENT_REDUCTIONS
 
     def budget(self, sketch: MergeSketch) -> str | None:
         if sketch.operands + sketch.outputs + 1 > MAX_OPERANDS_AND_OUTPUTS:
