@@ -55,6 +55,7 @@ class Signatures:
         self._of_kernel: dict[int, tuple[Any, int, Signature]] = {}  # (kernel, version, ...)
         self._comps: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._comp_sid: dict[int, tuple[Any, int]] = {}
+        self._pair: dict[tuple[int, int], tuple[Any, Any, int, int, Any]] = {}
 
     def own(self, op: Any) -> tuple[Any, ...]:
         hit = self._own.get(id(op))
@@ -128,11 +129,26 @@ class Signatures:
 
     def pair(self, producer: Any, consumer: Any) -> tuple[int, int, tuple[Any, ...]]:
         """What a producer fused into a consumer is, up to identity: both signatures and
-        where each of the producer's members and inputs sits in the consumer."""
+        where each of the producer's members and inputs sits in the consumer. Kept per
+        pair of kernel versions: a cost model asks it for the IR-size refusal and again
+        for the fused price of the same pair."""
+        hit = self._pair.get((id(producer), id(consumer)))
+        if (hit is not None and hit[0] is producer and hit[1] is consumer
+                and hit[2] == producer.version and hit[3] == consumer.version):  # fmt: skip
+            return hit[4]
         p, c = self.of_kernel(producer), self.of_kernel(consumer)
-        place = c.place
-        wiring = tuple(place(m) for m in producer.members) + tuple(place(o) for o in p.inputs)
-        return p.sid, c.sid, wiring
+        local, index = c.local.get, c.input_index.get
+        wiring: list[int | None] = []
+        for o in (*producer.members, *p.inputs):  # `c.place(o)`, inline
+            i = local(id(o))
+            if i is None:
+                j = index(id(o))
+                i = None if j is None else -1 - j
+            wiring.append(i)
+        key = (p.sid, c.sid, tuple(wiring))
+        self._pair[(id(producer), id(consumer))] = (producer, consumer, producer.version,
+                                                    consumer.version, key)  # fmt: skip
+        return key
 
 
 def _hashable(v: Any) -> Any:
