@@ -145,6 +145,8 @@ def _thread_uses(comps: list[ComputationOp]) -> None:
 def _thread(value: SSAValue, pos: dict[int, int]) -> None:
     """`value`'s uses in the parser's order: last reader in text order first, a reader's
     later operands before its earlier ones (relinked only when out of that order)."""
+    if value.first_use is None or value.has_one_use():  # (most values: nothing to order)
+        return
     uses = list(value.uses)
     keys = [(pos[id(u.operation)], u.index) for u in uses]
     if all(a > b for a, b in zip(keys, keys[1:], strict=False)):
