@@ -65,6 +65,7 @@ class DefaultFusionCostModel(FusionCostModel):
         self._analysis: ModuleCostAnalysis | None = None
         self._summary: VersionMemo[_Summary] = VersionMemo()
         self._shared: SharedSummaries[_Summary] = SharedSummaries(self.signatures)
+        self._whole: dict[int, float] = {}
 
     def _an(self, op: Any) -> Any:
         """The kernel analyzer of `op`'s module, made on first use and kept as long as this
@@ -206,6 +207,16 @@ class DefaultFusionCostModel(FusionCostModel):
         w.threads = s.blocks * s.threads
         return kernel_time(w, self.device).time_us
 
+    def _whole_time_us(self, members: list[Any], outputs: list[Any]) -> float:
+        """`kernel_time_us` of a merged kernel, shared by its signature as the kernels'
+        summaries are (a layer's pairs whose producer changes the emitter are analysed
+        once, not once per layer)."""
+        sid = self.signatures.of(members, outputs).sid
+        t = self._whole.get(sid)
+        if t is None:
+            t = self._whole[sid] = self.kernel_time_us(members, outputs)
+        return t
+
     def _fused_time(self, producer: Kernel, consumer: Kernel) -> tuple[float, bool]:
         """(the fused kernel's time, whether it follows from the two summaries alone and may
         be shared by the pair's signature: not when the emitter changes and the kernel is
@@ -215,7 +226,7 @@ class DefaultFusionCostModel(FusionCostModel):
         parts = hero_parts(heroes(consumer.outputs, ids), ids)
         emitter = choose_emitter("", consumer.outputs, parts)
         if emitter != c.emitter:  # the producer changes the emitter: analyse it whole
-            return self.kernel_time_us(consumer.merged(producer), consumer.outputs), False
+            return self._whole_time_us(consumer.merged(producer), consumer.outputs), False
         u = c.util.get(id(producer.root), 0.0)
         totals: dict[int, list[Any]] = {}
         for src, size, eb, coalesced in c.inputs:

@@ -50,13 +50,18 @@ class Signatures:
     instructions it has seen, so their ids are never reused while it lives."""
 
     def __init__(self) -> None:
-        self._own: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+        self._own: dict[int, tuple[Any, int, int]] = {}
+        self._codes: dict[tuple[Any, ...], int] = {}
         self._ids: dict[tuple[Any, ...], int] = {}
         self._of_kernel: dict[int, tuple[Any, int, Signature]] = {}  # (kernel, version, ...)
         self._comps: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._comp_sid: dict[int, tuple[Any, int]] = {}
+        self._pair: dict[tuple[int, int], tuple[Any, Any, int, int, Any]] = {}
 
-    def own(self, op: Any) -> tuple[Any, ...]:
+    def own(self, op: Any) -> tuple[int, int]:
+        """op's own part as a member and as an input (opcode and shape alone), each
+        interned to an int: a kernel's key is then ints, hashed without the shapes'
+        Python `__hash__` (every new kernel version hashes its key)."""
         hit = self._own.get(id(op))
         if hit is None:
             callees = op.callees()
@@ -68,8 +73,11 @@ class Signatures:
                 hash(props)
             except TypeError:  # an unhashable payload (a literal's array): by identity
                 props = tuple((k, _hashable(v)) for k, v in props)
-            hit = self._own[id(op)] = (op, (op.opcode, op.shape, props))
-        return hit[1]
+            codes = self._codes
+            member = codes.setdefault((op.opcode, op.shape, props), len(codes))
+            read = codes.setdefault((op.opcode, op.shape), len(codes))
+            hit = self._own[id(op)] = (op, member, read)
+        return hit[1], hit[2]
 
     def _callee(self, op: Any, name: str) -> Any:
         """The signature id of the computation `op` calls by `name` (the name if absent)."""
@@ -106,7 +114,7 @@ class Signatures:
         seen: dict[int, int] = {}
         inputs: list[Any] = []
         items = []
-        own = self.own
+        own, known = self.own, self._own.get  # (the kept parts read inline: most are)
         for m in members:
             refs = []
             for v in m.operands:
@@ -119,20 +127,35 @@ class Signatures:
                         inputs.append(o)
                     i = -1 - j
                 refs.append(i)
-            items.append((own(m), tuple(refs)))
+            hit = known(id(m))
+            items.append((hit[1] if hit is not None else own(m)[0], tuple(refs)))
         outs = tuple(local.get(id(o), -1) for o in outputs)
-        ins = tuple(own(o)[:2] for o in inputs)  # an input is read by its opcode and shape
+        # an input is read by its opcode and shape
+        ins = tuple(h[2] if (h := known(id(o))) is not None else own(o)[1] for o in inputs)
         key = (tuple(items), ins, outs)
         sid = self._ids.setdefault(key, len(self._ids))
         return Signature(sid, local, inputs, seen)
 
     def pair(self, producer: Any, consumer: Any) -> tuple[int, int, tuple[Any, ...]]:
         """What a producer fused into a consumer is, up to identity: both signatures and
-        where each of the producer's members and inputs sits in the consumer."""
+        where each of the producer's members and inputs sits in the consumer (members:
+        the (position, place) of those the consumer sees, found by intersecting id sets;
+        inputs: each one's place). Kept per pair of kernel versions: a cost model asks it
+        for the IR-size refusal and again for the fused price of the same pair."""
+        hit = self._pair.get((id(producer), id(consumer)))
+        if (hit is not None and hit[0] is producer and hit[1] is consumer
+                and hit[2] == producer.version and hit[3] == consumer.version):  # fmt: skip
+            return hit[4]
         p, c = self.of_kernel(producer), self.of_kernel(consumer)
+        p_local, c_local, c_index = p.local, c.local, c.input_index
+        seen = [(p_local[x], c_local[x]) for x in p_local.keys() & c_local.keys()]
+        seen += [(p_local[x], -1 - c_index[x]) for x in p_local.keys() & c_index.keys()]
+        seen.sort()
         place = c.place
-        wiring = tuple(place(m) for m in producer.members) + tuple(place(o) for o in p.inputs)
-        return p.sid, c.sid, wiring
+        key = (p.sid, c.sid, (tuple(seen), tuple(place(o) for o in p.inputs)))
+        self._pair[(id(producer), id(consumer))] = (producer, consumer, producer.version,
+                                                    consumer.version, key)  # fmt: skip
+        return key
 
 
 def _hashable(v: Any) -> Any:

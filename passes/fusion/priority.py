@@ -211,8 +211,16 @@ class PriorityFusionDriver:
 
     def run(self) -> list[Step]:
         g = self.graph
+        queued: dict[int, bool] = {}  # (whether an instruction may be queued never changes)
+
+        def candidate(op: HloOp) -> bool:
+            hit = queued.get(id(op))
+            if hit is None:
+                hit = queued[id(op)] = self.candidate(op)
+            return hit
+
         for op in g.ops:
-            if self.candidate(op) and g.kernel[id(op)].alive:
+            if candidate(op) and g.kernel[id(op)].alive:
                 self.push(g.kernel[id(op)])
         while self._heap:
             _, _, stamp, kid, k = heapq.heappop(self._heap)
@@ -234,7 +242,7 @@ class PriorityFusionDriver:
                     if p is not k and p.root.opcode not in ("constant", "get-tuple-element"):
                         touched[id(p)] = p
             for t in touched.values():
-                if t.alive and self.candidate(t.root):
+                if t.alive and candidate(t.root):
                     self.push(t)
         self.fuse_small_constants()
         return self.steps

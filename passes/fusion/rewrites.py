@@ -104,10 +104,14 @@ class FusionBuilder:
         block.add_op(inner)
         block.add_op(new_return_op(inner.result))
         comp = self.add_computation(block, op)
+        # (deferred: `set_kinds` chooses it, as for the fusions the replay grows)
+        kind = "kLoop" if self.defer_kinds else fusion_kind(list(comp.instructions), [inner])
         fusion = create_op(
             "fusion", operands, op.shape, self.fresh_inst("fusion"),
-            {"kind": fusion_kind(list(comp.instructions), [inner]), "calls": comp.comp_name},
+            {"kind": kind, "calls": comp.comp_name},
         )  # fmt: skip
+        if self.defer_kinds:
+            self._kind_pending[id(fusion)] = fusion
         outer = op.parent_block()
         assert outer is not None
         outer.insert_op_before(fusion, op)
@@ -143,12 +147,11 @@ class FusionBuilder:
     def fuse_into(self, producer: HloOp, fusion: HloOp) -> None:
         """Compute `producer` inside `fusion` (which reads it); erase it once unused."""
         comp = self.fused(fusion)
-        params = comp.parameters()
         operands = list(fusion.operands)
+        params, anchor = _parameters_first(comp, len(operands))
         reads = [i for i, v in enumerate(operands) if v is producer.result]
         last_user = all(u.operation is fusion for u in producer.result.uses)
         bound: dict[int, SSAValue] = {id(v): params[i].result for i, v in enumerate(operands)}
-        anchor = next((op for op in comp.instructions if op.opcode != "parameter"), None)
         block = comp.block
         new_params: list[HloOp] = []
 
@@ -165,8 +168,9 @@ class FusionBuilder:
         if producer.opcode == "fusion":
             inner = self.fused(producer)
             keep_names = last_user and self.callers.get(inner.comp_name, 0) == 1
+            inner_params, _ = _parameters_first(inner, len(producer.operands))
             mapping = {
-                p.result: param_for(producer.operands[p.attr("number")]) for p in inner.parameters()
+                p.result: param_for(producer.operands[p.attr("number")]) for p in inner_params
             }
             body = [op for op in inner.instructions if op.opcode != "parameter"]
             root_value: SSAValue = inner.root.result
@@ -258,6 +262,23 @@ def run_merge_drivers(
     if changed:
         settle(module)
     return changed, records
+
+
+def _parameters_first(comp: ComputationOp, count: int) -> tuple[list[HloOp], HloOp | None]:
+    """(`comp.parameters()`, its first instruction that is no parameter), read off the head
+    of the block when the `count` parameters lead it (as the fusions built here have them:
+    `wrap` and `fuse_into` put parameters first), else by walking the whole computation."""
+    params: list[HloOp] = []
+    op = comp.block.first_op
+    while isinstance(op, HloOp) and op.opcode == "parameter":
+        params.append(op)
+        op = op.next_op
+    if len(params) != count:
+        params = comp.parameters()
+        op = next((o for o in comp.instructions if o.opcode != "parameter"), None)
+    else:
+        params.sort(key=lambda o: o.attr("number", 0))
+    return params, op if isinstance(op, HloOp) else None
 
 
 def _insert(block: Block, op: Operation, anchor: Operation | None) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation
+from xdsl.ir import Block, Operation, SSAValue
 
 from hlopass.dialects.hlo import ATTR_CLASSES, ComputationOp, HloOp, computations
 from hlopass.ir import attrs as A
@@ -69,12 +69,13 @@ def settle_in_place(module: ModuleOp) -> None:
     """`settle` of an unscheduled module without async ops, by moving, renaming and
     re-threading what the round trip would change."""
     expected = _reparsed(module) if CHECK_SETTLE else None
+    todo = computations(module)
     for _ in range(_MAX_ROUNDS):
-        moved = False
-        for comp in computations(module):
-            moved |= _reorder(comp.body.block, instruction_post_order(comp))
-        moved |= _reorder(module.body.block, computation_post_order(module))
-        if not moved:
+        # a computation whose block is its post order keeps it: only those that moved are
+        # ordered again (the computations' own order reads their instructions' callees)
+        todo = [c for c in todo if _reorder(c.body.block, instruction_post_order(c))]
+        moved = _reorder(module.body.block, computation_post_order(module))
+        if not moved and not todo:
             break
     comps = computations(module)
     if not names_unique([{op.inst_name: op.result for op in c.instructions} for c in comps]):
@@ -126,10 +127,35 @@ def _thread_uses(comps: list[ComputationOp]) -> None:
     it (multi-output fusion on Mixtral 8x7B merges other siblings when it differs): the
     parser adds each operand's use at the head of its value's list, in text order."""
     for comp in comps:
-        for op in comp.body.block.ops:
-            ops = op.operands
-            if ops:
-                op.operands = tuple(ops)
+        block = comp.body.block
+        ops = list(block.ops)
+        pos = {id(op): i for i, op in enumerate(ops)}
+        try:
+            for v in block.args:
+                _thread(v, pos)
+            for op in ops:
+                for r in op.results:
+                    _thread(r, pos)
+        except KeyError:  # a reader outside the block: every reader's uses made again
+            for op in ops:
+                if op.operands:
+                    op.operands = tuple(op.operands)
+
+
+def _thread(value: SSAValue, pos: dict[int, int]) -> None:
+    """`value`'s uses in the parser's order: last reader in text order first, a reader's
+    later operands before its earlier ones (relinked only when out of that order)."""
+    if value.first_use is None or value.has_one_use():  # (most values: nothing to order)
+        return
+    uses = list(value.uses)
+    keys = [(pos[id(u.operation)], u.index) for u in uses]
+    if all(a > b for a, b in zip(keys, keys[1:], strict=False)):
+        return
+    ordered = [u for _, u in sorted(zip(keys, uses, strict=True), key=lambda ku: ku[0])]
+    for u in ordered:
+        value.remove_use(u)
+    for u in ordered:  # each at the head: the last one added leads
+        value.add_use(u)
 
 
 def _renumber_frames(module: ModuleOp) -> None:
