@@ -93,3 +93,14 @@ def test_one_shot_band_decomposes_only_the_small_all_reduces():
     # the two small ones became all-gathers (and a local reduce), the 128Ki one stays
     assert sorted(_collectives(band.module)) == ["all-gather", "all-gather", "all-reduce"]
     assert "collectives" in SPACES
+
+
+def test_space_all_stacks_the_thresholds_on_the_best_pipeline():
+    # the pipeline space offers nothing for collectives; `all` then searches the
+    # thresholds on the best pipeline, and the combined plan is the best one reported
+    module = _module()
+    r = SPACES["all"](module, "priority-fusion", budget=80, top=3)
+    assert r.dropped == 0 and r.unchecked is None
+    assert any(d.startswith("combine:all-reduce-combiner=") for d in r.best.decisions)
+    assert _collectives(r.best.module) == ["all-reduce"]
+    assert r.best.time_us < 0.5 * r.greedy.time_us
