@@ -104,3 +104,26 @@ def test_space_all_stacks_the_thresholds_on_the_best_pipeline():
     assert any(d.startswith("combine:all-reduce-combiner=") for d in r.best.decisions)
     assert _collectives(r.best.module) == ["all-reduce"]
     assert r.best.time_us < 0.5 * r.greedy.time_us
+
+
+def test_plans_parse_in_xla(tmp_path, xla):
+    # the combined, the one-shot and the greedy plans, through XLA's parser in a child
+    # (XLA may abort)
+    import subprocess
+    import sys
+
+    r = search_collectives(_module(), "priority-fusion", budget=60, top=20)
+    files = []
+    for i, p in enumerate(r.plans):
+        f = tmp_path / f"plan_{i}.hlo"
+        f.write_text(hlopass.print_hlo(p.module))
+        files.append(f)
+    code = (
+        "import sys\nfrom hlopass.execution import oracle\nfor f in sys.argv[1:]:\n"
+        "    ok, why = oracle.accepts(open(f).read())\n    print(f, ok, why.splitlines()[:1])"
+    )
+    child = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    verdicts = child.stdout.splitlines()
+    assert len(verdicts) == len(files) >= 3, child.stderr[-1000:]
+    assert all(" True " in v for v in verdicts), verdicts
