@@ -27,6 +27,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hlopass
 import hlopass.cost
@@ -91,8 +92,30 @@ def row_line(r: Row) -> str:
             f"{r.ratio:.3f} | {s.explored} | {s.dropped} | {s.seconds:.1f} | {r.why()} |")  # fmt: skip
 
 
+def explain(r: Row) -> str:
+    """A win in kernels: how many the greedy and the best plan launch, and the costliest
+    kernels each has that the other has not (by name and estimated µs)."""
+    g, b = r.result.greedy, r.result.best
+
+    def kernels(p: Any) -> dict[str, float]:
+        return {k["name"]: k["time_us"] * k.get("count", 1) for k in p.kernels}
+
+    kg, kb = kernels(g), kernels(b)
+    gone = sorted(((v, n) for n, v in kg.items() if n not in kb), reverse=True)[:3]
+    new = sorted(((v, n) for n, v in kb.items() if n not in kg), reverse=True)[:3]
+
+    def show(xs: list[tuple[float, str]]) -> str:
+        return ", ".join(f"{n} {v:.2f}" for v, n in xs) or "none"
+
+    flag = (
+        "" if "[model-only]" not in r.why() else " (flagged: the fusion models do not both see it)"
+    )
+    return (f"{r.name} {r.ratio:.3f}x: {'; '.join(b.decisions)}; kernels {len(kg)} -> {len(kb)}; "
+            f"gone: {show(gone)}; new: {show(new)}{flag}")  # fmt: skip
+
+
 def summary(rows: list[Row]) -> str:
-    lines: list[str] = []
+    lines: list[str] = [f"win: {explain(r)}" for r in rows if r.ratio <= WIN]
     lines += [f"{r.name}: values not checked: {r.result.unchecked}" for r in rows
               if r.result.unchecked]  # fmt: skip
     wins = sum(r.ratio <= WIN for r in rows)

@@ -174,6 +174,10 @@ CASES: dict[tuple[str, bool], str] = {
         "a=s32[5,3], b=s32[3,4]",
         "d = s32[4,5] dot(b, a), lhs_contracting_dims={0}, rhs_contracting_dims={1}",
     ),
+    ("dot-add-concat", True): module(
+        "a=s32[5,3], b=s32[3,4], c=s32[5,2], d=s32[2,4]",
+        f"e = s32[5,4] dot(a, b), {DOT}\n f = s32[5,4] dot(c, d), {DOT}\n g = s32[5,4] add(e, f)",
+    ),
     ("dot-merge-lhs", True): module(
         "a=s32[5,3], b=s32[3,4], c=s32[3,2]",
         f"d = s32[5,4] dot(a, b), {DOT}\n e = s32[5,2] dot(a, c), {DOT}\n"

@@ -311,3 +311,27 @@ def test_three_dots_sharing_an_operand_become_one() -> None:
     assert r.best.time_us < r.greedy.time_us
     # (not asked of the fusion models' plan prices: a library GEMM's fixed cost, the saving
     # here, is the estimate's alone, and the weights' concatenate costs bytes in both)
+
+
+RNN_BODY = Path(__file__).parent / "data" / "search_rnn_body.hlo"
+
+
+def test_a_loop_body_with_two_dots_summed_becomes_one_dot() -> None:
+    # tanh(h.W + x.U) in a while body (the entry holds no dot, so the body is the
+    # computation searched): `dot-add-concat` makes it one dot of [h x] and [W; U]
+    # ([4,48] x [48,32]), one library GEMM's fixed cost saved for two concatenates
+    from hlopass.search.algebraic.space import searched_computation
+
+    m = hlopass.parse_hlo(RNN_BODY.read_text())
+    assert searched_computation(m).comp_name == "body"
+    r = search(m, "priority-fusion", budget=50, top=1, space=AlgebraicSpace)
+    assert r.dropped == 0 and r.unchecked is None
+    best = r.best
+    assert best.decisions[0].startswith("alg:") and "+CatC[4,48] +CatR[48,32]" in best.decisions[0]
+    body = [c for c in best.module.walk() if getattr(c, "comp_name", "") == "body"][0]
+    dots = [op for op in body.instructions if op.opcode == "dot"]
+    assert len(dots) == 1 and dots[0].shape.text(False) == "f32[4,32]"
+    assert best.time_us < 0.8 * r.greedy.time_us
+    # the fusion models price no library GEMM: to them the plan is two concatenates more
+    assert all(not best.faster_than(r.greedy, model) for model in ("default", "roofline"))
+    assert check_equivalent(m, best.module, random_inputs(m, 4))

@@ -33,3 +33,28 @@ def test_no_multi_output_fusion_in_the_pipeline_means_no_decisions():
     module = hlopass.parse_hlo(SIBLINGS.read_text())
     result = search_merges(module, "priority-fusion", budget=20)
     assert result.explored == 1 and result.plans == [result.greedy]
+
+
+SLOW_SIBLINGS = Path(__file__).parent / "data" / "search_sibling_slow.hlo"
+
+
+def test_a_merge_refused_as_slower_is_a_decision_to_force():
+    # a column sum of exp(x) and a row sum of -x, both reading x [1024,1024]: the pass
+    # refuses the sibling merge as slower (one kernel cannot walk x along both dims at
+    # full speed); forcing it is a plan of one kernel that keeps the values, slower under
+    # the default model as the pass priced it, faster under the roofline one (which
+    # counts x read once): the two models disagree, and the result says so
+    module = hlopass.parse_hlo(SLOW_SIBLINGS.read_text())
+    result = search_merges(module, "priority-fusion,multi-output-fusion", budget=20, top=5)
+    assert result.best is result.greedy and len(result.greedy.kernels) == 2
+    (forced,) = [p for p in result.plans if any(d.startswith("mof-force:") for d in p.decisions)]
+    assert forced.decisions == ["mof-force:fusion+input_reduce_fusion.1"]
+    assert len(forced.kernels) == 1
+    assert forced.time_us > result.greedy.time_us
+    assert forced.plan_us["default"] > result.greedy.plan_us["default"]
+    assert forced.plan_us["roofline"] < result.greedy.plan_us["roofline"]
+    i = result.plans.index(forced) + 1
+    assert f"plan {i}: faster than greedy under roofline only" in result.disagreements()
+    args = random_inputs(module, 5)
+    for p in result.plans:
+        assert check_equivalent(module, p.module, args), p.decisions

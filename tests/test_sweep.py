@@ -224,7 +224,7 @@ def test_cli_search_bad_spec_and_bad_usage(corpus: Path, capsys: pytest.CaptureF
     assert (code, out) == (1, "")
     assert err == ("hlopass sweep: error: unknown search space 'nope' in --search "
                    "(spaces: fusion, algebraic, algebraic+fusion, pipeline, layout, multi-output, "
-                   "all)\n")  # fmt: skip
+                   "collectives, all)\n")  # fmt: skip
     code, out, err = _main(capsys, "sweep", str(corpus / "corpus"), "--search", "fusion:dce")
     assert code == 1 and len(err.splitlines()) == 1
     assert err.endswith("error: a --search pipeline must hold priority-fusion exactly once\n")

@@ -1,12 +1,14 @@
-"""The searches by name (`SPACES`), and `search_all`: the pipeline space, then the layout
-space and the algebraic-then-fusion space on the best pipeline found (each searched alone
-on it, not combined with each other).
+"""The searches by name (`SPACES`), and `search_all`: the pipeline space, then the
+collectives, layout, multi-output and algebraic-then-fusion spaces, each on the best
+pipeline found (stacked on it, not on each other).
 
 The pipeline search spends what it needs of the budget (its spaces are small: a few dozen
-plans); the layout search on the best pipeline, then the algebraic candidates with fusion
-decisions on each (`AlgebraicThenFusion`), get the rest. A plan's decisions are the best
-pipeline's followed by its own (layout choices, `alg:` candidates, fusion flips); a layout
-plan is priced as the pipeline plans are. An algebraic or fusion plan's price per fusion
+plans); the collectives search (a module with collectives), the layout search, the
+multi-output search on the best pipeline, then the algebraic candidates with fusion
+decisions on each (`AlgebraicThenFusion`), get the rest, in that order. A plan's decisions
+are the best pipeline's followed by its own (thresholds, layout choices, merges skipped or
+forced, `alg:` candidates, fusion flips); a collectives, layout or multi-output plan is
+priced as the pipeline plans are. An algebraic or fusion plan's price per fusion
 model is the best pipeline's, scaled by the plan's ratio to its own greedy plan under that
 model (the spaces price on different scales: whole modules, kernel plans), so
 `SearchResult.disagreements()` still says which models see it faster than greedy.
@@ -20,6 +22,7 @@ from typing import Any
 from hlopass.errors import HloError
 from hlopass.search.algebraic import AlgebraicSpace
 from hlopass.search.algebraic.combined import AlgebraicThenFusion
+from hlopass.search.collectives_space import CollectivesSpace
 from hlopass.search.driver import Plan, SearchResult, search
 from hlopass.search.layout_space import LayoutSpace
 from hlopass.search.mof_space import MofSpace
@@ -34,7 +37,7 @@ def search_all(module: Any, pipeline: str, *, budget: int = 500, top: int = 3,
     best = first.best
     chosen = pipeline_text(pipeline, frozenset(best.decisions))
     results, extra = [first], []
-    for space in (LayoutSpace, AlgebraicThenFusion):
+    for space in (CollectivesSpace, LayoutSpace, MofSpace, AlgebraicThenFusion):
         left = budget - sum(r.explored for r in results)
         if left < 2:
             break
@@ -43,8 +46,8 @@ def search_all(module: Any, pipeline: str, *, budget: int = 500, top: int = 3,
         except HloError:  # that search cannot be made on the pipeline: the others stand
             continue
         results.append(r)
-        extra += [_rebased(p, best, r.greedy, space is not LayoutSpace) for p in r.plans
-                  if p is not r.greedy]  # fmt: skip
+        scaled = space is AlgebraicThenFusion
+        extra += [_rebased(p, best, r.greedy, scaled) for p in r.plans if p is not r.greedy]
     plans = sorted(first.plans + extra, key=lambda p: (p.time_us, p is not first.greedy))
     greedy = first.greedy
     shown = {id(p) for p in [p for p in plans if p is not greedy][:top]}
@@ -86,6 +89,11 @@ def search_algebraic_fusion(module: Any, pipeline: str, **options: Any) -> Searc
     return search(module, pipeline, space=AlgebraicThenFusion, **options)
 
 
+def search_collectives(module: Any, pipeline: str, **options: Any) -> SearchResult:
+    """`search` over combiner thresholds and all-reduce algorithm bands."""
+    return search(module, pipeline, space=CollectivesSpace, **options)
+
+
 def search_merges(module: Any, pipeline: str, **options: Any) -> SearchResult:
     """`search` over the multi-output fusion space (merges skipped)."""
     return search(module, pipeline, space=MofSpace, **options)
@@ -98,6 +106,7 @@ SPACES: dict[str, Callable[..., SearchResult]] = {
     "pipeline": search_pipelines,
     "layout": search_layouts,
     "multi-output": search_merges,
+    "collectives": search_collectives,
     "all": search_all,
 }
 """The searches `hlopass search --space`, `hlopass sweep --search` and the benchmark name."""

@@ -1,8 +1,11 @@
 """The multi-output fusion space: the merges `multi-output-fusion` makes, each one a decision
-to skip (issue 36). `mof-skip:A+B` leaves kernels A and B (a sibling pair reading one value,
-or a producer and its reader, by their names when the pass considered them) unmerged; the
-rest of the pass runs as it would, so a skipped merge can open others, whose skips are the
-choices open from that plan (closest calls first: the merges whose priced gain was
+to skip, and those it refused as slower, each one a decision to force (issue 36).
+`mof-skip:A+B` leaves kernels A and B (a sibling pair reading one value, or a producer and
+its reader, by their names when the pass considered them) unmerged; `mof-force:A+B` merges
+a pair the pass priced slower merged (only that refusal is overridden: XLA's legality
+rules, loop shapes, cycles and budgets still hold). The rest of the pass runs as it would,
+so a skipped or forced merge can open or close others, whose skips and forcings are the
+choices open from that plan (closest calls first: the merges whose priced gain or loss was
 smallest).
 
 The passes before the pipeline's `multi-output-fusion` run once; each plan runs the pass
@@ -19,6 +22,7 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from hlopass.passes.fusion.multi_output import MultiOutputDriver
+from hlopass.passes.fusion.multi_output_rewrites import SLOWER
 from hlopass.search.pipeline_space import PipelineSpace
 from hlopass.search.space import Choice, Decisions, Priced
 
@@ -27,15 +31,31 @@ SKIPPED = "skipped by the search plan"
 
 @dataclass
 class SkippingDriver(MultiOutputDriver):
-    """XLA's multi-output fusion with some merges skipped."""
+    """XLA's multi-output fusion with some merges skipped and some forced."""
 
     skip: frozenset[str] = frozenset()
     """`A+B` pairs left unmerged."""
+    force: frozenset[str] = frozenset()
+    """`A+B` pairs merged even where the merged kernel prices slower."""
 
     def consider(self, a: Any, b: Any, reach: Any, sibling: bool, common: Any = None) -> bool:
         if f"{a.inst_name}+{b.inst_name}" in self.skip:
             return False
         return super().consider(a, b, reach, sibling, common)
+
+    def _forced(self, a: Any, b: Any, fused: float) -> float:
+        """A forced pair's merged price, held to the unfused one so the pass merges it."""
+        if f"{a.inst_name}+{b.inst_name}" in self.force:
+            return min(fused, self.time_of(a) + self.time_of(b))
+        return fused
+
+    def price_siblings(self, a: Any, b: Any) -> Any:
+        fused, *rest = super().price_siblings(a, b)
+        return (self._forced(a, b, fused), *rest)
+
+    def price_producer(self, a: Any, b: Any) -> Any:
+        fused, plan = super().price_producer(a, b)
+        return self._forced(a, b, fused), plan
 
 
 def _score(record: Any) -> float:
@@ -82,15 +102,21 @@ class MofSpace(PipelineSpace):
 
         if self.mof is None:
             return
-        skip = frozenset(d.removeprefix("mof-skip:") for d in decisions)
+        skip = frozenset(
+            d.removeprefix("mof-skip:") for d in decisions if d.startswith("mof-skip:")
+        )
+        force = frozenset(d.removeprefix("mof-force:") for d in decisions
+                          if d.startswith("mof-force:"))  # fmt: skip
         device = str(getattr(self.mof, "device", self.device))
         model = str(getattr(self.mof, "cost_model", "default"))
-        make = functools.partial(SkippingDriver, skip=skip)
+        make = functools.partial(SkippingDriver, skip=skip, force=force)
         _, records = run_merge_drivers(module, fusible_computations(module), make,
                                        device, model, None)  # fmt: skip
         made = [r for r in records if r.decision == "fused"]
+        slower = [r for r in records if r.decision == "kept" and r.reason == SLOWER]
         self.merges[self.text(decisions)] = sorted(
-            (Choice(f"mof-skip:{r.producer}+{r.consumers[0]}", _score(r)) for r in made),
+            [Choice(f"mof-skip:{r.producer}+{r.consumers[0]}", _score(r)) for r in made]
+            + [Choice(f"mof-force:{r.producer}+{r.consumers[0]}", _score(r)) for r in slower],
             key=lambda c: (c.score, c.decision),
         )
         Runner().run(self.suffix, module)

@@ -7,7 +7,7 @@ Triton and sort fusions (`+dot-decomposer`, `+gemm-fusion`, `+softmax-rewriter-t
 `+multi-output-fusion` after it, `+horizontal-fusion` last), removes one the
 pipeline holds (`-multi-output-fusion`), or sets one of its options
 (`priority-fusion{cost-model=roofline}`, `layout-assignment{policy=xla}`,
-`algsimp{use-associative-reordering=true}`). A plan is the
+`algsimp{use-associative-reordering=true}`, `constant-folding{level=aggressive}`). A plan is the
 pipeline text its decisions give; pricing it runs that pipeline on a copy of the module
 (nothing cheaper can say what a pass does), so prices and built modules are cached by
 pipeline text, and two plans whose modules print the same share a `plan_key`.
@@ -65,6 +65,8 @@ REMOVABLE = ("multi-output-fusion", "horizontal-fusion", "tree-reduction-rewrite
 OPTIONS = {
     "priority-fusion": [("cost-model", "default", ("roofline", "default"))],
     "layout-assignment": [("policy", "xla", ("cost", "xla"))],
+    # XLA's aggressive level also folds what is computed from iotas and broadcasts alone
+    "constant-folding": [("level", "default", ("aggressive",))],
     # algsimp options XLA offers that the pipeline leaves off
     "algsimp": [("use-associative-reordering", "false", ("true",)),
                 ("unconditionally-simplify-reduce-of-transpose-or-reshape", "false", ("true",))],
@@ -72,7 +74,8 @@ OPTIONS = {
 """Per pass: options, each with its default and the values a plan may run it with instead."""
 
 
-def _name(text: str) -> str:
+def pass_name(text: str) -> str:
+    """The pass a pipeline element names (`algsimp{...}` -> `algsimp`)."""
     return text.split("{", 1)[0]
 
 
@@ -84,22 +87,22 @@ def _value(v: Any) -> str:
     return json.dumps(text) if isinstance(v, str) and any(c in text for c in ' ,{}="') else text
 
 
-def _spec_text(spec: ArgSpec) -> str:
+def spec_text(spec: ArgSpec) -> str:
     if not spec.parameters:
         return spec.name
     opts = " ".join(f"{k}={','.join(map(_value, v))}" for k, v in spec.parameters.items())
     return f"{spec.name}{{{opts}}}"
 
 
-def _set_option(text: str, key: str, value: Any) -> str:
+def set_option(text: str, key: str, value: Any) -> str:
     (spec,) = parse_pipeline(text)
     params = dict(spec.parameters)
     params[key] = (value,)
-    return _spec_text(ArgSpec(spec.name, params))
+    return spec_text(ArgSpec(spec.name, params))
 
 
 def _insert(passes: list[str], opt: Insertable) -> list[str]:
-    names = [_name(p) for p in passes]
+    names = [pass_name(p) for p in passes]
     at = names.index("priority-fusion") if "priority-fusion" in names else len(passes)
     where = {"first": 0, "before": at, "after": at + 1, "last": len(passes)}[opt.where]
     return passes[:where] + [opt.text] + passes[where:]
@@ -108,17 +111,17 @@ def _insert(passes: list[str], opt: Insertable) -> list[str]:
 def pipeline_text(pipeline: str, decisions: Decisions) -> str:
     """The pipeline a plan runs: `pipeline` with `decisions` applied (removals, then option
     settings, then insertions in `OPTIONAL`'s order)."""
-    passes = [_spec_text(s) for s in parse_pipeline(pipeline)]
+    passes = [spec_text(s) for s in parse_pipeline(pipeline)]
     for d in sorted(decisions):
         if d.startswith("-"):
-            passes = [p for p in passes if _name(p) != d[1:]]
+            passes = [p for p in passes if pass_name(p) != d[1:]]
     for d in sorted(decisions):
         if not d.startswith(("+", "-")):
             (spec,) = parse_pipeline(d)
             ((key, value),) = spec.parameters.items()
-            passes = [_set_option(p, key, value[0]) if _name(p) == spec.name else p
+            passes = [set_option(p, key, value[0]) if pass_name(p) == spec.name else p
                       for p in passes]  # fmt: skip
-    for opt in sorted(OPTIONAL, key=lambda o: INSERT_ORDER.index(_name(o.text))):
+    for opt in sorted(OPTIONAL, key=lambda o: INSERT_ORDER.index(pass_name(o.text))):
         if f"+{opt.text}" in decisions:
             passes = _insert(passes, opt)
     return ",".join(passes)
@@ -129,7 +132,7 @@ def pipeline_decisions(pipeline: str, opcodes: set[str]) -> list[str]:
     specs = list(parse_pipeline(pipeline))
     names = {s.name for s in specs}
     out = [f"+{o.text}" for o in OPTIONAL
-           if _name(o.text) not in names and (not o.needs or o.needs in opcodes)]  # fmt: skip
+           if pass_name(o.text) not in names and (not o.needs or o.needs in opcodes)]  # fmt: skip
     out += [f"-{n}" for n in REMOVABLE if n in names]
     for s in specs:
         for key, default, values in OPTIONS.get(s.name, []):
@@ -142,11 +145,12 @@ def _slot(decision: str) -> str:
     """Decisions adding or removing one pass exclude each other, and so do values of one
     option of a pass (`algsimp{KEY=...}`)."""
     if decision.startswith(("+", "-")):
-        return _name(decision[1:])
+        return pass_name(decision[1:])
     return decision.split("=", 1)[0]
 
 
-def _opcodes(module: ModuleOp) -> set[str]:
+def module_opcodes(module: ModuleOp) -> set[str]:
+    """Every opcode the module holds (a decision needing another is not offered)."""
     from hlopass.dialects.hlo import HloOp
 
     return {op.opcode for op in module.walk() if isinstance(op, HloOp)}
@@ -167,7 +171,7 @@ class PipelineSpace(SearchSpace):
         self.module = module.clone()
         self.device = device
         self.pipeline = pipeline
-        self.decisions = pipeline_decisions(pipeline, _opcodes(module))
+        self.decisions = pipeline_decisions(pipeline, module_opcodes(module))
         self.built: dict[str, tuple[ModuleOp | None, Priced | None, str]] = {}
 
     def text(self, decisions: Decisions) -> str:

@@ -40,8 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("-p", "--passes", metavar="PIPELINE", help="pass pipeline, as hlopass-opt -p")
     what.add_argument("--search", metavar="SPEC", nargs="?", const="",
-                      help="a search per module, SPEC '[SPACE][:PIPELINE]' (spaces: fusion, "
-                      "pipeline, layout, multi-output, all; default pipeline around call-inliner,algsimp,"
+                      help="a search per module, SPEC '[SPACE][:PIPELINE]' (spaces: "
+                      "those of hlopass search --space; default pipeline around call-inliner,algsimp,"
                       "constant-folding,dce,cse,priority-fusion,multi-output-fusion)")  # fmt: skip
     ap.add_argument("--budget", type=whole_number("a whole number >= 1"), default=100,
                     help="--search: plans priced per module at most (default 100)")  # fmt: skip

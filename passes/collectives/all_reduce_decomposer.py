@@ -88,7 +88,7 @@ def group_size(op: HloOp) -> int | None:
 @dataclass
 class AllReduceToAllGatherReduce(RewritePattern):
     """`all-reduce(x)` -> `reduce(all-gather(reshape(x) to [1, ...]), identity)` over the
-    new major dimension, for all-reduces of at most 256Ki elements.
+    new major dimension, for all-reduces of at most `max_elements` elements (XLA:GPU: 256Ki).
 
     Guards: one array operand, a sum / product / min / max reduction with an identity,
     groups of one size."""
@@ -96,12 +96,13 @@ class AllReduceToAllGatherReduce(RewritePattern):
     OPCODES: ClassVar[tuple[str, ...]] = ("all-reduce",)
 
     ctx: RewriteContext
+    max_elements: int = ONE_SHOT_ALL_REDUCE_THRESHOLD
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, HloOp) or op.OPCODE not in self.OPCODES or len(op.operands) != 1:
             return
         shape = op.shape
-        if not isinstance(shape, ArrayShape) or shape.num_elements > ONE_SHOT_ALL_REDUCE_THRESHOLD:
+        if not isinstance(shape, ArrayShape) or shape.num_elements > self.max_elements:
             return
         init_value, n = reduction_identity(op), group_size(op)
         if init_value is None or n is None:
@@ -127,6 +128,12 @@ class AllReduceDecomposerPass(HloModulePass):
 
     name: ClassVar[str] = "all-reduce-decomposer"
 
+    max_elements: int = ONE_SHOT_ALL_REDUCE_THRESHOLD
+    """Decompose all-reduces of at most this many elements (XLA:GPU's one-shot size, 256Ki;
+    the search's collectives space tries other size bands)."""
+
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        return run_patterns(module, [AllReduceToAllGatherReduce(rctx)], computations(module))
+        return run_patterns(
+            module, [AllReduceToAllGatherReduce(rctx, self.max_elements)], computations(module)
+        )

@@ -13,12 +13,12 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
-from hlopass.dialects.hlo import HloOp, create_op, entry_computation
+from hlopass.dialects.hlo import HloOp, create_op
 from hlopass.errors import HloError
 from hlopass.ir.attrs import ShapedLiteral, SliceDim
 from hlopass.ir.literal import Literal, numpy_dtype
 from hlopass.ir.shape import ArrayShape, Shape, is_float
-from hlopass.rewriting import RewriteContext
+from hlopass.rewriting import RewriteContext, comps_by_name
 from hlopass.search.algebraic.egraph import Graph, Node
 from hlopass.search.algebraic.extract import Choice
 from hlopass.search.algebraic.shapes import decode
@@ -82,7 +82,8 @@ class Builder:
         self.top = top or {}
         """Nodes for the roots' classes at the roots only (a term x -> f(x) has x's class
         under f: one level unrolled, the class's `choice` below)."""
-        self.comp = entry_computation(module)
+        # the computation `enc` encodes, in the copy
+        self.comp = comps_by_name(module)[enc.comp.comp_name]
         self.ops = list(self.comp.instructions)
         self.enc, self.g, self.choice = enc, g, choice
         self.names = RewriteContext.of(module, None).names

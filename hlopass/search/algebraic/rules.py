@@ -141,6 +141,16 @@ def _dot_rules() -> list[Rule]:
             when="(= (pre a) (pre b))",
             back="(= (pre a) (pre b))",
         ),
+        # two dots summed are one dot over both contractions: [a c] . [b; d] = a.b + c.d
+        # (TASO's split/merge of matmuls along the contracted dim; one GEMM's fixed cost)
+        Rule(
+            "dot-add-concat",
+            '(Ew2 "add" (Dot a b 0 0) (Dot c d 0 0))',
+            "(Dot (CatC a c) (CatR b d) 0 0)",
+            when="(= (pre a) (pre c)) (= (rows a) (rows c)) (= (pre b) (pre d))"
+            " (= (cols b) (cols d)) (!= a c)",
+            exact=False,
+        ),
         Rule("dot-merge-lhs", multi=merge, once=True),
         Rule("dot-merge-rhs", multi=merge_rhs, once=True),
     ]

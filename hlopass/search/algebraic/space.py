@@ -27,7 +27,8 @@ PREFIX = "alg:"
 
 @dataclass
 class AlgebraicSpace(SearchSpace):
-    """Algebraic rewrites of `module`'s entry computation (left untouched)."""
+    """Algebraic rewrites of one computation of `module` (left untouched): the one
+    `searched_computation` picks."""
 
     module: ModuleOp
     device: str = "h100_sxm"
@@ -48,7 +49,7 @@ class AlgebraicSpace(SearchSpace):
     """Candidates that could not be built (a cycle, a shape mismatch)."""
 
     def __post_init__(self) -> None:
-        self.enc = encode_computation(entry_computation(self.module))
+        self.enc = encode_computation(searched_computation(self.module))
         self.graph = saturate(self.enc, iterations=self.iterations, max_nodes=self.max_nodes)
         roots = [self.graph.root[i] for i in self.enc.roots]
         self.old = _original_nodes(self.enc, self.graph)
@@ -122,6 +123,18 @@ class AlgebraicSpace(SearchSpace):
         if space is None:
             raise HloError(f"error: candidate {sorted(decisions)} cannot be built")
         return space.build(frozenset())
+
+
+def searched_computation(module: ModuleOp) -> Any:
+    """The computation the space rewrites: of those whose instructions run as kernels (the
+    entry, while bodies, called computations), the one holding the most dots, the entry
+    first among equals (a loop's body is where a recurrent program's GEMMs are)."""
+    from hlopass.passes.fusion.priority import fusible_computations
+
+    comps = fusible_computations(module)
+    dots = [sum(op.opcode == "dot" for op in c.instructions) for c in comps]
+    best = max(dots, default=0)
+    return comps[dots.index(best)] if best else entry_computation(module)
 
 
 def _dims(shape: tuple[str, int, int]) -> str:
