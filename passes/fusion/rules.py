@@ -206,7 +206,10 @@ class Rules:
             return REDUCE_INTO_REDUCE
         if pf.emitter == "reduction":
             merged = consumer.merged(producer)
-            if emitter_kind(merged, consumer.outputs) == "loop":
+            # XLA's HloFusionAnalysis has no kind of its own for an in-place
+            # dynamic-update-slice: that emitter is picked under kLoop, so a reduction
+            # fused into a DUS's update is refused like one into a loop
+            if emitter_kind(merged, consumer.outputs) in ("loop", "in_place_dus"):
                 return REDUCTION_EPILOGUE
         why = self.budget(producer, consumer, pf, cf)
         if why:
