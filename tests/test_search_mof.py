@@ -39,22 +39,21 @@ SLOW_SIBLINGS = Path(__file__).parent / "data" / "search_sibling_slow.hlo"
 
 
 def test_a_merge_refused_as_slower_is_a_decision_to_force():
-    # a column sum of exp(x) and a row sum of -x, both reading x [1024,1024]: the pass
-    # refuses the sibling merge as slower (one kernel cannot walk x along both dims at
-    # full speed); forcing it is a plan of one kernel that keeps the values, slower under
-    # the default model as the pass priced it, faster under the roofline one (which
-    # counts x read once): the two models disagree, and the result says so
+    # layer norm's mean and variance, two row sums of x [256,1024], the second reading the
+    # first: the pass refuses the producer-consumer merge as slower (the merged kernel
+    # recomputes the mean for each of the variance's 1024 elements per row: 2.9 us against
+    # 269 us); forcing it is a plan of one kernel that keeps the values, slower under both
+    # models, so no disagreement is reported. (A column sum beside a row sum, the example
+    # before, is no longer a decision: XLA's AreReductionsMultiOutputFusionCompatible
+    # forbids that merge outright.)
     module = hlopass.parse_hlo(SLOW_SIBLINGS.read_text())
     result = search_merges(module, "priority-fusion,multi-output-fusion", budget=20, top=5)
     assert result.best is result.greedy and len(result.greedy.kernels) == 2
     (forced,) = [p for p in result.plans if any(d.startswith("mof-force:") for d in p.decisions)]
-    assert forced.decisions == ["mof-force:fusion+input_reduce_fusion.1"]
+    assert forced.decisions == ["mof-force:input_reduce_fusion.1+input_reduce_fusion"]
     assert len(forced.kernels) == 1
-    assert forced.time_us > result.greedy.time_us
-    assert forced.plan_us["default"] > result.greedy.plan_us["default"]
-    assert forced.plan_us["roofline"] < result.greedy.plan_us["roofline"]
-    i = result.plans.index(forced) + 1
-    assert f"plan {i}: faster than greedy under roofline only" in result.disagreements()
+    assert all(forced.plan_us[m] > 10 * result.greedy.plan_us[m] for m in ("default", "roofline"))
+    assert result.disagreements() == []
     args = random_inputs(module, 5)
     for p in result.plans:
         assert check_equivalent(module, p.module, args), p.decisions
