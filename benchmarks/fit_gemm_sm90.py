@@ -7,10 +7,9 @@ slower at larger k -- do not pull the fit), minimised by Nelder-Mead for each `s
 of a small grid, restarted from its end point. Never run it on another GPU's table: those
 are the unseen check.
 
-The fp8 path choice (library GEMM + copy, or Triton's one kernel: `gemm.gemm_compute`) makes
-the loss piecewise: a constant that moves a block of same-shaped entries across the two
-kernels' crossing jumps. `gemm.SM90` says which window the fitted `fixed_8t_us` holds and
-where it was set inside it. About 12 minutes on one core.
+The fp8 figure weighs the two kernels XLA's autotuner chooses between by how often each
+wins (`gemm.pick_share`, from the table's own timing noise, not fitted), so the loss is
+smooth across their crossing. About 12 minutes on one core.
 
 Usage: python benchmarks/fit_gemm_sm90.py
 """
@@ -30,6 +29,7 @@ from cost_vs_measured import (  # noqa: E402
     gemm_work,
     load_matmul,
     predict_us,
+    table_figure,
 )
 from scipy.optimize import minimize  # noqa: E402
 
@@ -74,12 +74,7 @@ def main() -> None:
     raw = [kernel_time(gemm_work(r), dev).memory_us * gemm.SM90.mem_eff for r in rows]
 
     def predict(r, mem, c):
-        g = gemm.gemm_compute(dev, r["b"], r["m"], r["n"], r["k"], r["lhs"], c=c)
-        comp, memory, rho = g.compute_us, mem / c.mem_eff, gemm.overlap(r["lhs"], c)
-        t = comp + memory - rho * min(comp, memory)
-        if gemm.has_fp8_copy(dev, g, r["lhs"]):
-            t = 0.5 * (t + gemm.fp8_aux_us(dev, r["b"], r["n"], r["k"], c))
-        return t
+        return table_figure(dev, r, mem / c.mem_eff, c)
 
     def loss(x, smk):
         c = constants(x, smk)

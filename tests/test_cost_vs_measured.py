@@ -35,12 +35,12 @@ def test_extracted_table_matches_xla_text():
 
 
 def test_sm90_gemms_against_measured(sm90):
-    # issue targets: >= 85% within 1.25x (met: 92.2%), Spearman >= 0.97 (not reached: 0.9535;
+    # issue targets: >= 85% within 1.25x (met: 93.7%), Spearman >= 0.97 (not reached: 0.9667;
     # the table's noise ceiling is 0.994, see gemm.py for what is left);
     # these are the levels reached, so a regression fails
     assert 0.9 <= sm90["median"] <= 1.1
-    assert sm90["within_1.25"] >= 0.92
-    assert sm90["spearman"] >= 0.95
+    assert sm90["within_1.25"] >= 0.93
+    assert sm90["spearman"] >= 0.965
 
 
 def test_unseen_b200_figures_are_computed():
@@ -95,6 +95,42 @@ def test_small_fp8_dot_on_hopper_is_one_triton_kernel():
     assert g.path == "triton" and not gemm.has_fp8_copy(H100, g, "f8e4m3fn")
     t8, t16 = cvm.predict_us(H100, f8), cvm.predict_us(H100, bf)
     assert t8 > t16 and 1 / 1.25 <= t8 / (f8["time_ns"] / 1e3) <= 1.25
+
+
+def test_triton_fp8_gemm_never_splits_k():
+    # b1 256x256x1024: 16 tiles of 64x64, one wave, k unsplit (the table: 10.6 us against
+    # 7.2 at k = 512, linear in k) while the library GEMM splits its 4 tiles of 128x128
+    lib, tri = gemm.gemm_candidates(H100, 1, 256, 256, 1024, "f8e4m3fn")
+    assert (lib.path, tri.path) == ("library", "triton")
+    assert (tri.split, tri.ctas, tri.waves) == (1, 16, 1) and lib.split > 1
+    c = gemm.SM90
+    rate = H100.matrix_peak("f8e4m3fn", "default") / 132 * c.eff_8t
+    assert tri.compute_us == pytest.approx(c.fixed_8t_us + c.tile_8t_us
+                                           + 2 * 64 * 64 * 1024 / rate * 1e6)  # fmt: skip
+
+
+def test_autotuner_pick_share_by_hand():
+    # two timings, each off by lognormal(0, 0.054): the first kernel wins half the time at a
+    # tie; at a ratio of exp(0.054 x sqrt 2) one sd of the difference: Phi(1) = 0.8413
+    assert gemm.pick_share((7.0,)) == (1.0,)
+    assert gemm.pick_share((7.0, 7.0)) == pytest.approx((0.5, 0.5))
+    fast = gemm.pick_share((7.0, 7.0 * math.exp(0.054 * math.sqrt(2))))
+    assert fast == pytest.approx((0.8413, 0.1587), abs=1e-4)
+    assert gemm.pick_share((1.0, 100.0))[0] == pytest.approx(1.0)
+
+
+def test_fp8_figure_near_the_crossing_weighs_both_kernels():
+    # b2 256x512x512: the two GEMMs within the noise of each other; the table's figure is
+    # the two kernels' figures weighted by the autotuner's pick shares
+    r = {"b": 2, "m": 256, "n": 512, "k": 512, "lhs": "f8e4m3fn", "rhs": "f8e4m3fn",
+         "out": "bf16"}  # fmt: skip
+    lib, tri = gemm.gemm_candidates(H100, 2, 256, 512, 512, "f8e4m3fn")
+    w_lib, w_tri = gemm.pick_share((lib.compute_us, tri.compute_us))
+    assert 0.05 < w_tri < 0.95
+    mem = cvm.kernel_time(cvm.gemm_work(r), H100).memory_us
+    fig = [g.compute_us + mem - 0.95 * min(g.compute_us, mem) for g in (lib, tri)]
+    fig[0] = 0.5 * (fig[0] + gemm.fp8_aux_us(H100, 2, 512, 512))
+    assert cvm.predict_us(H100, r) == pytest.approx(w_lib * fig[0] + w_tri * fig[1])
 
 
 def test_large_fp8_dot_on_hopper_is_library_gemm_and_copy():
