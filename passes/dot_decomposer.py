@@ -24,15 +24,15 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import HloOp, computations
+from hlopass.dialects.hlo import HloOp
 from hlopass.ir.shape import ArrayShape, array
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     TraceHook,
     control_predecessor_names,
-    fusion_computations,
     new_op,
+    unfused_computations,
 )
 from hlopass.text.exporter import instruction_post_order
 
@@ -137,11 +137,8 @@ class DotDecomposerPass(HloModulePass):
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
         pattern = CanonicalizeDot(rctx, frozenset(control_predecessor_names(module)))
-        fused = fusion_computations(module)
         changed = False
-        for comp in computations(module):
-            if comp.comp_name in fused:
-                continue
+        for comp in unfused_computations(module):
             rewriter = PatternRewriter(comp)
             for op in instruction_post_order(comp):
                 if op.opcode == "dot":

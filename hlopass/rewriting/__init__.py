@@ -40,6 +40,7 @@ from hlopass.rewriting.calls import (
     call_sites_only,
     fusion_computations,
     reachable_computations,
+    unfused_computations,
 )
 from hlopass.rewriting.context import (
     NameUniquer,
@@ -130,6 +131,7 @@ __all__ = [
     "call_instructions",
     "call_sites_only",
     "fusion_computations",
+    "unfused_computations",
     "reachable_computations",
 ]
 """The public names, in the order the reference (`docs/PASS_API.md`) lists the unplaced ones."""

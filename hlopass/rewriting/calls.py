@@ -146,6 +146,13 @@ def fusion_computations(module: ModuleOp, scope: Scope | None = None) -> set[str
     return out
 
 
+def unfused_computations(module: ModuleOp, scope: Scope | None = None) -> list[ComputationOp]:
+    """The computations no fusion calls, in module order: XLA's MakeNonfusionComputations,
+    where the GPU rewriters (GEMM, convolution, TopK, dot canonicalization) look."""
+    fused = fusion_computations(module, scope)
+    return [c for c in computations(module) if c.comp_name not in fused]
+
+
 def reachable_computations(
     module: ModuleOp, scope: Scope | None = None, fresh: Iterable[ComputationOp] = ()
 ) -> set[str]:

@@ -23,15 +23,15 @@ from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from hlopass.dialects.hlo import HloOp, computations, create_op
+from hlopass.dialects.hlo import HloOp, create_op
 from hlopass.errors import HloError
 from hlopass.ir.shape import ArrayShape, TupleShape, array
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     TraceHook,
-    fusion_computations,
     new_op,
+    unfused_computations,
     value_shape,
 )
 
@@ -204,11 +204,8 @@ class ConvRewriterPass(HloModulePass):
         major = int(self.cudnn_version)
         cudnn = (major, round((self.cudnn_version - major) * 10), 0)
         patterns = (RewriteBackwardInput(rctx), RewriteBackwardFilter(rctx), RewriteForward(rctx))
-        fused = fusion_computations(module)
         changed = False
-        for comp in computations(module):
-            if comp.comp_name in fused:
-                continue
+        for comp in unfused_computations(module):
             rewriter = PatternRewriter(comp)
             for op in [o for o in comp.instructions if o.opcode == "convolution"]:
                 if op.attr("convolution_kind") is not None:

@@ -27,7 +27,7 @@ from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from hlopass.dialects.hlo import HloOp, computations, create_op
+from hlopass.dialects.hlo import HloOp, create_op
 from hlopass.ir.attrs import ConvDims
 from hlopass.ir.shape import ArrayShape, array
 from hlopass.rewriting import (
@@ -36,9 +36,9 @@ from hlopass.rewriting import (
     TraceHook,
     const_array,
     erase_dead,
-    fusion_computations,
     new_op,
     owner,
+    unfused_computations,
     value_shape,
 )
 
@@ -371,11 +371,8 @@ class CudnnFusedConvRewriterPass(HloModulePass):
         steps: list[RewritePattern] = [FuseConvAlpha(rctx), FuseBiasOrSideInput(rctx),
                                        FuseBiasOrSideInput(rctx), FuseSideInputAlpha(rctx),
                                        FuseRelu(rctx)]  # fmt: skip
-        fused = fusion_computations(module)
         changed = False
-        for comp in computations(module):
-            if comp.comp_name in fused:
-                continue
+        for comp in unfused_computations(module):
             rewriter = PatternRewriter(comp)
             for step in steps:
                 for op in list(comp.instructions):

@@ -24,16 +24,16 @@ from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from hlopass.dialects.hlo import HloOp, computations, create_op
+from hlopass.dialects.hlo import HloOp, create_op
 from hlopass.ir.attrs import PadDim, SliceDim, Window, WindowDim
 from hlopass.ir.shape import ArrayShape, TupleShape, array
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     TraceHook,
-    fusion_computations,
     new_op,
     scalar_constant,
+    unfused_computations,
     value_shape,
 )
 
@@ -256,11 +256,8 @@ class ConvPaddingLegalizationPass(HloModulePass):
             LegalizeBackwardFilter(rctx),
             LegalizeBackwardInput(rctx),
         )
-        fused = fusion_computations(module)
         changed = False
-        for comp in computations(module):
-            if comp.comp_name in fused:
-                continue
+        for comp in unfused_computations(module):
             rewriter = PatternRewriter(comp)
             for op in [o for o in comp.instructions if o.opcode in ("custom-call", "convolution")]:
                 for p in patterns:

@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from hlopass.dialects.hlo import HloOp, computations, create_op
+from hlopass.dialects.hlo import HloOp, create_op
 from hlopass.ir.attrs import Raw
 from hlopass.ir.shape import ArrayShape, TupleShape, array
 from hlopass.passes.gemm_fusion.support import classical_emitters_support, matmul_too_small
@@ -35,9 +35,9 @@ from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     TraceHook,
-    fusion_computations,
     new_op,
     replace_op,
+    unfused_computations,
 )
 from hlopass.text.exporter import instruction_post_order
 
@@ -179,11 +179,8 @@ class GemmRewriterPass(HloModulePass):
             by_opcode["add"] = [FuseVectorBias(rc), FuseMatrixBias(rc), FuseBitcastMatrixBias(rc)]
         workspace = AddWorkspace(rc, self.compute_capability >= 9.0)
         fold = FoldTranspose(rc) if self.fold_transposes else None
-        fused = fusion_computations(module)
         changed = False
-        for comp in computations(module):
-            if comp.comp_name in fused:
-                continue
+        for comp in unfused_computations(module):
             rewriter = PatternRewriter(comp)
             for op in instruction_post_order(comp):
                 if op.opcode == "dot" and fold is not None and op.inst_name not in rc.pinned:

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import HloOp, computations
+from hlopass.dialects.hlo import HloOp
 from hlopass.ir.shape import ArrayShape, TupleShape
 from hlopass.passes.topk.common import (
     comparator,
@@ -42,10 +42,10 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     comps_by_name,
-    fusion_computations,
     new_op,
     replace_op,
     run_patterns,
+    unfused_computations,
 )
 
 
@@ -158,6 +158,5 @@ class TopkDecomposerPass(HloModulePass):
         patterns: list[RewritePattern] = [DecomposeTopK(rctx)]
         if not self.topk_only:
             patterns.append(DecomposeTopKCall(rctx))
-        fused = fusion_computations(module)
-        comps = [c for c in computations(module) if c.comp_name not in fused]
+        comps = unfused_computations(module)
         return run_patterns(module, patterns, comps)

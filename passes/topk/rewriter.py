@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import HloOp, computations
+from hlopass.dialects.hlo import HloOp
 from hlopass.ir.shape import ArrayShape, TupleShape, array
 from hlopass.passes.topk.common import TOPK_TARGET
 from hlopass.passes.topk.comparators import is_nan_safe_gt
@@ -36,11 +36,11 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     comps_by_name,
-    fusion_computations,
     new_op,
     owner,
     replace_op,
     run_patterns,
+    unfused_computations,
 )
 
 _TYPES = frozenset({"f32", "bf16"})
@@ -173,6 +173,5 @@ class TopkRewriterPass(HloModulePass):
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        fused = fusion_computations(module)
-        comps = [c for c in computations(module) if c.comp_name not in fused]
+        comps = unfused_computations(module)
         return run_patterns(module, [SortToTopK(rctx)], comps)

@@ -22,17 +22,17 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-from hlopass.dialects.hlo import HloOp, computations
+from hlopass.dialects.hlo import HloOp
 from hlopass.ir.shape import ArrayShape
 from hlopass.passes.topk.common import GPU_TOPK_TARGET, is_stable_call, is_topk_call
 from hlopass.rewriting import (
     HloModulePass,
     RewriteContext,
     TraceHook,
-    fusion_computations,
     new_op,
     replace_op,
     run_patterns,
+    unfused_computations,
 )
 
 MAX_K, MIN_N, MAX_RATIO = 16, 1024, 0.85
@@ -102,6 +102,5 @@ class TopkSpecializerPass(HloModulePass):
 
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
-        fused = fusion_computations(module)
-        comps = [c for c in computations(module) if c.comp_name not in fused]
+        comps = unfused_computations(module)
         return run_patterns(module, [SpecializeTopK(rctx, self.cuda)], comps)
