@@ -132,6 +132,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
                     "call_instructions",
                     "call_sites_only",
                     "fusion_computations",
+                    "unfused_computations",
                     "reachable_computations",
                     "CallIndex",
                 ],
