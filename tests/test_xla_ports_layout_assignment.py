@@ -29,7 +29,6 @@ SECTIONS_PER_FILE = {
 NOT_RUNNABLE = {
     "gpu_layout_assignment_test.hlo": {
         "SameLayoutOnOperandsAndOutputsOfCubDeviceRadixSort": "custom call to CUB's sort",
-        "TopKLayout": "custom call __gpu$TopK",
         "CustomCallConstrainedAlias": "custom call dummy_call",
         "MoveToHostCustomCallConstrained": "custom call fixed_call",
         "MoveToDeviceCustomCallConstrained": "custom call fixed_call",
