@@ -47,6 +47,7 @@ from hlopass.passes.fusion.rules import (
     scatter_rule,
 )
 from hlopass.passes.fusion.settle import adopt
+from hlopass.passes.fusion.triton_fusible import retile
 from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
@@ -452,6 +453,7 @@ def _plan_and_build(module: ModuleOp, device: str, cost_model: str, max_fusions:
         changed |= bool(steps)
     builder.set_kinds()
     builder.finish()
+    retile(dict.fromkeys(builder.grown_custom), builder.comps, device)
     records: list[FusionRecord] = []
     for driver, _ in plans:
         g = driver.graph

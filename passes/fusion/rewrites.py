@@ -67,11 +67,13 @@ class FusionBuilder:
         driver that reads no kind while it builds: the kind of a fusion that grows k times
         costs a walk of it, k times)."""
         self._kind_pending: dict[int, HloOp] = {}
+        self.grown_custom: list[HloOp] = []
+        """Custom (Triton) fusions grown here, each as often as it grew: to be tiled afresh."""
 
     def set_kinds(self) -> None:
         """XLA's `ChooseKind` of every fusion grown since kinds were deferred."""
         for fusion in self._kind_pending.values():
-            if fusion.parent is not None:
+            if fusion.parent is not None and fusion.attr("kind") != "kCustom":
                 comp = self.fused(fusion)
                 fusion.set_attr("kind", fusion_kind(list(comp.instructions), [comp.root]))
         self._kind_pending.clear()
@@ -200,7 +202,14 @@ class FusionBuilder:
             if p.attr("number") != n:
                 p.set_attr("number", n)
         fusion.operands = kept
-        if self.defer_kinds:
+        if producer.opcode == "fusion" and producer.attr("kind") == "kCustom":
+            # a custom (Triton) fusion's code keeps its emitter in its consumer (rules admit
+            # only generic Triton producers); its tiling is the driver's to redo
+            fusion.set_attr("kind", "kCustom")
+            fusion.set_attr("backend_config", producer.attr("backend_config"))
+        if fusion.attr("kind") == "kCustom":  # XLA's ChooseKind: a Triton fusion stays kCustom
+            self.grown_custom.append(fusion)
+        elif self.defer_kinds:
             self._kind_pending[id(fusion)] = fusion
         else:
             fusion.set_attr("kind", fusion_kind(list(comp.instructions), [comp.root]))
@@ -220,8 +229,8 @@ class FusionBuilder:
         """Name each fusion made here as XLA's RenameFusions does: `loop_add_fusion`
         calling `fused_add`, `input_reduce_fusion` calling `fused_reduce` (heroes sorted)."""
         for fusion in self.created:
-            if fusion.parent is None:
-                continue
+            if fusion.parent is None or fusion.attr("kind") == "kCustom":
+                continue  # (RenameFusions leaves custom fusions their names)
             comp = self.fused(fusion)
             heroes = hero_names(comp)
             prefix = "input" if fusion.attr("kind") == "kInput" else "loop"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hlopass.cost.fusion_cost_model import FusionCostModel
+from hlopass.cost.profiles import compute_capability
 from hlopass.dialects.hlo import ComputationOp, HloOp
 from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, TupleShape
 from hlopass.kernel_structure.emitter import (
@@ -23,6 +24,7 @@ from hlopass.kernel_structure.emitter import (
 )
 from hlopass.kernel_structure.plan import Kernel
 from hlopass.kernel_structure.shapes import elements
+from hlopass.passes.fusion.triton_fusible import TritonRules, is_generic_triton_fusion
 from hlopass.rewriting import calls_side_effect, is_control_predecessor, value_shape
 
 # XLA's IsFusible: elementwise ops and these.
@@ -160,11 +162,14 @@ class Rules:
         self._facts: dict[int, tuple[int, Facts]] = {}
         self._facts_by_sid: dict[tuple[bool, int], Facts] = {}
         self._fusible: dict[int, bool] = {}
+        self.triton = TritonRules(comps, roots, compute_capability(model.device.name))
 
     def op_fusible(self, op: HloOp) -> bool:
         hit = self._fusible.get(id(op))
         if hit is None:
-            hit = self._fusible[id(op)] = instruction_fusible(op, self.comps)
+            # XLA's IsFusible admits generic Triton fusions (their pairs go by TritonRules)
+            hit = instruction_fusible(op, self.comps) or is_generic_triton_fusion(op)
+            self._fusible[id(op)] = hit
         return hit
 
     def facts(self, k: Kernel) -> Facts:
@@ -193,6 +198,12 @@ class Rules:
     def can_fuse(self, producer: Kernel, consumer: Kernel) -> str | None:
         """None when `producer` may be fused into `consumer`, else XLA's reason."""
         pf, cf = self.facts(producer), self.facts(consumer)
+        if self.triton.involves(producer, consumer):  # XLA: a Triton pair fuses as Triton only
+            if id(producer.root) in self.roots:
+                return PRODUCER_IS_ROOT
+            if not (pf.fusible and cf.fusible):
+                return NOT_FUSIBLE_PRODUCER if not pf.fusible else NOT_FUSIBLE_CONSUMER
+            return self.triton.can_fuse(producer, consumer)
         if not pf.fusible:
             return NOT_FUSIBLE_PRODUCER
         if not cf.fusible:
