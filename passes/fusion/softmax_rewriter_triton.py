@@ -20,9 +20,8 @@ alone (XLA runs its reduction passes and fusion pipeline on the extracted diamon
 compares its GPU performance model; ours decides with `hlopass.cost`).
 
 Differs from XLA's: XLA searches tile sizes of every output dimension with its indexing
-cost model; ours varies only the dimension before the row. Priority fusion here does not
-fuse into these fusions (XLA's fuses producers, consumers and neighbouring diamonds into
-them): each stays one opaque kernel.
+cost model; ours varies only the dimension before the row. Priority fusion then fuses producers,
+consumers and neighbouring diamonds into these fusions, as XLA's does (`triton_fusible`).
 """
 
 from __future__ import annotations
