@@ -54,15 +54,16 @@ class TritonRules:
         self.comps = comps
         self.roots = roots
         self.cc = cc
-        self._triton: dict[int, tuple[int, bool]] = {}
         self._supported: dict[int, tuple[int, str | None]] = {}
+        self._fusions: set[int] | None = None
 
     def is_triton(self, k: Kernel) -> bool:
-        """Whether `k` is (or has grown from) a generic Triton fusion."""
-        hit = self._triton.get(id(k))
-        if hit is None or hit[0] != k.version:
-            hit = self._triton[id(k)] = (k.version, any(map(is_generic_triton_fusion, k.members)))
-        return hit[1]
+        """Whether `k` is (or has grown from) a generic Triton fusion: it holds one of the
+        module's (found once; a kernel's instructions only grow, so no per-kernel scan)."""
+        if self._fusions is None:
+            self._fusions = {id(op) for c in self.comps.values() for op in c.instructions
+                             if op.opcode == "fusion" and is_generic_triton_fusion(op)}  # fmt: skip
+        return bool(self._fusions) and not self._fusions.isdisjoint(k.ids)
 
     def involves(self, producer: Kernel, consumer: Kernel) -> bool:
         """The pair goes by the Triton rules (XLA: heroless Triton fusion is off by default,
