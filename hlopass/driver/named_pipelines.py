@@ -131,12 +131,15 @@ GPU = NamedPipeline(
                 f'fixpoint{{passes="{_SIMPLIFY_POST_LAYOUT}"}}',
             ),
         ),
-        # OptimizeHloPostLayoutAssignment: Triton GEMM fusions, the dots left to cuBLAS
-        # calls (XLA's default: no cublasLt), Triton softmax fusions (XLA's GPU compiler asks
-        # for profitable ones only), then the reduction passes.
+        # OptimizeHloPostLayoutAssignment: first the NVPTX compiler's "part 1"
+        # (DotDimensionMerger: batch dimensions merged into the one GEMM emitters take), then
+        # Triton GEMM fusions, the dots left to cuBLAS calls (XLA's default: no cublasLt),
+        # Triton softmax fusions (XLA's GPU compiler asks for profitable ones only), then the
+        # reduction passes.
         Stage(
             "post-layout",
             (
+                "dot-dimension-merger",
                 "gemm-fusion{compute-capability={cc}}",
                 "gemm-rewriter{compute-capability={cc}}",
                 "softmax-rewriter-triton{device={device} only-fuse-if-profitable=true}",
@@ -172,7 +175,7 @@ GPU = NamedPipeline(
     ),
     missing=(
         "FP8 GEMM rewriting and DotAlgorithmRewriter (such dots stay dots, priced as a library "
-        "GEMM); DotDimensionMerger; split-K and autotuned GEMM tiles",
+        "GEMM); CublasPadForGemms; split-K and autotuned GEMM tiles",
         "TopKSplitter (a long single-row TopK split into blocks)",
         "CudnnPadForConvolutions and CudnnVectorizeConvolutions (channel padding for "
         "f16/int8 tensor cores), ReshapeMover and ConvertMover after conv canonicalization",
