@@ -56,6 +56,7 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "softmax-rewriter-triton": _lazy(
                 "hlopass.passes.fusion.softmax_rewriter_triton", "SoftmaxRewriterTritonPass"
             ),
+            "splitk-rewriter": _lazy("hlopass.passes.splitk_rewriter", "SplitkRewriterPass"),
             "topk-decomposer": _lazy("hlopass.passes.topk", "TopkDecomposerPass"),
             "topk-rewriter": _lazy("hlopass.passes.topk", "TopkRewriterPass"),
             "topk-specializer": _lazy("hlopass.passes.topk", "TopkSpecializerPass"),
