@@ -178,6 +178,8 @@ GPU = NamedPipeline(
     missing=(
         "FP8 GEMM rewriting and DotAlgorithmRewriter (such dots stay dots, priced as a library "
         "GEMM); CublasPadForGemms; autotuned GEMM tiles",
+        "GemvRewriter, HoistFusedBitcasts and GemmFusionSwapOperands around GEMM fusion (the "
+        "fusions keep their bitcasts inside and XLA's operand order)",
         "TopKSplitter (a long single-row TopK split into blocks)",
         "CudnnPadForConvolutions and CudnnVectorizeConvolutions (channel padding for "
         "f16/int8 tensor cores), ReshapeMover and ConvertMover after conv canonicalization",
