@@ -30,7 +30,7 @@ class Stage:
     passes: tuple[str, ...]
 
 
-TRITON_PASSES = frozenset({"gemm-fusion", "softmax-rewriter-triton"})
+TRITON_PASSES = frozenset({"splitk-rewriter", "gemm-fusion", "softmax-rewriter-triton"})
 """Passes XLA's GPU compiler runs from Ampere (compute capability 8.0) on only."""
 
 
@@ -131,12 +131,17 @@ GPU = NamedPipeline(
                 f'fixpoint{{passes="{_SIMPLIFY_POST_LAYOUT}"}}',
             ),
         ),
-        # OptimizeHloPostLayoutAssignment: Triton GEMM fusions, the dots left to cuBLAS
-        # calls (XLA's default: no cublasLt), Triton softmax fusions (XLA's GPU compiler asks
-        # for profitable ones only), then the reduction passes.
+        # OptimizeHloPostLayoutAssignment: first the NVPTX compiler's "part 1"
+        # (DotDimensionMerger: batch dimensions merged into the one GEMM emitters take), then
+        # split-K (long contractions into batched pieces and a reduce, right before GEMM
+        # fusion, on Triton devices only), Triton GEMM fusions, the dots left to cuBLAS calls (XLA's default: no cublasLt),
+        # Triton softmax fusions (XLA's GPU compiler asks for profitable ones only), then the
+        # reduction passes.
         Stage(
             "post-layout",
             (
+                "dot-dimension-merger",
+                "splitk-rewriter{device={device}}",
                 "gemm-fusion{compute-capability={cc}}",
                 "gemm-rewriter{compute-capability={cc}}",
                 "softmax-rewriter-triton{device={device} only-fuse-if-profitable=true}",
@@ -172,7 +177,9 @@ GPU = NamedPipeline(
     ),
     missing=(
         "FP8 GEMM rewriting and DotAlgorithmRewriter (such dots stay dots, priced as a library "
-        "GEMM); DotDimensionMerger; split-K and autotuned GEMM tiles",
+        "GEMM); CublasPadForGemms; autotuned GEMM tiles",
+        "GemvRewriter, HoistFusedBitcasts and GemmFusionSwapOperands around GEMM fusion (the "
+        "fusions keep their bitcasts inside and XLA's operand order)",
         "TopKSplitter (a long single-row TopK split into blocks)",
         "CudnnPadForConvolutions and CudnnVectorizeConvolutions (channel padding for "
         "f16/int8 tensor cores), ReshapeMover and ConvertMover after conv canonicalization",

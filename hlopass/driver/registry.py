@@ -40,6 +40,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             ),
             "dce": _lazy("hlopass.passes.dce", "DCEPass"),
             "dot-decomposer": _lazy("hlopass.passes.dot_decomposer", "DotDecomposerPass"),
+            "dot-dimension-merger": _lazy(
+                "hlopass.passes.dot_dimension_merger", "DotDimensionMergerPass"
+            ),
             "dot-merger": _lazy("hlopass.passes.dot_merger", "DotMergerPass"),
             "defuse": _lazy("hlopass.passes.defuse", "DefusePass"),
             "gemm-fusion": _lazy("hlopass.passes.gemm_fusion", "GemmFusionPass"),
@@ -53,6 +56,7 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "softmax-rewriter-triton": _lazy(
                 "hlopass.passes.fusion.softmax_rewriter_triton", "SoftmaxRewriterTritonPass"
             ),
+            "splitk-rewriter": _lazy("hlopass.passes.splitk_rewriter", "SplitkRewriterPass"),
             "topk-decomposer": _lazy("hlopass.passes.topk", "TopkDecomposerPass"),
             "topk-rewriter": _lazy("hlopass.passes.topk", "TopkRewriterPass"),
             "topk-specializer": _lazy("hlopass.passes.topk", "TopkSpecializerPass"),

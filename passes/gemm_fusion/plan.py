@@ -22,7 +22,7 @@ from hlopass.rewriting import claim_name, is_root
 from .dim_order import DimOrder, combine
 from .profit import profitable
 from .propagate import DotProps, Orders, arr, propagate_with_requirements
-from .support import distributive_over_addition, unique_users
+from .support import unique_users
 
 MAX_PARAMS_PER_OPERAND = 4
 """XLA's TritonFusionAnalysis::kMaxParameterPerDotOperand."""
@@ -157,8 +157,10 @@ def fuse_toward_users(op: HloOp, fused: SSAValue, order: DimOrder, props: DotPro
     """XLA's FuseTowardUsers: the lowest original instruction the fusion now computes."""
     while True:
         us = unique_users(op)
-        # (a root read by one user too stays the root: fusing the user would compute it twice)
-        if len(us) != 1 or is_root(op) or not distributive_over_addition(us[0]):
+        # (a root read by one user too stays the root: fusing the user would compute it twice).
+        # Any user the tiling propagates through joins, not only those distributive over
+        # addition: XLA dropped that filter with split-K's rewrite after fusion (acb7dbb).
+        if len(us) != 1 or is_root(op):
             return op
         user = us[0]
         if user.inst_name in b.pinned or user.attr("control-predecessors"):

@@ -96,6 +96,8 @@ def profitable(op: HloOp, to_input: bool, src_operand: int | None, order: DimOrd
         return "Reductions are not fused yet."
     if opc == "pad":
         return "Pads are not fused yet."
+    if opc == "power" and len(unique_users(op)) > 1:  # each user's copy would recompute it
+        return "Not fusing power with multiple users because it may result in expensive op duplication."
     refusal = triton_refusal(op, cc)
     if refusal is not None:
         return refusal

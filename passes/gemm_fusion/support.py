@@ -18,14 +18,13 @@ VOLTA = (7, 0)
 
 _FLOATS = ("f32", "bf16", "f16", "f64")
 _UNARY_FLOAT = frozenset(
-    ("cosine", "exponential", "exponential-minus-one", "floor", "ceil", "log", "log-plus-one",
-     "rsqrt", "sine", "sqrt", "cbrt", "tan", "tanh", "erf")
+    ("acos", "acosh", "asin", "asinh", "atanh", "cbrt", "ceil", "cosine", "cosh", "erf",
+     "exponential", "exponential-minus-one", "floor", "log", "log-plus-one",
+     "round-nearest-even", "rsqrt", "sine", "sinh", "sqrt", "tan", "tanh")
 )  # fmt: skip
+"""XLA's float unary list since it fuses every elementwise epilogue (openxla/xla acb7dbb,
+2026-04: the inverse and hyperbolic functions and round-nearest-even joined)."""
 _BINARY = frozenset(("add", "compare", "maximum", "minimum", "multiply", "subtract"))
-_DISTRIBUTIVE = frozenset(
-    ("multiply", "negate", "bitcast", "reshape", "copy", "transpose", "convert", "broadcast",
-     "slice")
-)  # fmt: skip
 _ALGORITHMS = frozenset(
     ("dot_tf32_tf32_f32", "dot_tf32_tf32_f32_x3", "dot_f32_f32_f32", "dot_bf16_bf16_f32",
      "dot_bf16_bf16_f32_x3", "dot_bf16_bf16_f32_x6")
@@ -157,11 +156,6 @@ def triton_refusal(op: HloOp, cc: tuple[int, int]) -> str | None:
                "broadcast"):  # fmt: skip
         return None
     return "Unsupported opcode."
-
-
-def distributive_over_addition(op: HloOp) -> bool:
-    """XLA's IsDistributiveOverAddition: the users a dot's output fusion may take."""
-    return op.opcode in _DISTRIBUTIVE
 
 
 def cublas_requires_padding(dot: HloOp, cc: tuple[int, int]) -> bool:
