@@ -13,7 +13,7 @@ import pytest
 
 import hlopass
 from hlopass.cost.fusion_models import fusion_cost_model
-from hlopass.dialects.hlo import HloOp, entry_computation
+from hlopass.dialects.hlo import ComputationOp, HloOp, entry_computation
 from hlopass.kernel_structure.emitter import (
     emitter_kind,
     fusion_kind,
@@ -22,6 +22,12 @@ from hlopass.kernel_structure.emitter import (
 )
 from hlopass.passes.fusion.horizontal import only_user
 from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
+from hlopass.passes.fusion.mof_producer import (
+    IN_PLACE_PRODUCER,
+    fusion_roots,
+    is_physically_transposing,
+    producer_mof_refusal,
+)
 from hlopass.passes.fusion.multi_output import DIFFERENT_REDUCTIONS, MultiOutputDriver
 from hlopass.passes.fusion.multi_output_rewrites import (
     DIFFERENT_LOOP_SHAPES,
@@ -47,21 +53,6 @@ scalar_add {
 
 # --- the XLA cases not ported, with the reason ----------------------------------------------------
 
-_PHYSICALLY = (
-    "no IsPhysicallyTransposing predicate: XLA's IsProducerMultiOutputFusible refuses a "
-    "producer that copies or transposes physically; our multi-output fusion has no such "
-    "refusal (it prices the merge), so there is nothing to assert against"
-)
-_PRODUCER_CONSUMER = (
-    "asserts IsProducerMultiOutputFusible with the shape check; ours has no "
-    "IsProducerMultiOutputFusible counterpart to ask for a lone producer (its in-place and "
-    "physically-transposing refusals are spread over the driver), not ported in this change"
-)
-_ROOTS = (
-    "GetFusionRoots flattens nested tuples and get-tuple-element/tuple chains; our "
-    "`kernel_outputs` reads only a root tuple (fusion roots are never nested in our builder); "
-    "not ported in this change"
-)
 _UNROLL = (
     "loop unrolling and launch configuration (ComputeLoopFusionConfig, "
     "MayCausePerformanceDropIfUnrolled) are cost-model inputs (hlopass.cost.launch), not "
@@ -69,25 +60,6 @@ _UNROLL = (
 )
 
 NOT_PORTED = {
-    "IsPhysicallyTransposing_ElementwiseProducer": _PHYSICALLY,
-    "IsPhysicallyTransposing_MixedLayoutProducer": _PHYSICALLY,
-    "IsPhysicallyTransposing_MixedLayoutProducerWithTrivialDim": _PHYSICALLY,
-    "IsPhysicallyTransposing_CopyProducer": _PHYSICALLY,
-    "IsPhysicallyTransposing_PhysicalTranspose": _PHYSICALLY,
-    "IsPhysicallyTransposing_LayoutChangingFusionProducer": _PHYSICALLY,
-    "IsPhysicallyTransposing_ConsiderMaximumTrueRanksParamsOnly": _PHYSICALLY,
-    "ProducerConsumerFusionElementwiseAndReduce": _PRODUCER_CONSUMER,
-    "ProducerConsumerFusionLoopFusionAndReduce": _PRODUCER_CONSUMER,
-    "ProducerConsumerFusionLoopFusionAndReduceFusion": _PRODUCER_CONSUMER,
-    "ProducerConsumerFusionDoNotFuseLoopReduceFusion": _PRODUCER_CONSUMER,
-    "ProducerConsumerFusionReduceUnfriendlyLoopFusion": _PRODUCER_CONSUMER,
-    "ProducerConsumerFusionInPlaceOperation": _PRODUCER_CONSUMER,
-    "GetFusionRoots1": _ROOTS,
-    "GetFusionRoots2": _ROOTS,
-    "GetFusionRoots3": _ROOTS,
-    "GetFusionRootsWithGTEMakeTupleSequence": _ROOTS,
-    "GetFusionRootsWithMakeTupleGTESequence": _ROOTS,
-    "GetFusionRootsWithTupleMultipleSameOperands": _ROOTS,
     "MayCausePerformanceDropIfUnrolledSmallReduceWindowIsOk": _UNROLL,
     "MayCausePerformanceDropIfUnrolledLargerReduceWindowIsNotOk": _UNROLL,
     "ComputeLoopFusionConfig": _UNROLL,
@@ -736,13 +708,14 @@ def _pick(m: Module, path: tuple[int, ...]) -> HloOp:
     return op
 
 
-def _shapes_compatible(text: str, a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+def _shapes_compatible(text: str, a: tuple[int, ...], b: tuple[int, ...],
+                       sibling: bool = True) -> bool:  # fmt: skip
     m = Module(text)
     comp = entry_computation(m.module)
     builder = FusionBuilder(m.module)
     driver = MultiOutputDriver(comp, builder.comps, fusion_cost_model("default", "a6000"),
                                builder, RewriteContext.of(m.module, None))  # fmt: skip
-    why = driver.refusal(_pick(m, a), _pick(m, b), Reachability(comp), sibling=True)
+    why = driver.refusal(_pick(m, a), _pick(m, b), Reachability(comp), sibling=sibling)
     return why not in _SHAPE_REASONS
 
 
@@ -1108,3 +1081,438 @@ ENTRY reduce {
 }
 """
     assert _shapes_compatible(text, (0,), (1,)) is False
+
+
+# --- IsPhysicallyTransposing: our `mof_producer.is_physically_transposing` ----------------------
+
+
+def test_IsPhysicallyTransposing_ElementwiseProducer() -> None:
+    m = Module("""
+ENTRY entry {
+  p0 = f32[2,2,2]{2,1,0} parameter(0)
+  c0 = f32[] constant(0)
+  exp = f32[2,2,2]{2,1,0} exponential(p0)
+  ROOT reduce = f32[2,2]{1,0} reduce(exp, c0), dimensions={2}, to_apply=scalar_add
+}""")
+    exp = _pick(m, (0,))
+    assert exp.opcode == "exponential"
+    assert is_physically_transposing(exp, m.comps) is False
+
+
+_MIXED_LAYOUTS = """
+mixed_input_layouts_computation {
+  p0.1 = f16[128,{n},32,32]{{1,3,2,0}} parameter(0)
+  p1.1 = f16[128,{n},32,32]{{3,2,1,0}} parameter(1)
+  {move} = f16[128,{n},32,32]{{1,3,2,0}} {move}(p1.1)
+  c0 = f16[] constant(0)
+  broadcast = f16[128,{n},32,32]{{1,3,2,0}} broadcast(c0), dimensions={{}}
+  greater-than = pred[128,{n},32,32]{{1,3,2,0}} compare({move}, broadcast), direction=GT
+  ROOT root = f16[128,{n},32,32]{{1,3,2,0}} select(greater-than, p0.1, broadcast)
+}}
+fused_reduce {{
+  p0.2 = f16[128,{n},32,32]{{1,3,2,0}} parameter(0)
+  convert = f32[128,{n},32,32]{{1,3,2,0}} convert(p0.2)
+  c0.2 = f32[] constant(0)
+  ROOT reduce = f32[{n}]{{0}} reduce(convert, c0.2), dimensions={{0,2,3}}, to_apply=scalar_add
+}}
+ENTRY entry {{
+  p0 = f16[128,{n},32,32]{{1,3,2,0}} parameter(0)
+  p1 = f16[128,{n},32,32]{{3,2,1,0}} parameter(1)
+  loop_fusion = f16[128,{n},32,32]{{1,3,2,0}} fusion(p0, p1), kind=kLoop, calls=mixed_input_layouts_computation
+  reduce_fusion = f32[{n}]{{0}} fusion(loop_fusion), kind=kInput, calls=fused_reduce
+  ROOT root = (f32[{n}]{{0}}, f16[128,{n},32,32]{{1,3,2,0}}) tuple(reduce_fusion, loop_fusion)
+}}"""
+
+
+def _mixed_layouts(n: int, move: str) -> str:
+    # XLA's two MixedLayoutProducer modules differ in one dim's size and the op reading p1.1
+    return "\n" + _MIXED_LAYOUTS.lstrip("\n").replace("{n}", str(n)).replace("{move}", move) \
+        .replace("{{", "{").replace("}}", "}")
+
+
+def test_IsPhysicallyTransposing_MixedLayoutProducer() -> None:
+    m = Module(_mixed_layouts(1024, "copy"))
+    loop_fusion = _pick(m, (1,))
+    assert m.comps[loop_fusion.attr("calls")].root.opcode == "select"
+    assert is_physically_transposing(loop_fusion, m.comps) is True
+
+
+def test_IsPhysicallyTransposing_MixedLayoutProducerWithTrivialDim() -> None:
+    m = Module(_mixed_layouts(1, "bitcast"))
+    loop_fusion = _pick(m, (1,))
+    assert m.comps[loop_fusion.attr("calls")].root.opcode == "select"
+    assert is_physically_transposing(loop_fusion, m.comps) is False
+
+
+def test_IsPhysicallyTransposing_CopyProducer() -> None:
+    m = Module("""
+fused_reduce {
+  p0.1 = f32[128,1024,32,32]{1,3,2,0} parameter(0)
+  c0.1 = f32[] constant(0)
+  ROOT reduce = f32[1024]{0} reduce(p0.1, c0.1), dimensions={0,2,3}, to_apply=scalar_add
+}
+ENTRY entry {
+  p0 = f16[128,1024,32,32]{3,2,1,0} parameter(0)
+  copy = f32[128,1024,32,32]{1,3,2,0} copy(p0)
+  ROOT reduce_fusion = f32[1024]{0} fusion(copy), kind=kInput, calls=fused_reduce
+}""")
+    copy = _pick(m, (0,))
+    assert copy.opcode == "copy"
+    assert is_physically_transposing(copy, m.comps) is True
+
+
+def test_IsPhysicallyTransposing_PhysicalTranspose() -> None:
+    m = Module("""
+fused_reduce {
+  p0.1 = f32[1024,128,32,32]{3,2,1,0} parameter(0)
+  c0.1 = f32[] constant(0)
+  ROOT reduce = f32[1024]{0} reduce(p0.1, c0.1), dimensions={1,2,3}, to_apply=scalar_add
+}
+ENTRY entry {
+  p0 = f16[128,1024,32,32]{3,2,1,0} parameter(0)
+  copy = f32[1024,128,32,32]{3,2,1,0} transpose(p0), dimensions={1,0,2,3}
+  ROOT reduce_fusion = f32[1024]{0} fusion(copy), kind=kInput, calls=fused_reduce
+}""")
+    transpose = _pick(m, (0,))
+    assert transpose.opcode == "transpose"
+    assert is_physically_transposing(transpose, m.comps) is True
+
+
+def test_IsPhysicallyTransposing_LayoutChangingFusionProducer() -> None:
+    m = Module("""
+layout_changing_computation {
+  p0.1 = f16[128,1024,32,32]{3,2,1,0} parameter(0)
+  p1.1 = f16[128,1024,32,32]{3,2,1,0} parameter(1)
+  c0 = f16[] constant(0)
+  broadcast = f16[128,1024,32,32]{3,2,1,0} broadcast(c0), dimensions={}
+  greater-than = pred[128,1024,32,32]{3,2,1,0} compare(p1.1, broadcast), direction=GT
+  select = f16[128,1024,32,32]{3,2,1,0} select(greater-than, p0.1, broadcast)
+  ROOT root = f16[128,1024,32,32]{1,3,2,0} copy(select)
+}
+fused_reduce {
+  p0.2 = f16[128,1024,32,32]{1,3,2,0} parameter(0)
+  convert = f32[128,1024,32,32]{1,3,2,0} convert(p0.2)
+  c0.2 = f32[] constant(0)
+  ROOT reduce = f32[1024]{0} reduce(convert, c0.2), dimensions={0,2,3}, to_apply=scalar_add
+}
+ENTRY entry {
+  p0 = f16[128,1024,32,32]{3,2,1,0} parameter(0)
+  p1 = f16[128,1024,32,32]{3,2,1,0} parameter(1)
+  loop_fusion = f16[128,1024,32,32]{1,3,2,0} fusion(p0, p1), kind=kLoop, calls=layout_changing_computation
+  ROOT reduce_fusion = f32[1024]{0} fusion(loop_fusion), kind=kInput, calls=fused_reduce
+}""")
+    loop_fusion = _pick(m, (0,))
+    assert m.comps[loop_fusion.attr("calls")].root.opcode == "copy"
+    assert is_physically_transposing(loop_fusion, m.comps) is True
+
+
+def test_IsPhysicallyTransposing_ConsiderMaximumTrueRanksParamsOnly() -> None:
+    m = Module("""
+broadcasting_computation {
+  p0.1 = f32[128,1024,32,32]{1,3,2,0} parameter(0)
+  p1.1 = f32[1,128,1,1]{3,2,1,0} parameter(1)
+  reshape = f32[128]{0} reshape(p1.1)
+  broadcast = f32[128,1024,32,32]{1,3,2,0} broadcast(reshape), dimensions={0}
+  ROOT add = f32[128,1024,32,32]{1,3,2,0} add(p0.1, broadcast)
+}
+ENTRY entry {
+  p0 = f32[128,1024,32,32]{1,3,2,0} parameter(0)
+  p1 = f32[1,128,1,1]{3,2,1,0} parameter(1)
+  loop_fusion = f32[128,1024,32,32]{1,3,2,0} fusion(p0, p1), kind=kLoop, calls=broadcasting_computation
+  c0.2 = f32[] constant(0)
+  ROOT reduce = f32[1024]{0} reduce(loop_fusion, c0.2), dimensions={0,2,3}, to_apply=scalar_add
+}""")
+    loop_fusion = _pick(m, (0,))
+    assert m.comps[loop_fusion.attr("calls")].root.opcode == "add"
+    assert is_physically_transposing(loop_fusion, m.comps) is False
+
+
+# --- ProducerConsumerFusion*: XLA's three producer-consumer questions, asked of ours -------------
+# IsProducerMultiOutputFusible: `producer_mof_refusal`; IsFusibleAsMultiOutputFusionRoot:
+# `mof_root_eligible`; ShapesCompatibleForMultiOutputFusion: the shape part of the driver's
+# producer-consumer refusal (as `_shapes_compatible`, asked with sibling=False).
+
+
+def _producer_consumer(text: str) -> tuple[bool, bool, bool]:
+    m = Module(text)
+    consumer, producer = _pick(m, (0,)), _pick(m, (1,))
+    fusible = producer_mof_refusal(producer, m.comps) is None
+    root = mof_root_eligible(consumer, m.comps, tiled=transpose_hero_of(m))
+    return fusible, root, _shapes_compatible(text, (1,), (0,), sibling=False)
+
+
+def test_ProducerConsumerFusionElementwiseAndReduce() -> None:
+    assert _producer_consumer("""
+ENTRY reduce {
+  p0 = f32[32,32,32]{2,1,0} parameter(0)
+  c0 = f32[] constant(0)
+  exp = f32[32,32,32]{2,1,0} exponential(p0)
+  reduce = f32[32,32]{1,0} reduce(exp, c0), dimensions={2}, to_apply=scalar_add
+  ROOT root = (f32[32,32]{1,0}, f32[32,32,32]{2,1,0}) tuple(reduce, exp)
+}""") == (True, True, True)
+
+
+def test_ProducerConsumerFusionLoopFusionAndReduce() -> None:
+    assert _producer_consumer("""
+fused_add {
+  p0.1 = f32[32,32,32]{2,1,0} parameter(0)
+  p1.1 = f32[32,32,32]{2,1,0} parameter(1)
+  ROOT add = f32[32,32,32]{2,1,0} add(p0.1, p1.1)
+}
+
+ENTRY reduce {
+  p0 = f32[32,32,32]{2,1,0} parameter(0)
+  p1 = f32[32,32,32]{2,1,0} parameter(1)
+  c0 = f32[] constant(0)
+  add = f32[32,32,32]{2,1,0} fusion(p0, p1), kind=kLoop, calls=fused_add
+  reduce = f32[32,32]{1,0} reduce(add, c0), dimensions={2}, to_apply=scalar_add
+  ROOT root = (f32[32,32]{1,0}, f32[32,32,32]{2,1,0}) tuple(reduce, add)
+}""") == (True, True, True)
+
+
+def test_ProducerConsumerFusionLoopFusionAndReduceFusion() -> None:
+    assert _producer_consumer("""
+fused_select {
+  p1.1 = f32[32,32,32]{2,1,0} parameter(1)
+  c0 = f32[] constant(0)
+  broadcast = f32[32,32,32]{2,1,0} broadcast(f32[] c0), dimensions={}
+  greater-than = pred[32,32,32]{2,1,0} compare(f32[32,32,32]{2,1,0} p1.1, f32[32,32,32]{2,1,0} broadcast), direction=GT
+  p0.1 = f32[32,32,32]{2,1,0} parameter(0)
+  ROOT select = f32[32,32,32]{2,1,0} select(pred[32,32,32]{2,1,0} greater-than, f32[32,32,32]{2,1,0} p0.1, f32[32,32,32]{2,1,0} broadcast)
+}
+
+fused_reduce {
+  p0.2 = f32[32,32,32]{2,1,0} parameter(0)
+  c1 = f32[] constant(0)
+  r1 = f32[32,32]{1,0} reduce(p0.2, c1), dimensions={2}, to_apply=scalar_add
+  mul = f32[32,32,32]{2,1,0} multiply(p0.2, p0.2)
+  r2 = f32[32,32]{1,0} reduce(mul, c1), dimensions={2}, to_apply=scalar_add
+  ROOT tuple = (f32[32,32]{1,0}, f32[32,32]{1,0}) tuple(r1, r2)
+}
+
+ENTRY reduce {
+  p0 = f32[32,32,32]{2,1,0} parameter(0)
+  p1 = f32[32,32,32]{2,1,0} parameter(1)
+  select = f32[32,32,32]{2,1,0} fusion(p0, p1), kind=kLoop, calls=fused_select
+  fusion = (f32[32,32]{1,0}, f32[32,32]{1,0}) fusion(select), kind=kInput, calls=fused_reduce
+  ROOT root = ((f32[32,32]{1,0}, f32[32,32]{1,0}), f32[32,32,32]{2,1,0}) tuple(fusion, select)
+}""") == (True, True, True)
+
+
+def test_ProducerConsumerFusionDoNotFuseLoopReduceFusion() -> None:
+    assert _producer_consumer("""
+fused_element_wise {
+  p0.1 = f32[2,2,2]{2,1,0} parameter(0)
+  p1.1 = f32[2,2,2]{2,1,0} parameter(1)
+  ROOT root = f32[2,2,2]{2,1,0} add(p0.1, p1.1)
+}
+
+fused_reduce {
+  p0.2 = f32[2,2,2]{2,1,0} parameter(0)
+  mul = f32[2,2,2]{2,1,0} multiply(f32[2,2,2]{2,1,0} p0.2, f32[2,2,2]{2,1,0} p0.2)
+  broadcast = f32[2,2,2,2]{3,2,1,0} broadcast(mul), dimensions={3,2,1}
+  c1 = f32[] constant(0)
+  ROOT reduce = f32[2,2]{1,0} reduce(f32[2,2,2,2]{3,2,1,0} broadcast, f32[] c1), dimensions={1,3}, to_apply=scalar_add
+}
+
+ENTRY reduce {
+  p0 = f32[2,2,2]{2,1,0} parameter(0)
+  p1 = f32[2,2,2]{2,1,0} parameter(1)
+  element_wise = f32[2,2,2]{2,1,0} fusion(p0, p1), kind=kLoop, calls=fused_element_wise
+  fusion = f32[2,2]{1,0} fusion(element_wise), kind=kLoop, calls=fused_reduce
+  ROOT root = (f32[2,2]{1,0}, f32[2,2,2]{2,1,0}) tuple(fusion, element_wise)
+}""") == (True, True, False)
+
+
+def test_ProducerConsumerFusionReduceUnfriendlyLoopFusion() -> None:
+    assert _producer_consumer("""
+mixed_input_layouts_computation {
+  p0.1 = f16[128,1024,32,32]{1,3,2,0} parameter(0)
+  p1.1 = f16[128,1024,33,33]{3,2,1,0} parameter(1)
+  copy = f16[128,1024,33,33]{1,3,2,0} copy(p1.1)
+  slice = f16[128,1024,32,32]{1,3,2,0} slice(copy), slice={[0:128],[0:1024],[0:32],[0:32]}
+  c0 = f16[] constant(0)
+  broadcast = f16[128,1024,32,32]{1,3,2,0} broadcast(c0), dimensions={}
+  greater-than = pred[128,1024,32,32]{1,3,2,0} compare(slice, broadcast), direction=GT
+  ROOT root = f16[128,1024,32,32]{1,3,2,0} select(greater-than, p0.1, broadcast)
+}
+fused_reduce {
+  p0.2 = f16[128,1024,32,32]{1,3,2,0} parameter(0)
+  convert = f32[128,1024,32,32]{1,3,2,0} convert(p0.2)
+  c0.2 = f32[] constant(0)
+  ROOT reduce = f32[1024]{0} reduce(convert, c0.2), dimensions={0,2,3}, to_apply=scalar_add
+}
+ENTRY reduce {
+  p0 = f16[128,1024,32,32]{1,3,2,0} parameter(0)
+  p1 = f16[128,1024,33,33]{3,2,1,0} parameter(1)
+  loop_fusion = f16[128,1024,32,32]{1,3,2,0} fusion(p0, p1), kind=kLoop, calls=mixed_input_layouts_computation
+  reduce_fusion = f32[1024]{0} fusion(loop_fusion), kind=kInput, calls=fused_reduce
+  ROOT root = (f32[1024]{0}, f16[128,1024,32,32]{1,3,2,0}) tuple(reduce_fusion, loop_fusion)
+}""") == (False, True, True)
+
+
+def test_ProducerConsumerFusionInPlaceOperation() -> None:
+    text = """
+%fusion {
+  %param_0 = s32[4,4]{1,0} parameter(0)
+  %copy = s32[4,4]{0,1} copy(%param_0)
+  ROOT %transpose = s32[4,4]{1,0} transpose(%copy), dimensions={1,0}
+}
+
+ENTRY %main {
+  %param_0 = s32[4,4]{1,0} parameter(0)
+  %constant_0 = s32[] constant(0)
+  %constant_1 = s32[] constant(1)
+  %constant_1x1_1 = s32[1,1] constant({ {1} })
+  %updated = s32[4,4]{1,0} dynamic-update-slice(%param_0, %constant_1x1_1, %constant_1, %constant_0)
+  %transpose = s32[4,4]{0,1} fusion(%updated), kind=kLoop, calls=fusion
+  ROOT %tuple = (s32[4,4]{1,0}, s32[4,4]{0,1}) tuple(%updated, %transpose)
+}"""
+    m = Module(text)
+    dus, transpose = _pick(m, (0,)), _pick(m, (1,))
+    assert dus.opcode == "dynamic-update-slice" and transpose.opcode == "fusion"
+    assert producer_mof_refusal(dus, m.comps) == IN_PLACE_PRODUCER
+    assert mof_root_eligible(transpose, m.comps, tiled=transpose_hero_of(m))
+    assert _shapes_compatible(text, (0,), (1,), sibling=False) is True
+
+
+# --- GetFusionRoots: our `mof_producer.fusion_roots` ----------------------------------------------
+
+
+def _roots(text: str) -> tuple[list, ComputationOp]:
+    m = Module(text, prefix=False)
+    fusion = m.comps[entry_computation(m.module).root.attr("calls")]
+    return fusion_roots(fusion), fusion
+
+
+def _root_operand(comp: ComputationOp, *path: int) -> HloOp:
+    op = comp.root
+    for i in path:
+        owner = op.operands[i].owner
+        assert isinstance(owner, HloOp)
+        op = owner
+    return op
+
+
+def test_GetFusionRoots1() -> None:
+    roots, f = _roots("""HloModule test_module
+
+fusion {
+  p0 = s32[] parameter(0)
+  custom-call = (bf16[], s32[]) custom-call(p0), custom_call_target="my_custom_call"
+  get-tuple-element.0 = bf16[] get-tuple-element(custom-call), index=0
+  get-tuple-element.1 = s32[] get-tuple-element(custom-call), index=1
+  ROOT tuple = (bf16[], s32[], s32[]) tuple(get-tuple-element.0, get-tuple-element.1, p0)
+}
+
+ENTRY entry{
+  p0 = s32[] parameter(0)
+  ROOT fusion = (bf16[], s32[], s32[]) fusion(p0), kind=kCustom, calls=fusion
+}""")
+    custom_call, parameter = _root_operand(f, 0, 0), _root_operand(f, 2)
+    assert custom_call.opcode == "custom-call" and parameter.opcode == "parameter"
+    assert roots == [custom_call, custom_call, parameter]
+
+
+def test_GetFusionRoots2() -> None:
+    roots, f = _roots("""HloModule test_module
+
+fusion {
+  p0 = s32[] parameter(0)
+  custom-call.1 = bf16[] custom-call(p0), custom_call_target="my_custom_call1"
+  custom-call.2 = bf16[] custom-call(p0), custom_call_target="my_custom_call2"
+  ROOT tuple = (bf16[], bf16[], s32[]) tuple(custom-call.1, custom-call.2, p0)
+}
+
+ENTRY entry{
+  p0 = s32[] parameter(0)
+  ROOT fusion = (bf16[], bf16[], s32[]) fusion(p0), kind=kCustom, calls=fusion
+}""")
+    assert roots == [_root_operand(f, 0), _root_operand(f, 1), _root_operand(f, 2)]
+    assert [r.inst_name for r in roots] == ["custom-call.1", "custom-call.2", "p0"]
+
+
+def test_GetFusionRoots3() -> None:
+    roots, f = _roots("""HloModule test_module
+
+fusion {
+  p0 = s32[] parameter(0)
+  custom-call = (bf16[], s32[]) custom-call(p0), custom_call_target="my_custom_call"
+  get-tuple-element.0 = bf16[] get-tuple-element(custom-call), index=0
+  custom-call.2 = bf16[] custom-call(p0), custom_call_target="my_custom_call2"
+  get-tuple-element.1 = s32[] get-tuple-element(custom-call), index=1
+  ROOT tuple = (bf16[], bf16[], s32[], s32[]) tuple(get-tuple-element.0, custom-call.2, get-tuple-element.1, p0)
+}
+
+ENTRY entry{
+  p0 = s32[] parameter(0)
+  ROOT fusion = (bf16[], bf16[], s32[], s32[]) fusion(p0), kind=kCustom, calls=fusion
+}""")
+    cc1, cc2, param = _root_operand(f, 0, 0), _root_operand(f, 1), _root_operand(f, 3)
+    assert [r.inst_name for r in (cc1, cc2, param)] == ["custom-call", "custom-call.2", "p0"]
+    assert roots == [cc1, cc2, cc1, param]
+
+
+_GTE_DUS_BODY = """
+  p0 = s32[] parameter(0)
+  p1 = s32[32] parameter(1)
+  custom-call = (bf16[], s32[], u32[]) custom-call(p1), custom_call_target="my_custom_call"
+  get-tuple-element.0 = bf16[] get-tuple-element(custom-call), index=0
+  get-tuple-element.1 = s32[] get-tuple-element(custom-call), index=1
+  bitcast = s32[1] bitcast(get-tuple-element.1)
+  dynamic-update-slice = s32[32] dynamic-update-slice(p1, bitcast, p0)
+  get-tuple-element.2 = u32[] get-tuple-element(custom-call), index=2"""
+
+_GTE_DUS_ENTRY = """
+ENTRY entry{
+  p0 = s32[] parameter(0)
+  bitcast = s32[32] bitcast(p0)
+  ROOT fusion = (bf16[], s32[32], u32[]) fusion(p0, bitcast), kind=kCustom, calls=fusion
+}"""
+
+
+def test_GetFusionRootsWithGTEMakeTupleSequence() -> None:
+    roots, f = _roots("HloModule test_module\n\nfusion {" + _GTE_DUS_BODY + """
+  ROOT tuple = (bf16[], s32[32], u32[]) tuple(get-tuple-element.0, dynamic-update-slice, get-tuple-element.2)
+}
+""" + _GTE_DUS_ENTRY)
+    custom_call, dus = _root_operand(f, 0, 0), _root_operand(f, 1)
+    assert custom_call.opcode == "custom-call" and dus.opcode == "dynamic-update-slice"
+    assert roots == [custom_call, dus, custom_call]
+
+
+def test_GetFusionRootsWithMakeTupleGTESequence() -> None:
+    roots, f = _roots("HloModule test_module\n\nfusion {" + _GTE_DUS_BODY + """
+  tuple = (bf16[], s32[32], u32[]) tuple(get-tuple-element.0, dynamic-update-slice, get-tuple-element.2)
+  get-tuple-element.3 = bf16[] get-tuple-element(tuple), index=0
+  get-tuple-element.4 = u32[] get-tuple-element(tuple), index=2
+  ROOT tuple2 = (bf16[], s32[32], u32[]) tuple(get-tuple-element.3, dynamic-update-slice, get-tuple-element.4)
+}
+""" + _GTE_DUS_ENTRY)
+    tuple_inst = _root_operand(f, 0, 0)
+    assert tuple_inst.opcode == "tuple"
+    gte = tuple_inst.operands[0].owner
+    assert isinstance(gte, HloOp)
+    custom_call = gte.operands[0].owner
+    assert isinstance(custom_call, HloOp)
+    dus = _root_operand(f, 1)
+    assert custom_call.opcode == "custom-call" and dus.opcode == "dynamic-update-slice"
+    assert roots == [custom_call, dus, custom_call]
+
+
+def test_GetFusionRootsWithTupleMultipleSameOperands() -> None:
+    roots, f = _roots("""HloModule test_module
+
+fusion {
+  p1 = s32[32] parameter(0)
+  add0 = s32[32] add(p1, p1)
+  ROOT _ = (s32[32], s32[32]) tuple(add0, add0)
+}
+
+ENTRY entry {
+  p0 = s32[32] parameter(0)
+  ROOT fusion = (s32[32], s32[32]) fusion(p0), kind=kCustom, calls=fusion
+}""")
+    add0 = _root_operand(f, 0)
+    assert add0.opcode == "add"
+    assert roots == [add0, add0]

@@ -61,13 +61,14 @@ def users(op: Any) -> list[Any]:
 
 
 def transpose_orders(op: Any) -> tuple[list[int], list[int]] | None:
-    """Major-to-minor physical order of a transpose's non-degenerate dims, as input dims:
-    (output order, input order); None when either side is not an array."""
+    """Major-to-minor physical order of a transpose's (or a copy's) non-degenerate dims, as
+    input dims: (output order, input order); None when either side is not an array."""
     src = operand_shapes(op)[0]
     dst = op.shape
-    perm = op.attr("dimensions") or ()
     if not isinstance(src, ArrayShape) or not isinstance(dst, ArrayShape):
         return None
+    # a copy is a transpose by the identity: only its layout moves data
+    perm = op.attr("dimensions") or tuple(range(len(dst.dims)))
     out_order = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
     in_order = [d for d in reversed(src.minor_to_major) if src.dims[d] != 1]
     return out_order, in_order

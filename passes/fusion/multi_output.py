@@ -10,7 +10,8 @@ Two rewrites (`rewrites.py` style, one per class):
 Guards (XLA's reasons): both kernels fusible as multi-output roots (loop or reduction
 fusions, tiled-transpose heroes, elementwise ops; at least one a fusion for siblings),
 compatible heroes (`mof_heroes`), the same loop shape (a reduction's or a tiled
-transpose's is its input's), XLA's limits on in-place DUS kernels, no path between siblings / from the producer to another
+transpose's is its input's), XLA's limits on in-place DUS kernels, a producer that is
+no multi-output fusion, loop-fusible and not physically transposing (`mof_producer`), no path between siblings / from the producer to another
 operand of the consumer ("would introduce a cycle", answered by `Reachability`, ancestor
 bitsets updated on each merge), the fusion budget (96 operands and outputs, 8 unnested
 reductions, shared memory), and the cost model: refused when the merged kernel is not
@@ -42,6 +43,7 @@ from hlopass.kernel_structure.emitter import (
 )
 from hlopass.passes.fusion.explain import FusionRecord
 from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
+from hlopass.passes.fusion.mof_producer import producer_mof_refusal
 from hlopass.passes.fusion.multi_output_rewrites import (
     BUDGET,
     CYCLE,
@@ -72,6 +74,7 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     mof_root_eligible,
     moves_data,
     output_index,
+    read_through_elements,
     readers_through_elements,
     shape_of_loop,
     sketch_merged,
@@ -256,41 +259,50 @@ class MultiOutputDriver:
         return self.model.kernel_time_us(plan.members, outputs), plan
 
     def run(self) -> bool:
+        # XLA's order: uses before defs; at each instruction its readers first merge as
+        # siblings, then it may join one of them. A producer is thus met before a merge
+        # above it could make it multi-output (XLA never merges a multi-output producer).
         changed = False
         reach = Reachability(self.comp)
-        # siblings: kernels reading a common value (XLA: never a constant's readers, nor
-        # an effective scalar's: reading it once saves nothing)
-        for value_owner in list(self.comp.instructions):
-            if value_owner.parent is None or value_owner.opcode == "constant":
+        for op in reversed(list(self.comp.instructions)):
+            if op.parent is None or op.opcode == "constant":
                 continue
-            if is_effective_scalar(value_owner.shape):
+            if op.opcode == "fusion" and op.attr("kind") == "kCustom":
                 continue
-            readers = [u.operation for u in value_owner.result.uses]
-            readers = [r for r in dict.fromkeys(readers)
-                       if isinstance(r, HloOp) and r.parent is not None
-                       and self.eligible(r)]  # fmt: skip
-            if len(readers) >= 2:
-                # XLA's order: multi-output fusions, then fusions, then instructions
-                readers.sort(key=lambda r: (-fusion_priority(r), reach.pos[id(r)]))
-                changed |= self._merge_siblings(readers, reach, value_owner)
-        # producer-consumer: a producer read by several kernels joins one of them
-        for p in list(self.comp.instructions):
-            if p.parent is None or (isinstance(p.shape, TupleShape) and p.opcode != "fusion"):
-                continue
-            if p.opcode == "constant":
-                continue
-            if not self.eligible(p):
-                continue
-            readers = [r for r in readers_through_elements(p) if isinstance(r, HloOp)]
-            if len(readers) < 2:
-                continue
-            for c in readers:
-                # as XLA, an unfused consumer (a reduce) becomes the fusion p joins
-                ready = c.parent is not None and p.parent is not None
-                if ready and self.consider(p, c, reach, sibling=False):
-                    changed = True
-                    break
+            changed |= self._siblings_of(op, reach)
+            if op.parent is not None:
+                changed |= self._producer_of(op, reach)
         return changed
+
+    def _siblings_of(self, value_owner: HloOp, reach: Reachability) -> bool:
+        # never an effective scalar's readers: reading it once saves nothing
+        if is_effective_scalar(value_owner.shape):
+            return False
+        readers = [u.operation for u in value_owner.result.uses]
+        readers = [r for r in dict.fromkeys(readers)
+                   if isinstance(r, HloOp) and r.parent is not None
+                   and self.eligible(r)]  # fmt: skip
+        if len(readers) < 2:
+            return False
+        # XLA's order: multi-output fusions, then fusions, then instructions
+        readers.sort(key=lambda r: (-fusion_priority(r), reach.pos[id(r)]))
+        return self._merge_siblings(readers, reach, value_owner)
+
+    def _producer_of(self, p: HloOp, reach: Reachability) -> bool:
+        """A producer read by several kernels joins one of them."""
+        if isinstance(p.shape, TupleShape) and p.opcode != "fusion":
+            return False
+        if not self.eligible(p) or producer_mof_refusal(p, self.comps) is not None:
+            return False  # XLA asks the producer first and looks at no reader
+        readers = [r for r in readers_through_elements(p) if isinstance(r, HloOp)]
+        if len(readers) < 2:
+            return False
+        for c in readers:
+            # as XLA, an unfused consumer (a reduce) becomes the fusion p joins
+            ready = c.parent is not None and p.parent is not None
+            if ready and self.consider(p, c, reach, sibling=False):
+                return True
+        return False
 
     def _merge_siblings(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
         """Merge compatible readers of one value; only readers whose loops have the same
@@ -318,7 +330,9 @@ class MultiOutputDriver:
         return shape_of_loop(self.kinds(op), self.reduction(op), self.facts(op).outputs[0])
 
     def eligible(self, op: HloOp) -> bool:
-        return mof_root_eligible(op, self.comps, self.kinds, self.tiled)
+        return mof_root_eligible(op, self.comps, self.kinds, self.tiled) and (
+            read_through_elements(op)
+        )
 
     def _merge_group(self, readers: list[HloOp], reach: Reachability, common: HloOp) -> bool:
         changed = False

@@ -29,6 +29,7 @@ from hlopass.kernel_structure.emitter import (
     is_unnested_reduction,
 )
 from hlopass.kernel_structure.shapes import elements
+from hlopass.passes.fusion.mof_producer import IN_PLACE_PRODUCER, in_place_producer
 from hlopass.passes.fusion.rewrites import FusionBuilder, erase_op
 from hlopass.passes.fusion.rules import (
     instruction_fusible,
@@ -267,14 +268,8 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
         root_opcode = comps[op.attr("calls")].root.opcode
         # XLA IsNestableVariadicReduction: a variadic reduce root only in a kInput fusion
         variadic_ok = root_opcode == "reduce" and op.attr("kind") == "kInput"
-        if isinstance(op.shape, TupleShape) and (
-            (root_opcode != "tuple" and not variadic_ok)
-            or any(
-                not (isinstance(u.operation, HloOp) and u.operation.opcode == "get-tuple-element")
-                for u in op.result.uses
-            )
-        ):
-            return False  # only multi-output fusions read through get-tuple-element
+        if isinstance(op.shape, TupleShape) and root_opcode != "tuple" and not variadic_ok:
+            return False
         if has_tiled:
             return True
         kind = (
@@ -295,6 +290,15 @@ def mof_root_eligible(op: HloOp, comps: dict[str, ComputationOp], kinds: Any = N
     )
 
 
+def read_through_elements(op: HloOp) -> bool:
+    """XLA IsSiblingFusionCandidate's last test: a multi-output fusion takes part in a merge
+    only when every reader reads it through a get-tuple-element (the merge rewires those)."""
+    if not isinstance(op.shape, TupleShape):
+        return True
+    return all(isinstance(u.operation, HloOp) and u.operation.opcode == "get-tuple-element"
+               for u in op.result.uses)  # fmt: skip
+
+
 def in_place_refusal(
     a: HloOp, b: HloOp, comps: dict[str, ComputationOp], sibling: bool
 ) -> str | None:
@@ -307,12 +311,7 @@ def in_place_refusal(
                for x in (a, b)):  # fmt: skip
             return "can't fuse multiple DUSs"
         return None
-    for out in kernel_outputs(a, comps):
-        if out.opcode in ("dynamic-update-slice", "scatter") and (
-            out.operands[0].owner.opcode == "parameter" or a.opcode != "fusion"
-        ):
-            return "In-place operations are present"
-    return None
+    return IN_PLACE_PRODUCER if in_place_producer(a, comps) else None
 
 
 def is_effective_scalar(shape: Any) -> bool:
