@@ -13,10 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import hlopass.cost.gemm as gemm
 from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.cost.fusion_gemm import gemm_facts
+from hlopass.cost.model import KernelRow
 from hlopass.cost.sibling import BytesSummary, shape_bytes
 from hlopass.kernel_structure.emitter import EmitterFacts
+
+# the estimate's kinds of a library GEMM kernel: a dot or cuBLAS call, a Triton GEMM fusion
+GEMM_KINDS = frozenset({"gemm", "triton_gemm"})
 
 
 class RooflineFusionCostModel(FusionCostModel):
@@ -52,3 +57,13 @@ class RooflineFusionCostModel(FusionCostModel):
     def _bytes_time(self, summary: BytesSummary) -> float:
         nbytes = sum(summary.inputs.values()) + summary.written
         return self.launch_us + nbytes / self.device.hbm_bandwidth * 1e6
+
+
+def roofline_row_us(row: KernelRow) -> float:
+    """An estimated kernel (`hlopass.cost.estimate`'s row, all its executions) as this model
+    prices a kernel: launch plus the estimate's DRAM time, and a GEMM's fixed cost (the
+    common one: the row keeps no operand type, so an fp8 GEMM is priced as bf16's)."""
+    t = row.launch_us + row.memory_us
+    if row.kind in GEMM_KINDS:
+        t += gemm.SM90.fixed_us
+    return t * row.count
