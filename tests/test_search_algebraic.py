@@ -344,3 +344,19 @@ def test_a_loop_body_with_two_dots_summed_becomes_one_dot() -> None:
         SM90.fixed_us - get_device("h100_sxm").launch_overhead_us, abs=0.05
     )
     assert check_equivalent(m, best.module, random_inputs(m, 4))
+
+
+def test_space_all_keeps_the_rules_win_a_pipeline_pass_would_close() -> None:
+    # the pipeline space's best here is `+gemm-fusion` (the dots become GEMM fusions, opaque
+    # to the rules, 0.994x); stacked on it alone the rules find nothing, so `--space all`
+    # also searches the rules on the given pipeline and keeps their one dot (0.74x)
+    from hlopass.search.combined import search_all
+
+    m = hlopass.parse_hlo(RNN_BODY.read_text())
+    r = search_all(m, "call-inliner,algsimp,dce,cse,priority-fusion,multi-output-fusion",
+                   budget=200, top=2)  # fmt: skip
+    best = r.best
+    assert best.decisions[0].startswith("alg:") and "+CatC[4,48] +CatR[48,32]" in best.decisions[0]
+    assert best.time_us < 0.8 * r.greedy.time_us and r.disagreements() == []
+    assert all(best.faster_than(r.greedy, model) for model in ("default", "roofline"))
+    assert check_equivalent(m, best.module, random_inputs(m, 5))
