@@ -16,6 +16,7 @@ from typing import Any
 from hlopass.cost.analysis import ModuleCostAnalysis
 from hlopass.cost.devices import DeviceSpec
 from hlopass.cost.fusion_cost_model import FusionCostModel
+from hlopass.cost.fusion_gemm import GemmFacts, gemm_facts
 from hlopass.cost.kernel_analysis import Read, utilizations
 from hlopass.cost.launch import facts_launch, launch, loop_launch
 from hlopass.cost.model import KernelWork, kernel_time
@@ -47,6 +48,7 @@ class _Summary:
     emitter: str
     blocks: int
     threads: int
+    gemm: GemmFacts | None = None  # its largest dot or convolution, priced as model.py does
 
 
 class DefaultFusionCostModel(FusionCostModel):
@@ -124,7 +126,8 @@ class DefaultFusionCostModel(FusionCostModel):
         blocks, threads = launch(emitter, None, outputs, parts, dev.sm_count, members,
                                  dev.threads_per_sm)  # fmt: skip
         ext = {id(s): util.get(id(s), 0.0) for s in sources}
-        return _Summary(alu, tensor, ext, inputs, written, emitter, blocks, threads)
+        g = gemm_facts(members) if tensor else None
+        return _Summary(alu, tensor, ext, inputs, written, emitter, blocks, threads, g)
 
     def sibling_summary(self, members: Sequence[Any], outputs: Sequence[Any],
                         key_of: Callable[[Any], Any]) -> SiblingSummary:  # fmt: skip
@@ -205,6 +208,8 @@ class DefaultFusionCostModel(FusionCostModel):
                        bytes_written=s.written, blocks=s.blocks,
                        threads_per_block=s.threads, emitter=s.emitter)  # fmt: skip
         w.threads = s.blocks * s.threads
+        if s.gemm is not None:  # a library GEMM: gemm.py's fixed cost, tiles and rates
+            s.gemm.into(w)
         return kernel_time(w, self.device).time_us
 
     def _whole_time_us(self, members: list[Any], outputs: list[Any]) -> float:
@@ -246,7 +251,7 @@ class DefaultFusionCostModel(FusionCostModel):
             total = float(int(total))
             reads.append(Read(min(size, total), total, eb, coalesced))
         fused = _Summary(p.alu * u + c.alu, p.tensor * u + c.tensor, {}, [], c.written,
-                         c.emitter, c.blocks, c.threads)  # fmt: skip
+                         c.emitter, c.blocks, c.threads, c.gemm or p.gemm)  # fmt: skip
         return self._time_of(fused, reads), True
 
 

@@ -15,7 +15,8 @@ candidate fusions by passing kernels; nothing is built. A model answers:
 
 `DefaultFusionCostModel` (`default_fusion_model.py`) prices kernels with XLA's default GPU
 performance model plus our gemm rule; `RooflineFusionCostModel` (`roofline_fusion_model.py`)
-only counts DRAM bytes. Pick one by name with `fusion_models.fusion_cost_model("default" |
+counts DRAM bytes, and for a library GEMM its fixed cost and flops. Both price a dot kernel
+as a GEMM (`fusion_gemm.py`). Pick one by name with `fusion_models.fusion_cost_model("default" |
 "roofline", device)`.
 """
 

@@ -200,6 +200,15 @@ def gemm_candidates(dev: DeviceSpec, b: int, m: int, n: int, k: int, dtype: str,
     return (lib, tri)
 
 
+def fixed_cost_us(dev: DeviceSpec, dtype: str, c: GemmConstants = SM90) -> float:
+    """What a GEMM of `dtype` operands pays on `dev` whatever its size: the smallest fixed
+    cost of the kernels `gemm_candidates` chooses between (the roofline fusion model's
+    launch cost of a library GEMM)."""
+    if is_fp8(dtype) and dev.name in K_MAJOR_FP8:
+        return min(c.fixed_8_us, c.fixed_8t_us)
+    return c.fixed_us
+
+
 def gemm_compute(dev: DeviceSpec, b: int, m: int, n: int, k: int, dtype: str,
                  precision: str = "default", c: GemmConstants = SM90) -> GemmTime:  # fmt: skip
     """Compute time of `b` x (`m` x `k`) . (`k` x `n`) with `dtype` operands on `dev`,

@@ -195,6 +195,7 @@ class PipelineSpace(SearchSpace):
     def _run(self, decisions: Decisions) -> tuple[ModuleOp | None, Priced | None, str]:
         import hlopass
         import hlopass.cost
+        from hlopass.cost.roofline_fusion_model import roofline_row_us
 
         text = self.text(decisions)
         if text not in self.built:
@@ -206,8 +207,8 @@ class PipelineSpace(SearchSpace):
                 self.built[text] = (None, None, text)
                 return self.built[text]
             # the second model, as the roofline fusion model prices a kernel: its launch
-            # plus its DRAM bytes
-            roof = sum((k.launch_us + k.memory_us) * k.count for k in est.kernels)
+            # plus its DRAM bytes, and a GEMM's fixed cost
+            roof = sum(roofline_row_us(k) for k in est.kernels)
             by_model = {"default": est.time_us, "roofline": roof}
             priced = Priced(frozenset(), est.time_us, by_model, [], len(est.kernels))
             self.built[text] = (m, priced, hlopass.print_hlo(m))
