@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hlopass.cost.fusion_cost_model import FusionCostModel
-from hlopass.cost.layouts import reshape_is_bitcast
 from hlopass.dialects.hlo import ComputationOp, HloOp
 from hlopass.ir.shape import ELEMENT_BITS, ArrayShape, TupleShape
 from hlopass.kernel_structure.emitter import (
@@ -23,7 +22,7 @@ from hlopass.kernel_structure.emitter import (
     is_unnested_reduction,
 )
 from hlopass.kernel_structure.plan import Kernel
-from hlopass.kernel_structure.shapes import elements, transpose_is_bitcast
+from hlopass.kernel_structure.shapes import elements
 from hlopass.rewriting import calls_side_effect, is_control_predecessor, value_shape
 
 # XLA's IsFusible: elementwise ops and these.
@@ -48,7 +47,6 @@ SCATTER_IN_PLACE = "do not fuse into the in-place operand of scatter"
 SCATTER_USES_IN_PLACE = "Producer uses the in-place operand of a scatter"
 REDUCE_INTO_REDUCE = "both the producer and the consumer contain a reduce"
 REDUCTION_EPILOGUE = "fusion into output of a reduce fusion would create a loop fusion"
-EPILOGUE_NOT_INTERMEDIATE = "Reductions from/to continuous dims epilogue not fusible"
 SHARED_MEMORY = "shared memory usage would be over the budget of {}B"
 UNNESTED_REDUCTIONS = f"over {MAX_UNNESTED_REDUCTIONS} unnested reductions in fusion"
 OPERAND_BUDGET = "Number of operands and output buffers is larger than allowed budget per fusion"
@@ -213,8 +211,6 @@ class Rules:
             # fused into a DUS's update is refused like one into a loop
             if emitter_kind(merged, consumer.outputs) in ("loop", "in_place_dus"):
                 return REDUCTION_EPILOGUE
-            if not all(is_intermediate(m) for m in consumer.members if m.opcode != "parameter"):
-                return EPILOGUE_NOT_INTERMEDIATE
         why = self.budget(producer, consumer, pf, cf)
         if why:
             return why
@@ -378,27 +374,3 @@ def _slice_matches_dus(producer_op: HloOp, dus: HloOp) -> str | None:
                 return IN_PLACE_DS_INDEX
         return None
     return IN_PLACE_UNRECOGNIZED
-
-
-def is_intermediate(op: Any) -> bool:
-    """XLA IsIntermediate(op, 1), what a reduction's epilogue may hold
-    (IsProducerConsumerFusible): one operand, and elementwise (a copy only when it keeps
-    the layout) or a bitcast, a bitcast reshape or a bitcast transpose: XLA fuses into a
-    reduction only a chain applied to the reduced value alone, so an epilogue that reads a
-    second array or a constant (the add of EpilogueFusionFails) stays a kernel of its own,
-    whatever the cost model says."""
-    if len(op.operands) != 1:
-        return False
-    opc = op.opcode
-    if opc == "copy":
-        return op.shape == value_shape(op.operands[0])
-    if is_elementwise(op) or opc == "bitcast":
-        return True
-    if opc == "reshape":
-        src, dst = value_shape(op.operands[0]), op.shape
-        return (
-            isinstance(src, ArrayShape)
-            and isinstance(dst, ArrayShape)
-            and (reshape_is_bitcast(src, dst))
-        )
-    return opc == "transpose" and transpose_is_bitcast(op)
