@@ -299,3 +299,34 @@ def test_device_sources_name_every_field() -> None:
         for peak in ("tf32_peak", "bf16_peak", "fp16_peak", "fp8_peak", "int8_peak"):
             short = peak.split("_")[0]
             assert short in text, (d.name, peak)
+
+
+def test_multi_output_reduce_read_by_its_sibling_output_runs_the_readers_grid() -> None:
+    # cnn_train's refused producer-consumer merge: a f32[16] column reduction written and
+    # also read (broadcast) by the other output, so every one of its 131072 elements
+    # recomputes the reduce. By hand (XLA's ReadTimeWithDRAMHeuristic): the 512 KiB input
+    # once from DRAM, 8192 re-reads of it from L2 (2.5x HBM), at the loop grid of the
+    # 131072-element output (1024 blocks: no issue cap). Priced on the small-column
+    # reduction's one block instead it was 68548 us (32 B per clock for 4.3 GB).
+    m = hlopass.parse_hlo("""HloModule m
+add { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b) }
+fused (p0: f32[8,32,32,16]) -> (f32[16], f32[8,32,32,16]) {
+  p0 = f32[8,32,32,16]{3,2,1,0} parameter(0)
+  z = f32[] constant(0)
+  r = f32[16]{0} reduce(p0, z), dimensions={0,1,2}, to_apply=add
+  bd = f32[8,32,32,16]{3,2,1,0} broadcast(r), dimensions={3}
+  sub = f32[8,32,32,16]{3,2,1,0} subtract(p0, bd)
+  ROOT t = (f32[16]{0}, f32[8,32,32,16]{3,2,1,0}) tuple(r, sub)
+}
+ENTRY e {
+  x = f32[8,32,32,16]{3,2,1,0} parameter(0)
+  ROOT f = (f32[16]{0}, f32[8,32,32,16]{3,2,1,0}) fusion(x), kind=kInput, calls=fused
+}
+""")
+    (k,) = estimate(m, H100).kernels
+    size = 131072 * 4
+    reads = size / H100.hbm_bandwidth + 8192 * size / (H100.hbm_bandwidth * H100.l2_speedup)
+    writes = (size + 64) / H100.hbm_bandwidth
+    assert k.memory_us == pytest.approx((reads + writes) * 1e6, rel=1e-3)

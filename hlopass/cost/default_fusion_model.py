@@ -17,7 +17,7 @@ from hlopass.cost.analysis import ModuleCostAnalysis
 from hlopass.cost.devices import DeviceSpec
 from hlopass.cost.fusion_cost_model import FusionCostModel
 from hlopass.cost.fusion_gemm import GemmFacts, gemm_facts
-from hlopass.cost.kernel_analysis import Read, utilizations
+from hlopass.cost.kernel_analysis import Read, emitting_roots, utilizations
 from hlopass.cost.launch import facts_launch, launch, loop_launch
 from hlopass.cost.model import KernelWork, kernel_time
 from hlopass.cost.shared_summaries import SharedSummaries
@@ -116,14 +116,15 @@ class DefaultFusionCostModel(FusionCostModel):
         util = utilizations(members, outputs)
         ids = {id(m) for m in members}
         alu, tensor, sources = self._flops_and_sources(members, util)
-        parts = hero_parts(heroes(outputs, ids), ids)
-        emitter = choose_emitter("", outputs, parts)
+        roots = emitting_roots(outputs, members)
+        parts = hero_parts(heroes(roots, ids), ids)
+        emitter = choose_emitter("", roots, parts)
         bad = uncoalesced_sources(members, sources, ids) if emitter != "transpose" else set()
         inputs = [(s, float(shape_bytes(s.shape)), _elem_bytes(s.shape), id(s) not in bad)
                   for s in sources]  # fmt: skip
         written = _written(outputs)
         dev = self.device
-        blocks, threads = launch(emitter, None, outputs, parts, dev.sm_count, members,
+        blocks, threads = launch(emitter, None, roots, parts, dev.sm_count, members,
                                  dev.threads_per_sm)  # fmt: skip
         ext = {id(s): util.get(id(s), 0.0) for s in sources}
         g = gemm_facts(members) if tensor else None
@@ -231,6 +232,12 @@ class DefaultFusionCostModel(FusionCostModel):
         parts = hero_parts(heroes(consumer.outputs, ids), ids)
         emitter = choose_emitter("", consumer.outputs, parts)
         if emitter != c.emitter:  # the producer changes the emitter: analyse it whole
+            return self._whole_time_us(consumer.merged(producer), consumer.outputs), False
+        if p.emitter != c.emitter and "transpose" in (p.emitter, c.emitter):
+            # the producer's reads were judged coalesced or not under its own emitter: the
+            # tiled transpose emitter reads through shared memory, so its transposes read
+            # coalesced, but moved into another emitter's kernel the same transpose makes
+            # its inputs' reads strided (XLA's coalescing analysis): judged again, whole
             return self._whole_time_us(consumer.merged(producer), consumer.outputs), False
         u = c.util.get(id(producer.root), 0.0)
         totals: dict[int, list[Any]] = {}
