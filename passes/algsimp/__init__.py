@@ -189,6 +189,9 @@ class AlgebraicSimplifierPass(TrackedPass):
     """Rewrite `transpose(scatter(o, i, u))` into a scatter of the transposed operand and
     updates (dimension numbers remapped; not with batching dims)."""
 
+    enable_select_of_compare_to_min_max: bool = False
+    """Rewrite an integer `select(compare(a, b, GT|GE|LT|LE), a, b)` into `maximum(a, b)`
+    or `minimum(a, b)` (hlopass's own option: XLA's algsimp keeps such selects)."""
 
     @property
     def floats_are_real(self) -> bool:
