@@ -79,17 +79,6 @@ FAILING = {
         "checks the path stays elementwise); `heroes_refusal` does not model that path and "
         "refuses every transpose/loop producer-consumer pair"
     ),
-    "ShapesCompatibleForMultiOutputFusion_BitcastCompatible": (
-        "ours takes two loop shapes that are reshape bitcasts of each other only for a "
-        "reduction beside a loop that moves no data (`moves_data`): that stands in for "
-        "XLA's nested-transpose hero check, which ours lacks (accepting every reshape "
-        "bitcast, as XLA does, broke four multi_output_fusion_test.cc transpose ports)"
-    ),
-    "ShapesCompatibleForMultiOutputFusion_SiblingTransposeFusionsCompatible": (
-        "the heroes now agree (two tiled [20,20] transposes) but their loop shapes "
-        "f32[20,2,2,5] and f32[1,20,20] are reshape bitcasts, refused as in "
-        "`..._BitcastCompatible`"
-    ),
     "ShapesCompatibleForMultiOutputFusion_DifferentLayouts": (
         "ours refuses the pair before any shape check: the f32[2,2]{0,1} reduce of 2 "
         "elements is no unnested reduction, so it is not a multi-output root (XLA's test "
@@ -765,7 +754,6 @@ ENTRY entry {
     assert _shapes_compatible(text, (0,), (1,)) is True
 
 
-@_xfail("ShapesCompatibleForMultiOutputFusion_BitcastCompatible")
 def test_ShapesCompatibleForMultiOutputFusion_BitcastCompatible() -> None:
     text = """
 fused_computation_1 {
@@ -936,7 +924,6 @@ ENTRY reduce {
     assert _shapes_compatible(text, (0,), (1,)) is False
 
 
-@_xfail("ShapesCompatibleForMultiOutputFusion_SiblingTransposeFusionsCompatible")
 def test_ShapesCompatibleForMultiOutputFusion_SiblingTransposeFusionsCompatible() -> None:
     text = """
 fused_1230_transpose {

@@ -5,8 +5,9 @@ pattern's docstring starting with its rewrite; shared predicates in `helpers`, t
 guards (shape, sharding, control predecessors) in `base`. The options carry the names of
 XLA's `AlgebraicSimplifierOptions` where they change what a researcher would toggle.
 Rewrites that can change floating-point results (reassociation, `x * 0 -> 0`,
-`a / c -> a * (1/c)` for a `c` that is not a power of two, `log(exp(x)) -> x`, ...) run only
-with `enable-floats-are-real` (or its older name `float-unsafe`); for integers they always run.
+`log(exp(x)) -> x`, ...) run only with `enable-floats-are-real` (or its older name
+`float-unsafe`); for integers they always run. `a / c -> a * (1/c)` is not one of them: XLA
+does it for every float constant without fast math.
 """
 
 from __future__ import annotations
@@ -187,6 +188,10 @@ class AlgebraicSimplifierPass(TrackedPass):
     enable_fold_transpose_into_scatter: bool = False
     """Rewrite `transpose(scatter(o, i, u))` into a scatter of the transposed operand and
     updates (dimension numbers remapped; not with batching dims)."""
+
+    enable_select_of_compare_to_min_max: bool = False
+    """Rewrite an integer `select(compare(a, b, GT|GE|LT|LE), a, b)` into `maximum(a, b)`
+    or `minimum(a, b)` (hlopass's own option: XLA's algsimp keeps such selects)."""
 
     @property
     def floats_are_real(self) -> bool:

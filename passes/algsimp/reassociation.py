@@ -8,7 +8,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from hlopass.dialects.hlo import HloOp
-from hlopass.ir.shape import INTEGRAL, is_float, is_integral
+from hlopass.ir.shape import COMPLEX, FLOATS, INTEGRAL, is_float, is_integral
 from hlopass.passes.algsimp.base import Simplification
 from hlopass.passes.algsimp.helpers import (
     CONSTANT_LIKE,
@@ -24,7 +24,6 @@ from hlopass.rewriting import (
     const_array,
     is_constant_like,
     owner,
-    splat_value,
     value_shape,
 )
 
@@ -194,32 +193,36 @@ class MultiplyConstantReassociation(Simplification):
 
 
 class DivideByConstant(Simplification):
-    """`divide(x, c) -> multiply(x, 1/c)` (floats; exact when c is a power of two)."""
+    """`divide(a, c) -> multiply(a, 1/c)` and `divide(a, broadcast(c)) -> multiply(a,
+    broadcast(1/c))` (c a `constant`, any shape; a not a constant; floats and complex).
+
+    XLA's algsimp does this for every such divisor on every backend, exact or not (1/c is
+    rounded once in c's type, then the multiply rounds again): its GPU and CPU pipelines
+    both leave a multiply, and the fusions they build read it."""
 
     OPCODES = ("divide",)
     OPERAND_FROM = CONSTANT_LIKE
 
     def rewrite(self, op: HloOp):
-        x, c = op.operands
+        a, b = op.operands
         shape = array(op.shape)
-        if shape is None or not is_float(shape.element_type):
+        if shape is None or shape.element_type not in FLOATS | COMPLEX:
             return None
-        v = splat_value(c)
-        if v is None:
+        if src(a, "constant") is not None:
+            return None  # (XLA's NonConstant dividend: constant folding's)
+        bc = src(b, "broadcast")
+        c = bc.operands[0] if bc is not None else b
+        arr = const_array(c) if src(c, "constant") is not None else None
+        cshape = array(value_shape(c))
+        if arr is None or cshape is None:
             return None
-        fv = float(v)
-        if fv == 0 or not math.isfinite(fv):
-            return None
-        m, _e = math.frexp(abs(fv))
-        exact = m == 0.5
-        if not exact and not self.opts.floats_are_real:
-            return None
-        inv = np.asarray(1.0 / fv).astype(np.asarray(v).dtype if exact else np.float64)
-        if not np.isfinite(float(inv)) or float(inv) == 0:
-            return None
-        if exact and float(inv) * fv != 1.0:  # 1/c not representable (subnormal range)
-            return None
-        return self.new("multiply", [x, self.const(inv, shape).result], shape, like=op)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            inv = (np.ones((), arr.dtype) / arr).astype(arr.dtype)  # in c's own type
+        recip = self.array_const(inv, cshape).result
+        if bc is not None:
+            recip = self.new("broadcast", [recip], bc.shape,
+                             {"dimensions": bc.attr("dimensions")}, like=bc).result  # fmt: skip
+        return self.new("multiply", [a, recip], shape, like=op)
 
 
 class DivideOfDivides(Simplification):
@@ -294,47 +297,12 @@ class DivideByBroadcast(Simplification):
         b = bc.operands[0]
         sb = array(value_shape(b))
         if sb is None or not single_use(b) or is_constant_like(b):
-            return None  # (a constant divisor: DivideByConstant folds 1/c)
+            return None  # (a constant divisor: DivideByConstant's)
         one = self.const(1, sb)
         recip = self.new("divide", [one.result, b], sb, like=bc)
         again = self.new("broadcast", [recip.result], shape,
                          {"dimensions": bc.attr("dimensions")}, like=bc)  # fmt: skip
         return self.new("multiply", [a, again.result], shape, like=op)
-
-
-class DivideByConstantArray(Simplification):
-    """`divide(a, c) -> multiply(a, 1/c)` for a constant array c that is not a splat (or a
-    broadcast of one), elementwise reciprocal folded (real floats; exact, so without
-    floats-are-real too, when every element is `+-2^k` with `2^-k` normal)."""
-
-    OPCODES = ("divide",)
-    OPERAND_FROM = frozenset({"constant", "broadcast"})
-
-    def rewrite(self, op: HloOp):
-        a, b = op.operands
-        shape = array(op.shape)
-        if shape is None or not is_float(shape.element_type) or src(a, "constant") is not None:
-            return None
-        bc = src(b, "broadcast")
-        c = bc.operands[0] if bc is not None else b
-        arr = const_array(c)
-        if arr is None or arr.size == 0 or splat_value(b) is not None:
-            return None  # (a splat: DivideByConstant)
-        wide = arr.astype(np.float64)
-        with np.errstate(divide="ignore", over="ignore"):
-            inv = (1.0 / wide).astype(arr.dtype)
-        exact = bool(np.all(np.isfinite(wide) & (wide != 0)))
-        exact = exact and all(math.frexp(abs(float(v)))[0] == 0.5 for v in wide.flat)
-        exact = exact and bool(np.all(inv.astype(np.float64) * wide == 1.0))
-        if not exact and not self.opts.floats_are_real:
-            return None
-        cshape = array(value_shape(c))
-        assert cshape is not None
-        recip = self.array_const(inv, cshape).result
-        if bc is not None:
-            recip = self.new("broadcast", [recip], bc.shape,
-                             {"dimensions": bc.attr("dimensions")}, like=bc).result  # fmt: skip
-        return self.new("multiply", [a, recip], shape, like=op)
 
 
 class MultiplyOfConstantProducts(Simplification):
@@ -458,7 +426,7 @@ DIVIDES: tuple[type[Simplification], ...] = (DivideOfDivides, DivideOfDivide, Di
 """Divides of divides (after `power.DivideBySqrt`, before the other divides of exps)."""
 
 CONSTANT_ARRAYS: tuple[type[Simplification], ...] = (
-    DivideByConstantArray, MultiplyOfConstantProducts, MultiplyByBroadcastOfScalarProduct,
+    MultiplyOfConstantProducts, MultiplyByBroadcastOfScalarProduct,
     MultiplyOfBroadcastScalarChain, DivideByBroadcast,
 )  # fmt: skip
 """Constant arrays and broadcasts of scalars gathered (after broadcast sinking and the

@@ -128,10 +128,12 @@ _TO_MINMAX = {"GT": "maximum", "GE": "maximum", "LT": "minimum", "LE": "minimum"
 class SelectOfCompareToMinMax(Simplification):
     """`select(compare(a, b, GT|GE), a, b) -> maximum(a, b)`,
     `select(compare(a, b, LT|LE), a, b) -> minimum(a, b)` (integers: floats differ on nan
-    and on the sign of zero)."""
+    and on the sign of zero). hlopass's own, off by default: XLA's algsimp rewrites such a
+    select of pred operands only (`SelectOfPredCompare`), so its fusions keep the select."""
 
     OPCODES = ("select",)
     OPERAND_FROM = frozenset({"compare"})
+    OPTION = "enable_select_of_compare_to_min_max"
 
     def rewrite(self, op: HloOp):
         p, a, b = op.operands

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from hlopass.kernel_structure.emitter import dim_runs
+from hlopass.cost.layouts import reshape_is_bitcast
+from hlopass.ir.shape import ArrayShape
+from hlopass.kernel_structure.emitter import dim_runs, is_elementwise
 from hlopass.kernel_structure.shapes import (
     array_operand_shapes,
     transpose_is_bitcast,
     transpose_orders,
 )
+from hlopass.rewriting import value_shape
 
 MIN_DIM = 16
 """XLA kMinDimensionToTransposeTiled."""
@@ -81,6 +84,93 @@ def heroes_refusal(t1: Any, t2: Any, reduce1: bool, reduce2: bool, sibling: bool
         # XLA checks that the reader's path from the other kernel stays elementwise; not
         # modelled here, so a transpose kernel and its reader are never merged
         return "tiled transpose would become untiled"
+    return None
+
+
+def deep_transpose_hero(outputs: list[Any], members: list[Any]) -> Any:
+    """XLA FindNonTrivialHero's harder search (`FindHero`) for a kernel whose outputs reach
+    a tiled transpose only through elementwise ops of up to three operands: the single
+    tiled transpose so reached from the first output (a root tuple's first element that
+    has one), provided nothing but such ops reads it on the way out; else None."""
+    ids = {id(m) for m in members}
+    for out in outputs:
+        hero = _find_hero(out, ids)
+        if hero is not None:
+            return hero
+    return None
+
+
+def _find_hero(root: Any, ids: set[int]) -> Any:
+    hero, seen, queue = None, {id(root)}, [root]
+    while queue:
+        node = queue.pop(0)
+        if tiled_transpose_key(node) is not None:
+            if hero is not None:
+                return None  # two candidates: XLA bails out
+            hero = node
+            continue
+        if not _intermediate(node):
+            continue
+        for v in node.operands:
+            o = v.owner
+            if id(o) in ids and id(o) not in seen:
+                seen.add(id(o))
+                queue.append(o)
+    if hero is None or hero is root or not _trivial_readers(hero, ids):
+        return None
+    return hero
+
+
+def _intermediate(op: Any) -> bool:
+    """XLA IsIntermediate with three operands allowed: elementwise ops (a copy only when it
+    keeps the layout), bitcasts, and reshapes or transposes that are bitcasts."""
+    if not 1 <= len(op.operands) <= 3:
+        return False
+    opc = op.opcode
+    if opc == "copy":
+        return op.shape == value_shape(op.operands[0])
+    if opc in ("bitcast",) or (opc == "transpose" and transpose_is_bitcast(op)):
+        return True
+    if opc == "reshape":
+        src, dst = value_shape(op.operands[0]), op.shape
+        return isinstance(src, ArrayShape) and isinstance(dst, ArrayShape) and reshape_is_bitcast(src, dst)
+    return is_elementwise(op)
+
+
+def _trivial_readers(hero: Any, ids: set[int]) -> bool:
+    """Everything reachable from `hero`'s readers inside the kernel is a tuple or an
+    intermediate op (XLA: no non-elementwise op after the transpose)."""
+    seen: set[int] = set()
+    queue = [u.operation for u in hero.result.uses]
+    while queue:
+        op = queue.pop()
+        if id(op) in seen or id(op) not in ids:
+            continue
+        seen.add(id(op))
+        if op.opcode not in ("tuple", "parameter") and not _intermediate(op):
+            return False
+        if op.opcode != "tuple":
+            queue += [u.operation for u in op.result.uses]
+    return True
+
+
+def nested_transpose(outputs: list[Any], tiled: Any, reduction: bool) -> bool:
+    """XLA's nested (elemental) transpose hero: a kernel whose hero is a transpose its
+    tiled emitter does not take. With no reduction or tiled-transpose hero, XLA's hero
+    (`GetRealHeroForMultiOutputFusion`) is the kernel's first output."""
+    if tiled is not None or reduction or not outputs:
+        return False
+    first = outputs[0]
+    return getattr(first, "opcode", None) == "transpose" and tiled_transpose_key(first) is None
+
+
+def nested_transpose_refusal(nested1: bool, nested2: bool, unnested1: bool,
+                             unnested2: bool) -> str | None:  # fmt: skip
+    """XLA FusionHeroesAreCompatible: a nested transpose hero beside a tiled transpose or
+    an unnested reduction hero (`unnested1`, `unnested2`) reads its input in another order,
+    so the merged kernel would read the shared input twice; None when compatible."""
+    if (nested1 and unnested2) or (unnested1 and nested2):
+        return "multi-output fusion of a nested transpose with an unnested hero op"
     return None
 
 

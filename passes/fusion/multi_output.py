@@ -9,9 +9,11 @@ Two rewrites (`rewrites.py` style, one per class):
 
 Guards (XLA's reasons): both kernels fusible as multi-output roots (loop or reduction
 fusions, tiled-transpose heroes, elementwise ops; at least one a fusion for siblings),
-compatible heroes (`mof_heroes`), the same loop shape (a reduction's or a tiled
-transpose's is its input's), XLA's limits on in-place DUS kernels, a producer that is
-no multi-output fusion, loop-fusible and not physically transposing (`mof_producer`), no path between siblings / from the producer to another
+compatible heroes (`mof_heroes`: tiled transposes alike, no nested transpose beside
+an unnested hero), loop shapes equal or reshape bitcasts of each other (a reduction's or
+a tiled transpose's loop is its input), XLA's limits on in-place DUS kernels, a producer
+that is no multi-output fusion, loop-fusible and not physically transposing
+(`mof_producer`), no path between siblings / from the producer to another
 operand of the consumer ("would introduce a cycle", answered by `Reachability`, ancestor
 bitsets updated on each merge), the fusion budget (96 operands and outputs, 8 unnested
 reductions, shared memory), and the cost model: refused when the merged kernel is not
@@ -42,7 +44,13 @@ from hlopass.kernel_structure.emitter import (
     reduction_dims,
 )
 from hlopass.passes.fusion.explain import FusionRecord
-from hlopass.passes.fusion.mof_heroes import heroes_refusal, transpose_hero
+from hlopass.passes.fusion.mof_heroes import (
+    deep_transpose_hero,
+    heroes_refusal,
+    nested_transpose,
+    nested_transpose_refusal,
+    transpose_hero,
+)
 from hlopass.passes.fusion.mof_producer import producer_mof_refusal
 from hlopass.passes.fusion.multi_output_rewrites import (
     BUDGET,
@@ -72,7 +80,6 @@ from hlopass.passes.fusion.multi_output_rewrites import (
     loops_compatible,
     merged_operands,
     mof_root_eligible,
-    moves_data,
     output_index,
     read_through_elements,
     readers_through_elements,
@@ -119,7 +126,14 @@ class MultiOutputDriver:
         )
         self.kinds = PerKernel(lambda op: self.facts(op).emitter())
         self.reduction = PerKernel(lambda op: first_reduction(kernel_body(op, comps)))
-        self.tiled = PerKernel(lambda op: transpose_hero(self.facts(op).transposes))
+        self.tiled = PerKernel(lambda op: transpose_hero(self.facts(op).transposes)
+                               or deep_transpose_hero(kernel_outputs(op, comps),
+                                                      kernel_body(op, comps)))  # fmt: skip
+        self.nested = PerKernel(lambda op: nested_transpose(
+            kernel_outputs(op, comps), self.tiled(op), self.kinds(op) == "reduction"))  # fmt: skip
+        self.unnested = PerKernel(
+            lambda op: self.tiled(op) is not None or self.kinds(op) == "reduction"
+        )
         self.parts = PerKernel(lambda op: Part.of(op, comps))
         self.summaries = PerKernel(lambda op: self.model.sibling_summary(
             kernel_body(op, comps), kernel_outputs(op, comps), key_of(op)))  # fmt: skip
@@ -137,17 +151,17 @@ class MultiOutputDriver:
                              self.kinds(b) == "reduction", sibling)  # fmt: skip
         if why is not None:
             return why
+        why = nested_transpose_refusal(self.nested(a), self.nested(b), self.unnested(a),
+                                       self.unnested(b))  # fmt: skip
+        if why is not None:
+            return why
         why = self.reductions_refusal(a, b)
         if why is not None:
             return why
-        la, lb = self.loop_shape(a), self.loop_shape(b)
-        if not loops_compatible(la, lb, reshape_ok=False):
-            # a reduction beside a loop over a reshape (bitcast) of its input, as XLA's
-            # reduction emitter writes the loop's outputs in the reduction's order
-            reductions = (self.kinds(a) == "reduction") + (self.kinds(b) == "reduction")
-            ok = reductions == 1 and not any(moves_data(kernel_body(x, comps)) for x in (a, b))
-            if not loops_compatible(la, lb, reshape_ok=ok):
-                return DIFFERENT_LOOP_SHAPES
+        # XLA takes loop shapes that are reshape bitcasts of each other (its
+        # ShapesCompatibleForMultiOutputFusion), the heroes checked above
+        if not loops_compatible(self.loop_shape(a), self.loop_shape(b), reshape_ok=True):
+            return DIFFERENT_LOOP_SHAPES
         if sibling:
             if reach.reaches(a, b) or reach.reaches(b, a):
                 return CYCLE

@@ -231,22 +231,6 @@ def loops_compatible(a: Any, b: Any, reshape_ok: bool) -> bool:
     return reshape_ok and elements(a) == elements(b) and _row_major(a) and _row_major(b)
 
 
-_IN_ORDER = frozenset({"parameter", "constant", "bitcast", "reduce", "tuple", "get-tuple-element"})
-
-
-def moves_data(body: list[HloOp]) -> bool:
-    """Anything but elementwise ops, bitcasts, scalar broadcasts and reductions (a
-    transpose, a reshape that moves data, ...): the kernel's loop may then not follow its
-    output's order, and a reshape of that loop would not be the other kernel's (XLA
-    compares heroes there)."""
-    return any(not (is_elementwise(m) or m.opcode in _IN_ORDER or _scalar_broadcast(m))
-               for m in body)  # fmt: skip
-
-
-def _scalar_broadcast(op: HloOp) -> bool:
-    return op.opcode == "broadcast" and is_effective_scalar(value_shape(op.operands[0]))
-
-
 def _row_major(shape: ArrayShape) -> bool:
     order = [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
     return order == sorted(order)
