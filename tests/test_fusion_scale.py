@@ -80,10 +80,13 @@ def _checked_sibling_prices(text: str, cost_model: str, monkeypatch: pytest.Monk
 def test_sibling_summary_prices_like_the_built_kernel_by_hand(
     cost_model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # p0's readers in XLA's order (fusions first): the reduction's fusion joins c's (its
-    # input shares the loop shape), then the instructions a and b join that one; p1's
-    # readers: s joins the fusion now holding b
-    assert _checked_sibling_prices(SIBLINGS, cost_model, monkeypatch) == 4
+    # XLA's order is uses before defs (the reversed post order from the root tuple, whose
+    # first operand a reads p0 and second b reads p1): p1 is met before p0. p1's readers b
+    # and s are both unfused instructions then, and XLA's FuseSiblings only merges into a
+    # fusion: no pair priced. p0's readers, fusions first: the reduction's fusion joins c's
+    # (its input shares the loop shape), then a and b join that one: three prices. p1 is
+    # not met again, so s stays alone.
+    assert _checked_sibling_prices(SIBLINGS, cost_model, monkeypatch) == 3
 
 
 @pytest.mark.skipif(CORPUS is None, reason="needs the corpus")
@@ -96,7 +99,7 @@ def test_sibling_summary_prices_like_the_built_kernel_on_the_corpus(
         text = (CORPUS / "jax" / program / "before_optimizations.hlo").read_text()
         for cost_model in ("default", "roofline"):
             total += _checked_sibling_prices(text, cost_model, monkeypatch)
-    assert total >= 20  # the corpus has dozens of priced sibling merges
+    assert total >= 15  # 19 priced sibling merges on the corpus (both models) in XLA's order
 
 
 @pytest.mark.skipif(CORPUS is None, reason="needs the corpus")
