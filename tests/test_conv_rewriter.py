@@ -75,6 +75,7 @@ def _order_bound(n: int, magnitudes: np.ndarray) -> np.ndarray:
     gamma = (n - 1) * U64 / (1 - (n - 1) * U64)
     return 2 * gamma * magnitudes
 
+
 ALL = [
     (f"{f.split('/')[-1]}:{_name(chunk)}", chunk, pipeline)
     for f, pipeline in FILES.items()

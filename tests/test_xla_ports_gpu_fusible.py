@@ -1113,8 +1113,9 @@ ENTRY entry {{
 
 def _mixed_layouts(n: int, move: str) -> str:
     # XLA's two MixedLayoutProducer modules differ in one dim's size and the op reading p1.1
-    return "\n" + _MIXED_LAYOUTS.lstrip("\n").replace("{n}", str(n)).replace("{move}", move) \
-        .replace("{{", "{").replace("}}", "}")
+    return "\n" + _MIXED_LAYOUTS.lstrip("\n").replace("{n}", str(n)).replace(
+        "{move}", move
+    ).replace("{{", "{").replace("}}", "}")
 
 
 def test_IsPhysicallyTransposing_MixedLayoutProducer() -> None:
@@ -1459,23 +1460,33 @@ ENTRY entry{
 
 
 def test_GetFusionRootsWithGTEMakeTupleSequence() -> None:
-    roots, f = _roots("HloModule test_module\n\nfusion {" + _GTE_DUS_BODY + """
+    roots, f = _roots(
+        "HloModule test_module\n\nfusion {"
+        + _GTE_DUS_BODY
+        + """
   ROOT tuple = (bf16[], s32[32], u32[]) tuple(get-tuple-element.0, dynamic-update-slice, get-tuple-element.2)
 }
-""" + _GTE_DUS_ENTRY)
+"""
+        + _GTE_DUS_ENTRY
+    )
     custom_call, dus = _root_operand(f, 0, 0), _root_operand(f, 1)
     assert custom_call.opcode == "custom-call" and dus.opcode == "dynamic-update-slice"
     assert roots == [custom_call, dus, custom_call]
 
 
 def test_GetFusionRootsWithMakeTupleGTESequence() -> None:
-    roots, f = _roots("HloModule test_module\n\nfusion {" + _GTE_DUS_BODY + """
+    roots, f = _roots(
+        "HloModule test_module\n\nfusion {"
+        + _GTE_DUS_BODY
+        + """
   tuple = (bf16[], s32[32], u32[]) tuple(get-tuple-element.0, dynamic-update-slice, get-tuple-element.2)
   get-tuple-element.3 = bf16[] get-tuple-element(tuple), index=0
   get-tuple-element.4 = u32[] get-tuple-element(tuple), index=2
   ROOT tuple2 = (bf16[], s32[32], u32[]) tuple(get-tuple-element.3, dynamic-update-slice, get-tuple-element.4)
 }
-""" + _GTE_DUS_ENTRY)
+"""
+        + _GTE_DUS_ENTRY
+    )
     tuple_inst = _root_operand(f, 0, 0)
     assert tuple_inst.opcode == "tuple"
     gte = tuple_inst.operands[0].owner

@@ -100,8 +100,13 @@ GPU = NamedPipeline(
         # to the [batch, m, k] x [batch, k, n] form GEMM fusion reads).
         Stage(
             "optimization",
-            ("topk-specializer", "topk-decomposer", f'fixpoint{{passes="{_SIMPLIFY}"}}',
-             "dot-merger", "dot-decomposer"),  # fmt: skip
+            (
+                "topk-specializer",
+                "topk-decomposer",
+                f'fixpoint{{passes="{_SIMPLIFY}"}}',
+                "dot-merger",
+                "dot-decomposer",
+            ),  # fmt: skip
         ),
         # The "collective-optimizations" pipeline that follows simplification.
         Stage(

@@ -133,7 +133,11 @@ def _intermediate(op: Any) -> bool:
         return True
     if opc == "reshape":
         src, dst = value_shape(op.operands[0]), op.shape
-        return isinstance(src, ArrayShape) and isinstance(dst, ArrayShape) and reshape_is_bitcast(src, dst)
+        return (
+            isinstance(src, ArrayShape)
+            and isinstance(dst, ArrayShape)
+            and reshape_is_bitcast(src, dst)
+        )
     return is_elementwise(op)
 
 
