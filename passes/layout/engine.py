@@ -217,14 +217,18 @@ class Planner:
             size *= src.dims[d]
         if size < rules.ROW_REDUCTION_MIN or not dims or len(dims) == src.rank:
             return
+        # XLA passes a reduce's result layout to its operand only for an array result of
+        # rank 2 or more (PropagateBufferConstraintToOperands stops at IsAtMostRank1, and
+        # ChooseOperandLayoutFromOutputLayout takes no tuple-shaped, variadic reduce)
+        if src.rank - len(dims) <= 1 or len(op.operands) > 2:
+            return
         want, hard = self.wanted(op)
         # a reduce whose layout is fixed (XLA: constrained before its operand) passes the
         # row layout on as a constraint; otherwise it is a preference
         hard = hard and isinstance(want, ArrayShape)
         out = m2m_of(want) if hard else default_m2m(src.rank - len(dims))  # type: ignore[arg-type]
         m2m = row_reduction_operand_layout(out, src.rank, dims)
-        for v in op.operands[: len(op.operands) // 2]:
-            self.ask_m2m(v, m2m, hard)
+        self.ask_m2m(op.operands[0], m2m, hard)
 
     def request_through_transpose(self, op: HloOp, want: Shape | None, hard: bool) -> None:
         """Ask the operand for the layout that makes the transpose a bitcast. A dot used only
