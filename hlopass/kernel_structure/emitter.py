@@ -48,12 +48,17 @@ def is_elementwise(op: Any) -> bool:
 
 def heroes(outputs: list[Any], member_ids: Any) -> list[Any]:
     """XLA FindNonTrivialHero for each output: walk up through bitcasts, reshapes and
-    elementwise ops with a single non-constant operand."""
+    elementwise ops with a single non-constant operand. A reduce is the hero only when
+    every op on the way has one operand (XLA's walk to a reduce is `IsIntermediate` with
+    one operand allowed: `multiply(reduce, broadcast(c))` is its own hero, a loop, while
+    `negate(reduce)` is a reduction); transposes and concatenates are still found past
+    ops with several operands, as XLA's `FindHero` finds them."""
     leaves: list[Any] = []
     for o in outputs:
         leaves += [v.owner for v in o.operands] if o.opcode == "tuple" else [o]
     found = []
-    for h in leaves:
+    for leaf in leaves:
+        h, single = leaf, True
         for _ in range(64):
             opc = h.opcode
             if opc in ("reduce", "transpose", "scatter", "concatenate"):
@@ -66,10 +71,11 @@ def heroes(outputs: list[Any], member_ids: Any) -> list[Any]:
                     and v.owner.opcode not in ("constant", "broadcast", "iota", "parameter")
                 ]
                 if len(live) == 1:
+                    single = single and len(h.operands) == 1
                     h = live[0]
                     continue
             break
-        found.append(h)
+        found.append(h if single or h.opcode != "reduce" else leaf)
     return found
 
 
