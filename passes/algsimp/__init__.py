@@ -88,6 +88,12 @@ class AlgebraicSimplifierPass(TrackedPass):
     """XLA's fast-math switch: treat floats as real numbers (no inf, nan or rounding), which
     allows reassociation, `x * 0 -> 0`, `x - x -> 0`, `log(exp(x)) -> x`, ..."""
 
+    no_signed_zeros: bool = False
+    """Take -0 and +0 as one value (LLVM's `nsz`): the rewrites whose only change to a float
+    result is the sign of a zero or of a NaN run (`reduce(negate(x), 0, add) ->
+    negate(reduce(x, 0, add))`, which XLA does without fast math). The `gpu` pipeline sets
+    it, so its plans are XLA's; no other rounding changes."""
+
     is_layout_sensitive: bool = False
     """Layouts are fixed (after layout assignment): no rewrite may change a layout, and
     rewrites that would need a new layout (e.g. transpose -> reshape) do not fire."""

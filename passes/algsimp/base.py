@@ -57,6 +57,9 @@ class Simplification(RewritePattern):
     OPCODES: ClassVar[tuple[str, ...]] = ()
     FLOAT_UNSAFE: ClassVar[bool] = False
     """The rewrite may change float results: for floats it needs `enable-floats-are-real`."""
+    SIGNED_ZEROS_ONLY: ClassVar[bool] = False
+    """A FLOAT_UNSAFE rewrite whose only change to a float result is the sign of a zero (or
+    of a NaN): `no-signed-zeros` is enough for it."""
     LAYOUT_CHANGING: ClassVar[bool] = False
     """The rewrite builds a reshape/transpose whose layout XLA would have to choose: it does
     not run with `is-layout-sensitive` (layouts fixed)."""
@@ -76,7 +79,10 @@ class Simplification(RewritePattern):
     the pass run; asked at every offer)."""
 
     def __post_init__(self) -> None:
-        self._float_guard = self.FLOAT_UNSAFE and not self.opts.floats_are_real
+        allowed = self.opts.floats_are_real or (
+            self.SIGNED_ZEROS_ONLY and self.opts.no_signed_zeros
+        )
+        self._float_guard = self.FLOAT_UNSAFE and not allowed
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not is_hlo(op) or op.OPCODE not in self.OPCODES:

@@ -453,11 +453,14 @@ class ReduceAddOfBroadcast(Simplification):
 
 class ReduceOfNegate(Simplification):
     """`reduce(negate(x), 0, add) -> negate(reduce(x, 0, add))` (floats; the zero's sign
-    flips with the negation, so it needs `enable-floats-are-real`)."""
+    flips with the negation, so it needs `enable-floats-are-real` or `no-signed-zeros`:
+    round-to-nearest is symmetric, so each partial sum is the other's exact negation and
+    only a zero's or a NaN's sign can differ)."""
 
     OPCODES = ("reduce",)
     OPERAND_FROM = frozenset({"negate"})
     FLOAT_UNSAFE = True
+    SIGNED_ZEROS_ONLY = True
 
     def rewrite(self, op: HloOp):
         found = _reduce_of(op, "negate")
