@@ -29,6 +29,10 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
         {
             "algsimp": _lazy("hlopass.passes.algsimp", "AlgebraicSimplifierPass"),
             "call-inliner": _lazy("hlopass.passes.call_inliner", "CallInlinerPass"),
+            "batched-gather-scatter-normalizer": _lazy(
+                "hlopass.passes.batched_gather_scatter_normalizer",
+                "BatchedGatherScatterNormalizerPass",
+            ),
             "constant-folding": _lazy("hlopass.passes.constant_folding", "ConstantFoldingPass"),
             "conv-padding-legalization": _lazy(
                 "hlopass.passes.conv_rewriter.padding_legalization", "ConvPaddingLegalizationPass"
