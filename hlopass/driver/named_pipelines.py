@@ -98,8 +98,9 @@ GPU = NamedPipeline(
         # to sort + slice, and every sort read through its first K elements to a `TopK` call.
         Stage("pre-SPMD", ("call-inliner", "topk-decomposer{topk-only=true}", "topk-rewriter")),
         # RunOptimizationPasses: gathers and scatters without batching dims first, the TopK
-        # calls the GPU kernel takes to `__gpu$TopK`, the rest back to sort + slice; then
-        # the "simplification" HloPassFix (GPU dots are
+        # calls the GPU kernel takes to `__gpu$TopK`, the rest back to sort + slice,
+        # select-and-scatters into a reduce-window and a scatter; then the
+        # "simplification" HloPassFix (GPU dots are
         # canonical: supports_non_canonical_dots=false), DotMerger, and DotDecomposer (dots
         # to the [batch, m, k] x [batch, k, n] form GEMM fusion reads).
         Stage(
@@ -108,6 +109,7 @@ GPU = NamedPipeline(
                 "batched-gather-scatter-normalizer",
                 "topk-specializer",
                 "topk-decomposer",
+                "select-and-scatter-expander",
                 f'fixpoint{{passes="{_SIMPLIFY}"}}',
                 "dot-merger",
                 "dot-decomposer",
@@ -195,8 +197,7 @@ GPU = NamedPipeline(
         "GemvRewriter, HoistFusedBitcasts and GemmFusionSwapOperands around GEMM fusion (the "
         "fusions keep their bitcasts inside and XLA's operand order)",
         "TopKSplitter (a long single-row TopK split into blocks)",
-        "SelectAndScatterExpander (a select-and-scatter stays one instruction, where XLA "
-        "makes an arg-max reduce-window and a scatter of it), ReduceWindowRewriter (a long "
+        "ReduceWindowRewriter (a long "
         "scan stays one reduce-window, where XLA makes a two-level tree of 16-wide windows), "
         "GatherSimplifier and ScatterSimplifier (gathers and scatters keep their form)",
         "CudnnPadForConvolutions and CudnnVectorizeConvolutions (channel padding for "

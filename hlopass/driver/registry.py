@@ -52,6 +52,9 @@ PASSES: dict[str, Callable[[], type[HloModulePass]]] = dict(
             "gemm-fusion": _lazy("hlopass.passes.gemm_fusion", "GemmFusionPass"),
             "gemm-rewriter": _lazy("hlopass.passes.gemm_rewriter", "GemmRewriterPass"),
             "priority-fusion": _lazy("hlopass.passes.fusion", "PriorityFusionPass"),
+            "select-and-scatter-expander": _lazy(
+                "hlopass.passes.select_and_scatter_expander", "SelectAndScatterExpanderPass"
+            ),
             "sort-iota-fusion": _lazy(
                 "hlopass.passes.fusion.sort_iota_fusion", "SortIotaFusionPass"
             ),
