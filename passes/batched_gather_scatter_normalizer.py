@@ -40,10 +40,9 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     control_predecessor_names,
+    expand_in_post_order,
     new_op,
-    unfused_computations,
 )
-from hlopass.text.exporter import instruction_post_order
 
 
 def _fits(size: int, element_type: str) -> bool:
@@ -215,12 +214,4 @@ class BatchedGatherScatterNormalizerPass(HloModulePass):
             "gather": NormalizeBatchGather(rctx, pinned),
             "scatter": NormalizeBatchScatter(rctx, pinned),
         }
-        changed = False
-        for comp in unfused_computations(module):
-            rewriter = PatternRewriter(comp)
-            for op in instruction_post_order(comp):
-                pattern = patterns.get(op.opcode)
-                if pattern is not None:
-                    pattern.match_and_rewrite(op, rewriter)
-            changed |= rewriter.has_done_action
-        return changed
+        return expand_in_post_order(module, patterns)

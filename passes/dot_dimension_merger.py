@@ -33,10 +33,9 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     control_predecessor_names,
+    expand_in_post_order,
     new_op,
-    unfused_computations,
 )
-from hlopass.text.exporter import instruction_post_order
 
 
 def _arr(value: SSAValue) -> ArrayShape:
@@ -137,11 +136,4 @@ class DotDimensionMergerPass(HloModulePass):
     def run(self, ctx: Context, module: ModuleOp, trace: TraceHook | None = None) -> bool:
         rctx = RewriteContext.of(module, trace)
         pattern = MergeBatchDimensions(rctx, frozenset(control_predecessor_names(module)))
-        changed = False
-        for comp in unfused_computations(module):
-            rewriter = PatternRewriter(comp)
-            for op in instruction_post_order(comp):
-                if op.opcode == "dot":
-                    pattern.match_and_rewrite(op, rewriter)
-            changed |= rewriter.has_done_action
-        return changed
+        return expand_in_post_order(module, {"dot": pattern})

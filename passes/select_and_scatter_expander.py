@@ -47,11 +47,10 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     control_predecessor_names,
+    expand_in_post_order,
     new_op,
     scalar_constant,
-    unfused_computations,
 )
-from hlopass.text.exporter import instruction_post_order
 
 
 def _attrs(op: HloOp) -> dict[str, Any]:
@@ -218,11 +217,4 @@ class SelectAndScatterExpanderPass(HloModulePass):
         rctx = RewriteContext.of(module, trace)
         comps = {c.comp_name: c for c in computations(module)}
         pattern = ExpandSelectAndScatter(rctx, comps, frozenset(control_predecessor_names(module)))
-        changed = False
-        for comp in unfused_computations(module):
-            rewriter = PatternRewriter(comp)
-            for op in instruction_post_order(comp):
-                if op.opcode == "select-and-scatter":
-                    pattern.match_and_rewrite(op, rewriter)
-            changed |= rewriter.has_done_action
-        return changed
+        return expand_in_post_order(module, {"select-and-scatter": pattern})

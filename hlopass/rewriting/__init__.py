@@ -3,7 +3,8 @@ module per concern; pass authors and plug-ins import them from here.
 
 * `base`: `HloModulePass`, an xDSL `ModulePass` whose `run` reports whether it changed the
   module (XLA's `Run -> changed`; `apply` is the xDSL entry point and calls `run`), the
-  `Scope` a run reports its changes to, and `run_patterns`.
+  `Scope` a run reports its changes to, `run_patterns` (to a fixed point) and
+  `expand_in_post_order` (one post-order sweep, XLA's OpExpanderPass).
 * `tracked`: `TrackedPass`, the base of a pass that reports in its `Scope` what it changed.
 * `context`: `NameUniquer` (fresh names in XLA's `name.N` style, unique in the module;
   `claim_name`, from `hlopass.ir.names`, in any one set of names) and `RewriteContext` (what patterns of one pass
@@ -22,6 +23,7 @@ from hlopass.rewriting.base import (
     HloModulePass,
     Scope,
     TraceHook,
+    expand_in_post_order,
     forget_cached_state,
     run_patterns,
 )
@@ -115,6 +117,7 @@ __all__ = [
     "OpcodeDispatchApplier",
     "computation_named",
     "run_patterns",
+    "expand_in_post_order",
     "const_array",
     "scalar_int",
     "gte_index",

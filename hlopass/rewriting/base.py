@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -160,6 +160,26 @@ class Scope:
     def edited(self) -> set[ComputationOp]:
         """Every computation the run edited, whichever way."""
         return self.changed | self.touched.keys()
+
+
+def expand_in_post_order(module: ModuleOp, patterns: Mapping[str, RewritePattern]) -> bool:
+    """Offer each instruction of every unfused computation, in post order, once, to the
+    pattern of its opcode (XLA's OpExpanderPass: one sweep, no fixed point; what a pattern
+    builds is not offered again). True when any pattern rewrote."""
+    from xdsl.pattern_rewriter import PatternRewriter
+
+    from hlopass.rewriting.calls import unfused_computations
+    from hlopass.text.exporter import instruction_post_order
+
+    changed = False
+    for comp in unfused_computations(module):
+        rewriter = PatternRewriter(comp)
+        for op in instruction_post_order(comp):
+            pattern = patterns.get(op.opcode)  # type: ignore[attr-defined]
+            if pattern is not None:
+                pattern.match_and_rewrite(op, rewriter)
+        changed |= rewriter.has_done_action
+    return changed
 
 
 def run_patterns(

@@ -35,11 +35,10 @@ from hlopass.rewriting import (
     RewriteContext,
     TraceHook,
     control_predecessor_names,
+    expand_in_post_order,
     new_op,
     scalar_constant,
-    unfused_computations,
 )
-from hlopass.text.exporter import instruction_post_order
 
 from .choose import accumulator_type, choose_split, padded_k
 
@@ -165,11 +164,4 @@ class SplitkRewriterPass(HloModulePass):
         rctx = RewriteContext.of(module, trace)
         pattern = SplitDotK(rctx, DEVICES[self.device].sm_count, compute_capability(self.device),
                             self.force_split_k, frozenset(control_predecessor_names(module)))  # fmt: skip
-        changed = False
-        for comp in unfused_computations(module):
-            rewriter = PatternRewriter(comp)
-            for op in instruction_post_order(comp):
-                if op.opcode == "dot":
-                    pattern.match_and_rewrite(op, rewriter)
-            changed |= rewriter.has_done_action
-        return changed
+        return expand_in_post_order(module, {"dot": pattern})
