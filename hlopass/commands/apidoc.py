@@ -43,7 +43,8 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
     (
         "The pass base classes",
         "A pass subclasses `HloModulePass` (a frozen dataclass: its fields are its options, "
-        "each with a docstring) and runs its patterns with `run_patterns`.",
+        "each with a docstring) and runs its patterns with `run_patterns` (to a fixed point) "
+        "or `expand_in_post_order` (one sweep, as XLA's op expanders).",
         [
             (
                 REWRITING,
@@ -53,6 +54,7 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
                     "RewriteContext",
                     "TraceHook",
                     "run_patterns",
+                    "expand_in_post_order",
                     "OpcodeDispatchApplier",
                     "Scope",
                     "NameUniquer",
