@@ -36,7 +36,6 @@ from hlopass.dialects.hlo import (
     HloOp,
     computations,
     create_op,
-    new_computation_op,
     new_return_op,
 )
 from hlopass.ir.attrs import ShapedLiteral
@@ -48,6 +47,7 @@ from hlopass.rewriting import (
     TraceHook,
     control_predecessor_names,
     expand_in_post_order,
+    insert_computation,
     new_op,
     scalar_constant,
 )
@@ -136,17 +136,6 @@ class ExpandSelectAndScatter(RewritePattern):
     comps: dict[str, ComputationOp]
     pinned: frozenset[str] = frozenset()
 
-    def _reducer(self, host: ComputationOp, select: ComputationOp, element_type: str,
-                 n: int) -> str:  # fmt: skip
-        block = _Reducer(self.ctx, select, element_type, n).build()
-        name = self.ctx.names.fresh_outside(f"{select.comp_name}.reduce_window", set(self.comps))
-        comp = new_computation_op(name, block)
-        mblock = host.parent_block()
-        assert mblock is not None
-        mblock.insert_op_before(comp, host)
-        self.comps[name] = comp
-        return name
-
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, HloOp) or op.opcode not in self.OPCODES:
             return
@@ -174,7 +163,8 @@ class ExpandSelectAndScatter(RewritePattern):
             ).result  # fmt: skip
             for i in range(n)
         ]
-        reducer = self._reducer(host, select, xs.element_type, n)
+        block = _Reducer(self.ctx, select, xs.element_type, n).build()
+        reducer = insert_computation(self.ctx, op, f"{select.comp_name}.reduce_window", block)
         neg_one = scalar_constant(rewriter, self.ctx, -1, "s32", before=op).result
         reduced = array("s32", ss.dims)
         window = new_op(rewriter, self.ctx, "reduce-window", [x, *iotas, init, *[neg_one] * n],

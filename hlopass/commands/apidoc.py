@@ -69,7 +69,12 @@ SECTIONS: list[tuple[str, str, list[tuple[str, list[Entry]]]]] = [
         "Building instructions",
         "Each inserts a new instruction (named `opcode.N`, unique in the module) with the "
         "pattern's rewriter.",
-        [(REWRITING, ["new_op", "constant_from_numpy", "scalar_constant", "splat"])],
+        [
+            (
+                REWRITING,
+                ["new_op", "constant_from_numpy", "scalar_constant", "splat", "insert_computation"],
+            )
+        ],
     ),
     (
         "Matching",

@@ -10,7 +10,8 @@ module per concern; pass authors and plug-ins import them from here.
   `claim_name`, from `hlopass.ir.names`, in any one set of names) and `RewriteContext` (what patterns of one pass
   run share: the uniquer, a trace hook).
 * `building`: `new_op`, `constant_from_numpy`, `replace_op`, `erase_dead`: building and
-  replacing instructions with a `PatternRewriter`.
+  replacing instructions with a `PatternRewriter`; `insert_computation` (a new reducer or
+  comparator before the computation that calls it).
 * `matching`: `OpcodeDispatchApplier`, and `const_array`, `scalar_int`, `gte_index`, `splat_value`, `is_zero`,
   `is_one`.
 * `effects`: side effects, randomness, control predecessors (what may not be removed).
@@ -30,6 +31,7 @@ from hlopass.rewriting.base import (
 from hlopass.rewriting.building import (
     constant_from_numpy,
     erase_dead,
+    insert_computation,
     new_op,
     replace_op,
     replace_with_new,
@@ -101,6 +103,7 @@ __all__ = [
     "instructions",
     "owner",
     "new_op",
+    "insert_computation",
     "constant_from_numpy",
     "scalar_constant",
     "splat",

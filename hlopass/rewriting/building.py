@@ -7,17 +7,23 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from hlopass.dialects.hlo import HloOp, create_op
+from hlopass.dialects.hlo import (
+    ComputationOp,
+    HloOp,
+    computations,
+    create_op,
+    new_computation_op,
+)
 from hlopass.ir.attrs import ShapedLiteral
 from hlopass.ir.literal import Literal, numpy_dtype
 from hlopass.ir.shape import ArrayShape, Shape, scalar
 from hlopass.rewriting.context import RewriteContext
 from hlopass.rewriting.effects import is_removable
-from hlopass.rewriting.lookup import is_hlo
+from hlopass.rewriting.lookup import is_hlo, module_of
 
 
 def new_op(
@@ -39,6 +45,21 @@ def new_op(
     op = create_op(opcode, list(operands), shape, ctx.names.fresh(opcode), a)
     rewriter.insert(op, InsertPoint.before(before) if before is not None else None)
     return op
+
+
+def insert_computation(ctx: RewriteContext, near: HloOp, base: str, block: Block) -> str:
+    """Make `block` (a fresh one, ending in its return) a new computation named `base` (or
+    `base.N` where a computation has that name), inserted just before the computation
+    holding `near`: a reducer or comparator is declared before its users, as XLA prints
+    them. Returns its name."""
+    module = module_of(near)
+    host = near.parent_op()
+    assert module is not None and isinstance(host, ComputationOp)
+    mblock = host.parent_block()
+    assert mblock is not None
+    name = ctx.names.fresh_outside(base, {c.comp_name for c in computations(module)})
+    mblock.insert_op_before(new_computation_op(name, block), host)
+    return name
 
 
 def constant_from_numpy(

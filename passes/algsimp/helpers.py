@@ -23,6 +23,7 @@ from hlopass.ir.shape import (
 from hlopass.rewriting import (
     computation_named,
     const_array,
+    insert_computation,
     is_constant_like,
     is_hlo,
     module_of,
@@ -319,7 +320,7 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
     existing one of the module, else a new one inserted before `near`'s computation."""
     from xdsl.ir import Block
 
-    from hlopass.dialects.hlo import create_op, new_computation_op, new_return_op
+    from hlopass.dialects.hlo import create_op, new_return_op
     from hlopass.ir.shape import scalar
 
     module = module_of(near)
@@ -342,9 +343,7 @@ def add_reducer(ctx: Any, near: HloOp, element_type: str) -> str:
     for o in (a, b, add):
         block.add_op(o)
     block.add_op(new_return_op(add.results[0]))
-    name = _fresh_computation_name(ctx, module, f"add_{element_type}")
-    _insert_before_computation_of(new_computation_op(name, block), near)
-    return name
+    return insert_computation(ctx, near, f"add_{element_type}", block)
 
 
 def _fresh_computation_name(ctx: Any, module: ModuleOp, base: str) -> str:

@@ -22,11 +22,9 @@ from xdsl.ir import Block, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import (
-    ComputationOp,
     HloOp,
     computations,
     create_op,
-    new_computation_op,
     new_return_op,
 )
 from hlopass.ir.attrs import Raw
@@ -40,6 +38,7 @@ from hlopass.rewriting import (
     forget_cached_state,
     fusion_computations,
     hlo_ops,
+    insert_computation,
     module_of,
     new_op,
     run_patterns,
@@ -152,12 +151,7 @@ class SyncToAsync(RewritePattern):
         for o in (*params, root):
             block.add_op(o)
         block.add_op(new_return_op(root.results[0]))
-        taken = {c.comp_name for c in computations(self.ctx.module)}
-        name = self.ctx.names.fresh_outside("async_computation", taken)
-        host = op.parent_op()
-        assert isinstance(host, ComputationOp) and host.parent_block() is not None
-        host.parent_block().insert_op_before(new_computation_op(name, block), host)  # type: ignore[union-attr]
-        return name
+        return insert_computation(self.ctx, op, "async_computation", block)
 
 
 def _sharding(op: HloOp) -> dict[str, Any]:

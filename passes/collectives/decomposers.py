@@ -22,11 +22,9 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from hlopass.dialects.hlo import (
-    ComputationOp,
     HloOp,
     computations,
     create_op,
-    new_computation_op,
     new_return_op,
 )
 from hlopass.ir.shape import ArrayShape, TupleShape, array, scalar
@@ -37,6 +35,7 @@ from hlopass.rewriting import (
     call_instructions,
     constant_from_numpy,
     fusion_computations,
+    insert_computation,
     module_of,
     new_op,
     replace_op,
@@ -181,14 +180,7 @@ def binary_computation(ctx: RewriteContext, near: HloOp, opcode: str, element_ty
     for o in (x, y, root):
         block.add_op(o)
     block.add_op(new_return_op(root.results[0]))
-    module = module_of(near)
-    assert module is not None
-    taken = {c.comp_name for c in computations(module)}
-    name = ctx.names.fresh_outside(opcode, taken)
-    host = near.parent_op()
-    assert isinstance(host, ComputationOp) and host.parent_block() is not None
-    host.parent_block().insert_op_before(new_computation_op(name, block), host)  # type: ignore[union-attr]
-    return name
+    return insert_computation(ctx, near, opcode, block)
 
 
 @dataclass

@@ -12,16 +12,13 @@ from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from hlopass.dialects.hlo import (
-    ComputationOp,
     HloOp,
-    computations,
     create_op,
-    new_computation_op,
     new_return_op,
 )
 from hlopass.ir.attrs import SliceDim
 from hlopass.ir.shape import ArrayShape, TupleShape, is_float, scalar
-from hlopass.rewriting import RewriteContext, module_of, new_op
+from hlopass.rewriting import RewriteContext, insert_computation, new_op
 
 TOPK_TARGET = "TopK"
 """The custom call XLA's TopkRewriter makes of a sort + slice (the generic TopK)."""
@@ -75,15 +72,8 @@ def comparator(ctx: RewriteContext, near: HloOp, types: Sequence[str], largest: 
     root = create_op("compare", params[:2], scalar("pred"), ctx.names.fresh("compare"), attrs)
     block.add_op(root)
     block.add_op(new_return_op(root.results[0]))
-    module = module_of(near)
-    host = near.parent_op()
-    assert module is not None and isinstance(host, ComputationOp)
     base = "compare-greater-than" if largest else "compare-less-than"
-    name = ctx.names.fresh_outside(base, {c.comp_name for c in computations(module)})
-    mblock = host.parent_block()
-    assert mblock is not None
-    mblock.insert_op_before(new_computation_op(name, block), host)
-    return name
+    return insert_computation(ctx, near, base, block)
 
 
 def prefix_slice(rewriter: PatternRewriter, ctx: RewriteContext, value: SSAValue,
