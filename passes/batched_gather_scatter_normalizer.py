@@ -42,6 +42,7 @@ from hlopass.rewriting import (
     control_predecessor_names,
     expand_in_post_order,
     new_op,
+    replace_with_new,
 )
 
 
@@ -108,13 +109,13 @@ _KEPT = ("sharding", "frontend_attributes")
 
 def _replace(rewriter: PatternRewriter, ctx: RewriteContext, op: HloOp,
              operands: list[SSAValue], attrs: dict) -> None:  # fmt: skip
+    """`op` replaced by a new instruction of its opcode (its sharding and frontend
+    attributes carried over)."""
     for name in _KEPT:
         value = op.attr(name)
         if value is not None:
             attrs[name] = value
-    new = new_op(rewriter, ctx, op.opcode, operands, op.shape, attrs, like=op, before=op)
-    op.result.replace_all_uses_with(new.result)
-    rewriter.erase(op)
+    replace_with_new(rewriter, ctx, op, op.opcode, operands, attrs=attrs)
 
 
 @dataclass

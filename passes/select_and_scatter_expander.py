@@ -49,6 +49,7 @@ from hlopass.rewriting import (
     expand_in_post_order,
     insert_computation,
     new_op,
+    replace_with_new,
     scalar_constant,
 )
 
@@ -190,10 +191,8 @@ class ExpandSelectAndScatter(RewritePattern):
             "index_vector_dim": len(ss.dims),
             "to_apply": op.attr("scatter"),
         }
-        new = new_op(rewriter, self.ctx, "scatter", [base.result, indices.result, source],
-                     op.shape, attrs, like=op, before=op)  # fmt: skip
-        op.result.replace_all_uses_with(new.result)
-        rewriter.erase(op)
+        replace_with_new(rewriter, self.ctx, op, "scatter", [base.result, indices.result, source],
+                         attrs=attrs)  # fmt: skip
 
 
 @dataclass(frozen=True)
